@@ -1,0 +1,23 @@
+"""dcsim: a discrete-event simulator of GPU datacenters for carbon-aware scheduling research.
+
+    import sim
+    scenario = sim.load_scenario("scenarios/quickstart.toml")
+    results = sim.simulate(scenario)
+    results.summary["carbon_total_kg"]; results.jobs; results.save("out/")
+"""
+
+from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError
+from sim.results import Results
+from sim.run import simulate
+from sim.scenario import Scenario, load_scenario
+
+__all__ = [
+    "DcsimError",
+    "PolicyError",
+    "Results",
+    "Scenario",
+    "ScenarioError",
+    "TraceError",
+    "load_scenario",
+    "simulate",
+]

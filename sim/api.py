@@ -1,0 +1,309 @@
+"""The policy contract: what a policy sees (`SystemState`) and what it may return (actions).
+
+A policy is any object with ``decide(state) -> Sequence[Action]``. It may also set
+
+- ``signal_steps = True``: be called at every step of any site's carbon signal;
+- ``tick_s = 900.0``: be called periodically, every `tick_s` seconds.
+
+It is called at decision points: job arrival, completion, deferral expiry,
+demand-response notice/start/end, and the two optional ones above. Several events at
+the same instant lead to one call. `SystemState` is a read-only view onto the engine:
+nothing is copied per call, so read what you need, when you need it. Policies never
+touch SimPy and never mutate the state; they may keep attributes of their own.
+
+Actions are checked by the engine in order; an action that cannot be applied raises
+`PolicyError` naming it (capacity, cap range, job not in the right state, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from sim.errors import PolicyError
+
+if TYPE_CHECKING:
+    from sim.engine import Engine
+
+__all__ = [
+    "Action",
+    "Defer",
+    "DemandResponseView",
+    "JobView",
+    "Migrate",
+    "Policy",
+    "PolicyError",
+    "Reject",
+    "Resume",
+    "SetCap",
+    "Start",
+    "Suspend",
+    "SystemState",
+]
+
+
+# --- actions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start a pending (or deferred) job on `site`, all its GPUs from one pool.
+
+    `gpu_model=None` takes the site's first pool with enough free GPUs; `gpu_cap_w=None`
+    runs under the site's cap (see `SetCap`), or uncapped.
+    """
+
+    job: JobView
+    site: str
+    gpu_cap_w: float | None = None
+    gpu_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Hide a pending job from the policy until `until_s` (s since start), then call again."""
+
+    job: JobView
+    until_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Stop an interruptible running job, keeping its progress; its GPUs are freed."""
+
+    job: JobView
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Restart a suspended job on `site` (any site), like `Start`."""
+
+    job: JobView
+    site: str
+    gpu_cap_w: float | None = None
+    gpu_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move an interruptible running job to another site, keeping its progress and cap."""
+
+    job: JobView
+    site: str
+    gpu_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetCap:
+    """Set the GPU power cap, W: of one running job (`target` a JobView), or of every GPU of
+    a site (`target` a site name: running jobs without a cap of their own, and later starts).
+    `watts=None` removes the cap."""
+
+    target: JobView | str
+    watts: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Give up on a job that is not running; it ends rejected with `reason`."""
+
+    job: JobView
+    reason: str
+
+
+Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject
+
+
+@runtime_checkable
+class Policy(Protocol):
+    def decide(self, state: SystemState) -> Sequence[Action]: ...
+
+
+# --- read-only views ------------------------------------------------------------------------
+
+
+class JobView:
+    """A read-only view of one job. Times are seconds since the scenario start."""
+
+    __slots__ = ("_e", "index")
+
+    def __init__(self, engine: Engine, index: int):
+        self._e = engine
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"JobView({self.id!r}, {self.state})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobView) and other._e is self._e and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(self.index)
+
+    @property
+    def id(self) -> str:
+        return self._e.jobs.job_id[self.index]
+
+    @property
+    def submit_s(self) -> float:
+        return float(self._e.jobs.submit_s[self.index])
+
+    @property
+    def gpus(self) -> int:
+        return int(self._e.jobs.gpus[self.index])
+
+    @property
+    def work_gpu_h(self) -> float:
+        """Total work in reference GPU-hours (A100-80GB at its maximum power limit)."""
+        return float(self._e.jobs.work_gpu_h[self.index])
+
+    @property
+    def remaining_gpu_h(self) -> float:
+        """Work left now, reference GPU-hours."""
+        return self._e.remaining_gpu_s(self.index) / 3600.0
+
+    @property
+    def profile(self) -> str:
+        return self._e.jobs.profile[self.index]
+
+    @property
+    def deadline_s(self) -> float | None:
+        """Latest completion time, or None for a job that must run as soon as possible."""
+        d = self._e.jobs.deadline_s[self.index]
+        return None if np.isnan(d) else float(d)
+
+    @property
+    def interruptible(self) -> bool:
+        return bool(self._e.jobs.interruptible[self.index])
+
+    @property
+    def checkpoint_gb(self) -> float:
+        return float(self._e.jobs.checkpoint_gb[self.index])
+
+    @property
+    def data_gb(self) -> float:
+        return float(self._e.jobs.data_gb[self.index])
+
+    @property
+    def origin_site(self) -> str:
+        return self._e.site_names[self._e.jobs.origin_site[self.index]]
+
+    @property
+    def state(self) -> str:
+        """One of pending, deferred, running, suspended, completed, rejected."""
+        return self._e.state_name(self.index)
+
+    @property
+    def site(self) -> str | None:
+        """The site the job runs on, None unless running."""
+        return self._e.running_site(self.index)
+
+    @property
+    def gpu_model(self) -> str | None:
+        return self._e.running_model(self.index)
+
+    @property
+    def cap_w(self) -> float | None:
+        """The job's own power cap, W (None: the site's cap or uncapped)."""
+        return self._e.job_cap_w(self.index)
+
+
+class _JobSeq(Sequence[JobView]):
+    """A live, read-only sequence of jobs over one of the engine's ordered job sets."""
+
+    __slots__ = ("_e", "_members")
+
+    def __init__(self, engine: Engine, members: dict[int, None]):
+        self._e = engine
+        self._members = members
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __iter__(self) -> Iterator[JobView]:
+        e = self._e
+        # Iterate over a snapshot of the keys: the engine may change the set while
+        # a policy is still iterating (it does not, but a composed policy might).
+        return (JobView(e, i) for i in tuple(self._members))
+
+    def __getitem__(self, k):  # type: ignore[override]
+        keys = tuple(self._members)
+        if isinstance(k, slice):
+            return [JobView(self._e, i) for i in keys[k]]
+        return JobView(self._e, keys[k])
+
+
+@dataclass(frozen=True, slots=True)
+class DemandResponseView:
+    """An announced demand-response event: keep `site`'s facility power under `limit_kw`
+    during [start_s, end_s)."""
+
+    site: str
+    start_s: float
+    end_s: float
+    limit_kw: float
+
+
+class SystemState:
+    """What a policy can see. Built once per run; every read is live."""
+
+    __slots__ = ("_e", "pending", "running", "suspended", "sites")
+
+    def __init__(self, engine: Engine):
+        self._e = engine
+        self.sites: tuple[str, ...] = tuple(engine.site_names)
+        self.pending: Sequence[JobView] = _JobSeq(engine, engine.pending)
+        """Jobs waiting to start, in the order they became ready (arrival or deferral expiry)."""
+        self.running: Sequence[JobView] = _JobSeq(engine, engine.running)
+        self.suspended: Sequence[JobView] = _JobSeq(engine, engine.suspended)
+
+    @property
+    def now_s(self) -> float:
+        return self._e.env.now
+
+    @property
+    def horizon_s(self) -> float:
+        return self._e.horizon_s
+
+    def gpu_models(self, site: str) -> tuple[str, ...]:
+        return tuple(p.model for p in self._e.site(site).pools)
+
+    def total_gpus(self, site: str) -> dict[str, int]:
+        """Installed GPUs per model at `site`."""
+        return {p.model: p.count for p in self._e.site(site).pools}
+
+    def free_gpus(self, site: str) -> dict[str, int]:
+        """Free GPUs per model at `site`."""
+        return {p.model: p.free for p in self._e.site(site).pools}
+
+    def carbon_intensity(self, site: str) -> float:
+        """Carbon intensity of `site`'s grid now, g/kWh."""
+        return self._e.site(site).signal.value_at(self._e.env.now)
+
+    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function
+        (start times s, values g/kWh), with the scenario's forecast error model."""
+        return self._e.forecast(site, horizon_s)
+
+    def site_power_kw(self, site: str) -> float:
+        """Facility power of `site` now, kW."""
+        s = self._e.site(site)
+        return s.it_w * s.pue / 1000.0
+
+    def site_cap_w(self, site: str) -> float | None:
+        return self._e.site(site).cap_w
+
+    def demand_response(self, site: str | None = None) -> list[DemandResponseView]:
+        """Announced events that have not ended (all sites, or one)."""
+        return self._e.announced_events(site)
+
+    def estimate(
+        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
+    ) -> tuple[float, float]:
+        """(runtime_s, facility energy kWh) to finish `job`'s remaining work on `site` from
+        now, uninterrupted, under `cap_w` (None: the site's cap, or uncapped), on `gpu_model`
+        (None: the site's first pool)."""
+        return self._e.estimate(job.index, site, cap_w, gpu_model)

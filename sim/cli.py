@@ -1,0 +1,139 @@
+"""The `dcsim` command. User errors print one line and exit with status 2."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sim.errors import DcsimError
+from sim.plugins import build_policy
+from sim.run import build_world, random_streams, simulate
+from sim.scenario import Scenario, load_scenario
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="dcsim: simulate GPU datacenters for carbon-aware scheduling research.")
+out_console = Console()
+err_console = Console(stderr=True)
+
+SetOption = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="KEY.PATH=VALUE", help="Override a scenario key, e.g. sites[0].pue=1.3")]
+
+
+def _load(file: Path, overrides: list[str] | None, seed: int | None = None) -> Scenario:
+    items = list(overrides or [])
+    if seed is not None:
+        items.append(f"seed={seed}")
+    return load_scenario(file, items)
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
+    set_: SetOption = None,
+) -> None:
+    """Check a scenario and every file it names, without running it."""
+    scenario = _load(file, set_)
+    jobs, _signals = build_world(scenario, random_streams(scenario.seed))
+    build_policy(scenario.policy.name, scenario.policy.params)
+    gpus = sum(p.count for s in scenario.sites for p in s.gpus)
+    out_console.print(
+        f"{file}: ok: {len(scenario.sites)} sites, {gpus} GPUs, {len(jobs)} jobs, "
+        f"{scenario.duration_h:g} h from {scenario.start.isoformat()}, policy {scenario.policy.name}"
+    )
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
+    policy: Annotated[str | None, typer.Option(help="Policy name or module:Class")] = None,
+    set_: SetOption = None,
+    seed: Annotated[int | None, typer.Option(help="Override the scenario's seed")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the result files here")] = None,
+) -> None:
+    """Run a scenario, print its summary, and write the result files with --out."""
+    overrides = list(set_ or [])
+    if policy is not None:
+        overrides.append(f"policy.name={_toml_string(policy)}")
+    scenario = _load(file, overrides, seed)
+    with _LazyProgress(f"simulating {scenario.name}") as progress:
+        results = simulate(scenario, progress=progress.update)
+    _print_summary(results.summary, scenario)
+    if out is not None:
+        results.save(out)
+        out_console.print(f"results written to {out}/ ({', '.join(_files(out))})")
+
+
+def _toml_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _files(out: Path) -> list[str]:
+    from sim.results import FILES
+    return [f for f in FILES if (out / f).exists()]
+
+
+def _print_summary(summary: dict, scenario: Scenario) -> None:
+    table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        if isinstance(value, float):
+            text = f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+        else:
+            text = "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+        table.add_row(key, text)
+    out_console.print(table)
+
+
+class _LazyProgress:
+    """A progress bar that appears only once a run has lasted a few seconds."""
+
+    def __init__(self, label: str, after_s: float = 2.0):
+        self._label, self._after_s = label, after_s
+        self._t0 = time.perf_counter()
+        self._bar: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> _LazyProgress:
+        return self
+
+    def update(self, fraction: float) -> None:
+        if self._bar is None:
+            if time.perf_counter() - self._t0 < self._after_s or not err_console.is_terminal:
+                return
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                                 console=err_console, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self._label, total=1.0)
+        self._bar.update(self._task, completed=fraction)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except DcsimError as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        err_console.print("aborted", markup=False)
+        sys.exit(1)
+    except Exception as e:  # click usage errors
+        import click
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise

@@ -1,0 +1,487 @@
+"""The SimPy engine: arrivals, decision points, job runs under changing speed, DR events.
+
+Every concept is a SimPy event: an arrival is a timeout of the arrivals process, a job's
+completion is one timeout carrying a callback (re-timed by bumping a version number when
+its speed changes), a decision point is a zero-delay timeout, so that all the events of
+one instant lead to a single `policy.decide` call.
+
+Progress is exact under changing speed: a running job's speed is constant between
+changes (start, cap change, suspend, migrate), so at each change the engine closes a
+segment, subtracts speed x duration from the work left, charges the segment's energy
+and carbon (power x the exact integral of the carbon signal), and schedules the
+completion from the work left.
+
+Work is counted in reference GPU-seconds (A100-80GB at its maximum power limit); a job on
+`g` GPUs of model `m` under cap `c` advances at g x speed(m, profile) x throughput(m, profile, c)
+reference GPU-seconds per second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+import numpy as np
+import simpy
+
+from sim import hardware
+from sim.api import (
+    Defer, DemandResponseView, JobView, Migrate, Reject, Resume, SetCap, Start, Suspend,
+    SystemState,
+)
+from sim.cluster import Pool, Site
+from sim.errors import PolicyError
+from sim.grid import CarbonSignal, Forecaster
+from sim.records import EventLog, PowerLog
+from sim.scenario import Scenario
+from sim.workload import JobTable
+
+# Job states. Terminal: COMPLETED, REJECTED; at the horizon every other state is "unfinished".
+SUBMITTED_LATER, PENDING, DEFERRED, RUNNING, SUSPENDED, COMPLETED, REJECTED = range(7)
+STATE_NAMES = ("not submitted", "pending", "deferred", "running", "suspended", "completed",
+               "rejected")
+
+_WS_PER_KWH = 3.6e6
+_GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
+
+
+class Engine:
+    """One simulation run. Build it with `simulate`, which also turns it into `Results`."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        jobs: JobTable,
+        signals: list[CarbonSignal],
+        policy: object,
+        forecaster: Forecaster,
+    ):
+        self.scenario = scenario
+        self.horizon_s = scenario.horizon_s
+        self.env = simpy.Environment()
+        self.jobs = jobs
+        self.policy = policy
+        self.forecaster = forecaster
+        self.site_names = scenario.site_names()
+        self.power_log = PowerLog(len(scenario.sites))
+        self.sites = [Site(i, cfg, signals[i], self.power_log) for i, cfg in enumerate(scenario.sites)]
+        self._site_by_name = {s.name: s for s in self.sites}
+        self.events = EventLog()
+
+        n = len(jobs)
+        self._gpus = jobs.gpus.tolist()
+        self._profile = jobs.profile.tolist()
+        self._interruptible = jobs.interruptible.tolist()
+        self._state = [SUBMITTED_LATER] * n
+        self._remaining = (jobs.work_gpu_h * 3600.0).tolist()
+        """Work left, reference GPU-seconds."""
+        self._site: list[Site | None] = [None] * n
+        self._pool: list[Pool | None] = [None] * n
+        self._cap: list[float | None] = [None] * n
+        self._rate = [0.0] * n
+        """Progress, reference GPU-seconds per second (while running)."""
+        self._draw_w = [0.0] * n
+        """Active power of one of the job's GPUs, W (while running)."""
+        self._seg_start = [0.0] * n
+        self._version = [0] * n
+        self._deferred_until: dict[int, float] = {}
+        # Per-job results.
+        self.start_s = [math.nan] * n
+        self.end_s = [math.nan] * n
+        self.model: list[str | None] = [None] * n
+        self.site_of: list[int] = [-1] * n
+        self.energy_kwh = [0.0] * n
+        self.carbon_kg = [0.0] * n
+        self.embodied_kg = [0.0] * n
+        self.gpu_s = [0.0] * n
+        self.reason: dict[int, str] = {}
+
+        # Ordered job sets (dicts as insertion-ordered sets), viewed by the policy.
+        self.pending: dict[int, None] = {}
+        self.running: dict[int, None] = {}
+        self.suspended: dict[int, None] = {}
+        self.state_view = SystemState(self)
+        self._decision_scheduled = False
+        self._estimates: dict[tuple[str, str, float | None], tuple[float, float]] = {}
+        self._announced: list[DemandResponseView] = []
+        self.dr_windows: list[tuple[int, float, float, float]] = []
+        """(site index, start_s, end_s, limit_kw) of every demand-response event."""
+
+    # --- running -------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[float], None] | None = None) -> None:
+        """Run to the horizon; `progress(fraction)` is called along the way."""
+        env = self.env
+        env.process(self._arrivals())
+        for k, ev in enumerate(self.scenario.demand_response):
+            env.process(self._demand_response(k, ev))
+        if getattr(self.policy, "signal_steps", False):
+            env.process(self._signal_steps())
+        tick_s = getattr(self.policy, "tick_s", None)
+        if tick_s:
+            env.process(self._ticks(float(tick_s)))
+        chunks = 100 if progress else 1
+        for k in range(1, chunks + 1):
+            env.run(until=self.horizon_s * k / chunks)
+            if progress:
+                progress(k / chunks)
+        self._close_at_horizon()
+
+    def _arrivals(self):
+        env = self.env
+        for j, t in enumerate(self.jobs.submit_s.tolist()):
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            self._state[j] = PENDING
+            self.pending[j] = None
+            self.events.append(t, "submit", j)
+            self._request_decision()
+
+    def _signal_steps(self):
+        steps = np.unique(np.concatenate([
+            s.signal.breakpoints_between(0.0, self.horizon_s) for s in self.sites
+        ]))
+        for t in steps.tolist():
+            yield self.env.timeout(t - self.env.now)
+            self._request_decision()
+
+    def _ticks(self, tick_s: float):
+        while True:
+            yield self.env.timeout(tick_s)
+            self._request_decision()
+
+    def _demand_response(self, k: int, ev):
+        env = self.env
+        site = self._site_by_name[ev.site]
+        start_s = (ev.start - self.scenario.start).total_seconds()
+        end_s = start_s + ev.duration_h * 3600.0
+        notice_s = max(0.0, start_s - ev.notice_h * 3600.0)
+        yield env.timeout(notice_s)
+        if ev.limit_kw is not None:
+            limit_kw = ev.limit_kw
+        else:
+            baseline_kw = self._mean_facility_kw(site, notice_s - 3600.0, notice_s)
+            limit_kw = baseline_kw * (1.0 - ev.reduction_pct / 100.0)
+        view = DemandResponseView(site.name, start_s, end_s, limit_kw)
+        self._announced.append(view)
+        self.dr_windows.append((site.index, start_s, end_s, limit_kw))
+        self.events.append(notice_s, "dr_notice", site=site.index, value=limit_kw,
+                           detail=f"demand_response[{k}]")
+        self._request_decision()
+        if start_s > env.now:
+            yield env.timeout(start_s - env.now)
+        self.events.append(start_s, "dr_start", site=site.index, value=limit_kw)
+        self._request_decision()
+        yield env.timeout(end_s - env.now)
+        self._announced.remove(view)
+        self.events.append(end_s, "dr_end", site=site.index, value=limit_kw)
+        self._request_decision()
+
+    def _mean_facility_kw(self, site: Site, t0_s: float, t1_s: float) -> float:
+        """Mean facility power of `site` over [t0, t1] (clipped at 0); the current power if empty."""
+        t0_s = max(0.0, t0_s)
+        if t1_s <= t0_s:
+            return site.it_w * site.pue / 1000.0
+        log = self.power_log
+        energy_ws, t_next, i = 0.0, t1_s, len(log.time_s) - 1
+        while i >= 0:
+            if log.site[i] == site.index and log.time_s[i] < t1_s:
+                t = max(log.time_s[i], t0_s)
+                energy_ws += log.it_w[i] * (t_next - t)
+                t_next = t
+                if t <= t0_s:
+                    break
+            i -= 1
+        return energy_ws * site.pue / (t1_s - t0_s) / 1000.0
+
+    def _close_at_horizon(self) -> None:
+        now = self.horizon_s
+        for j in self.running:
+            self._close_segment(j, now)
+        for j, st in enumerate(self._state):
+            if st in (PENDING, DEFERRED, RUNNING, SUSPENDED):
+                self.events.append(now, "unfinished", j, self.site_of[j])
+
+    # --- decisions -----------------------------------------------------------------------
+
+    def _request_decision(self) -> None:
+        if not self._decision_scheduled:
+            self._decision_scheduled = True
+            self.env.timeout(0).callbacks.append(self._decide)
+
+    def _decide(self, _event: simpy.Event) -> None:
+        self._decision_scheduled = False
+        actions = self.policy.decide(self.state_view)
+        if actions is None:
+            raise PolicyError(
+                f"{type(self.policy).__name__}.decide returned None; return a list of actions"
+            )
+        for action in actions:
+            self._apply(action)
+
+    def _apply(self, a: object) -> None:
+        match a:
+            case Start(job, site, cap, model):
+                j = self._job(a, job, (PENDING, DEFERRED))
+                self._deferred_until.pop(j, None)
+                self.pending.pop(j, None)
+                self._place(a, j, self._site_of_action(a, site), cap, model, "start")
+            case Resume(job, site, cap, model):
+                j = self._job(a, job, (SUSPENDED,))
+                self.suspended.pop(j)
+                self._place(a, j, self._site_of_action(a, site), cap, model, "resume")
+            case Defer(job, until_s):
+                j = self._job(a, job, (PENDING, DEFERRED))
+                if not until_s > self.env.now:
+                    raise PolicyError(f"{a}: until_s must be after now ({self.env.now} s)")
+                self.pending.pop(j, None)
+                self._state[j] = DEFERRED
+                self._deferred_until[j] = until_s
+                self.events.append(self.env.now, "defer", j, value=until_s)
+                if until_s < self.horizon_s:
+                    self.env.timeout(until_s - self.env.now).callbacks.append(
+                        lambda _e, j=j, u=until_s: self._deferral_expired(j, u))
+            case Suspend(job):
+                j = self._job(a, job, (RUNNING,))
+                if not self._interruptible[j]:
+                    raise PolicyError(f"{a}: job {self.jobs.job_id[j]} is not interruptible")
+                self._stop(j)
+                self._state[j] = SUSPENDED
+                self.suspended[j] = None
+                self.events.append(self.env.now, "suspend", j, self.site_of[j])
+            case Migrate(job, site, model):
+                j = self._job(a, job, (RUNNING,))
+                dest = self._site_of_action(a, site)
+                if not self._interruptible[j]:
+                    raise PolicyError(f"{a}: job {self.jobs.job_id[j]} is not interruptible")
+                if dest is self._site[j] and model in (None, self.model[j]):
+                    raise PolicyError(f"{a}: job {self.jobs.job_id[j]} already runs there")
+                pool = self._choose_pool(a, j, dest, model)
+                self._stop(j)
+                self._run_on(j, dest, pool, self._cap[j], "migrate")
+            case SetCap(target, watts):
+                if isinstance(target, str):
+                    self._set_site_cap(a, self._site_of_action(a, target), watts)
+                else:
+                    j = self._job(a, target, (RUNNING,))
+                    if watts is not None:
+                        self._check_cap(a, self._pool[j].spec, watts)
+                    self._cap[j] = watts
+                    self._retime(j)
+                    self.events.append(self.env.now, "setcap", j, self.site_of[j],
+                                       math.nan if watts is None else watts)
+            case Reject(job, reason):
+                j = self._job(a, job, (PENDING, DEFERRED, SUSPENDED))
+                self.pending.pop(j, None)
+                self.suspended.pop(j, None)
+                self._deferred_until.pop(j, None)
+                self._state[j] = REJECTED
+                self.reason[j] = str(reason)
+                self.events.append(self.env.now, "reject", j, detail=str(reason))
+            case _:
+                raise PolicyError(f"{type(self.policy).__name__} returned {a!r}, not an action")
+
+    # --- action checks -------------------------------------------------------------------
+
+    def _job(self, action: object, job: object, allowed: tuple[int, ...]) -> int:
+        if not isinstance(job, JobView) or job._e is not self:
+            raise PolicyError(f"{action}: job must be a JobView taken from the state")
+        j = job.index
+        if self._state[j] not in allowed:
+            want = " or ".join(STATE_NAMES[s] for s in allowed)
+            raise PolicyError(
+                f"{action}: job {self.jobs.job_id[j]} is {STATE_NAMES[self._state[j]]}, not {want}"
+            )
+        return j
+
+    def _site_of_action(self, action: object, name: str) -> Site:
+        site = self._site_by_name.get(name)
+        if site is None:
+            raise PolicyError(f"{action}: unknown site {name!r} (sites: {self.site_names})")
+        return site
+
+    def _check_cap(self, action: object, spec: hardware.GpuSpec, watts: float) -> None:
+        if not spec.min_cap_w <= watts <= spec.max_cap_w:
+            raise PolicyError(
+                f"{action}: cap {watts} W is outside {spec.id}'s settable range "
+                f"{spec.min_cap_w:g}-{spec.max_cap_w:g} W"
+            )
+
+    def _choose_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
+        gpus = self._gpus[j]
+        if model is not None:
+            pool = site.pool(model)
+            if pool is None:
+                raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
+            if pool.free < gpus:
+                raise PolicyError(
+                    f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}")
+            return pool
+        for pool in site.pools:
+            if pool.free >= gpus:
+                return pool
+        free = ", ".join(f"{p.model}={p.free}" for p in site.pools)
+        raise PolicyError(f"{action}: job needs {gpus} GPUs of one model, {site.name} has {free} free")
+
+    # --- job runs ------------------------------------------------------------------------
+
+    def _place(self, action, j: int, site: Site, cap: float | None, model: str | None,
+               kind: str) -> None:
+        pool = self._choose_pool(action, j, site, model)
+        if cap is not None:
+            self._check_cap(action, pool.spec, cap)
+        self._cap[j] = cap
+        self._run_on(j, site, pool, cap, kind)
+
+    def _effective_cap(self, site: Site, own_cap: float | None) -> float | None:
+        return own_cap if own_cap is not None else site.cap_w
+
+    def _speed(self, model: str, profile: str, cap: float | None) -> tuple[float, float]:
+        """(reference GPU-s per s of one GPU, active W of one GPU), cached."""
+        key = (model, profile, cap)
+        hit = self._estimates.get(key)
+        if hit is None:
+            est = hardware.estimate(model, profile, cap)
+            hit = (hardware.speed(model, profile) * est.throughput_fraction, est.power_w)
+            self._estimates[key] = hit
+        return hit
+
+    def _run_on(self, j: int, site: Site, pool: Pool, cap: float | None, kind: str) -> None:
+        now = self.env.now
+        per_gpu, draw_w = self._speed(pool.model, self._profile[j],
+                                      self._effective_cap(site, cap))
+        gpus = self._gpus[j]
+        site.allocate(now, pool, gpus, draw_w)
+        self._state[j] = RUNNING
+        self.running[j] = None
+        self._site[j], self._pool[j] = site, pool
+        self.site_of[j], self.model[j] = site.index, pool.model
+        self._rate[j] = gpus * per_gpu
+        self._draw_w[j] = draw_w
+        self._seg_start[j] = now
+        if math.isnan(self.start_s[j]):
+            self.start_s[j] = now
+        self.events.append(now, kind, j, site.index)
+        self._schedule_finish(j)
+
+    def _schedule_finish(self, j: int) -> None:
+        self._version[j] += 1
+        v = self._version[j]
+        delay = self._remaining[j] / self._rate[j]
+        self.env.timeout(delay).callbacks.append(lambda _e: self._finish(j, v))
+
+    def _close_segment(self, j: int, now: float) -> None:
+        """Charge the run since the last change: progress, energy, carbon, GPU time."""
+        t0 = self._seg_start[j]
+        dt = now - t0
+        if dt <= 0.0:
+            return
+        site, pool, gpus = self._site[j], self._pool[j], self._gpus[j]
+        self._remaining[j] = max(0.0, self._remaining[j] - self._rate[j] * dt)
+        facility_w = gpus * (self._draw_w[j] + pool.host_w) * site.pue
+        self.energy_kwh[j] += facility_w * dt / _WS_PER_KWH
+        self.carbon_kg[j] += facility_w * site.signal.integral(t0, now) / _GS_PER_KGH
+        self.gpu_s[j] += gpus * dt
+        self.embodied_kg[j] += gpus * dt / 3600.0 * pool.spec.embodied_kg_per_gpu_h
+        self._seg_start[j] = now
+
+    def _stop(self, j: int) -> None:
+        """Close the run and free the GPUs (suspend, migrate, finish)."""
+        now = self.env.now
+        self._close_segment(j, now)
+        self._version[j] += 1  # cancels the pending completion
+        self._site[j].release(now, self._pool[j], self._gpus[j], self._draw_w[j])
+        del self.running[j]
+
+    def _retime(self, j: int) -> None:
+        """The cap of running job `j` changed: new speed and power from now on."""
+        now = self.env.now
+        self._close_segment(j, now)
+        site, pool = self._site[j], self._pool[j]
+        per_gpu, draw_w = self._speed(pool.model, self._profile[j],
+                                      self._effective_cap(site, self._cap[j]))
+        gpus = self._gpus[j]
+        site.change_power(now, gpus * (draw_w - self._draw_w[j]))
+        self._draw_w[j] = draw_w
+        self._rate[j] = gpus * per_gpu
+        self._schedule_finish(j)
+
+    def _set_site_cap(self, action: object, site: Site, watts: float | None) -> None:
+        if watts is not None:
+            for pool in site.pools:
+                self._check_cap(action, pool.spec, watts)
+        site.cap_w = watts
+        self.events.append(self.env.now, "setcap", -1, site.index,
+                           math.nan if watts is None else watts)
+        for j in tuple(self.running):
+            if self._site[j] is site and self._cap[j] is None:
+                self._retime(j)
+
+    def _finish(self, j: int, version: int) -> None:
+        if self._version[j] != version:
+            return  # re-timed or stopped since this completion was scheduled
+        self._stop(j)
+        self._remaining[j] = 0.0
+        self._state[j] = COMPLETED
+        self.end_s[j] = self.env.now
+        self.events.append(self.env.now, "finish", j, self.site_of[j])
+        self._request_decision()
+
+    def _deferral_expired(self, j: int, until_s: float) -> None:
+        if self._deferred_until.get(j) != until_s:
+            return  # started, rejected or deferred again meanwhile
+        del self._deferred_until[j]
+        self._state[j] = PENDING
+        self.pending[j] = None
+        self.events.append(self.env.now, "ready", j)
+        self._request_decision()
+
+    # --- what the state view reads -------------------------------------------------------
+
+    def site(self, name: str) -> Site:
+        site = self._site_by_name.get(name)
+        if site is None:
+            raise PolicyError(f"unknown site {name!r} (sites: {self.site_names})")
+        return site
+
+    def state_name(self, j: int) -> str:
+        return STATE_NAMES[self._state[j]]
+
+    def remaining_gpu_s(self, j: int) -> float:
+        if self._state[j] == RUNNING:
+            return max(0.0, self._remaining[j] - self._rate[j] * (self.env.now - self._seg_start[j]))
+        return self._remaining[j]
+
+    def running_site(self, j: int) -> str | None:
+        site = self._site[j]
+        return site.name if self._state[j] == RUNNING else None
+
+    def running_model(self, j: int) -> str | None:
+        return self.model[j] if self._state[j] == RUNNING else None
+
+    def job_cap_w(self, j: int) -> float | None:
+        return self._cap[j]
+
+    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        return self.forecaster.forecast(self.site(site).signal, self.env.now, horizon_s)
+
+    def announced_events(self, site: str | None) -> list[DemandResponseView]:
+        return [v for v in self._announced if site is None or v.site == site]
+
+    def estimate(self, j: int, site_name: str, cap: float | None, model: str | None
+                 ) -> tuple[float, float]:
+        site = self.site(site_name)
+        pool = site.pools[0] if model is None else site.pool(model)
+        if pool is None:
+            raise PolicyError(f"estimate: site {site_name} has no {model} GPUs")
+        per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
+        gpus = self._gpus[j]
+        runtime_s = self.remaining_gpu_s(j) / (gpus * per_gpu)
+        energy_kwh = gpus * (draw_w + pool.host_w) * site.pue * runtime_s / _WS_PER_KWH
+        return runtime_s, energy_kwh
+
+    def terminal_states(self) -> list[str]:
+        """Each job's terminal state: completed, rejected, or unfinished (at the horizon)."""
+        return [
+            "completed" if s == COMPLETED else "rejected" if s == REJECTED else "unfinished"
+            for s in self._state
+        ]

@@ -1,0 +1,89 @@
+"""Finding and building a policy: a registry name, `module:Class`, or `path/to/file.py:Class`.
+
+Parameters come from the scenario's `[policy.params]`. A policy that is a dataclass gets
+them validated field by field (unknown names and wrong types are errors naming the
+parameter); any other class is called with them as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from sim.errors import ScenarioError
+
+
+def policy_class(name: str) -> type:
+    """The class a policy name refers to. Raises ScenarioError naming `policy.name`."""
+    from policies import REGISTRY
+
+    if name in REGISTRY:
+        return REGISTRY[name]
+    module_name, sep, class_name = name.rpartition(":")
+    if not sep:
+        raise ScenarioError(
+            f"policy.name: unknown policy {name!r}; registered: {', '.join(sorted(REGISTRY))}, "
+            "or give module:Class or path/to/file.py:Class"
+        )
+    try:
+        if module_name.endswith(".py"):
+            module = _import_file(Path(module_name))
+        else:
+            module = importlib.import_module(module_name)
+    except (ImportError, OSError, SyntaxError) as e:
+        raise ScenarioError(f"policy.name: cannot import {module_name!r}: {e}") from None
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise ScenarioError(f"policy.name: {module_name!r} has no class {class_name!r}")
+    if not callable(getattr(cls, "decide", None)):
+        raise ScenarioError(f"policy.name: {name} has no decide(state) method")
+    return cls
+
+
+def _import_file(path: Path):
+    path = path.resolve()
+    key = f"dcsim_user_policy_{abs(hash(str(path)))}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"not a Python file: {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    return module
+
+
+def build_policy(name: str, params: dict[str, Any]) -> object:
+    """Instantiate policy `name` with `params`, validating them."""
+    cls = policy_class(name)
+    if dataclasses.is_dataclass(cls):
+        fields = {f.name for f in dataclasses.fields(cls) if f.init}
+        for key in params:
+            if key not in fields:
+                raise ScenarioError(
+                    f"policy.params.{key}: {name} has no parameter {key!r}; "
+                    f"its parameters: {', '.join(sorted(fields)) or 'none'}"
+                )
+        try:
+            return TypeAdapter(cls).validate_python(params)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise ScenarioError(
+                f"policy.params.{loc}: {err['msg']} (got {err.get('input')!r})"
+            ) from None
+    try:
+        return cls(**params)
+    except TypeError as e:
+        raise ScenarioError(f"policy.params: {name}: {e}") from None

@@ -1,0 +1,285 @@
+"""Results of a run: tables, metrics as pure functions over them, and files.
+
+Energy is the exact integral of the power step function; operational carbon the exact
+integral of facility power x the carbon-intensity step function (both piecewise
+constant, so the integral is a sum over the merged breakpoints, done with the signal's
+prefix sums). Files are written atomically: to a temporary name, then renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from sim import hardware
+from sim.grid import CarbonSignal
+from sim.scenario import Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from sim.engine import Engine
+
+SUMMARY_KEYS = (
+    "jobs_submitted", "jobs_completed", "jobs_rejected", "jobs_unfinished",
+    "energy_it_kwh", "energy_facility_kwh", "energy_jobs_kwh", "energy_idle_kwh",
+    "carbon_operational_kg", "carbon_embodied_kg", "carbon_wan_kg", "carbon_total_kg",
+    "wait_mean_h", "jct_mean_h", "jct_p95_h", "deadline_misses", "gpu_utilization",
+    "dr_overshoot_kwh", "dr_compliance", "slowdown_jain_index", "sim_wall_s",
+)
+FILES = ("summary.json", "jobs.parquet", "power.parquet", "events.parquet",
+         "scenario.toml", "meta.json")
+
+
+@dataclass
+class Results:
+    """What one run produced. `summary` is a flat dict of metrics, names carrying units;
+    a metric with no data (e.g. no job completed) is None."""
+
+    scenario: Scenario
+    summary: dict[str, Any]
+    jobs: pd.DataFrame
+    power: pd.DataFrame
+    events: pd.DataFrame
+    meta: dict[str, Any]
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write the result files into `out_dir` (created if needed), each atomically."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        _write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
+        _write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
+        _write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
+        _write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
+        _write_atomic(out / "summary.json",
+                      lambda p: p.write_text(json.dumps(self.summary, indent=2)))
+        return out
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> Results:
+        """Read back what `save` wrote."""
+        d = Path(out_dir)
+        return cls(
+            scenario=load_scenario(d / "scenario.toml"),
+            summary=json.loads((d / "summary.json").read_text()),
+            jobs=pd.read_parquet(d / "jobs.parquet"),
+            power=pd.read_parquet(d / "power.parquet"),
+            events=pd.read_parquet(d / "events.parquet"),
+            meta=json.loads((d / "meta.json").read_text()),
+        )
+
+
+def _write_atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# --- building results from a finished engine ---------------------------------------------
+
+
+def build_results(engine: Engine, wall_s: float) -> Results:
+    scenario = engine.scenario
+    horizon_s = engine.horizon_s
+    jobs = jobs_table(engine)
+    pue = [s.pue for s in engine.sites]
+    power = engine.power_log.to_frame(engine.site_names, pue)
+    events = engine.events.to_frame(engine.jobs.job_id, engine.site_names)
+    signals = [s.signal for s in engine.sites]
+    energy_it = site_energy_it_kwh(power, engine.site_names, horizon_s)
+    idle_kwh = sum(s.idle_energy_it_kwh(horizon_s) * s.pue for s in engine.sites)
+
+    summary: dict[str, Any] = {}
+    counts = jobs["state"].value_counts()
+    summary["jobs_submitted"] = len(jobs)
+    for state in ("completed", "rejected", "unfinished"):
+        summary[f"jobs_{state}"] = int(counts.get(state, 0))
+    summary["energy_it_kwh"] = float(sum(energy_it.values()))
+    summary["energy_facility_kwh"] = float(sum(energy_it[s.name] * s.pue for s in engine.sites))
+    summary["energy_jobs_kwh"] = float(jobs["energy_kwh"].sum())
+    summary["energy_idle_kwh"] = float(idle_kwh)
+    summary["carbon_operational_kg"] = operational_carbon_kg(power, engine.site_names, pue,
+                                                             signals, horizon_s)
+    summary["carbon_embodied_kg"] = float(jobs["embodied_kg"].sum())
+    summary["carbon_wan_kg"] = float(jobs["wan_carbon_kg"].sum())
+    summary["carbon_total_kg"] = (summary["carbon_operational_kg"]
+                                  + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"])
+    summary["wait_mean_h"] = _mean_or_none(jobs["wait_h"])
+    summary["jct_mean_h"] = _mean_or_none(jobs["jct_h"])
+    jct = jobs["jct_h"].dropna()
+    summary["jct_p95_h"] = float(np.percentile(jct, 95)) if len(jct) else None
+    summary["deadline_misses"] = deadline_misses(jobs, horizon_s)
+    total_gpus = sum(s.total_gpus for s in engine.sites)
+    summary["gpu_utilization"] = busy_gpu_s(power, engine.site_names, horizon_s) / (
+        total_gpus * horizon_s)
+    summary.update(demand_response_metrics(power, engine.site_names, pue, engine.dr_windows))
+    summary["slowdown_jain_index"] = jain_index(jobs["slowdown"].dropna().to_numpy())
+    summary["sim_wall_s"] = wall_s
+
+    meta = {
+        "dcsim_version": _version(),
+        "git_revision": _git_revision(),
+        "python": platform.python_version(),
+        "seed": scenario.seed,
+        "scenario_name": scenario.name,
+        "scenario_start": scenario.start.isoformat(),
+        "policy": type(engine.policy).__name__,
+        "carbon_signal_kind": {s.name: s.signal.kind for s in engine.sites},
+        "wan_model": "none",
+        "sim_wall_s": wall_s,
+        "times": "seconds since scenario_start (UTC)",
+    }
+    return Results(scenario, summary, jobs, power, events, meta)
+
+
+def jobs_table(engine: Engine) -> pd.DataFrame:
+    """One row per job; times in s since the scenario start, NaN where they never happened."""
+    jt = engine.jobs
+    submit = jt.submit_s
+    start = np.asarray(engine.start_s)
+    end = np.asarray(engine.end_s)
+    state = np.asarray(engine.terminal_states(), dtype=object)
+    names = np.array([*engine.site_names, None], dtype=object)
+    model = np.asarray(engine.model, dtype=object)
+    ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile)
+    reason = np.full(len(jt), "", dtype=object)
+    for j, r in engine.reason.items():
+        reason[j] = r
+    return pd.DataFrame({
+        "job_id": jt.job_id,
+        "submit_s": submit,
+        "start_s": start,
+        "end_s": end,
+        "site": names[np.asarray(engine.site_of, dtype=np.int64)],
+        "gpu_model": model,
+        "gpus": jt.gpus,
+        "profile": jt.profile,
+        "work_gpu_h": jt.work_gpu_h,
+        "deadline_s": jt.deadline_s,
+        "state": state,
+        "reason": reason,
+        "wait_h": (start - submit) / 3600.0,
+        "jct_h": (end - submit) / 3600.0,
+        "gpu_h": np.asarray(engine.gpu_s) / 3600.0,
+        "energy_kwh": np.asarray(engine.energy_kwh),
+        "carbon_kg": np.asarray(engine.carbon_kg),
+        "embodied_kg": np.asarray(engine.embodied_kg),
+        "wan_carbon_kg": np.zeros(len(jt)),
+        "slowdown": (end - start) / ideal_s,
+    })
+
+
+def ideal_runtime_s(work_gpu_h, gpus, model, profile) -> np.ndarray:
+    """Runtime uninterrupted and uncapped on the GPU model the job ran on (NaN if it never ran)."""
+    out = np.full(len(work_gpu_h), np.nan)
+    ran = np.array([m is not None for m in model], dtype=bool)
+    pairs = pd.DataFrame({"m": model[ran], "p": profile[ran]}).drop_duplicates()
+    for m, p in pairs.itertuples(index=False):
+        sel = ran & (model == m) & (profile == p)
+        out[sel] = work_gpu_h[sel] * 3600.0 / (gpus[sel] * hardware.speed(m, p))
+    return out
+
+
+# --- metrics: pure functions over the tables -------------------------------------------------
+
+
+def _site_steps(power: pd.DataFrame, site: str, horizon_s: float):
+    rows = power[power["site"] == site]
+    t = rows["time_s"].to_numpy()
+    t_next = np.append(t[1:], horizon_s)
+    return rows, t, t_next
+
+
+def site_energy_it_kwh(power: pd.DataFrame, sites: list[str], horizon_s: float) -> dict[str, float]:
+    """IT energy per site over [0, horizon], kWh: the integral of the IT power step function."""
+    out = {}
+    for s in sites:
+        rows, t, t_next = _site_steps(power, s, horizon_s)
+        out[s] = float(np.sum(rows["it_w"].to_numpy() * (t_next - t)) / 3.6e6)
+    return out
+
+
+def busy_gpu_s(power: pd.DataFrame, sites: list[str], horizon_s: float) -> float:
+    """Allocated GPU-seconds over all sites."""
+    total = 0.0
+    for s in sites:
+        rows, t, t_next = _site_steps(power, s, horizon_s)
+        total += float(np.sum(rows["busy_gpus"].to_numpy() * (t_next - t)))
+    return total
+
+
+def operational_carbon_kg(power: pd.DataFrame, sites: list[str], pue: list[float],
+                          signals: list[CarbonSignal], horizon_s: float) -> float:
+    """Exact integral of facility power x carbon intensity over [0, horizon], kg."""
+    total = 0.0
+    for s, p, sig in zip(sites, pue, signals, strict=True):
+        rows, t, t_next = _site_steps(power, s, horizon_s)
+        ci_ws = sig.cumulative(t_next) - sig.cumulative(t)  # (g/kWh) x s per interval
+        total += float(np.sum(rows["it_w"].to_numpy() * p * ci_ws)) / 3.6e9
+    return total
+
+
+def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
+    """Jobs with a deadline not completed by it (rejected jobs are counted apart)."""
+    d = jobs["deadline_s"]
+    late = (jobs["state"] == "completed") & (jobs["end_s"] > d)
+    never = (jobs["state"] == "unfinished") & (d <= horizon_s)
+    return int((late | never).sum())
+
+
+def demand_response_metrics(power: pd.DataFrame, sites: list[str], pue: list[float],
+                            windows: list[tuple[int, float, float, float]]) -> dict[str, Any]:
+    """`dr_compliance`: fraction of event time with facility power at or under the limit;
+    `dr_overshoot_kwh`: energy above the limit during events. None/0 without events."""
+    if not windows:
+        return {"dr_overshoot_kwh": 0.0, "dr_compliance": None}
+    over_s = over_kwh = total_s = 0.0
+    for site_idx, t0, t1, limit_kw in windows:
+        rows, t, t_next = _site_steps(power, sites[site_idx], np.inf)
+        lo, hi = np.clip(t, t0, t1), np.clip(t_next, t0, t1)
+        dt = hi - lo
+        excess_kw = rows["it_w"].to_numpy() * pue[site_idx] / 1000.0 - limit_kw
+        over = excess_kw > 1e-9 * max(limit_kw, 1.0)
+        over_s += float(np.sum(dt[over]))
+        over_kwh += float(np.sum(excess_kw[over] * dt[over])) / 3600.0
+        total_s += t1 - t0
+    return {"dr_overshoot_kwh": over_kwh, "dr_compliance": 1.0 - over_s / total_s}
+
+
+def jain_index(x: np.ndarray) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2), in (0, 1]; None for no data."""
+    if len(x) == 0:
+        return None
+    return float(x.sum() ** 2 / (len(x) * np.square(x).sum()))
+
+
+def _mean_or_none(col: pd.Series) -> float | None:
+    col = col.dropna()
+    return float(col.mean()) if len(col) else None
+
+
+def _version() -> str:
+    try:
+        return metadata.version("dcsim")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,0 +1,385 @@
+"""Scenario files: TOML -> validated, frozen `Scenario`.
+
+All input validation of the scenario's own keys lives here. Files a scenario names
+(carbon traces, job files) are read by `sim.grid` and `sim.workload`, which raise
+`ScenarioError`/`TraceError` naming the key path or the file and line.
+
+Errors name the file, the key path and the bad value, on one line:
+``study.toml: sites[1].gpus[0].count: Input should be greater than 0 (got -4)``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sim.errors import ScenarioError
+from sim.hardware import GPU_CATALOG, PROFILES
+
+SCHEMA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CarbonConfig(_Model):
+    """Where a site's carbon-intensity signal comes from: exactly one of zone, file, constant."""
+
+    zone: str | None = None
+    """Zone id in the `grid_data` catalog (e.g. "DE")."""
+    year: int | None = None
+    """Year of the zone's trace; defaults to the scenario start's year."""
+    file: Path | None = None
+    """CSV trace, relative to the scenario file."""
+    column: str = "carbon_intensity"
+    """Value column of `file`."""
+    time_column: str = "timestamp"
+    """Timestamp column of `file`."""
+    unit: Literal["g/kWh", "kg/kWh", "lbs/MWh"] = "g/kWh"
+    timezone: str = "UTC"
+    """Time zone of naive timestamps in `file` (IANA name)."""
+    constant_g_per_kwh: float | None = Field(default=None, ge=0)
+    kind: Literal["average", "marginal"] = "average"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CarbonConfig:
+        given = [k for k in ("zone", "file", "constant_g_per_kwh") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of zone, file, constant_g_per_kwh (got {given or 'none'})"
+            )
+        return self
+
+
+class GpuPool(_Model):
+    model: str
+    count: int = Field(gt=0)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        if v not in GPU_CATALOG:
+            raise ValueError(f"unknown GPU model {v!r}; known: {', '.join(sorted(GPU_CATALOG))}")
+        return v
+
+
+class Site(_Model):
+    name: str = Field(min_length=1)
+    lat: float = Field(ge=-90, le=90)
+    lon: float = Field(ge=-180, le=180)
+    carbon: CarbonConfig
+    gpus: list[GpuPool] = Field(min_length=1)
+    pue: float = Field(default=1.2, ge=1.0)
+    """Facility power / IT power."""
+    host_w_per_gpu: float = Field(default=50.0, ge=0)
+    """Host (CPU, memory, NIC, fans) power per installed GPU, always drawn."""
+    idle_w: dict[str, float] = {}
+    """Overrides of the catalog's idle power per GPU model, W."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Site:
+        models = [p.model for p in self.gpus]
+        if len(set(models)) != len(models):
+            raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
+        for m, w in self.idle_w.items():
+            if m not in models:
+                raise ValueError(f"idle_w: {m!r} is not a GPU model of this site ({models})")
+            if w < 0:
+                raise ValueError(f"idle_w.{m} must be >= 0, got {w}")
+        return self
+
+    @property
+    def max_pool_gpus(self) -> int:
+        return max(p.count for p in self.gpus)
+
+
+class DurationDist(_Model):
+    """Job duration on one reference GPU (A100-80GB at its maximum power limit)."""
+
+    dist: Literal["exponential", "lognormal"]
+    mean_h: float | None = Field(default=None, gt=0)
+    """Mean, for `exponential`."""
+    median_h: float | None = Field(default=None, gt=0)
+    """Median, for `lognormal`."""
+    sigma: float = Field(default=1.0, gt=0)
+    """Shape of the lognormal (std of log duration)."""
+
+    @model_validator(mode="after")
+    def _params(self) -> DurationDist:
+        need = {"exponential": "mean_h", "lognormal": "median_h"}[self.dist]
+        if getattr(self, need) is None:
+            raise ValueError(f"dist = {self.dist!r} needs {need}")
+        return self
+
+
+class SyntheticWorkload(_Model):
+    """Poisson arrivals over the horizon with i.i.d. job attributes."""
+
+    arrival_rate_per_h: float = Field(gt=0)
+    max_jobs: int | None = Field(default=None, gt=0)
+    """Stop generating after this many jobs (default: until the horizon)."""
+    duration: DurationDist
+    gpus: dict[int, float] = {1: 1.0}
+    """GPU count -> probability; a job's work is duration x GPU count."""
+    profile: str = "mixed"
+    deferrable_fraction: float = Field(default=0.0, ge=0, le=1)
+    """Share of jobs with a deadline; the others must run as soon as possible."""
+    slack_h: tuple[float, float] = (6.0, 24.0)
+    """Deadline = submit + runtime + uniform(slack_h) for deferrable jobs."""
+    interruptible_fraction: float = Field(default=0.0, ge=0, le=1)
+    checkpoint_gb: float = Field(default=0.0, ge=0)
+    data_gb: float = Field(default=0.0, ge=0)
+    origin_sites: dict[str, float] | None = None
+    """Site name -> probability of a job originating there (default: uniform)."""
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpu_mix(cls, v: dict[int, float]) -> dict[int, float]:
+        for n, p in v.items():
+            if n <= 0:
+                raise ValueError(f"GPU counts must be > 0, got {n}")
+            if p < 0:
+                raise ValueError(f"probability of {n} GPUs must be >= 0, got {p}")
+        if not v or abs(sum(v.values()) - 1.0) > 1e-6:
+            raise ValueError(f"probabilities must sum to 1, got {sum(v.values())}")
+        return v
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, v: str) -> str:
+        if v not in PROFILES:
+            raise ValueError(f"unknown profile {v!r}; known: {', '.join(sorted(PROFILES))}")
+        return v
+
+    @field_validator("slack_h")
+    @classmethod
+    def _slack(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 <= v[0] <= v[1]:
+            raise ValueError(f"must be [low, high] with 0 <= low <= high, got {list(v)}")
+        return v
+
+
+class Workload(_Model):
+    """Exactly one of a synthetic generator or a job file (native CSV/Parquet format)."""
+
+    synthetic: SyntheticWorkload | None = None
+    file: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Workload:
+        if (self.synthetic is None) == (self.file is None):
+            raise ValueError("give exactly one of [workload.synthetic] or workload.file")
+        return self
+
+
+class ForecastConfig(_Model):
+    """Error model of `state.forecast`: perfect, or gaussian noise of sigma = sigma_frac x mean."""
+
+    model: Literal["perfect", "gaussian"] = "perfect"
+    sigma_frac: float = Field(default=0.0, ge=0)
+
+
+class PolicyConfig(_Model):
+    name: str = "run_now"
+    """Registry name (see `policies.REGISTRY`) or `module:Class` / `path/to/file.py:Class`."""
+    params: dict[str, Any] = {}
+
+
+class DemandResponseEvent(_Model):
+    """A request to keep a site's facility power under a limit for a while."""
+
+    site: str
+    start: datetime
+    duration_h: float = Field(gt=0)
+    limit_kw: float | None = Field(default=None, ge=0)
+    reduction_pct: float | None = Field(default=None, gt=0, le=100)
+    """Limit as a percentage below the site's mean facility power in the hour before notice."""
+    notice_h: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> DemandResponseEvent:
+        if (self.limit_kw is None) == (self.reduction_pct is None):
+            raise ValueError("give exactly one of limit_kw or reduction_pct")
+        if self.start.tzinfo is None:
+            raise ValueError(f"start must carry a UTC offset, e.g. 2020-06-01T12:00:00Z, got {self.start}")
+        return self
+
+
+class Scenario(_Model):
+    """A complete, validated study input. Times inside the engine are seconds since `start`."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = Field(default=0, ge=0)
+    start: datetime
+    duration_h: float = Field(gt=0)
+    sites: list[Site] = Field(min_length=1)
+    workload: Workload
+    forecast: ForecastConfig = ForecastConfig()
+    policy: PolicyConfig = PolicyConfig()
+    demand_response: list[DemandResponseEvent] = []
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError(f"must carry a UTC offset, e.g. 2020-06-01T00:00:00Z, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        names = [s.name for s in self.sites]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"site names must be unique, repeated: {dupes}")
+        largest = max(s.max_pool_gpus for s in self.sites)
+        syn = self.workload.synthetic
+        if syn is not None:
+            too_big = [n for n, p in syn.gpus.items() if p > 0 and n > largest]
+            if too_big:
+                raise ValueError(
+                    f"workload.synthetic.gpus: jobs of {max(too_big)} GPUs fit on no site "
+                    f"(largest GPU pool has {largest})"
+                )
+            for s in syn.origin_sites or {}:
+                if s not in names:
+                    raise ValueError(f"workload.synthetic.origin_sites: unknown site {s!r}")
+        for i, ev in enumerate(self.demand_response):
+            if ev.site not in names:
+                raise ValueError(f"demand_response[{i}].site: unknown site {ev.site!r}")
+            end = ev.start + timedelta(hours=ev.duration_h)
+            if ev.start < self.start or end > self.end:
+                raise ValueError(
+                    f"demand_response[{i}]: event {ev.start.isoformat()} .. {end.isoformat()} "
+                    f"is outside the scenario {self.start.isoformat()} .. {self.end.isoformat()}"
+                )
+        return self
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(hours=self.duration_h)
+
+    @property
+    def horizon_s(self) -> float:
+        return self.duration_h * 3600.0
+
+    def site_names(self) -> list[str]:
+        return [s.name for s in self.sites]
+
+    def to_toml(self) -> str:
+        """The scenario as TOML (paths absolute), loadable again with `load_scenario`."""
+        return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))
+
+
+# --- loading -----------------------------------------------------------------------------
+
+
+def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read a TOML scenario, apply `key.path=value` overrides, validate.
+
+    Relative file paths in the scenario are resolved against the scenario's folder.
+    Raises `ScenarioError` naming the file, the key path and the bad value.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read scenario file ({e.strerror})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: invalid TOML: {e}") from None
+    for item in overrides:
+        apply_override(raw, item)
+    return scenario_from_dict(raw, source=path)
+
+
+def scenario_from_dict(raw: dict[str, Any], source: str | Path = "<scenario>") -> Scenario:
+    """Validate a scenario given as a dict (as parsed from TOML)."""
+    source = Path(source)
+    _resolve_paths(raw, source.parent.resolve())
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as e:
+        raise ScenarioError(f"{source}: {_first_error(e)}") from None
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for site in raw.get("sites", []) if isinstance(raw.get("sites"), list) else []:
+        carbon = site.get("carbon") if isinstance(site, dict) else None
+        if isinstance(carbon, dict) and isinstance(carbon.get("file"), str):
+            carbon["file"] = str(base / carbon["file"])
+    wl = raw.get("workload")
+    if isinstance(wl, dict) and isinstance(wl.get("file"), str):
+        wl["file"] = str(base / wl["file"])
+
+
+def _first_error(e: ValidationError) -> str:
+    errs = e.errors()
+    err = errs[0]
+    loc = _loc_to_path(err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    text = f"{loc}: {msg}" if loc else msg
+    if err["type"] not in ("missing", "value_error") and "input" in err:
+        text += f" (got {err['input']!r})"
+    if len(errs) > 1:
+        text += f" [and {len(errs) - 1} more error(s)]"
+    return text
+
+
+def _loc_to_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union")):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply one `key.path=value` override to a parsed scenario dict, in place.
+
+    The value is parsed as a TOML value (`3`, `1.5`, `true`, `"x"`, `[1, 2]`); anything
+    that does not parse as TOML is taken as a plain string. List items are addressed as
+    `sites[0].pue` or `sites.0.pue`.
+    """
+    key, sep, value_text = item.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(f"--set {item!r}: expected key.path=value")
+    try:
+        value = tomllib.loads(f"v = {value_text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = value_text.strip()
+    parts = key.strip().replace("[", ".").replace("]", "").split(".")
+    node: Any = raw
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ScenarioError(f"--set {key}: no list item {part!r} at {where} (length {len(node)})")
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ScenarioError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a table")

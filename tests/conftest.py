@@ -1,0 +1,58 @@
+"""Shared builders: small scenarios written as dicts, job files in the native format."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sim.scenario import Scenario, scenario_from_dict
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+
+BASE = {
+    "name": "test",
+    "seed": 1,
+    "start": "2020-06-01T00:00:00Z",
+    "duration_h": 24.0,
+    "sites": [
+        {
+            "name": "a",
+            "lat": 50.1,
+            "lon": 8.7,
+            "pue": 1.5,
+            "host_w_per_gpu": 40.0,
+            "carbon": {"constant_g_per_kwh": 300.0},
+            "gpus": [{"model": "A100-80GB", "count": 4}],
+        }
+    ],
+    "workload": {"synthetic": {"arrival_rate_per_h": 1.0,
+                               "duration": {"dist": "exponential", "mean_h": 1.0}}},
+}
+
+
+def write_jobs(path: Path, jobs: list[dict]) -> Path:
+    """Write jobs in the native CSV format; missing optional columns take defaults."""
+    pd.DataFrame(jobs).to_csv(path, index=False)
+    return path
+
+
+def make_scenario(tmp_path: Path | None = None, jobs: list[dict] | None = None,
+                  **overrides) -> Scenario:
+    """BASE with top-level keys replaced by `overrides`; `jobs` become a job file."""
+    raw = copy.deepcopy(BASE)
+    raw.update(copy.deepcopy(overrides))
+    if jobs is not None:
+        assert tmp_path is not None
+        raw["workload"] = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
+    return scenario_from_dict(raw, source=(tmp_path or Path(".")) / "test.toml")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA} (checkout without ../shared)")
+    return SHARED_DATA

@@ -1,0 +1,142 @@
+"""Bad input: each malformed scenario gives one clear line naming the problem, and exit 2."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from sim.cli import main
+
+GOOD = """
+name = "bad-input"
+start = 2020-06-01T00:00:00Z
+duration_h = 24
+
+[[sites]]
+name = "a"
+lat = 50.1
+lon = 8.7
+carbon = { constant_g_per_kwh = 300 }
+gpus = [{ model = "A100-80GB", count = 8 }]
+
+[workload.synthetic]
+arrival_rate_per_h = 2
+duration = { dist = "exponential", mean_h = 1 }
+"""
+
+
+def run_cli(args, capsys):
+    argv = sys.argv
+    sys.argv = ["dcsim", *args]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    finally:
+        sys.argv = argv
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.err
+
+
+def write(tmp_path, text, name="study.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+CASES = {
+    "unknown key": (GOOD + 'colour = "red"\n', ["colour: unknown key"]),
+    "wrong type": (GOOD.replace("duration_h = 24", 'duration_h = "a week"'),
+                   ["duration_h", "'a week'"]),
+    "negative count": (GOOD.replace("count = 8", "count = -4"),
+                       ["sites[0].gpus[0].count", "greater than 0", "-4"]),
+    "unknown site reference": (GOOD + textwrap.dedent("""
+        [[demand_response]]
+        site = "b"
+        start = 2020-06-01T10:00:00Z
+        duration_h = 1
+        limit_kw = 5
+        """), ["demand_response[0].site", "unknown site 'b'"]),
+    "trace does not cover the horizon": (
+        GOOD.replace("{ constant_g_per_kwh = 300 }", '{ zone = "DE", year = 2020 }')
+            .replace("start = 2020-06-01T00:00:00Z", "start = 2020-12-30T00:00:00Z")
+            .replace("duration_h = 24", "duration_h = 96"),
+        ["sites[0].carbon", "before the scenario end"]),
+    "unknown GPU model": (GOOD.replace('"A100-80GB"', '"A1000"'),
+                          ["sites[0].gpus[0].model", "unknown GPU model 'A1000'"]),
+    "invalid TOML": (GOOD.replace("lat = 50.1", "lat = 50.1.2"), ["invalid TOML", "line"]),
+    "start without a time zone": (GOOD.replace("2020-06-01T00:00:00Z", "2020-06-01T00:00:00"),
+                                  ["start", "UTC offset"]),
+    "GPU mix that does not sum to 1": (GOOD + "gpus = { 1 = 0.5, 2 = 0.2 }\n",
+                                       ["workload.synthetic.gpus", "sum to 1"]),
+    "synthetic jobs larger than any site": (GOOD + "gpus = { 16 = 1.0 }\n",
+                                            ["jobs of 16 GPUs fit on no site", "has 8"]),
+    "unknown policy": (GOOD + '[policy]\nname = "greenest"\n',
+                       ["policy.name", "unknown policy 'greenest'", "run_now"]),
+    "unknown policy parameter": (GOOD + '[policy]\nname = "run_now"\nparams = { bakfill = true }\n',
+                                 ["policy.params.bakfill", "backfill"]),
+    "unknown zone": (GOOD.replace("{ constant_g_per_kwh = 300 }", '{ zone = "XX" }'),
+                     ["sites[0].carbon", "XX"]),
+    "two carbon sources": (GOOD.replace("{ constant_g_per_kwh = 300 }",
+                                        '{ constant_g_per_kwh = 300, zone = "DE" }'),
+                           ["sites[0].carbon", "exactly one of"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_malformed_scenario_gives_one_line_and_exit_2(tmp_path, capsys, case):
+    text, fragments = CASES[case]
+    path = write(tmp_path, text)
+    code, err = run_cli(["validate", str(path)], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for fragment in [*fragments]:
+        assert fragment in lines[0], lines[0]
+
+
+def job_file_case(tmp_path, capsys, csv_text, fragments, name="jobs.csv"):
+    if csv_text is not None:
+        (tmp_path / name).write_text(textwrap.dedent(csv_text))
+    scenario = GOOD.split("[workload.synthetic]")[0] + f'[workload]\nfile = "{name}"\n'
+    code, err = run_cli(["run", str(write(tmp_path, scenario))], capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def test_a_job_needing_more_gpus_than_any_site_has_is_an_error(tmp_path, capsys):
+    job_file_case(tmp_path, capsys, """\
+        job_id,submit_time,gpus,work_gpu_h
+        a,0,1,1.0
+        b,10,16,2.0
+        """, ["jobs.csv:3", "16", "8"])
+
+
+def test_an_unreadable_job_file_is_an_error(tmp_path, capsys):
+    job_file_case(tmp_path, capsys, None, ["missing.csv"], name="missing.csv")
+
+
+def test_a_carbon_trace_with_a_non_numeric_value_names_file_and_line(tmp_path, capsys):
+    (tmp_path / "ci.csv").write_text(
+        "timestamp,carbon_intensity\n2020-06-01T00:00:00Z,300\n2020-06-01T01:00:00Z,lots\n")
+    text = GOOD.replace("{ constant_g_per_kwh = 300 }", '{ file = "ci.csv" }')
+    code, err = run_cli(["validate", str(write(tmp_path, text))], capsys)
+    assert code == 2
+    assert "ci.csv" in err and ":3" in err and "lots" in err
+
+
+def test_a_bad_override_names_the_key(tmp_path, capsys):
+    path = write(tmp_path, GOOD)
+    code, err = run_cli(["run", str(path), "--set", "sites[3].pue=1.1"], capsys)
+    assert code == 2
+    assert "sites" in err and "3" in err
+
+
+def test_a_missing_scenario_file_is_an_error(tmp_path, capsys):
+    code, err = run_cli(["run", str(tmp_path / "nope.toml")], capsys)
+    assert code == 2
+    assert "nope.toml" in err
