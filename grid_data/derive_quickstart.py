@@ -115,17 +115,23 @@ def write_trace(series: pd.Series, path: Path) -> None:
     for t, v in zip(series.index, series.to_numpy(), strict=True):
         buf.write(f"{t.strftime('%Y-%m-%dT%H:%M:%SZ')},{v:.4f}\n")
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(
-        filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
-    ) as gz:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+    ):
         gz.write(buf.getvalue().encode("utf-8"))
     tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("source", nargs="?", type=Path, default=DEFAULT_SOURCE,
-                    help=f"folder with {{ger,gb,fr}}_ci.csv (default {DEFAULT_SOURCE})")
+    ap.add_argument(
+        "source",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_SOURCE,
+        help=f"folder with {{ger,gb,fr}}_ci.csv (default {DEFAULT_SOURCE})",
+    )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -140,20 +146,34 @@ def main(argv: list[str] | None = None) -> int:
         write_trace(h, args.out / fname)
         gaps = rep["gaps"]
         sha = hashlib.sha256(src.read_bytes()).hexdigest()
-        print(f"{z.zone} {YEAR}: {src.name} (sha256 {sha[:16]}...), {len(s)} source rows, "
-              f"resolution {', '.join(rep['resolutions'])} (median {rep['median_step']}) "
-              f"-> {len(h)} hourly rows, mean {h.mean():.1f} g/kWh, "
-              f"range {h.min():.1f}..{h.max():.1f}")
-        print(f"  missing hours (linearly interpolated): {len(gaps)}"
-              + (f": {', '.join(str(g) for g in gaps[:10])}" if gaps else ""))
-        print(f"  steps longer than the median step (previous sample held): "
-              f"{len(rep['long_steps'])}"
-              + "".join(f"\n    {a} -> {b}" for a, b in rep["long_steps"][:10]))
-        catalog.append({
-            "zone": z.zone, "name": z.name, "year": YEAR, "lat": z.lat, "lon": z.lon,
-            "file": fname, "rows": len(h), "gaps_filled": len(gaps),
-            "source": SOURCE_NOTE.format(file=z.source_file),
-        })
+        print(
+            f"{z.zone} {YEAR}: {src.name} (sha256 {sha[:16]}...), {len(s)} source rows, "
+            f"resolution {', '.join(rep['resolutions'])} (median {rep['median_step']}) "
+            f"-> {len(h)} hourly rows, mean {h.mean():.1f} g/kWh, "
+            f"range {h.min():.1f}..{h.max():.1f}"
+        )
+        print(
+            f"  missing hours (linearly interpolated): {len(gaps)}"
+            + (f": {', '.join(str(g) for g in gaps[:10])}" if gaps else "")
+        )
+        print(
+            f"  steps longer than the median step (previous sample held): "
+            f"{len(rep['long_steps'])}"
+            + "".join(f"\n    {a} -> {b}" for a, b in rep["long_steps"][:10])
+        )
+        catalog.append(
+            {
+                "zone": z.zone,
+                "name": z.name,
+                "year": YEAR,
+                "lat": z.lat,
+                "lon": z.lon,
+                "file": fname,
+                "rows": len(h),
+                "gaps_filled": len(gaps),
+                "source": SOURCE_NOTE.format(file=z.source_file),
+            }
+        )
 
     cat_path = args.out / "catalog.csv"
     with open(cat_path, "w", newline="", encoding="utf-8") as f:

@@ -1,9 +1,9 @@
 """dcsim: a discrete-event simulator of GPU datacenters for carbon-aware scheduling research.
 
-    import sim
-    scenario = sim.load_scenario("scenarios/quickstart.toml")
-    results = sim.simulate(scenario)
-    results.summary["carbon_total_kg"]; results.jobs; results.save("out/")
+import sim
+scenario = sim.load_scenario("scenarios/quickstart.toml")
+results = sim.simulate(scenario)
+results.summary["carbon_total_kg"]; results.jobs; results.save("out/")
 """
 
 from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError

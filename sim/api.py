@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from sim.errors import PolicyError
+from sim.hardware import GPU_CATALOG, GpuSpec
 
 if TYPE_CHECKING:
     from sim.engine import Engine
@@ -32,6 +33,7 @@ __all__ = [
     "Action",
     "Defer",
     "DemandResponseView",
+    "GpuSpec",
     "JobView",
     "Migrate",
     "Policy",
@@ -89,7 +91,8 @@ class Resume:
 
 @dataclass(frozen=True, slots=True)
 class Migrate:
-    """Move an interruptible running job to another site, keeping its progress and cap."""
+    """Move an interruptible running job to another site (or another GPU model), keeping its
+    progress and its own cap, which must be in the new GPU model's settable range."""
 
     job: JobView
     site: str
@@ -270,6 +273,10 @@ class SystemState:
 
     def gpu_models(self, site: str) -> tuple[str, ...]:
         return tuple(p.model for p in self._e.site(site).pools)
+
+    def gpu_spec(self, model: str) -> GpuSpec:
+        """Catalog entry of a GPU model: power limits (W), idle power, throughput, memory."""
+        return GPU_CATALOG[model]
 
     def total_gpus(self, site: str) -> dict[str, int]:
         """Installed GPUs per model at `site`."""

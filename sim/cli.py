@@ -17,13 +17,20 @@ from sim.plugins import build_policy
 from sim.run import build_world, random_streams, simulate
 from sim.scenario import Scenario, load_scenario
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="dcsim: simulate GPU datacenters for carbon-aware scheduling research.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="dcsim: simulate GPU datacenters for carbon-aware scheduling research.",
+)
 out_console = Console()
 err_console = Console(stderr=True)
 
-SetOption = Annotated[list[str] | None, typer.Option(
-    "--set", metavar="KEY.PATH=VALUE", help="Override a scenario key, e.g. sites[0].pue=1.3")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", metavar="KEY.PATH=VALUE", help="Override a scenario key, e.g. sites[0].pue=1.3"
+    ),
+]
 
 
 def _load(file: Path, overrides: list[str] | None, seed: int | None = None) -> Scenario:
@@ -45,7 +52,8 @@ def validate(
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     out_console.print(
         f"{file}: ok: {len(scenario.sites)} sites, {gpus} GPUs, {len(jobs)} jobs, "
-        f"{scenario.duration_h:g} h from {scenario.start.isoformat()}, policy {scenario.policy.name}"
+        f"{scenario.duration_h:g} h from {scenario.start.isoformat()}, "
+        f"policy {scenario.policy.name}"
     )
 
 
@@ -65,6 +73,7 @@ def run(
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, progress=progress.update)
     _print_summary(results.summary, scenario)
+    _print_sites(results.sites)
     if out is not None:
         results.save(out)
         out_console.print(f"results written to {out}/ ({', '.join(_files(out))})")
@@ -76,6 +85,7 @@ def _toml_string(text: str) -> str:
 
 def _files(out: Path) -> list[str]:
     from sim.results import FILES
+
     return [f for f in FILES if (out / f).exists()]
 
 
@@ -84,12 +94,44 @@ def _print_summary(summary: dict, scenario: Scenario) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():
-        if isinstance(value, float):
-            text = f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
-        else:
-            text = "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
-        table.add_row(key, text)
+        table.add_row(key, _fmt(value))
     out_console.print(table)
+
+
+SITE_HEADERS = {
+    "site": "site",
+    "gpus": "GPUs",
+    "gpu_utilization": "utilisation",
+    "energy_facility_kwh": "energy kWh",
+    "carbon_operational_kg": "carbon kg",
+    "carbon_intensity_g_per_kwh": "gCO2/kWh",
+    "jobs_run": "jobs",
+}
+
+
+def _print_sites(sites) -> None:
+    table = Table(title="per site (facility energy, operational carbon)")
+    for col in sites.columns:
+        table.add_column(SITE_HEADERS.get(col, col), justify="left" if col == "site" else "right")
+    for row in sites.itertuples(index=False):
+        table.add_row(*(_fmt(v) for v in row))
+    out_console.print(table)
+
+
+def _fmt(value) -> str:
+    """Numbers for people: thousands separators, about four significant digits."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, str):
+        return value
+    if float(value).is_integer() and abs(value) >= 1:
+        return f"{int(value):,}"
+    value = float(value)
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 1:
+        return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+    return f"{value:.3g}"
 
 
 class _LazyProgress:
@@ -108,9 +150,14 @@ class _LazyProgress:
         if self._bar is None:
             if time.perf_counter() - self._t0 < self._after_s or not err_console.is_terminal:
                 return
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
-                                 console=err_console, transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task(self._label, total=1.0)
         self._bar.update(self._task, completed=fraction)
@@ -133,6 +180,7 @@ def main() -> None:
         sys.exit(1)
     except Exception as e:  # click usage errors
         import click
+
         if isinstance(e, click.ClickException):
             e.show()
             sys.exit(e.exit_code)

@@ -45,8 +45,19 @@ class Pool:
 class Site:
     """Runtime state of one site. The engine decides; the site keeps the books."""
 
-    __slots__ = ("index", "name", "pue", "host_w_per_gpu", "signal", "pools", "cap_w",
-                 "it_w", "busy_gpus", "total_gpus", "_log")
+    __slots__ = (
+        "index",
+        "name",
+        "pue",
+        "host_w_per_gpu",
+        "signal",
+        "pools",
+        "cap_w",
+        "it_w",
+        "busy_gpus",
+        "total_gpus",
+        "_log",
+    )
 
     def __init__(self, index: int, config: SiteConfig, signal: CarbonSignal, log: PowerLog):
         self.index = index
@@ -55,8 +66,12 @@ class Site:
         self.host_w_per_gpu = config.host_w_per_gpu
         self.signal = signal
         self.pools = [
-            Pool(p.model, p.count, config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w),
-                 config.host_w_per_gpu)
+            Pool(
+                p.model,
+                p.count,
+                config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w),
+                config.host_w_per_gpu,
+            )
             for p in config.gpus
         ]
         self.cap_w: float | None = None

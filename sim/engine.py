@@ -20,12 +20,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+
 import numpy as np
 import simpy
 
 from sim import hardware
 from sim.api import (
-    Defer, DemandResponseView, JobView, Migrate, Reject, Resume, SetCap, Start, Suspend,
+    Defer,
+    DemandResponseView,
+    JobView,
+    Migrate,
+    Reject,
+    Resume,
+    SetCap,
+    Start,
+    Suspend,
     SystemState,
 )
 from sim.cluster import Pool, Site
@@ -37,8 +46,15 @@ from sim.workload import JobTable
 
 # Job states. Terminal: COMPLETED, REJECTED; at the horizon every other state is "unfinished".
 SUBMITTED_LATER, PENDING, DEFERRED, RUNNING, SUSPENDED, COMPLETED, REJECTED = range(7)
-STATE_NAMES = ("not submitted", "pending", "deferred", "running", "suspended", "completed",
-               "rejected")
+STATE_NAMES = (
+    "not submitted",
+    "pending",
+    "deferred",
+    "running",
+    "suspended",
+    "completed",
+    "rejected",
+)
 
 _WS_PER_KWH = 3.6e6
 _GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
@@ -63,7 +79,9 @@ class Engine:
         self.forecaster = forecaster
         self.site_names = scenario.site_names()
         self.power_log = PowerLog(len(scenario.sites))
-        self.sites = [Site(i, cfg, signals[i], self.power_log) for i, cfg in enumerate(scenario.sites)]
+        self.sites = [
+            Site(i, cfg, signals[i], self.power_log) for i, cfg in enumerate(scenario.sites)
+        ]
         self._site_by_name = {s.name: s for s in self.sites}
         self.events = EventLog()
 
@@ -137,9 +155,9 @@ class Engine:
             self._request_decision()
 
     def _signal_steps(self):
-        steps = np.unique(np.concatenate([
-            s.signal.breakpoints_between(0.0, self.horizon_s) for s in self.sites
-        ]))
+        steps = np.unique(
+            np.concatenate([s.signal.breakpoints_between(0.0, self.horizon_s) for s in self.sites])
+        )
         for t in steps.tolist():
             yield self.env.timeout(t - self.env.now)
             self._request_decision()
@@ -164,8 +182,9 @@ class Engine:
         view = DemandResponseView(site.name, start_s, end_s, limit_kw)
         self._announced.append(view)
         self.dr_windows.append((site.index, start_s, end_s, limit_kw))
-        self.events.append(notice_s, "dr_notice", site=site.index, value=limit_kw,
-                           detail=f"demand_response[{k}]")
+        self.events.append(
+            notice_s, "dr_notice", site=site.index, value=limit_kw, detail=f"demand_response[{k}]"
+        )
         self._request_decision()
         if start_s > env.now:
             yield env.timeout(start_s - env.now)
@@ -177,7 +196,8 @@ class Engine:
         self._request_decision()
 
     def _mean_facility_kw(self, site: Site, t0_s: float, t1_s: float) -> float:
-        """Mean facility power of `site` over [t0, t1] (clipped at 0); the current power if empty."""
+        """Mean facility power of `site` over [t0, t1] (t0 clipped at 0), kW; the current
+        power if the window is empty."""
         t0_s = max(0.0, t0_s)
         if t1_s <= t0_s:
             return site.it_w * site.pue / 1000.0
@@ -239,7 +259,8 @@ class Engine:
                 self.events.append(self.env.now, "defer", j, value=until_s)
                 if until_s < self.horizon_s:
                     self.env.timeout(until_s - self.env.now).callbacks.append(
-                        lambda _e, j=j, u=until_s: self._deferral_expired(j, u))
+                        lambda _e, j=j, u=until_s: self._deferral_expired(j, u)
+                    )
             case Suspend(job):
                 j = self._job(a, job, (RUNNING,))
                 if not self._interruptible[j]:
@@ -256,6 +277,8 @@ class Engine:
                 if dest is self._site[j] and model in (None, self.model[j]):
                     raise PolicyError(f"{a}: job {self.jobs.job_id[j]} already runs there")
                 pool = self._choose_pool(a, j, dest, model)
+                if self._cap[j] is not None:
+                    self._check_cap(a, pool.spec, self._cap[j])
                 self._stop(j)
                 self._run_on(j, dest, pool, self._cap[j], "migrate")
             case SetCap(target, watts):
@@ -267,8 +290,13 @@ class Engine:
                         self._check_cap(a, self._pool[j].spec, watts)
                     self._cap[j] = watts
                     self._retime(j)
-                    self.events.append(self.env.now, "setcap", j, self.site_of[j],
-                                       math.nan if watts is None else watts)
+                    self.events.append(
+                        self.env.now,
+                        "setcap",
+                        j,
+                        self.site_of[j],
+                        math.nan if watts is None else watts,
+                    )
             case Reject(job, reason):
                 j = self._job(a, job, (PENDING, DEFERRED, SUSPENDED))
                 self.pending.pop(j, None)
@@ -314,18 +342,22 @@ class Engine:
                 raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
             if pool.free < gpus:
                 raise PolicyError(
-                    f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}")
+                    f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}"
+                )
             return pool
         for pool in site.pools:
             if pool.free >= gpus:
                 return pool
         free = ", ".join(f"{p.model}={p.free}" for p in site.pools)
-        raise PolicyError(f"{action}: job needs {gpus} GPUs of one model, {site.name} has {free} free")
+        raise PolicyError(
+            f"{action}: job needs {gpus} GPUs of one model, {site.name} has {free} free"
+        )
 
     # --- job runs ------------------------------------------------------------------------
 
-    def _place(self, action, j: int, site: Site, cap: float | None, model: str | None,
-               kind: str) -> None:
+    def _place(
+        self, action, j: int, site: Site, cap: float | None, model: str | None, kind: str
+    ) -> None:
         pool = self._choose_pool(action, j, site, model)
         if cap is not None:
             self._check_cap(action, pool.spec, cap)
@@ -347,8 +379,7 @@ class Engine:
 
     def _run_on(self, j: int, site: Site, pool: Pool, cap: float | None, kind: str) -> None:
         now = self.env.now
-        per_gpu, draw_w = self._speed(pool.model, self._profile[j],
-                                      self._effective_cap(site, cap))
+        per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
         gpus = self._gpus[j]
         site.allocate(now, pool, gpus, draw_w)
         self._state[j] = RUNNING
@@ -360,7 +391,7 @@ class Engine:
         self._seg_start[j] = now
         if math.isnan(self.start_s[j]):
             self.start_s[j] = now
-        self.events.append(now, kind, j, site.index)
+        self.events.append(now, kind, j, site.index, detail=pool.model)
         self._schedule_finish(j)
 
     def _schedule_finish(self, j: int) -> None:
@@ -397,8 +428,9 @@ class Engine:
         now = self.env.now
         self._close_segment(j, now)
         site, pool = self._site[j], self._pool[j]
-        per_gpu, draw_w = self._speed(pool.model, self._profile[j],
-                                      self._effective_cap(site, self._cap[j]))
+        per_gpu, draw_w = self._speed(
+            pool.model, self._profile[j], self._effective_cap(site, self._cap[j])
+        )
         gpus = self._gpus[j]
         site.change_power(now, gpus * (draw_w - self._draw_w[j]))
         self._draw_w[j] = draw_w
@@ -410,8 +442,9 @@ class Engine:
             for pool in site.pools:
                 self._check_cap(action, pool.spec, watts)
         site.cap_w = watts
-        self.events.append(self.env.now, "setcap", -1, site.index,
-                           math.nan if watts is None else watts)
+        self.events.append(
+            self.env.now, "setcap", -1, site.index, math.nan if watts is None else watts
+        )
         for j in tuple(self.running):
             if self._site[j] is site and self._cap[j] is None:
                 self._retime(j)
@@ -448,7 +481,9 @@ class Engine:
 
     def remaining_gpu_s(self, j: int) -> float:
         if self._state[j] == RUNNING:
-            return max(0.0, self._remaining[j] - self._rate[j] * (self.env.now - self._seg_start[j]))
+            return max(
+                0.0, self._remaining[j] - self._rate[j] * (self.env.now - self._seg_start[j])
+            )
         return self._remaining[j]
 
     def running_site(self, j: int) -> str | None:
@@ -467,8 +502,9 @@ class Engine:
     def announced_events(self, site: str | None) -> list[DemandResponseView]:
         return [v for v in self._announced if site is None or v.site == site]
 
-    def estimate(self, j: int, site_name: str, cap: float | None, model: str | None
-                 ) -> tuple[float, float]:
+    def estimate(
+        self, j: int, site_name: str, cap: float | None, model: str | None
+    ) -> tuple[float, float]:
         site = self.site(site_name)
         pool = site.pools[0] if model is None else site.pool(model)
         if pool is None:

@@ -75,8 +75,18 @@ class CarbonSignal:
         kind: "average" or "marginal" emissions.
     """
 
-    __slots__ = ("times_s", "values_g_per_kwh", "end_s", "kind", "_t", "_v", "_cum", "_t0",
-                 "_knots_s", "_knots_cum")
+    __slots__ = (
+        "times_s",
+        "values_g_per_kwh",
+        "end_s",
+        "kind",
+        "_t",
+        "_v",
+        "_cum",
+        "_t0",
+        "_knots_s",
+        "_knots_cum",
+    )
 
     def __init__(
         self,
@@ -176,8 +186,10 @@ class CarbonSignal:
             )
         if not np.all(np.isfinite(v)) or np.any(v < 0):
             i = int(np.argmax(~np.isfinite(v) | (v < 0)))
-            raise ScenarioError(f"{what}: trace value at {_fmt_time(idx[i])} is {v[i]}, "
-                                f"expected a finite number >= 0")
+            raise ScenarioError(
+                f"{what}: trace value at {_fmt_time(idx[i])} is {v[i]}, "
+                f"expected a finite number >= 0"
+            )
         last_step_s = float(np.median(steps))
         covered_end_s = float(t[-1]) + last_step_s
         if t[0] > 0:
@@ -363,9 +375,7 @@ def load_trace_csv(
     """
     path = Path(path)
     if unit not in UNIT_TO_G_PER_KWH:
-        raise TraceError(
-            f"{path}: unknown unit {unit!r}; known: {', '.join(UNIT_TO_G_PER_KWH)}"
-        )
+        raise TraceError(f"{path}: unknown unit {unit!r}; known: {', '.join(UNIT_TO_G_PER_KWH)}")
     header, rows, lines = _read_rows(path)
     for name in (time_column, column):
         if name not in header:
@@ -391,9 +401,7 @@ def load_trace_csv(
     bad = ~np.isfinite(values)
     if bad.any():
         k = int(np.argmax(bad))
-        raise TraceError(
-            f"{path}:{line_arr[k]}: {column} is not a number: {_short(raw_values[k])}"
-        )
+        raise TraceError(f"{path}:{line_arr[k]}: {column} is not a number: {_short(raw_values[k])}")
     if (values < 0).any():
         k = int(np.argmax(values < 0))
         raise TraceError(f"{path}:{line_arr[k]}: {column} must be >= 0, got {raw_values[k]}")
@@ -523,7 +531,10 @@ def signal_for_site(scenario: Scenario, index: int) -> CarbonSignal:
         what = f"{key} (zone {c.zone} {year})"
     elif c.file is not None:
         series = load_trace_csv(
-            c.file, column=c.column, time_column=c.time_column, unit=c.unit,
+            c.file,
+            column=c.column,
+            time_column=c.time_column,
+            unit=c.unit,
             timezone=c.timezone,
         )
         what = f"{key} (file {c.file})"

@@ -47,7 +47,9 @@ class GpuSpec:
     @property
     def embodied_kg_per_gpu_h(self) -> float:
         """Embodied carbon (GPU + host share) amortised over the service life, kg per GPU-hour."""
-        return (self.embodied_kg + self.host_embodied_kg) / (self.service_life_years * HOURS_PER_YEAR)
+        return (self.embodied_kg + self.host_embodied_kg) / (
+            self.service_life_years * HOURS_PER_YEAR
+        )
 
 
 @dataclass(frozen=True, slots=True)

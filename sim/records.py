@@ -12,14 +12,30 @@ import numpy as np
 import pandas as pd
 
 EVENT_KINDS = (
-    "submit", "start", "finish", "defer", "ready", "suspend", "resume", "migrate",
-    "setcap", "reject", "unfinished", "dr_notice", "dr_start", "dr_end",
+    "submit",
+    "start",
+    "finish",
+    "defer",
+    "ready",
+    "suspend",
+    "resume",
+    "migrate",
+    "setcap",
+    "reject",
+    "unfinished",
+    "dr_notice",
+    "dr_start",
+    "dr_end",
 )
 
 
 class EventLog:
     """One row per event: time (s), kind, job (index, -1 none), site (index, -1 none),
-    value (a number whose meaning depends on the kind, e.g. a cap in W), detail (text)."""
+    value (a number whose meaning depends on the kind), detail (text).
+
+    value: `defer` the time deferred to (s); `setcap` the cap (W, NaN = removed);
+    `dr_*` the limit (kW). detail: `start`/`resume`/`migrate` the GPU model;
+    `reject` the reason; `dr_notice` the event's key path."""
 
     __slots__ = ("time_s", "kind", "job", "site", "value", "detail")
 
@@ -32,8 +48,13 @@ class EventLog:
         self.detail: list[str] = []
 
     def append(
-        self, t_s: float, kind: str, job: int = -1, site: int = -1,
-        value: float = math.nan, detail: str = "",
+        self,
+        t_s: float,
+        kind: str,
+        job: int = -1,
+        site: int = -1,
+        value: float = math.nan,
+        detail: str = "",
     ) -> None:
         self.time_s.append(t_s)
         self.kind.append(kind)
@@ -50,14 +71,16 @@ class EventLog:
         site = np.asarray(self.site, dtype=np.int64)
         ids = np.append(np.asarray(job_ids, dtype=object), None)  # index -1 -> None
         names = np.array([*site_names, None], dtype=object)
-        return pd.DataFrame({
-            "time_s": np.asarray(self.time_s, dtype=np.float64),
-            "kind": pd.Categorical(self.kind, categories=EVENT_KINDS),
-            "job": ids[job],
-            "site": names[site],
-            "value": np.asarray(self.value, dtype=np.float64),
-            "detail": np.asarray(self.detail, dtype=object),
-        })
+        return pd.DataFrame(
+            {
+                "time_s": np.asarray(self.time_s, dtype=np.float64),
+                "kind": pd.Categorical(self.kind, categories=EVENT_KINDS),
+                "job": ids[job],
+                "site": names[site],
+                "value": np.asarray(self.value, dtype=np.float64),
+                "detail": np.asarray(self.detail, dtype=object),
+            }
+        )
 
 
 class PowerLog:
@@ -88,10 +111,12 @@ class PowerLog:
     def to_frame(self, site_names: list[str], pue: list[float]) -> pd.DataFrame:
         site = np.asarray(self.site, dtype=np.int64)
         it_w = np.asarray(self.it_w, dtype=np.float64)
-        return pd.DataFrame({
-            "time_s": np.asarray(self.time_s, dtype=np.float64),
-            "site": np.asarray(site_names, dtype=object)[site],
-            "it_w": it_w,
-            "facility_w": it_w * np.asarray(pue, dtype=np.float64)[site],
-            "busy_gpus": np.asarray(self.busy_gpus, dtype=np.int64),
-        })
+        return pd.DataFrame(
+            {
+                "time_s": np.asarray(self.time_s, dtype=np.float64),
+                "site": np.asarray(site_names, dtype=object)[site],
+                "it_w": it_w,
+                "facility_w": it_w * np.asarray(pue, dtype=np.float64)[site],
+                "busy_gpus": np.asarray(self.busy_gpus, dtype=np.int64),
+            }
+        )

@@ -28,14 +28,37 @@ if TYPE_CHECKING:
     from sim.engine import Engine
 
 SUMMARY_KEYS = (
-    "jobs_submitted", "jobs_completed", "jobs_rejected", "jobs_unfinished",
-    "energy_it_kwh", "energy_facility_kwh", "energy_jobs_kwh", "energy_idle_kwh",
-    "carbon_operational_kg", "carbon_embodied_kg", "carbon_wan_kg", "carbon_total_kg",
-    "wait_mean_h", "jct_mean_h", "jct_p95_h", "deadline_misses", "gpu_utilization",
-    "dr_overshoot_kwh", "dr_compliance", "slowdown_jain_index", "sim_wall_s",
+    "jobs_submitted",
+    "jobs_completed",
+    "jobs_rejected",
+    "jobs_unfinished",
+    "energy_it_kwh",
+    "energy_facility_kwh",
+    "energy_jobs_kwh",
+    "energy_idle_kwh",
+    "carbon_operational_kg",
+    "carbon_embodied_kg",
+    "carbon_wan_kg",
+    "carbon_total_kg",
+    "wait_mean_h",
+    "jct_mean_h",
+    "jct_p95_h",
+    "deadline_misses",
+    "gpu_utilization",
+    "dr_overshoot_kwh",
+    "dr_compliance",
+    "slowdown_jain_index",
+    "sim_wall_s",
 )
-FILES = ("summary.json", "jobs.parquet", "power.parquet", "events.parquet",
-         "scenario.toml", "meta.json")
+FILES = (
+    "summary.json",
+    "jobs.parquet",
+    "sites.parquet",
+    "power.parquet",
+    "events.parquet",
+    "scenario.toml",
+    "meta.json",
+)
 
 
 @dataclass
@@ -46,6 +69,9 @@ class Results:
     scenario: Scenario
     summary: dict[str, Any]
     jobs: pd.DataFrame
+    sites: pd.DataFrame
+    """One row per site: GPUs, utilisation, facility energy, operational carbon, the
+    effective carbon intensity of its energy (g/kWh), jobs finished or stopped there."""
     power: pd.DataFrame
     events: pd.DataFrame
     meta: dict[str, Any]
@@ -55,12 +81,14 @@ class Results:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        _write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
         _write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
         _write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
         _write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         _write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
-        _write_atomic(out / "summary.json",
-                      lambda p: p.write_text(json.dumps(self.summary, indent=2)))
+        _write_atomic(
+            out / "summary.json", lambda p: p.write_text(json.dumps(self.summary, indent=2))
+        )
         return out
 
     @classmethod
@@ -71,6 +99,7 @@ class Results:
             scenario=load_scenario(d / "scenario.toml"),
             summary=json.loads((d / "summary.json").read_text()),
             jobs=pd.read_parquet(d / "jobs.parquet"),
+            sites=pd.read_parquet(d / "sites.parquet"),
             power=pd.read_parquet(d / "power.parquet"),
             events=pd.read_parquet(d / "events.parquet"),
             meta=json.loads((d / "meta.json").read_text()),
@@ -97,7 +126,10 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     power = engine.power_log.to_frame(engine.site_names, pue)
     events = engine.events.to_frame(engine.jobs.job_id, engine.site_names)
     signals = [s.signal for s in engine.sites]
-    energy_it = site_energy_it_kwh(power, engine.site_names, horizon_s)
+    names = engine.site_names
+    energy_it = site_energy_it_kwh(power, names, horizon_s)
+    carbon = site_operational_carbon_kg(power, names, pue, signals, horizon_s)
+    sites = site_table(engine, jobs, power, energy_it, carbon)
     idle_kwh = sum(s.idle_energy_it_kwh(horizon_s) * s.pue for s in engine.sites)
 
     summary: dict[str, Any] = {}
@@ -106,23 +138,23 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     for state in ("completed", "rejected", "unfinished"):
         summary[f"jobs_{state}"] = int(counts.get(state, 0))
     summary["energy_it_kwh"] = float(sum(energy_it.values()))
-    summary["energy_facility_kwh"] = float(sum(energy_it[s.name] * s.pue for s in engine.sites))
+    summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
     summary["energy_jobs_kwh"] = float(jobs["energy_kwh"].sum())
     summary["energy_idle_kwh"] = float(idle_kwh)
-    summary["carbon_operational_kg"] = operational_carbon_kg(power, engine.site_names, pue,
-                                                             signals, horizon_s)
+    summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
     summary["carbon_embodied_kg"] = float(jobs["embodied_kg"].sum())
     summary["carbon_wan_kg"] = float(jobs["wan_carbon_kg"].sum())
-    summary["carbon_total_kg"] = (summary["carbon_operational_kg"]
-                                  + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"])
+    summary["carbon_total_kg"] = (
+        summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
+    )
     summary["wait_mean_h"] = _mean_or_none(jobs["wait_h"])
     summary["jct_mean_h"] = _mean_or_none(jobs["jct_h"])
     jct = jobs["jct_h"].dropna()
     summary["jct_p95_h"] = float(np.percentile(jct, 95)) if len(jct) else None
     summary["deadline_misses"] = deadline_misses(jobs, horizon_s)
-    total_gpus = sum(s.total_gpus for s in engine.sites)
-    summary["gpu_utilization"] = busy_gpu_s(power, engine.site_names, horizon_s) / (
-        total_gpus * horizon_s)
+    summary["gpu_utilization"] = float(
+        (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
+    )
     summary.update(demand_response_metrics(power, engine.site_names, pue, engine.dr_windows))
     summary["slowdown_jain_index"] = jain_index(jobs["slowdown"].dropna().to_numpy())
     summary["sim_wall_s"] = wall_s
@@ -140,11 +172,42 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
     }
-    return Results(scenario, summary, jobs, power, events, meta)
+    return Results(scenario, summary, jobs, sites, power, events, meta)
+
+
+def site_table(
+    engine: Engine,
+    jobs: pd.DataFrame,
+    power: pd.DataFrame,
+    energy_it_kwh: dict[str, float],
+    carbon_kg: dict[str, float],
+) -> pd.DataFrame:
+    names, horizon_s = engine.site_names, engine.horizon_s
+    gpus = np.array([s.total_gpus for s in engine.sites])
+    busy = np.array([busy_gpu_s(power, [n], horizon_s) for n in names])
+    energy = np.array([energy_it_kwh[s.name] * s.pue for s in engine.sites])
+    carbon = np.array([carbon_kg[n] for n in names])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        intensity = np.where(energy > 0, carbon * 1000.0 / energy, np.nan)
+    return pd.DataFrame(
+        {
+            "site": names,
+            "gpus": gpus,
+            "gpu_utilization": busy / (gpus * horizon_s),
+            "energy_facility_kwh": energy,
+            "carbon_operational_kg": carbon,
+            "carbon_intensity_g_per_kwh": intensity,
+            "jobs_run": [int((jobs["site"] == n).sum()) for n in names],
+        }
+    )
 
 
 def jobs_table(engine: Engine) -> pd.DataFrame:
-    """One row per job; times in s since the scenario start, NaN where they never happened."""
+    """One row per job; times in s since the scenario start, NaN where they never happened.
+
+    `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU model
+    the job finished on: > 1 from caps and suspensions; a job migrated to a slower model
+    can show < 1."""
     jt = engine.jobs
     submit = jt.submit_s
     start = np.asarray(engine.start_s)
@@ -156,28 +219,30 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     reason = np.full(len(jt), "", dtype=object)
     for j, r in engine.reason.items():
         reason[j] = r
-    return pd.DataFrame({
-        "job_id": jt.job_id,
-        "submit_s": submit,
-        "start_s": start,
-        "end_s": end,
-        "site": names[np.asarray(engine.site_of, dtype=np.int64)],
-        "gpu_model": model,
-        "gpus": jt.gpus,
-        "profile": jt.profile,
-        "work_gpu_h": jt.work_gpu_h,
-        "deadline_s": jt.deadline_s,
-        "state": state,
-        "reason": reason,
-        "wait_h": (start - submit) / 3600.0,
-        "jct_h": (end - submit) / 3600.0,
-        "gpu_h": np.asarray(engine.gpu_s) / 3600.0,
-        "energy_kwh": np.asarray(engine.energy_kwh),
-        "carbon_kg": np.asarray(engine.carbon_kg),
-        "embodied_kg": np.asarray(engine.embodied_kg),
-        "wan_carbon_kg": np.zeros(len(jt)),
-        "slowdown": (end - start) / ideal_s,
-    })
+    return pd.DataFrame(
+        {
+            "job_id": jt.job_id,
+            "submit_s": submit,
+            "start_s": start,
+            "end_s": end,
+            "site": names[np.asarray(engine.site_of, dtype=np.int64)],
+            "gpu_model": model,
+            "gpus": jt.gpus,
+            "profile": jt.profile,
+            "work_gpu_h": jt.work_gpu_h,
+            "deadline_s": jt.deadline_s,
+            "state": state,
+            "reason": reason,
+            "wait_h": (start - submit) / 3600.0,
+            "jct_h": (end - submit) / 3600.0,
+            "gpu_h": np.asarray(engine.gpu_s) / 3600.0,
+            "energy_kwh": np.asarray(engine.energy_kwh),
+            "carbon_kg": np.asarray(engine.carbon_kg),
+            "embodied_kg": np.asarray(engine.embodied_kg),
+            "wan_carbon_kg": np.zeros(len(jt)),
+            "slowdown": (end - start) / ideal_s,
+        }
+    )
 
 
 def ideal_runtime_s(work_gpu_h, gpus, model, profile) -> np.ndarray:
@@ -219,15 +284,20 @@ def busy_gpu_s(power: pd.DataFrame, sites: list[str], horizon_s: float) -> float
     return total
 
 
-def operational_carbon_kg(power: pd.DataFrame, sites: list[str], pue: list[float],
-                          signals: list[CarbonSignal], horizon_s: float) -> float:
-    """Exact integral of facility power x carbon intensity over [0, horizon], kg."""
-    total = 0.0
+def site_operational_carbon_kg(
+    power: pd.DataFrame,
+    sites: list[str],
+    pue: list[float],
+    signals: list[CarbonSignal],
+    horizon_s: float,
+) -> dict[str, float]:
+    """Per site, the exact integral of facility power x carbon intensity over [0, horizon], kg."""
+    out = {}
     for s, p, sig in zip(sites, pue, signals, strict=True):
         rows, t, t_next = _site_steps(power, s, horizon_s)
         ci_ws = sig.cumulative(t_next) - sig.cumulative(t)  # (g/kWh) x s per interval
-        total += float(np.sum(rows["it_w"].to_numpy() * p * ci_ws)) / 3.6e9
-    return total
+        out[s] = float(np.sum(rows["it_w"].to_numpy() * p * ci_ws)) / 3.6e9
+    return out
 
 
 def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
@@ -238,8 +308,12 @@ def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
     return int((late | never).sum())
 
 
-def demand_response_metrics(power: pd.DataFrame, sites: list[str], pue: list[float],
-                            windows: list[tuple[int, float, float, float]]) -> dict[str, Any]:
+def demand_response_metrics(
+    power: pd.DataFrame,
+    sites: list[str],
+    pue: list[float],
+    windows: list[tuple[int, float, float, float]],
+) -> dict[str, Any]:
     """`dr_compliance`: fraction of event time with facility power at or under the limit;
     `dr_overshoot_kwh`: energy above the limit during events. None/0 without events."""
     if not windows:
@@ -278,8 +352,13 @@ def _version() -> str:
 
 def _git_revision() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None

@@ -24,8 +24,9 @@ def random_streams(seed: int) -> dict[str, np.random.Generator]:
     return {n: np.random.default_rng(c) for n, c in zip(names, children, strict=True)}
 
 
-def build_world(scenario: Scenario, streams: dict[str, np.random.Generator]
-                ) -> tuple[JobTable, list[CarbonSignal]]:
+def build_world(
+    scenario: Scenario, streams: dict[str, np.random.Generator]
+) -> tuple[JobTable, list[CarbonSignal]]:
     """Read or generate everything the scenario names: the jobs and each site's carbon signal.
     Raises ScenarioError/TraceError for bad files."""
     jobs = build_jobs(scenario, streams["workload"])
@@ -52,7 +53,9 @@ def simulate(
     elif isinstance(policy, str):
         params = scenario.policy.params if policy == scenario.policy.name else {}
         policy = build_policy(policy, params)
-    engine = Engine(scenario, jobs, signals, policy, Forecaster(scenario.forecast, streams["forecast"]))
+    engine = Engine(
+        scenario, jobs, signals, policy, Forecaster(scenario.forecast, streams["forecast"])
+    )
     t0 = time.perf_counter()
     engine.run(progress)
     return build_results(engine, time.perf_counter() - t0)

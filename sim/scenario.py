@@ -10,6 +10,7 @@ Errors name the file, the key path and the bad value, on one line:
 
 from __future__ import annotations
 
+import math
 import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -100,7 +101,8 @@ class Site(_Model):
 
 
 class DurationDist(_Model):
-    """Job duration on one reference GPU (A100-80GB at its maximum power limit)."""
+    """Wall-clock duration of a job on its reference GPUs (A100-80GB at the maximum power
+    limit); its work is duration x GPU count reference GPU-hours."""
 
     dist: Literal["exponential", "lognormal"]
     mean_h: float | None = Field(default=None, gt=0)
@@ -136,7 +138,7 @@ class SyntheticWorkload(_Model):
     checkpoint_gb: float = Field(default=0.0, ge=0)
     data_gb: float = Field(default=0.0, ge=0)
     origin_sites: dict[str, float] | None = None
-    """Site name -> probability of a job originating there (default: uniform)."""
+    """Site name -> relative weight of a job originating there (default: uniform)."""
 
     @field_validator("gpus")
     @classmethod
@@ -207,7 +209,9 @@ class DemandResponseEvent(_Model):
         if (self.limit_kw is None) == (self.reduction_pct is None):
             raise ValueError("give exactly one of limit_kw or reduction_pct")
         if self.start.tzinfo is None:
-            raise ValueError(f"start must carry a UTC offset, e.g. 2020-06-01T12:00:00Z, got {self.start}")
+            raise ValueError(
+                f"start must carry a UTC offset, e.g. 2020-06-01T12:00:00Z, got {self.start}"
+            )
         return self
 
 
@@ -248,9 +252,14 @@ class Scenario(_Model):
                     f"workload.synthetic.gpus: jobs of {max(too_big)} GPUs fit on no site "
                     f"(largest GPU pool has {largest})"
                 )
-            for s in syn.origin_sites or {}:
+            origins = syn.origin_sites or {}
+            for s, w in origins.items():
                 if s not in names:
                     raise ValueError(f"workload.synthetic.origin_sites: unknown site {s!r}")
+                if not (math.isfinite(w) and w >= 0):
+                    raise ValueError(f"workload.synthetic.origin_sites.{s} must be >= 0, got {w}")
+            if origins and sum(origins.values()) <= 0:
+                raise ValueError("workload.synthetic.origin_sites: weights must not all be 0")
         for i, ev in enumerate(self.demand_response):
             if ev.site not in names:
                 raise ValueError(f"demand_response[{i}].site: unknown site {ev.site!r}")
@@ -371,7 +380,9 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         where = ".".join(parts[: i + 1])
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
-                raise ScenarioError(f"--set {key}: no list item {part!r} at {where} (length {len(node)})")
+                raise ScenarioError(
+                    f"--set {key}: no list item {part!r} at {where} (length {len(node)})"
+                )
             if last:
                 node[int(part)] = value
             else:

@@ -25,6 +25,7 @@ Sources (`build_jobs` picks one per `scenario.workload`):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -36,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from sim.errors import ScenarioError, TraceError
+from sim.errors import TraceError
 from sim.hardware import PROFILES
 from sim.scenario import Scenario, SyntheticWorkload
 
@@ -321,18 +322,10 @@ def _normalised(weights: Sequence[float]) -> np.ndarray:
 
 
 def _origin_weights(cfg: SyntheticWorkload, site_names: Sequence[str]) -> np.ndarray:
+    """Origin probabilities per site; the scenario schema has checked the weights."""
     if cfg.origin_sites is None:
         return np.full(len(site_names), 1.0 / len(site_names))
-    key = "workload.synthetic.origin_sites"
-    for name, w in cfg.origin_sites.items():
-        if name not in site_names:
-            raise ScenarioError(f"{key}: unknown site {name!r}; sites: {', '.join(site_names)}")
-        if not (math.isfinite(w) and w >= 0):
-            raise ScenarioError(f"{key}.{name} must be a probability >= 0, got {w}")
-    weights = [cfg.origin_sites.get(name, 0.0) for name in site_names]
-    if sum(weights) <= 0:
-        raise ScenarioError(f"{key}: weights must not all be 0, got {cfg.origin_sites}")
-    return _normalised(weights)
+    return _normalised([cfg.origin_sites.get(name, 0.0) for name in site_names])
 
 
 # --- job files ----------------------------------------------------------------------------
@@ -377,6 +370,8 @@ class _Where:
 
 
 def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:  # not the path again
+        return e.strerror
     return " ".join(str(e).split()) or type(e).__name__
 
 
@@ -391,10 +386,13 @@ def _read_csv(path: Path, gzip: bool) -> tuple[pd.DataFrame, _Where]:
         table = _read_csv_pandas(path, gzip)
     header = [str(c).strip() for c in table.iloc[0].tolist()]
     _check_columns(header, f"{path}:1")
+    # first line of each record: one per record, plus the newlines inside quoted values
+    newlines = sum(table[c].str.count("\n").to_numpy() for c in table.columns)
+    first_line = 1 + np.arange(len(table)) + np.concatenate(([0], np.cumsum(newlines)[:-1]))
     data = table.iloc[1:].set_axis(header, axis=1)
     data = data.apply(lambda c: c.str.strip())
     filled = (data != "").any(axis=1).to_numpy()
-    lines = np.flatnonzero(filled) + 2
+    lines = first_line[1:][filled]
     data = data[filled].reset_index(drop=True)
     if data.empty:
         raise TraceError(f"{path}: the file is empty (a header, no jobs)")
@@ -432,7 +430,17 @@ def _read_csv_pandas(path: Path, gzip: bool) -> pd.DataFrame:
         )
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: the file is empty") from None
-    except (OSError, EOFError, ValueError) as e:  # ParserError, UnicodeDecodeError, gzip
+    except pd.errors.ParserError as e:
+        ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        if ragged:
+            want, line, got = ragged.groups()
+            raise TraceError(
+                f"{path}:{line}: expected {want} fields like the header, got {got}"
+            ) from None
+        raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: cannot read job file: it is not UTF-8 text") from None
+    except (OSError, EOFError, ValueError) as e:  # gzip errors
         raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
 
 
@@ -614,14 +622,14 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     check(
         outside,
         lambda i: (
-            f"submit_time must be within the scenario's horizon [0, {horizon_s:g}) s "
+            f"submit_time must be within the scenario's horizon [0, {horizon_s:.12g}) s "
             f"= [{start.isoformat()}, {scenario.end.isoformat()}), got {shown('submit_time', i)}"
-            + ("" if _is_number(raw["submit_time"].iloc[i]) else f" = {submit_s[i]:g} s")
+            + ("" if _is_number(raw["submit_time"].iloc[i]) else f" = {submit_s[i]:.12g} s")
         ),
     )
 
     # gpus
-    gpus_f, g_missing, g_bad = _numbers(raw["gpus"])
+    gpus_f, _, _ = _numbers(raw["gpus"])
     g_ok = np.isfinite(gpus_f) & (gpus_f > 0) & (gpus_f == np.floor(gpus_f))
     check(~g_ok, lambda i: f"gpus must be a positive integer, got {shown('gpus', i)}")
     check(

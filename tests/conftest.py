@@ -29,8 +29,9 @@ BASE = {
             "gpus": [{"model": "A100-80GB", "count": 4}],
         }
     ],
-    "workload": {"synthetic": {"arrival_rate_per_h": 1.0,
-                               "duration": {"dist": "exponential", "mean_h": 1.0}}},
+    "workload": {
+        "synthetic": {"arrival_rate_per_h": 1.0, "duration": {"dist": "exponential", "mean_h": 1.0}}
+    },
 }
 
 
@@ -40,8 +41,9 @@ def write_jobs(path: Path, jobs: list[dict]) -> Path:
     return path
 
 
-def make_scenario(tmp_path: Path | None = None, jobs: list[dict] | None = None,
-                  **overrides) -> Scenario:
+def make_scenario(
+    tmp_path: Path | None = None, jobs: list[dict] | None = None, **overrides
+) -> Scenario:
     """BASE with top-level keys replaced by `overrides`; `jobs` become a job file."""
     raw = copy.deepcopy(BASE)
     raw.update(copy.deepcopy(overrides))

@@ -47,40 +47,64 @@ def write(tmp_path, text, name="study.toml"):
 
 CASES = {
     "unknown key": (GOOD + 'colour = "red"\n', ["colour: unknown key"]),
-    "wrong type": (GOOD.replace("duration_h = 24", 'duration_h = "a week"'),
-                   ["duration_h", "'a week'"]),
-    "negative count": (GOOD.replace("count = 8", "count = -4"),
-                       ["sites[0].gpus[0].count", "greater than 0", "-4"]),
-    "unknown site reference": (GOOD + textwrap.dedent("""
+    "wrong type": (
+        GOOD.replace("duration_h = 24", 'duration_h = "a week"'),
+        ["duration_h", "'a week'"],
+    ),
+    "negative count": (
+        GOOD.replace("count = 8", "count = -4"),
+        ["sites[0].gpus[0].count", "greater than 0", "-4"],
+    ),
+    "unknown site reference": (
+        GOOD
+        + textwrap.dedent("""
         [[demand_response]]
         site = "b"
         start = 2020-06-01T10:00:00Z
         duration_h = 1
         limit_kw = 5
-        """), ["demand_response[0].site", "unknown site 'b'"]),
+        """),
+        ["demand_response[0].site", "unknown site 'b'"],
+    ),
     "trace does not cover the horizon": (
         GOOD.replace("{ constant_g_per_kwh = 300 }", '{ zone = "DE", year = 2020 }')
-            .replace("start = 2020-06-01T00:00:00Z", "start = 2020-12-30T00:00:00Z")
-            .replace("duration_h = 24", "duration_h = 96"),
-        ["sites[0].carbon", "before the scenario end"]),
-    "unknown GPU model": (GOOD.replace('"A100-80GB"', '"A1000"'),
-                          ["sites[0].gpus[0].model", "unknown GPU model 'A1000'"]),
+        .replace("start = 2020-06-01T00:00:00Z", "start = 2020-12-30T00:00:00Z")
+        .replace("duration_h = 24", "duration_h = 96"),
+        ["sites[0].carbon", "before the scenario end"],
+    ),
+    "unknown GPU model": (
+        GOOD.replace('"A100-80GB"', '"A1000"'),
+        ["sites[0].gpus[0].model", "unknown GPU model 'A1000'"],
+    ),
     "invalid TOML": (GOOD.replace("lat = 50.1", "lat = 50.1.2"), ["invalid TOML", "line"]),
-    "start without a time zone": (GOOD.replace("2020-06-01T00:00:00Z", "2020-06-01T00:00:00"),
-                                  ["start", "UTC offset"]),
-    "GPU mix that does not sum to 1": (GOOD + "gpus = { 1 = 0.5, 2 = 0.2 }\n",
-                                       ["workload.synthetic.gpus", "sum to 1"]),
-    "synthetic jobs larger than any site": (GOOD + "gpus = { 16 = 1.0 }\n",
-                                            ["jobs of 16 GPUs fit on no site", "has 8"]),
-    "unknown policy": (GOOD + '[policy]\nname = "greenest"\n',
-                       ["policy.name", "unknown policy 'greenest'", "run_now"]),
-    "unknown policy parameter": (GOOD + '[policy]\nname = "run_now"\nparams = { bakfill = true }\n',
-                                 ["policy.params.bakfill", "backfill"]),
-    "unknown zone": (GOOD.replace("{ constant_g_per_kwh = 300 }", '{ zone = "XX" }'),
-                     ["sites[0].carbon", "XX"]),
-    "two carbon sources": (GOOD.replace("{ constant_g_per_kwh = 300 }",
-                                        '{ constant_g_per_kwh = 300, zone = "DE" }'),
-                           ["sites[0].carbon", "exactly one of"]),
+    "start without a time zone": (
+        GOOD.replace("2020-06-01T00:00:00Z", "2020-06-01T00:00:00"),
+        ["start", "UTC offset"],
+    ),
+    "GPU mix that does not sum to 1": (
+        GOOD + "gpus = { 1 = 0.5, 2 = 0.2 }\n",
+        ["workload.synthetic.gpus", "sum to 1"],
+    ),
+    "synthetic jobs larger than any site": (
+        GOOD + "gpus = { 16 = 1.0 }\n",
+        ["jobs of 16 GPUs fit on no site", "has 8"],
+    ),
+    "unknown policy": (
+        GOOD + '[policy]\nname = "greenest"\n',
+        ["policy.name", "unknown policy 'greenest'", "run_now"],
+    ),
+    "unknown policy parameter": (
+        GOOD + '[policy]\nname = "run_now"\nparams = { bakfill = true }\n',
+        ["policy.params.bakfill", "backfill"],
+    ),
+    "unknown zone": (
+        GOOD.replace("{ constant_g_per_kwh = 300 }", '{ zone = "XX" }'),
+        ["sites[0].carbon", "XX"],
+    ),
+    "two carbon sources": (
+        GOOD.replace("{ constant_g_per_kwh = 300 }", '{ constant_g_per_kwh = 300, zone = "DE" }'),
+        ["sites[0].carbon", "exactly one of"],
+    ),
 }
 
 
@@ -109,11 +133,16 @@ def job_file_case(tmp_path, capsys, csv_text, fragments, name="jobs.csv"):
 
 
 def test_a_job_needing_more_gpus_than_any_site_has_is_an_error(tmp_path, capsys):
-    job_file_case(tmp_path, capsys, """\
+    job_file_case(
+        tmp_path,
+        capsys,
+        """\
         job_id,submit_time,gpus,work_gpu_h
         a,0,1,1.0
         b,10,16,2.0
-        """, ["jobs.csv:3", "16", "8"])
+        """,
+        ["jobs.csv:3", "16", "8"],
+    )
 
 
 def test_an_unreadable_job_file_is_an_error(tmp_path, capsys):
@@ -122,7 +151,8 @@ def test_an_unreadable_job_file_is_an_error(tmp_path, capsys):
 
 def test_a_carbon_trace_with_a_non_numeric_value_names_file_and_line(tmp_path, capsys):
     (tmp_path / "ci.csv").write_text(
-        "timestamp,carbon_intensity\n2020-06-01T00:00:00Z,300\n2020-06-01T01:00:00Z,lots\n")
+        "timestamp,carbon_intensity\n2020-06-01T00:00:00Z,300\n2020-06-01T01:00:00Z,lots\n"
+    )
     text = GOOD.replace("{ constant_g_per_kwh = 300 }", '{ file = "ci.csv" }')
     code, err = run_cli(["validate", str(write(tmp_path, text))], capsys)
     assert code == 2

@@ -17,12 +17,31 @@ HOST_W, PUE = 40.0, 1.5
 
 
 def job(job_id="j1", submit_time=0.0, gpus=1, work_gpu_h=1.0, **kw):
-    return {"job_id": job_id, "submit_time": submit_time, "gpus": gpus,
-            "work_gpu_h": work_gpu_h, "profile": "compute-bound", **kw}
+    return {
+        "job_id": job_id,
+        "submit_time": submit_time,
+        "gpus": gpus,
+        "work_gpu_h": work_gpu_h,
+        "profile": "compute-bound",
+        **kw,
+    }
 
 
-def log_of(results, kinds=("submit", "start", "finish", "suspend", "resume", "defer",
-                           "ready", "reject", "migrate", "unfinished")):
+def log_of(
+    results,
+    kinds=(
+        "submit",
+        "start",
+        "finish",
+        "suspend",
+        "resume",
+        "defer",
+        "ready",
+        "reject",
+        "migrate",
+        "unfinished",
+    ),
+):
     ev = results.events
     ev = ev[ev["kind"].isin(kinds)]
     return [(k, j, t) for k, j, t in zip(ev["kind"], ev["job"], ev["time_s"], strict=True)]
@@ -55,9 +74,14 @@ def test_a_job_runs_for_its_work_divided_by_its_speed(tmp_path):
 def test_jobs_queue_when_gpus_are_busy_and_start_when_freed(tmp_path):
     jobs = [job("big", gpus=4, work_gpu_h=4.0), job("small", submit_time=60.0)]
     r = sim.simulate(make_scenario(tmp_path, jobs), "run_now")
-    assert log_of(r) == [("submit", "big", 0.0), ("start", "big", 0.0),
-                         ("submit", "small", 60.0), ("finish", "big", 3600.0),
-                         ("start", "small", 3600.0), ("finish", "small", 7200.0)]
+    assert log_of(r) == [
+        ("submit", "big", 0.0),
+        ("start", "big", 0.0),
+        ("submit", "small", 60.0),
+        ("finish", "big", 3600.0),
+        ("start", "small", 3600.0),
+        ("finish", "small", 7200.0),
+    ]
     assert r.jobs.set_index("job_id").loc["small", "wait_h"] == pytest.approx(59 / 60)
 
 
@@ -69,8 +93,9 @@ def test_job_energy_with_a_cap_change_mid_run_matches_the_hand_computed_value(tm
     capped = estimate("A100-80GB", "compute-bound", cap_w)
     # Half an hour uncapped does half the work; the other half runs at the capped speed.
     rest_s = 0.5 * 3600 / capped.throughput_fraction
-    energy_kwh = (full.power_w + HOST_W) * PUE * 1800 / 3.6e6 + \
-        (capped.power_w + HOST_W) * PUE * rest_s / 3.6e6
+    energy_kwh = (full.power_w + HOST_W) * PUE * 1800 / 3.6e6 + (
+        capped.power_w + HOST_W
+    ) * PUE * rest_s / 3.6e6
     row = r.jobs.iloc[0]
     assert row["end_s"] == pytest.approx(1800 + rest_s, rel=1e-12)
     assert row["energy_kwh"] == pytest.approx(energy_kwh, rel=1e-12)
@@ -80,8 +105,9 @@ def test_job_energy_with_a_cap_change_mid_run_matches_the_hand_computed_value(tm
 
 def test_a_site_cap_applies_to_running_jobs_and_later_starts(tmp_path):
     script = {0.0: lambda s: [SetCap("a", 150.0)]}
-    r = sim.simulate(make_scenario(tmp_path, [job("x"), job("y", submit_time=10.0)]),
-                     Scripted(script))
+    r = sim.simulate(
+        make_scenario(tmp_path, [job("x"), job("y", submit_time=10.0)]), Scripted(script)
+    )
     tf = estimate("A100-80GB", "compute-bound", 150.0).throughput_fraction
     ends = r.jobs.set_index("job_id")["end_s"]
     assert ends["x"] == pytest.approx(3600 / tf)
@@ -89,20 +115,32 @@ def test_a_site_cap_applies_to_running_jobs_and_later_starts(tmp_path):
 
 
 def test_suspend_keeps_progress_and_resume_finishes_the_rest(tmp_path):
-    script = {1200.0: lambda s: [Suspend(s.running[0])],
-              3000.0: lambda s: [Resume(s.suspended[0], "a")]}
+    script = {
+        1200.0: lambda s: [Suspend(s.running[0])],
+        3000.0: lambda s: [Resume(s.suspended[0], "a")],
+    }
     jobs = [job(interruptible=True)]
     r = sim.simulate(make_scenario(tmp_path, jobs), Scripted(script))
-    assert log_of(r) == [("submit", "j1", 0.0), ("start", "j1", 0.0), ("suspend", "j1", 1200.0),
-                         ("resume", "j1", 3000.0), ("finish", "j1", 3000.0 + 2400.0)]
+    assert log_of(r) == [
+        ("submit", "j1", 0.0),
+        ("start", "j1", 0.0),
+        ("suspend", "j1", 1200.0),
+        ("resume", "j1", 3000.0),
+        ("finish", "j1", 3000.0 + 2400.0),
+    ]
     assert r.jobs.iloc[0]["gpu_h"] == pytest.approx(1.0)
 
 
 def test_defer_hides_a_job_until_its_time(tmp_path):
     script = {0.0: lambda s: [Defer(s.pending[0], 5000.0)]}
     r = sim.simulate(make_scenario(tmp_path, [job()]), Scripted(script))
-    assert log_of(r) == [("submit", "j1", 0.0), ("defer", "j1", 0.0), ("ready", "j1", 5000.0),
-                         ("start", "j1", 5000.0), ("finish", "j1", 8600.0)]
+    assert log_of(r) == [
+        ("submit", "j1", 0.0),
+        ("defer", "j1", 0.0),
+        ("ready", "j1", 5000.0),
+        ("start", "j1", 5000.0),
+        ("finish", "j1", 8600.0),
+    ]
 
 
 def test_a_rejected_job_ends_rejected_with_its_reason(tmp_path):
@@ -122,27 +160,39 @@ def test_jobs_still_running_at_the_horizon_are_unfinished_and_charged_until_then
 
 
 def test_migrate_moves_a_job_with_its_progress(tmp_path):
-    sites = [make_scenario().sites[0].model_dump(mode="json"),
-             {**make_scenario().sites[0].model_dump(mode="json"), "name": "b",
-              "gpus": [{"model": "H100-SXM", "count": 2}]}]
+    sites = [
+        make_scenario().sites[0].model_dump(mode="json"),
+        {
+            **make_scenario().sites[0].model_dump(mode="json"),
+            "name": "b",
+            "gpus": [{"model": "H100-SXM", "count": 2}],
+        },
+    ]
     script = {600.0: lambda s: [Migrate(s.running[0], "b")]}
-    r = sim.simulate(make_scenario(tmp_path, [job(interruptible=True)], sites=sites),
-                     Scripted(script))
+    r = sim.simulate(
+        make_scenario(tmp_path, [job(interruptible=True)], sites=sites), Scripted(script)
+    )
     h100 = speed("H100-SXM", "compute-bound")
     row = r.jobs.iloc[0]
     assert (row["site"], row["gpu_model"]) == ("b", "H100-SXM")
     assert row["end_s"] == pytest.approx(600 + 3000 / h100)
 
 
-@pytest.mark.parametrize("action, message", [
-    (lambda s: [Start(s.pending[0], "nowhere")], "unknown site 'nowhere'"),
-    (lambda s: [Start(s.pending[0], "a", gpu_cap_w=50.0)], "outside A100-80GB's settable range"),
-    (lambda s: [Start(s.pending[0], "a", gpu_model="V100")], "has no V100 GPUs"),
-    (lambda s: [Suspend(s.pending[0])], "is pending, not running"),
-    (lambda s: [Defer(s.pending[0], 0.0)], "until_s must be after now"),
-    (lambda s: [Start(s.pending[0], "a"), Start(s.pending[0], "a")], "is running, not pending"),
-    (lambda s: ["start everything"], "not an action"),
-])
+@pytest.mark.parametrize(
+    "action, message",
+    [
+        (lambda s: [Start(s.pending[0], "nowhere")], "unknown site 'nowhere'"),
+        (
+            lambda s: [Start(s.pending[0], "a", gpu_cap_w=50.0)],
+            "outside A100-80GB's settable range",
+        ),
+        (lambda s: [Start(s.pending[0], "a", gpu_model="V100")], "has no V100 GPUs"),
+        (lambda s: [Suspend(s.pending[0])], "is pending, not running"),
+        (lambda s: [Defer(s.pending[0], 0.0)], "until_s must be after now"),
+        (lambda s: [Start(s.pending[0], "a"), Start(s.pending[0], "a")], "is running, not pending"),
+        (lambda s: ["start everything"], "not an action"),
+    ],
+)
 def test_invalid_actions_raise_policy_error_naming_the_action(tmp_path, action, message):
     policy = Scripted({0.0: action}, auto_start=False)
     with pytest.raises(sim.PolicyError, match=message):
@@ -186,3 +236,23 @@ def test_site_power_counts_host_overhead_idle_gpus_and_running_jobs(tmp_path):
     active = estimate("A100-80GB", "compute-bound").power_w
     assert it_w == pytest.approx([3 * idle + active + 4 * host, 4 * idle + 4 * host])
     assert PROFILES["compute-bound"].power_frac * A100.max_cap_w == active
+
+
+def test_migrating_a_job_whose_cap_the_destination_gpu_cannot_take_is_an_error(tmp_path):
+    sites = [
+        make_scenario().sites[0].model_dump(mode="json"),
+        {
+            **make_scenario().sites[0].model_dump(mode="json"),
+            "name": "b",
+            "gpus": [{"model": "H100-SXM", "count": 2}],
+        },
+    ]
+    script = {
+        0.0: lambda s: [Start(s.pending[0], "a", gpu_cap_w=150.0)],
+        600.0: lambda s: [Migrate(s.running[0], "b")],
+    }
+    with pytest.raises(sim.PolicyError, match="cap 150.0 W is outside H100-SXM's settable range"):
+        sim.simulate(
+            make_scenario(tmp_path, [job(interruptible=True)], sites=sites),
+            Scripted(script, auto_start=False),
+        )

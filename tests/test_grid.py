@@ -45,16 +45,31 @@ def brute_integral(sig: CarbonSignal, t0: float, t1: float) -> float:
     return math.fsum(parts)
 
 
-def scenario(carbon: dict, start: str = "2020-06-01T00:00:00Z", duration_h: float = 168.0,
-             forecast: dict | None = None):
+def scenario(
+    carbon: dict,
+    start: str = "2020-06-01T00:00:00Z",
+    duration_h: float = 168.0,
+    forecast: dict | None = None,
+):
     raw = {
         "name": "grid-test",
         "start": start,
         "duration_h": duration_h,
-        "sites": [{"name": "a", "lat": 50.1, "lon": 8.7, "carbon": carbon,
-                   "gpus": [{"model": "V100", "count": 8}]}],
-        "workload": {"synthetic": {"arrival_rate_per_h": 1.0,
-                                   "duration": {"dist": "exponential", "mean_h": 1.0}}},
+        "sites": [
+            {
+                "name": "a",
+                "lat": 50.1,
+                "lon": 8.7,
+                "carbon": carbon,
+                "gpus": [{"model": "V100", "count": 8}],
+            }
+        ],
+        "workload": {
+            "synthetic": {
+                "arrival_rate_per_h": 1.0,
+                "duration": {"dist": "exponential", "mean_h": 1.0},
+            }
+        },
     }
     if forecast:
         raw["forecast"] = forecast
@@ -91,8 +106,7 @@ def test_integral_equals_an_independent_sum_over_steps(seed):
         expected = brute_integral(sig, a, b)
         got = sig.integral(a, b)
         assert got == pytest.approx(expected, rel=1e-9, abs=1e-9), (a, b)
-        assert sig.cumulative(b) - sig.cumulative(a) == pytest.approx(expected, rel=1e-9,
-                                                                         abs=1e-6)
+        assert sig.cumulative(b) - sig.cumulative(a) == pytest.approx(expected, rel=1e-9, abs=1e-6)
         if b > a:
             assert sig.mean(a, b) == pytest.approx(expected / (b - a), rel=1e-9, abs=1e-9)
 
@@ -105,16 +119,20 @@ def test_short_integrals_late_in_a_long_signal_keep_full_precision():
     sig = CarbonSignal(np.arange(n) * 3600.0, rng.uniform(50, 500, n), end_s=n * 3600.0)
     t0 = (n - 3) * 3600.0 + 1234.5
     assert sig.integral(t0, t0 + 1.0) == pytest.approx(sig.values_g_per_kwh[n - 3], rel=1e-12)
-    assert sig.integral(t0, t0 + 3600.0) == pytest.approx(brute_integral(sig, t0, t0 + 3600.0),
-                                                          rel=1e-12)
+    assert sig.integral(t0, t0 + 3600.0) == pytest.approx(
+        brute_integral(sig, t0, t0 + 3600.0), rel=1e-12
+    )
 
 
 def test_vectorised_cumulative_equals_scalar():
     sig = random_signal(11)
-    ts = np.concatenate((
-        np.random.default_rng(1).uniform(sig.times_s[0], sig.end_s, 1000),
-        sig.times_s, [sig.end_s],
-    ))
+    ts = np.concatenate(
+        (
+            np.random.default_rng(1).uniform(sig.times_s[0], sig.end_s, 1000),
+            sig.times_s,
+            [sig.end_s],
+        )
+    )
     vec = sig.cumulative(ts)
     scalar = np.array([sig.cumulative(float(t)) for t in ts])
     assert isinstance(vec, np.ndarray) and vec.shape == ts.shape
@@ -125,7 +143,13 @@ def test_vectorised_cumulative_equals_scalar():
 def test_steps_are_closed_on_the_left_and_the_last_holds_until_the_end():
     sig = CarbonSignal([0.0, 10.0, 20.0], [1.0, 2.0, 3.0], end_s=30.0)
     assert [sig.value_at(t) for t in (0.0, 9.999, 10.0, 19.0, 20.0, 29.0, 30.0)] == [
-        1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0
+        1.0,
+        1.0,
+        2.0,
+        2.0,
+        3.0,
+        3.0,
+        3.0,
     ]
     assert sig.cumulative(30.0) == 60.0
     assert sig.integral(5.0, 25.0) == 5.0 + 20.0 + 15.0
@@ -180,8 +204,9 @@ def hourly_series(start: pd.Timestamp, hours: int, values=None) -> pd.Series:
 
 def test_from_series_aligns_to_the_scenario_start_and_keeps_only_the_horizon():
     s = hourly_series(utc(2020, 6, 1), 48)
-    sig = CarbonSignal.from_series(s, datetime(2020, 6, 1, 10, 30, tzinfo=UTC), 3 * 3600.0,
-                                   what="t")
+    sig = CarbonSignal.from_series(
+        s, datetime(2020, 6, 1, 10, 30, tzinfo=UTC), 3 * 3600.0, what="t"
+    )
     # the step that began at 10:00 (-1800 s) holds at the start; the 13:00 step is not needed
     assert sig.times_s.tolist() == [-1800.0, 1800.0, 5400.0, 9000.0]
     assert sig.values_g_per_kwh.tolist() == [110.0, 111.0, 112.0, 113.0]
@@ -191,8 +216,9 @@ def test_from_series_aligns_to_the_scenario_start_and_keeps_only_the_horizon():
 
 def test_from_series_accepts_a_start_in_another_time_zone():
     s = hourly_series(utc(2020, 6, 1), 48)
-    cest = datetime(2020, 6, 1, 12, 0, tzinfo=pytest.importorskip("zoneinfo").ZoneInfo(
-        "Europe/Berlin"))  # = 10:00 UTC
+    cest = datetime(
+        2020, 6, 1, 12, 0, tzinfo=pytest.importorskip("zoneinfo").ZoneInfo("Europe/Berlin")
+    )  # = 10:00 UTC
     sig = CarbonSignal.from_series(s, cest, 3600.0, what="t")
     assert sig.value_at(0.0) == 110.0
 
@@ -200,8 +226,9 @@ def test_from_series_accepts_a_start_in_another_time_zone():
 def test_from_series_last_sample_holds_for_the_median_step():
     s = hourly_series(utc(2020, 6, 1), 24)  # last sample 23:00 covers until 24:00
     CarbonSignal.from_series(s, utc(2020, 6, 1).to_pydatetime(), 24 * 3600.0, what="t")
-    with pytest.raises(ScenarioError, match="ends 2020-06-02T00:00Z, before the scenario end "
-                                            "2020-06-02T00:00:01Z"):
+    with pytest.raises(
+        ScenarioError, match="ends 2020-06-02T00:00Z, before the scenario end 2020-06-02T00:00:01Z"
+    ):
         CarbonSignal.from_series(s, utc(2020, 6, 1).to_pydatetime(), 24 * 3600.0 + 1, what="t")
 
 
@@ -209,16 +236,19 @@ def test_from_series_errors_when_the_trace_starts_after_the_scenario():
     s = hourly_series(utc(2020, 6, 2), 72)
     with pytest.raises(ScenarioError) as e:
         CarbonSignal.from_series(s, utc(2020, 6, 1).to_pydatetime(), 3600.0, what="sites[0].carbon")
-    assert str(e.value) == ("sites[0].carbon: trace starts 2020-06-02T00:00Z, after the scenario "
-                            "start 2020-06-01T00:00Z")
+    assert str(e.value) == (
+        "sites[0].carbon: trace starts 2020-06-02T00:00Z, after the scenario "
+        "start 2020-06-01T00:00Z"
+    )
 
 
 def test_from_series_errors_when_the_trace_ends_before_the_scenario():
     s = hourly_series(utc(2020, 6, 1), 24)
     with pytest.raises(ScenarioError) as e:
         CarbonSignal.from_series(s, utc(2020, 6, 1, 12).to_pydatetime(), 48 * 3600.0, what="x")
-    assert str(e.value) == ("x: trace ends 2020-06-02T00:00Z, before the scenario end "
-                            "2020-06-03T12:00Z")
+    assert str(e.value) == (
+        "x: trace ends 2020-06-02T00:00Z, before the scenario end 2020-06-03T12:00Z"
+    )
 
 
 # --- real quickstart traces ----------------------------------------------------------------
@@ -259,8 +289,10 @@ def test_a_scenario_running_past_the_zone_year_names_both_ends():
     sc = scenario({"zone": "FR"}, start="2020-12-31T00:00:00Z", duration_h=48)
     with pytest.raises(ScenarioError) as e:
         signal_for_site(sc, 0)
-    assert str(e.value) == ("sites[0].carbon (zone FR 2020): trace ends 2021-01-01T00:00Z, "
-                            "before the scenario end 2021-01-02T00:00Z")
+    assert str(e.value) == (
+        "sites[0].carbon (zone FR 2020): trace ends 2021-01-01T00:00Z, "
+        "before the scenario end 2021-01-02T00:00Z"
+    )
 
 
 def test_constant_and_file_sources(tmp_path):
@@ -269,16 +301,31 @@ def test_constant_and_file_sources(tmp_path):
 
     p = tmp_path / "trace.csv"
     p.write_text("time,ci\n2020-06-01 02:00,0.2\n2020-06-01 03:00,0.3\n2020-06-01 04:00,0.4\n")
-    sc = scenario({"file": str(p), "time_column": "time", "column": "ci", "unit": "kg/kWh",
-                   "timezone": "Europe/Berlin"}, start="2020-06-01T00:00:00Z", duration_h=3)
+    sc = scenario(
+        {
+            "file": str(p),
+            "time_column": "time",
+            "column": "ci",
+            "unit": "kg/kWh",
+            "timezone": "Europe/Berlin",
+        },
+        start="2020-06-01T00:00:00Z",
+        duration_h=3,
+    )
     sig = signal_for_site(sc, 0)
     assert sig.times_s.tolist() == [0.0, 3600.0, 7200.0]
     assert sig.values_g_per_kwh.tolist() == pytest.approx([200.0, 300.0, 400.0])
 
-    sc = scenario({"file": str(p), "time_column": "time", "column": "ci"},
-                  start="2020-06-01T00:00:00Z", duration_h=3)  # read as UTC: starts at 02:00
-    with pytest.raises(ScenarioError, match=r"^sites\[0\]\.carbon \(file .*trace\.csv\): "
-                                            r"trace starts 2020-06-01T02:00Z"):
+    sc = scenario(
+        {"file": str(p), "time_column": "time", "column": "ci"},
+        start="2020-06-01T00:00:00Z",
+        duration_h=3,
+    )  # read as UTC: starts at 02:00
+    with pytest.raises(
+        ScenarioError,
+        match=r"^sites\[0\]\.carbon \(file .*trace\.csv\): "
+        r"trace starts 2020-06-01T02:00Z",
+    ):
         signal_for_site(sc, 0)
 
 
@@ -296,8 +343,9 @@ def write(tmp_path, text: str, name: str = "trace.csv"):
     [("g/kWh", "250", 250.0), ("kg/kWh", "0.25", 250.0), ("lbs/MWh", "1000", 453.59237)],
 )
 def test_units_are_converted_to_g_per_kwh(tmp_path, unit, raw, expected):
-    p = write(tmp_path, f"timestamp,carbon_intensity\n2020-01-01 00:00,{raw}\n"
-                        f"2020-01-01 01:00,{raw}\n")
+    p = write(
+        tmp_path, f"timestamp,carbon_intensity\n2020-01-01 00:00,{raw}\n2020-01-01 01:00,{raw}\n"
+    )
     s = load_trace_csv(p, unit=unit)
     assert s.name == "carbon_intensity_g_per_kwh"
     assert s.tolist() == pytest.approx([expected, expected], rel=1e-12)
@@ -309,29 +357,39 @@ def test_naive_utc_and_offset_timestamps(tmp_path):
     assert s.index.tolist() == [utc(2020, 1, 1), utc(2020, 1, 1, 0, 30)]
     assert str(s.index.tz) == "UTC"
 
-    p = write(tmp_path, "timestamp,carbon_intensity\n2020-06-01T02:00:00+02:00,1\n"
-                        "2020-06-01T01:00Z,2\n2020-06-01T03:30:00+02:00,3\n")
+    p = write(
+        tmp_path,
+        "timestamp,carbon_intensity\n2020-06-01T02:00:00+02:00,1\n"
+        "2020-06-01T01:00Z,2\n2020-06-01T03:30:00+02:00,3\n",
+    )
     # offsets win over the `timezone` argument
     assert load_trace_csv(p, timezone="America/New_York").index.tolist() == [
-        utc(2020, 6, 1, 0), utc(2020, 6, 1, 1), utc(2020, 6, 1, 1, 30)
+        utc(2020, 6, 1, 0),
+        utc(2020, 6, 1, 1),
+        utc(2020, 6, 1, 1, 30),
     ]
 
 
 def test_naive_local_timestamps_in_summer_and_winter(tmp_path):
     p = write(tmp_path, "timestamp,carbon_intensity\n2020-01-15 12:00,1\n2020-07-15 12:00,2\n")
     assert load_trace_csv(p, timezone="Europe/Berlin").index.tolist() == [
-        utc(2020, 1, 15, 11), utc(2020, 7, 15, 10)
+        utc(2020, 1, 15, 11),
+        utc(2020, 7, 15, 10),
     ]
     assert load_trace_csv(p, timezone="America/Los_Angeles").index.tolist() == [
-        utc(2020, 1, 15, 20), utc(2020, 7, 15, 19)
+        utc(2020, 1, 15, 20),
+        utc(2020, 7, 15, 19),
     ]
 
 
 def test_repeated_wall_times_when_clocks_go_back_are_first_summer_then_winter(tmp_path):
     # Europe/Berlin, 2020-10-25: 03:00 CEST -> 02:00 CET; 02:00..02:59 happen twice.
-    p = write(tmp_path, "timestamp,carbon_intensity\n"
-                        "2020-10-25 01:30,1\n2020-10-25 02:00,2\n2020-10-25 02:30,3\n"
-                        "2020-10-25 02:00,4\n2020-10-25 02:30,5\n2020-10-25 03:00,6\n")
+    p = write(
+        tmp_path,
+        "timestamp,carbon_intensity\n"
+        "2020-10-25 01:30,1\n2020-10-25 02:00,2\n2020-10-25 02:30,3\n"
+        "2020-10-25 02:00,4\n2020-10-25 02:30,5\n2020-10-25 03:00,6\n",
+    )
     s = load_trace_csv(p, timezone="Europe/Berlin")
     start = utc(2020, 10, 24, 23, 30)
     assert s.index.tolist() == [start + timedelta(minutes=30 * k) for k in range(6)]
@@ -340,16 +398,21 @@ def test_repeated_wall_times_when_clocks_go_back_are_first_summer_then_winter(tm
 
 def test_skipped_wall_times_when_clocks_go_forward_use_the_offset_before(tmp_path):
     # Europe/Berlin, 2020-03-29: 02:00 CET -> 03:00 CEST; 02:30 does not exist.
-    p = write(tmp_path, "timestamp,carbon_intensity\n"
-                        "2020-03-29 01:30,1\n2020-03-29 02:30,2\n2020-03-29 04:00,3\n")
+    p = write(
+        tmp_path,
+        "timestamp,carbon_intensity\n2020-03-29 01:30,1\n2020-03-29 02:30,2\n2020-03-29 04:00,3\n",
+    )
     assert load_trace_csv(p, timezone="Europe/Berlin").index.tolist() == [
-        utc(2020, 3, 29, 0, 30), utc(2020, 3, 29, 1, 30), utc(2020, 3, 29, 2, 0)
+        utc(2020, 3, 29, 0, 30),
+        utc(2020, 3, 29, 1, 30),
+        utc(2020, 3, 29, 2, 0),
     ]
 
 
 def test_other_columns_gzip_bom_and_blank_lines_are_fine(tmp_path):
-    text = ("\ufeffzone,Time,Carbon Intensity\n\nDE,2020-01-01 00:00,300\n"
-            "DE,2020-01-01 01:00,310\n\n")
+    text = (
+        "\ufeffzone,Time,Carbon Intensity\n\nDE,2020-01-01 00:00,300\nDE,2020-01-01 01:00,310\n\n"
+    )
     p = tmp_path / "t.csv.gz"
     p.write_bytes(gzip.compress(text.encode("utf-8")))
     s = load_trace_csv(p, column="Carbon Intensity", time_column="Time")
@@ -358,39 +421,98 @@ def test_other_columns_gzip_bom_and_blank_lines_are_fine(tmp_path):
 
 MALFORMED = [
     # (case, file text, kwargs, expected "file:line" suffix and message fragment)
-    ("missing column", "time,value\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n", {},
-     ":1:", "no column 'timestamp'; the columns are: 'time', 'value'"),
-    ("non-numeric", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,n/a\n", {},
-     ":3:", "carbon_intensity is not a number: 'n/a'"),
-    ("empty value", "timestamp,carbon_intensity\n2020-01-01 00:00,\n2020-01-01 01:00,1\n", {},
-     ":2:", "is not a number: ''"),
-    ("negative", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n"
-     "2020-01-01 02:00,-5\n", {}, ":4:", "carbon_intensity must be >= 0, got -5"),
-    ("bad timestamp", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-13-01 01:00,2\n", {},
-     ":3:", "timestamp is not an ISO 8601 timestamp: '2020-13-01 01:00'"),
-    ("unsorted", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 02:00,2\n"
-     "2020-01-01 01:00,3\n", {}, ":4:", "'2020-01-01 01:00' is earlier than the timestamp on "
-     "line 3"),
-    ("duplicated", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 00:00,2\n", {},
-     ":3:", "duplicates the timestamp on line 2"),
-    ("duplicated in UTC", "timestamp,carbon_intensity\n2020-01-01T01:00+01:00,1\n"
-     "2020-01-01T00:00Z,2\n", {}, ":3:", "duplicates the timestamp on line 2"),
-    ("one row", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n", {},
-     ":2:", "at least 2 data rows, got 1"),
+    (
+        "missing column",
+        "time,value\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n",
+        {},
+        ":1:",
+        "no column 'timestamp'; the columns are: 'time', 'value'",
+    ),
+    (
+        "non-numeric",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,n/a\n",
+        {},
+        ":3:",
+        "carbon_intensity is not a number: 'n/a'",
+    ),
+    (
+        "empty value",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,\n2020-01-01 01:00,1\n",
+        {},
+        ":2:",
+        "is not a number: ''",
+    ),
+    (
+        "negative",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n2020-01-01 02:00,-5\n",
+        {},
+        ":4:",
+        "carbon_intensity must be >= 0, got -5",
+    ),
+    (
+        "bad timestamp",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-13-01 01:00,2\n",
+        {},
+        ":3:",
+        "timestamp is not an ISO 8601 timestamp: '2020-13-01 01:00'",
+    ),
+    (
+        "unsorted",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 02:00,2\n2020-01-01 01:00,3\n",
+        {},
+        ":4:",
+        "'2020-01-01 01:00' is earlier than the timestamp on line 3",
+    ),
+    (
+        "duplicated",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 00:00,2\n",
+        {},
+        ":3:",
+        "duplicates the timestamp on line 2",
+    ),
+    (
+        "duplicated in UTC",
+        "timestamp,carbon_intensity\n2020-01-01T01:00+01:00,1\n2020-01-01T00:00Z,2\n",
+        {},
+        ":3:",
+        "duplicates the timestamp on line 2",
+    ),
+    (
+        "one row",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n",
+        {},
+        ":2:",
+        "at least 2 data rows, got 1",
+    ),
     ("no rows", "timestamp,carbon_intensity\n", {}, ":1:", "at least 2 data rows, got 0"),
-    ("unknown time zone", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n",
-     {"timezone": "Europe/Berlinn"}, ":2:", "unknown time zone 'Europe/Berlinn'"),
-    ("mixed offsets", "timestamp,carbon_intensity\n2020-01-01T00:00Z,1\n2020-01-01 01:00,2\n", {},
-     ":3:", "lacks a UTC offset, unlike line 2"),
-    ("ragged row", "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,2,3\n", {},
-     ":3:", "expected 2 fields like the header, got 3"),
+    (
+        "unknown time zone",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n",
+        {"timezone": "Europe/Berlinn"},
+        ":2:",
+        "unknown time zone 'Europe/Berlinn'",
+    ),
+    (
+        "mixed offsets",
+        "timestamp,carbon_intensity\n2020-01-01T00:00Z,1\n2020-01-01 01:00,2\n",
+        {},
+        ":3:",
+        "lacks a UTC offset, unlike line 2",
+    ),
+    (
+        "ragged row",
+        "timestamp,carbon_intensity\n2020-01-01 00:00,1\n2020-01-01 01:00,2,3\n",
+        {},
+        ":3:",
+        "expected 2 fields like the header, got 3",
+    ),
 ]
 
 
-@pytest.mark.parametrize("case, text, kwargs, where, fragment", MALFORMED,
-                         ids=[m[0] for m in MALFORMED])
-def test_malformed_traces_name_file_line_and_value(tmp_path, case, text, kwargs, where,
-                                                   fragment):
+@pytest.mark.parametrize(
+    "case, text, kwargs, where, fragment", MALFORMED, ids=[m[0] for m in MALFORMED]
+)
+def test_malformed_traces_name_file_line_and_value(tmp_path, case, text, kwargs, where, fragment):
     p = write(tmp_path, text, name="bad_trace.csv")
     with pytest.raises(TraceError) as e:
         load_trace_csv(p, **kwargs)

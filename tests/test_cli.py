@@ -1,0 +1,117 @@
+"""The `dcsim` command and the result files it writes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+
+import sim
+from sim.cli import main
+from sim.results import FILES, SUMMARY_KEYS
+from tests.conftest import REPO
+
+SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
+
+
+def run_cli(args, capsys):
+    argv = sys.argv
+    sys.argv = ["dcsim", *args]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        code = exit_info.value.code
+    except BaseException:
+        raise
+    finally:
+        sys.argv = argv
+    return code, capsys.readouterr()
+
+
+@pytest.fixture(autouse=True)
+def no_exit_on_success(monkeypatch):
+    """main() returns normally on success; make that an exit code 0 for run_cli."""
+    real_main = main
+
+    def main_exiting():
+        real_main()
+        raise SystemExit(0)
+
+    monkeypatch.setattr(sys.modules[__name__], "main", main_exiting)
+
+
+def test_there_are_scenarios():
+    assert any(p.name == "quickstart.toml" for p in SCENARIOS)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_every_scenario_validates_and_runs(path, tmp_path, capsys):
+    code, out = run_cli(["validate", str(path)], capsys)
+    assert code == 0, out.err
+    assert "ok:" in out.out
+    code, out = run_cli(["run", str(path), "--out", str(tmp_path)], capsys)
+    assert code == 0, out.err
+    for name in FILES:
+        assert (tmp_path / name).stat().st_size > 0, name
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(SUMMARY_KEYS) <= set(summary)
+    assert summary["jobs_submitted"] > 0
+    assert not list(tmp_path.glob(".*tmp"))  # no temporary files left behind
+
+
+def test_run_prints_a_summary_and_where_the_files_went(tmp_path, capsys):
+    code, out = run_cli(
+        [
+            "run",
+            str(REPO / "scenarios/quickstart.toml"),
+            "--out",
+            str(tmp_path),
+            "--seed",
+            "3",
+            "--set",
+            "duration_h=72",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "carbon_total_kg" in out.out and "frankfurt" in out.out
+    assert str(tmp_path) in out.out.replace("\n", "")
+    results = sim.Results.load(tmp_path)
+    assert results.scenario.seed == 3 and results.scenario.duration_h == 72
+    assert results.meta["seed"] == 3
+
+
+def test_policy_option_and_overrides_reach_the_run(tmp_path, capsys):
+    scenario = REPO / "scenarios/quickstart.toml"
+    code, _ = run_cli(
+        [
+            "run",
+            str(scenario),
+            "--out",
+            str(tmp_path),
+            "--policy",
+            "run_now",
+            "--set",
+            "policy.params.backfill=false",
+            "--set",
+            "sites[1].pue=1.9",
+        ],
+        capsys,
+    )
+    assert code == 0
+    saved = sim.Results.load(tmp_path).scenario
+    assert saved.policy.params == {"backfill": False}
+    assert saved.sites[1].pue == 1.9
+
+
+def test_results_round_trip_through_their_files(tmp_path):
+    scenario = sim.load_scenario(REPO / "scenarios/quickstart.toml", ["duration_h=72"])
+    results = sim.simulate(scenario)
+    loaded = sim.Results.load(results.save(tmp_path))
+    assert loaded.summary == results.summary
+    assert loaded.scenario == results.scenario
+    pd.testing.assert_frame_equal(loaded.jobs, results.jobs)
+    pd.testing.assert_frame_equal(loaded.power, results.power)
+    pd.testing.assert_frame_equal(loaded.events, results.events, check_categorical=False)

@@ -1,0 +1,78 @@
+"""Exactness: energy and carbon are exact integrals, checked against brute force."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sim
+from sim.hardware import estimate, speed
+from tests.conftest import make_scenario
+
+HOURLY_G_PER_KWH = [420.0, 380.5, 97.25, 150.0, 612.0, 333.3, 250.0, 180.0, 505.5, 275.0] * 3
+
+
+def hourly_trace(tmp_path) -> dict:
+    times = pd.date_range("2020-06-01", periods=len(HOURLY_G_PER_KWH), freq="h", tz="UTC")
+    pd.DataFrame(
+        {"timestamp": times.strftime("%Y-%m-%dT%H:%M:%SZ"), "carbon_intensity": HOURLY_G_PER_KWH}
+    ).to_csv(tmp_path / "ci.csv", index=False)
+    return {"file": str(tmp_path / "ci.csv")}
+
+
+def brute_force_ci_integral(t0_s: float, t1_s: float) -> float:
+    """Sum of intensity x overlap over one-second cells: (g/kWh) x s."""
+    total = 0.0
+    for k in range(math.floor(t0_s), math.ceil(t1_s)):
+        overlap = min(k + 1, t1_s) - max(k, t0_s)
+        total += HOURLY_G_PER_KWH[k // 3600] * overlap
+    return total
+
+
+def test_carbon_of_a_job_straddling_several_steps_equals_brute_force(tmp_path):
+    base_site = make_scenario().sites[0].model_dump(mode="json")
+    site = {**base_site, "carbon": hourly_trace(tmp_path)}
+    job = {
+        "job_id": "j",
+        "submit_time": 1234.5,
+        "gpus": 2,
+        "work_gpu_h": 9.3,
+        "profile": "memory-bound",
+    }
+    r = sim.simulate(make_scenario(tmp_path, [job], sites=[site], duration_h=20), "run_now")
+    row = r.jobs.iloc[0]
+    runtime_s = 9.3 * 3600 / (2 * speed("A100-80GB", "memory-bound"))
+    assert row["end_s"] == pytest.approx(1234.5 + runtime_s, rel=1e-12)
+    assert row["end_s"] > 4 * 3600  # straddles five hourly steps
+    facility_w = 2 * (estimate("A100-80GB", "memory-bound").power_w + 40.0) * 1.5
+    expected_kg = facility_w * brute_force_ci_integral(1234.5, row["end_s"]) / 3.6e9
+    assert row["carbon_kg"] == pytest.approx(expected_kg, rel=1e-9)
+
+
+def test_site_carbon_equals_the_brute_force_integral_of_its_power(tmp_path):
+    base_site = make_scenario().sites[0].model_dump(mode="json")
+    site = {**base_site, "carbon": hourly_trace(tmp_path)}
+    jobs = [
+        {
+            "job_id": f"j{i}",
+            "submit_time": 777.7 * i,
+            "gpus": 1 + i % 3,
+            "work_gpu_h": 1.1 + i,
+            "profile": "mixed",
+        }
+        for i in range(6)
+    ]
+    r = sim.simulate(make_scenario(tmp_path, jobs, sites=[site], duration_h=20), "run_now")
+    p = r.power
+    t_next = np.append(p["time_s"].to_numpy()[1:], 20 * 3600.0)
+    expected_kg = sum(
+        w * brute_force_ci_integral(t0, t1) / 3.6e9
+        for w, t0, t1 in zip(p["facility_w"], p["time_s"], t_next, strict=True)
+    )
+    assert r.summary["carbon_operational_kg"] == pytest.approx(expected_kg, rel=1e-9)
+    assert r.summary["energy_facility_kwh"] == pytest.approx(
+        float(np.sum(p["facility_w"] * (t_next - p["time_s"]))) / 3.6e6, rel=1e-12
+    )
