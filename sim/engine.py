@@ -146,12 +146,16 @@ class Engine:
 
     def _arrivals(self):
         env = self.env
+        largest = max(p.count for s in self.sites for p in s.pools)
         for j, t in enumerate(self.jobs.submit_s.tolist()):
             if t > env.now:
                 yield env.timeout(t - env.now)
+            self.events.append(t, "submit", j)
+            if self._gpus[j] > largest:
+                self._reject(j, f"needs {self._gpus[j]} GPUs; the largest pool has {largest}")
+                continue
             self._state[j] = PENDING
             self.pending[j] = None
-            self.events.append(t, "submit", j)
             self._request_decision()
 
     def _signal_steps(self):
@@ -302,9 +306,7 @@ class Engine:
                 self.pending.pop(j, None)
                 self.suspended.pop(j, None)
                 self._deferred_until.pop(j, None)
-                self._state[j] = REJECTED
-                self.reason[j] = str(reason)
-                self.events.append(self.env.now, "reject", j, detail=str(reason))
+                self._reject(j, str(reason))
             case _:
                 raise PolicyError(f"{type(self.policy).__name__} returned {a!r}, not an action")
 
@@ -448,6 +450,11 @@ class Engine:
         for j in tuple(self.running):
             if self._site[j] is site and self._cap[j] is None:
                 self._retime(j)
+
+    def _reject(self, j: int, reason: str) -> None:
+        self._state[j] = REJECTED
+        self.reason[j] = reason
+        self.events.append(self.env.now, "reject", j, detail=reason)
 
     def _finish(self, j: int, version: int) -> None:
         if self._version[j] != version:

@@ -172,6 +172,9 @@ class Workload(_Model):
 
     synthetic: SyntheticWorkload | None = None
     file: Path | None = None
+    oversized: Literal["error", "reject"] = "error"
+    """A job needing more GPUs than the largest pool of any site: an input error, or
+    rejected at arrival with a reason (for replaying a trace on a smaller cluster)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -245,7 +248,7 @@ class Scenario(_Model):
             raise ValueError(f"site names must be unique, repeated: {dupes}")
         largest = max(s.max_pool_gpus for s in self.sites)
         syn = self.workload.synthetic
-        if syn is not None:
+        if syn is not None and self.workload.oversized == "error":
             too_big = [n for n, p in syn.gpus.items() if p > 0 and n > largest]
             if too_big:
                 raise ValueError(

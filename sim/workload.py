@@ -632,13 +632,14 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     gpus_f, _, _ = _numbers(raw["gpus"])
     g_ok = np.isfinite(gpus_f) & (gpus_f > 0) & (gpus_f == np.floor(gpus_f))
     check(~g_ok, lambda i: f"gpus must be a positive integer, got {shown('gpus', i)}")
-    check(
-        g_ok & (gpus_f > largest),
-        lambda i: (
-            f"gpus must be at most {largest} (the largest GPU pool of any site), "
-            f"got {shown('gpus', i)}"
-        ),
-    )
+    if scenario.workload.oversized == "error":
+        check(
+            g_ok & (gpus_f > largest),
+            lambda i: (
+                f"gpus must be at most {largest} (the largest GPU pool of any site), "
+                f'got {shown("gpus", i)}; or set workload.oversized = "reject"'
+            ),
+        )
 
     # work_gpu_h
     work, _, _ = _numbers(raw["work_gpu_h"])

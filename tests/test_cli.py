@@ -115,3 +115,27 @@ def test_results_round_trip_through_their_files(tmp_path):
     pd.testing.assert_frame_equal(loaded.jobs, results.jobs)
     pd.testing.assert_frame_equal(loaded.power, results.power)
     pd.testing.assert_frame_equal(loaded.events, results.events, check_categorical=False)
+
+
+def test_the_readme_policy_example_runs_from_a_file(tmp_path, capsys):
+    readme = (REPO / "README.md").read_text()
+    code = readme.split("```python\n# my_policy.py\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "my_policy.py").write_text(code)
+    exit_code, out = run_cli(
+        [
+            "run",
+            str(REPO / "scenarios/quickstart.toml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--policy",
+            f"{tmp_path / 'my_policy.py'}:CleanFirst",
+            "--set",
+            "policy.params={}",
+        ],
+        capsys,
+    )
+    assert exit_code == 0, out.err
+    results = sim.Results.load(tmp_path / "out")
+    assert results.meta["policy"] == "CleanFirst"
+    assert results.summary["jobs_completed"] > 0
+    assert (results.events["kind"] == "defer").any()
