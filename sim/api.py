@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -228,15 +229,17 @@ class _JobSeq(Sequence[JobView]):
 
     def __iter__(self) -> Iterator[JobView]:
         e = self._e
-        # Iterate over a snapshot of the keys: the engine may change the set while
-        # a policy is still iterating (it does not, but a composed policy might).
-        return (JobView(e, i) for i in tuple(self._members))
+        return (JobView(e, i) for i in self._members)
 
     def __getitem__(self, k):  # type: ignore[override]
-        keys = tuple(self._members)
         if isinstance(k, slice):
-            return [JobView(self._e, i) for i in keys[k]]
-        return JobView(self._e, keys[k])
+            return [JobView(self._e, i) for i in tuple(self._members)[k]]
+        if k < 0:
+            k += len(self._members)
+        try:
+            return JobView(self._e, next(islice(self._members, k, None)))
+        except StopIteration:
+            raise IndexError(k) from None
 
 
 @dataclass(frozen=True, slots=True)

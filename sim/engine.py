@@ -239,7 +239,9 @@ class Engine:
             raise PolicyError(
                 f"{type(self.policy).__name__}.decide returned None; return a list of actions"
             )
-        for action in actions:
+        # All actions exist before any is applied: the state does not move under a policy
+        # that yields them lazily while iterating over it.
+        for action in list(actions):
             self._apply(action)
 
     def _apply(self, a: object) -> None:

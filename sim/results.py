@@ -351,9 +351,10 @@ def _version() -> str:
 
 
 def _git_revision() -> str | None:
+    """The commit dcsim runs from, `-dirty` if it has uncommitted changes; None outside git."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", "describe", "--always", "--dirty", "--abbrev=40"],
             cwd=Path(__file__).parent,
             capture_output=True,
             text=True,

@@ -25,6 +25,12 @@ from sim.hardware import GPU_CATALOG, PROFILES
 SCHEMA_VERSION = 1
 
 
+def _known(what: str, name: str, known: dict) -> str:
+    if name not in known:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(known))}")
+    return name
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,9 +71,7 @@ class GpuPool(_Model):
     @field_validator("model")
     @classmethod
     def _known_model(cls, v: str) -> str:
-        if v not in GPU_CATALOG:
-            raise ValueError(f"unknown GPU model {v!r}; known: {', '.join(sorted(GPU_CATALOG))}")
-        return v
+        return _known("GPU model", v, GPU_CATALOG)
 
 
 class Site(_Model):
@@ -155,9 +159,7 @@ class SyntheticWorkload(_Model):
     @field_validator("profile")
     @classmethod
     def _known_profile(cls, v: str) -> str:
-        if v not in PROFILES:
-            raise ValueError(f"unknown profile {v!r}; known: {', '.join(sorted(PROFILES))}")
-        return v
+        return _known("profile", v, PROFILES)
 
     @field_validator("slack_h")
     @classmethod

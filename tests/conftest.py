@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +36,11 @@ BASE = {
 }
 
 
+def site(**changes) -> dict:
+    """The base site (A100-80GB x 4, PUE 1.5, host 40 W/GPU, 300 g/kWh) with `changes`."""
+    return {**copy.deepcopy(BASE["sites"][0]), **changes}
+
+
 def write_jobs(path: Path, jobs: list[dict]) -> Path:
     """Write jobs in the native CSV format; missing optional columns take defaults."""
     pd.DataFrame(jobs).to_csv(path, index=False)
@@ -51,6 +57,21 @@ def make_scenario(
         assert tmp_path is not None
         raw["workload"] = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
     return scenario_from_dict(raw, source=(tmp_path or Path(".")) / "test.toml")
+
+
+def run_cli(args: list[str], capsys):
+    """Run `dcsim ARGS` in-process; returns (exit status, captured stdout/stderr)."""
+    from sim.cli import main
+
+    argv, sys.argv = sys.argv, ["dcsim", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = 0 if e.code is None else e.code
+    finally:
+        sys.argv = argv
+    return code, capsys.readouterr()
 
 
 @pytest.fixture

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 
 import pytest
 
-from sim.cli import main
+from tests.conftest import run_cli
 
 GOOD = """
 name = "bad-input"
@@ -25,18 +24,6 @@ gpus = [{ model = "A100-80GB", count = 8 }]
 arrival_rate_per_h = 2
 duration = { dist = "exponential", mean_h = 1 }
 """
-
-
-def run_cli(args, capsys):
-    argv = sys.argv
-    sys.argv = ["dcsim", *args]
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    finally:
-        sys.argv = argv
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.err
 
 
 def write(tmp_path, text, name="study.toml"):
@@ -112,7 +99,8 @@ CASES = {
 def test_malformed_scenario_gives_one_line_and_exit_2(tmp_path, capsys, case):
     text, fragments = CASES[case]
     path = write(tmp_path, text)
-    code, err = run_cli(["validate", str(path)], capsys)
+    code, out = run_cli(["validate", str(path)], capsys)
+    err = out.err
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -125,7 +113,8 @@ def job_file_case(tmp_path, capsys, csv_text, fragments, name="jobs.csv"):
     if csv_text is not None:
         (tmp_path / name).write_text(textwrap.dedent(csv_text))
     scenario = GOOD.split("[workload.synthetic]")[0] + f'[workload]\nfile = "{name}"\n'
-    code, err = run_cli(["run", str(write(tmp_path, scenario))], capsys)
+    code, out = run_cli(["run", str(write(tmp_path, scenario))], capsys)
+    err = out.err
     assert code == 2
     assert len(err.strip().splitlines()) == 1, err
     for fragment in fragments:
@@ -154,19 +143,22 @@ def test_a_carbon_trace_with_a_non_numeric_value_names_file_and_line(tmp_path, c
         "timestamp,carbon_intensity\n2020-06-01T00:00:00Z,300\n2020-06-01T01:00:00Z,lots\n"
     )
     text = GOOD.replace("{ constant_g_per_kwh = 300 }", '{ file = "ci.csv" }')
-    code, err = run_cli(["validate", str(write(tmp_path, text))], capsys)
+    code, out = run_cli(["validate", str(write(tmp_path, text))], capsys)
+    err = out.err
     assert code == 2
     assert "ci.csv" in err and ":3" in err and "lots" in err
 
 
 def test_a_bad_override_names_the_key(tmp_path, capsys):
     path = write(tmp_path, GOOD)
-    code, err = run_cli(["run", str(path), "--set", "sites[3].pue=1.1"], capsys)
+    code, out = run_cli(["run", str(path), "--set", "sites[3].pue=1.1"], capsys)
+    err = out.err
     assert code == 2
     assert "sites" in err and "3" in err
 
 
 def test_a_missing_scenario_file_is_an_error(tmp_path, capsys):
-    code, err = run_cli(["run", str(tmp_path / "nope.toml")], capsys)
+    code, out = run_cli(["run", str(tmp_path / "nope.toml")], capsys)
+    err = out.err
     assert code == 2
     assert "nope.toml" in err

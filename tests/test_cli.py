@@ -3,43 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pandas as pd
 import pytest
 
 import sim
-from sim.cli import main
 from sim.results import FILES, SUMMARY_KEYS
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
-
-
-def run_cli(args, capsys):
-    argv = sys.argv
-    sys.argv = ["dcsim", *args]
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-        code = exit_info.value.code
-    except BaseException:
-        raise
-    finally:
-        sys.argv = argv
-    return code, capsys.readouterr()
-
-
-@pytest.fixture(autouse=True)
-def no_exit_on_success(monkeypatch):
-    """main() returns normally on success; make that an exit code 0 for run_cli."""
-    real_main = main
-
-    def main_exiting():
-        real_main()
-        raise SystemExit(0)
-
-    monkeypatch.setattr(sys.modules[__name__], "main", main_exiting)
 
 
 def test_there_are_scenarios():

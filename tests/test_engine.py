@@ -10,7 +10,7 @@ import pytest
 import sim
 from sim.api import Defer, Migrate, Reject, Resume, SetCap, Start, Suspend
 from sim.hardware import GPU_CATALOG, PROFILES, estimate, speed
-from tests.conftest import make_scenario
+from tests.conftest import make_scenario, site
 
 A100 = GPU_CATALOG["A100-80GB"]
 HOST_W, PUE = 40.0, 1.5
@@ -160,14 +160,7 @@ def test_jobs_still_running_at_the_horizon_are_unfinished_and_charged_until_then
 
 
 def test_migrate_moves_a_job_with_its_progress(tmp_path):
-    sites = [
-        make_scenario().sites[0].model_dump(mode="json"),
-        {
-            **make_scenario().sites[0].model_dump(mode="json"),
-            "name": "b",
-            "gpus": [{"model": "H100-SXM", "count": 2}],
-        },
-    ]
+    sites = [site(), site(name="b", gpus=[{"model": "H100-SXM", "count": 2}])]
     script = {600.0: lambda s: [Migrate(s.running[0], "b")]}
     r = sim.simulate(
         make_scenario(tmp_path, [job(interruptible=True)], sites=sites), Scripted(script)
@@ -239,14 +232,7 @@ def test_site_power_counts_host_overhead_idle_gpus_and_running_jobs(tmp_path):
 
 
 def test_migrating_a_job_whose_cap_the_destination_gpu_cannot_take_is_an_error(tmp_path):
-    sites = [
-        make_scenario().sites[0].model_dump(mode="json"),
-        {
-            **make_scenario().sites[0].model_dump(mode="json"),
-            "name": "b",
-            "gpus": [{"model": "H100-SXM", "count": 2}],
-        },
-    ]
+    sites = [site(), site(name="b", gpus=[{"model": "H100-SXM", "count": 2}])]
     script = {
         0.0: lambda s: [Start(s.pending[0], "a", gpu_cap_w=150.0)],
         600.0: lambda s: [Migrate(s.running[0], "b")],

@@ -10,7 +10,7 @@ import pytest
 
 import sim
 from sim.hardware import estimate, speed
-from tests.conftest import make_scenario
+from tests.conftest import make_scenario, site
 
 HOURLY_G_PER_KWH = [420.0, 380.5, 97.25, 150.0, 612.0, 333.3, 250.0, 180.0, 505.5, 275.0] * 3
 
@@ -33,8 +33,7 @@ def brute_force_ci_integral(t0_s: float, t1_s: float) -> float:
 
 
 def test_carbon_of_a_job_straddling_several_steps_equals_brute_force(tmp_path):
-    base_site = make_scenario().sites[0].model_dump(mode="json")
-    site = {**base_site, "carbon": hourly_trace(tmp_path)}
+    traced = site(carbon=hourly_trace(tmp_path))
     job = {
         "job_id": "j",
         "submit_time": 1234.5,
@@ -42,7 +41,7 @@ def test_carbon_of_a_job_straddling_several_steps_equals_brute_force(tmp_path):
         "work_gpu_h": 9.3,
         "profile": "memory-bound",
     }
-    r = sim.simulate(make_scenario(tmp_path, [job], sites=[site], duration_h=20), "run_now")
+    r = sim.simulate(make_scenario(tmp_path, [job], sites=[traced], duration_h=20), "run_now")
     row = r.jobs.iloc[0]
     runtime_s = 9.3 * 3600 / (2 * speed("A100-80GB", "memory-bound"))
     assert row["end_s"] == pytest.approx(1234.5 + runtime_s, rel=1e-12)
@@ -53,8 +52,7 @@ def test_carbon_of_a_job_straddling_several_steps_equals_brute_force(tmp_path):
 
 
 def test_site_carbon_equals_the_brute_force_integral_of_its_power(tmp_path):
-    base_site = make_scenario().sites[0].model_dump(mode="json")
-    site = {**base_site, "carbon": hourly_trace(tmp_path)}
+    traced = site(carbon=hourly_trace(tmp_path))
     jobs = [
         {
             "job_id": f"j{i}",
@@ -65,7 +63,7 @@ def test_site_carbon_equals_the_brute_force_integral_of_its_power(tmp_path):
         }
         for i in range(6)
     ]
-    r = sim.simulate(make_scenario(tmp_path, jobs, sites=[site], duration_h=20), "run_now")
+    r = sim.simulate(make_scenario(tmp_path, jobs, sites=[traced], duration_h=20), "run_now")
     p = r.power
     t_next = np.append(p["time_s"].to_numpy()[1:], 20 * 3600.0)
     expected_kg = sum(

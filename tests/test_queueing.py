@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 import sim
-from tests.conftest import make_scenario
+from tests.conftest import make_scenario, site
 
 GPUS = 8
 MEAN_H = 1.0
@@ -38,12 +38,7 @@ def mean_wait_h(utilisation: float, seed: int) -> float:
                 "duration": {"dist": "exponential", "mean_h": MEAN_H},
             }
         },
-        sites=[
-            {
-                **make_scenario().sites[0].model_dump(mode="json"),
-                "gpus": [{"model": "A100-80GB", "count": GPUS}],
-            }
-        ],
+        sites=[site(gpus=[{"model": "A100-80GB", "count": GPUS}])],
     )
     jobs = sim.simulate(scenario, "run_now").jobs
     assert (jobs["state"] == "completed").all()
