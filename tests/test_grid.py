@@ -251,10 +251,10 @@ def test_from_series_errors_when_the_trace_ends_before_the_scenario():
     )
 
 
-# --- real quickstart traces ----------------------------------------------------------------
+# --- real zone traces ----------------------------------------------------------------
 
 
-def test_the_quickstart_catalog_has_de_gb_fr_2020():
+def test_the_catalog_has_de_gb_fr_2020():
     assert {("DE", 2020), ("GB", 2020), ("FR", 2020)} <= set(available_zones())
     de = load_zone("DE", 2020)
     assert len(de) == 8784 and de.name == "carbon_intensity_g_per_kwh"
@@ -276,23 +276,24 @@ def test_a_zone_signal_covers_a_2020_week_within_the_data_range(zone):
     assert mean == pytest.approx(week.mean(), rel=1e-12)
 
 
-def test_zone_year_defaults_to_the_scenario_start_year_and_a_missing_one_is_an_error():
-    with pytest.raises(ScenarioError, match=r"^sites\[0\]\.carbon\.zone: .*available: .*DE 2020"):
-        signal_for_site(scenario({"zone": "DE"}, start="2019-06-01T00:00:00Z"), 0)
-    with pytest.raises(ScenarioError, match=r"no carbon trace for zone 'XX' in 2020"):
+def test_zone_year_defaults_to_the_start_year_else_the_latest_and_unknown_zones_fail():
+    sig_2019 = signal_for_site(scenario({"zone": "DE"}, start="2019-06-01T00:00:00Z"), 0)
+    assert sig_2019.value_at(0.0) == load_zone("DE", 2019)[pd.Timestamp("2019-06-01", tz="UTC")]
+    # 2023 is not in the catalog: the latest year, 2020, aligned to the same weekday
+    # (day 156 of 2020 is Thursday 4 June; the nearest Monday is 1 June).
+    sig_2023 = signal_for_site(scenario({"zone": "DE"}, start="2023-06-05T00:00:00Z"), 0)
+    assert sig_2023.value_at(0.0) == load_zone("DE", 2020)[pd.Timestamp("2020-06-01", tz="UTC")]
+    with pytest.raises(ScenarioError, match=r"^sites\[0\]\.carbon\.zone: unknown zone 'XX'"):
         signal_for_site(scenario({"zone": "XX"}), 0)
-    sig = signal_for_site(scenario({"zone": "DE", "year": 2020}), 0)
-    assert sig.kind == "average"
+    assert signal_for_site(scenario({"zone": "DE", "year": 2020}), 0).kind == "average"
 
 
-def test_a_scenario_running_past_the_zone_year_names_both_ends():
+def test_a_scenario_running_past_the_catalog_years_names_the_missing_year():
     sc = scenario({"zone": "FR"}, start="2020-12-31T00:00:00Z", duration_h=48)
-    with pytest.raises(ScenarioError) as e:
+    with pytest.raises(
+        ScenarioError, match=r"zone FR: the scenario needs .* has 2017-2020, not 2021"
+    ):
         signal_for_site(sc, 0)
-    assert str(e.value) == (
-        "sites[0].carbon (zone FR 2020): trace ends 2021-01-01T00:00Z, "
-        "before the scenario end 2021-01-02T00:00Z"
-    )
 
 
 def test_constant_and_file_sources(tmp_path):
@@ -577,11 +578,12 @@ def test_a_gaussian_forecast_is_reproducible_noisy_and_sized_by_sigma_frac():
     assert err.std() == pytest.approx(expected_sigma, rel=0.03)
     assert abs(err.mean()) < 3 * expected_sigma / math.sqrt(n) + 1e-9
 
-    # another call draws new noise
-    _, v3 = Forecaster(cfg, np.random.default_rng(42)).forecast(sig, 0.0, 3600.0 * 10)
+    # a forecast is a function of its issue time: asking again at the same instant gives the
+    # same forecast (noise cannot be averaged away); a later issue time draws new noise
     f = Forecaster(cfg, np.random.default_rng(42))
-    f.forecast(sig, 0.0, 3600.0 * 10)
-    assert not np.array_equal(f.forecast(sig, 0.0, 3600.0 * 10)[1], v3)
+    _, v3 = f.forecast(sig, 0.0, 3600.0 * 10)
+    assert np.array_equal(f.forecast(sig, 0.0, 3600.0 * 10)[1], v3)
+    assert not np.array_equal(f.forecast(sig, 1.0, 3600.0 * 10)[1], v3)
 
 
 def test_gaussian_forecasts_never_go_negative():

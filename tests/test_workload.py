@@ -482,7 +482,7 @@ BAD_OPTIONAL = [
         "unknown profile",
         "b,0,1,1,gpu-heavy,,,,,",
         "'gpu-heavy'",
-        "compute-bound, inference, memory-bound, mixed",
+        "profile must be one of ",
     ),
     ("unknown origin", "b,0,1,1,,,,,,north", "'north'", "one of the scenario's sites (east, west)"),
     (

@@ -1,7 +1,8 @@
 """Carbon-intensity signals of power grids: load, align to UTC, exact integrals, forecasts.
 
 - `CarbonSignal` (signal.py): the step function, with O(log n) `value_at` / `integral`.
-- `load_trace_csv` (loaders.py): a user trace file -> UTC series in g/kWh.
+- `load_trace` (loaders.py): a user's trace file (CSV, Electricity Maps, WattTime, ENTSO-E,
+  UK Carbon Intensity API) -> UTC series in g/kWh.
 - `load_zone`, `signal_for_site` (catalog.py): the project's zone catalog in `grid_data/`,
   and the signal of a scenario's site covering the whole scenario.
 - `Forecaster` (forecast.py): the only window a policy has into the future.
@@ -9,16 +10,18 @@
 
 from sim.grid.catalog import GRID_DATA_DIR, available_zones, load_zone, signal_for_site
 from sim.grid.forecast import Forecaster
-from sim.grid.loaders import UNIT_TO_G_PER_KWH, load_trace_csv
+from sim.grid.loaders import TRACE_FORMATS, UNIT_TO_G_PER_KWH, load_trace, load_trace_csv
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 __all__ = [
     "GRID_DATA_DIR",
     "SERIES_NAME",
+    "TRACE_FORMATS",
     "UNIT_TO_G_PER_KWH",
     "CarbonSignal",
     "Forecaster",
     "available_zones",
+    "load_trace",
     "load_trace_csv",
     "load_zone",
     "signal_for_site",

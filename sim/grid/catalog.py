@@ -1,8 +1,21 @@
-"""The project's zone catalog (`grid_data/`) and the signal of a scenario's site."""
+"""The project's zone catalog (`grid_data/`) and the signal of a scenario's site.
+
+`grid_data/catalog.csv` lists one row per zone-year; each zone-year is an hourly Parquet
+file of average carbon intensity (g/kWh, UTC, hour starts) in two variants of emission
+factors, `lifecycle` and `direct`. `dcsim grid-data build` derives them; see
+`grid_data/SOURCES.md`.
+
+Year alignment. A scenario may use a zone's trace of another year (its start year is not
+in the catalog, or the scenario asks for `year`). The trace is then moved by a whole
+number of days so that the scenario start falls on the same weekday and hour of the day
+as in the trace, within three days of the same day of the year: weekly and daily cycles
+stay where they were, seasons move by at most three days. A horizon past the end of the
+trace's year continues into the catalog's next year of the same zone.
+"""
 
 from __future__ import annotations
 
-import csv
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,84 +23,152 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sim.errors import ScenarioError
-from sim.grid.loaders import load_trace_csv
-from sim.grid.signal import CarbonSignal
+from sim.grid.loaders import load_trace
+from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 if TYPE_CHECKING:
-    from sim.scenario import Scenario
+    from sim.scenario import CarbonConfig, Scenario
 
 GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
 """The project's carbon-trace catalog. Found relative to the source tree, which works because
-the package is installed editable from the repository; a later change moves the data into
-package data (`importlib.resources`)."""
+dcsim is installed editable from its repository (the README's set-up)."""
+
+VARIANTS = ("lifecycle", "direct")
 
 
 @lru_cache(maxsize=1)
-def _catalog() -> tuple[dict[str, str], ...]:
-    """Rows of every `grid_data/*/catalog.csv`, each with its absolute `path`."""
-    out: list[dict[str, str]] = []
-    for cat in sorted(GRID_DATA_DIR.glob("*/catalog.csv")):
-        with cat.open(newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                row = dict(row)
-                row["path"] = str(cat.parent / row["file"])
-                out.append(row)
-    return tuple(out)
+def catalog() -> pd.DataFrame:
+    """One row per zone-year: zone, name, region, source, year, lat, lon, timezone, file,
+    data-cleaning counts and summary statistics (g/kWh, lifecycle variant)."""
+    path = GRID_DATA_DIR / "catalog.csv"
+    if not path.is_file():
+        raise ScenarioError(f"no zone catalog at {path}; run `dcsim grid-data build`")
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
 def available_zones() -> list[tuple[str, int]]:
-    """(zone, year) pairs in the `grid_data` catalog, sorted."""
-    return sorted({(r["zone"], int(r["year"])) for r in _catalog()})
+    """(zone, year) pairs in the catalog, sorted."""
+    cat = catalog()
+    return sorted(zip(cat["zone"], cat["year"].astype(int), strict=True))
 
 
-@lru_cache(maxsize=32)
-def _load_zone_cached(path: str) -> pd.Series:
-    return load_trace_csv(path)
+def zone_years(zone: str) -> list[int]:
+    """The catalog's years of `zone`; ScenarioError naming the known zones if there is none."""
+    cat = catalog()
+    years = sorted(int(y) for y in cat.loc[cat["zone"] == zone, "year"])
+    if not years:
+        raise ScenarioError(
+            f"unknown zone {zone!r}; zones: {', '.join(sorted(set(cat['zone'])))} "
+            "(see `dcsim grid-data list`)"
+        )
+    return years
 
 
-def load_zone(zone: str, year: int) -> pd.Series:
-    """Hourly trace (g/kWh, UTC index) of a grid zone for a calendar year from `grid_data/`.
+@lru_cache(maxsize=64)
+def _zone_frame(zone: str, year: int) -> pd.DataFrame:
+    cat = catalog()
+    row = cat[(cat["zone"] == zone) & (cat["year"] == year)]
+    frame = pd.read_parquet(GRID_DATA_DIR / row["file"].iloc[0])
+    return frame.set_index("timestamp")
 
-    Raises `ScenarioError` listing the available zones and years when there is none.
-    Loaded files are cached; each call returns a fresh copy.
-    """
-    for row in _catalog():
-        if row["zone"] == zone and int(row["year"]) == int(year):
-            return _load_zone_cached(row["path"]).copy()
-    avail = ", ".join(f"{z} {y}" for z, y in available_zones()) or "none"
-    raise ScenarioError(
-        f"no carbon trace for zone {zone!r} in {year} in {GRID_DATA_DIR}; available: {avail}"
-    )
+
+def load_zone(zone: str, year: int, variant: str = "lifecycle") -> pd.Series:
+    """Hourly carbon intensity (g/kWh, UTC index of hour starts) of `zone` in `year`."""
+    if variant not in VARIANTS:
+        raise ScenarioError(f"unknown variant {variant!r}; variants: {', '.join(VARIANTS)}")
+    years = zone_years(zone)
+    if year not in years:
+        raise ScenarioError(f"zone {zone} has no trace for {year}; years: {_span(years)}")
+    column = _zone_frame(zone, year)[f"{variant}_g_per_kwh"]
+    return column.astype("float64").rename(SERIES_NAME)
+
+
+def alignment_offset(start: datetime, trace_year: int) -> timedelta:
+    """Whole days to add to times of `trace_year` so that they line up with a scenario that
+    starts at `start`, keeping weekday and hour (see the module docstring)."""
+    start = start.astimezone(UTC)
+    if start.year == trace_year:
+        return timedelta(0)
+    into_year = start - datetime(start.year, 1, 1, tzinfo=UTC)
+    anchor = datetime(trace_year, 1, 1, tzinfo=UTC) + into_year
+    shift = (start.weekday() - anchor.weekday()) % 7
+    anchor += timedelta(days=shift - 7 if shift > 3 else shift)
+    return start - anchor
+
+
+def zone_series(
+    zone: str,
+    start: datetime,
+    horizon_s: float,
+    year: int | None = None,
+    variant: str = "lifecycle",
+) -> pd.Series:
+    """`zone`'s hourly trace covering [start, start + horizon_s], from consecutive catalog
+    years, aligned to the scenario's year when it comes from another year."""
+    years = zone_years(zone)
+    first = year if year is not None else start.year if start.year in years else years[-1]
+    offset = alignment_offset(start, first)
+    t0 = start.astimezone(UTC) - offset
+    t1 = t0 + timedelta(seconds=horizon_s)
+    needed = list(range(t0.year, t1.year + 1))
+    missing = [y for y in needed if y not in years]
+    if missing:
+        raise ScenarioError(
+            f"zone {zone}: the scenario needs its trace from {t0:%Y-%m-%d %H:%M} to "
+            f"{t1:%Y-%m-%d %H:%M} UTC (aligned from {first}), but the catalog has "
+            f"{_span(years)}, not {', '.join(map(str, missing))}"
+        )
+    series = pd.concat([load_zone(zone, y, variant) for y in needed])
+    series.index = series.index + pd.Timedelta(offset)
+    return series
+
+
+def _span(years: list[int]) -> str:
+    """2017-2020 for consecutive years, else a list."""
+    if years == list(range(years[0], years[-1] + 1)) and len(years) > 1:
+        return f"{years[0]}-{years[-1]}"
+    return ", ".join(map(str, years))
 
 
 def signal_for_site(scenario: Scenario, index: int) -> CarbonSignal:
     """The carbon signal of `scenario.sites[index]`, covering [0, scenario.horizon_s].
 
-    From the site's `carbon` config: a catalog zone (year defaults to the scenario start's
-    year), a CSV file, or a constant. Raises `ScenarioError` prefixed with the key path
-    ``sites[i].carbon``; `TraceError` from reading a file propagates unchanged.
+    Raises `ScenarioError` prefixed with the key path ``sites[i].carbon``; `TraceError` from
+    reading a file propagates unchanged.
     """
     c = scenario.sites[index].carbon
     key = f"sites[{index}].carbon"
-    horizon_s = scenario.horizon_s
+    try:
+        signal = _base_signal(c, scenario, key)
+        return signal.transformed(c.scale, c.offset_g_per_kwh)
+    except ValueError as e:
+        raise ScenarioError(f"{key}: {e}") from None
+
+
+def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
+    start, horizon_s = scenario.start, scenario.horizon_s
     if c.constant_g_per_kwh is not None:
-        return CarbonSignal.constant(c.constant_g_per_kwh, horizon_s, kind=c.kind)
+        return CarbonSignal.constant(c.constant_g_per_kwh, horizon_s, kind=c.signal_kind)
     if c.zone is not None:
-        year = c.year if c.year is not None else scenario.start.year
         try:
-            series = load_zone(c.zone, year)
+            series = zone_series(c.zone, start, horizon_s, c.year, c.variant)
+            what = f"{key} (zone {c.zone})"
+            if c.blend_zone is not None:
+                other = zone_series(c.blend_zone, start, horizon_s, c.year, c.variant)
+                both = pd.concat([series, other], axis=1, join="inner")
+                series = (1 - c.blend_weight) * both.iloc[:, 0] + c.blend_weight * both.iloc[:, 1]
+                what = f"{key} (zone {c.zone} blended with {c.blend_zone})"
         except ScenarioError as e:
             raise ScenarioError(f"{key}.zone: {e}") from None
-        what = f"{key} (zone {c.zone} {year})"
-    elif c.file is not None:
-        series = load_trace_csv(
+    else:
+        series = load_trace(
             c.file,
+            format=c.format,
             column=c.column,
             time_column=c.time_column,
             unit=c.unit,
             timezone=c.timezone,
+            variant=c.variant,
         )
         what = f"{key} (file {c.file})"
-    else:  # pragma: no cover - the scenario schema guarantees exactly one source
-        raise ScenarioError(f"{key}: give exactly one of zone, file, constant_g_per_kwh")
-    return CarbonSignal.from_series(series, scenario.start, horizon_s, what=what, kind=c.kind)
+    return CarbonSignal.from_series(series, start, horizon_s, what=what, kind=c.signal_kind)

@@ -108,6 +108,18 @@ class CarbonSignal:
 
     # -- construction
 
+    def transformed(self, scale: float = 1.0, offset_g_per_kwh: float = 0.0) -> CarbonSignal:
+        """What-if: every value x `scale` + `offset_g_per_kwh`. Raises ValueError if that makes
+        a value negative."""
+        values = self.values_g_per_kwh * scale + offset_g_per_kwh
+        if np.any(values < 0):
+            i = int(np.argmin(values))
+            raise ValueError(
+                f"scale {scale:g} and offset {offset_g_per_kwh:g} g/kWh make the intensity "
+                f"negative ({values[i]:.4g} g/kWh at {self.times_s[i]:g} s)"
+            )
+        return CarbonSignal(self.times_s, values, self.end_s, kind=self.kind)
+
     @classmethod
     def constant(
         cls, value_g_per_kwh: float, horizon_s: float, kind: str = "average"
