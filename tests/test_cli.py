@@ -111,3 +111,30 @@ def test_the_readme_policy_example_runs_from_a_file(tmp_path, capsys):
     assert results.meta["policy"] == "CleanFirst"
     assert results.summary["jobs_completed"] > 0
     assert (results.events["kind"] == "defer").any()
+
+
+def test_grid_data_list_shows_every_zone_year(capsys):
+    code, out = run_cli(["grid-data", "list"], capsys)
+    assert code == 0, out.err
+    assert "zone-years" in out.out
+    from sim.grid import available_zones
+
+    assert len(available_zones()) >= 100
+    for zone in ("DE", "FR", "US-CAL"):
+        assert zone in out.out
+
+
+def test_grid_data_show_prints_profiles_and_writes_a_figure(tmp_path, capsys):
+    figure = tmp_path / "de.png"
+    code, out = run_cli(
+        ["grid-data", "show", "DE", "--year", "2020", "--plot", str(figure)], capsys
+    )
+    assert code == 0, out.err
+    assert "DE (Germany) 2020" in out.out and "p95" in out.out
+    assert figure.stat().st_size > 10_000
+
+
+def test_grid_data_show_of_an_unknown_zone_is_a_one_line_error(capsys):
+    code, out = run_cli(["grid-data", "show", "XX"], capsys)
+    assert code == 2
+    assert "unknown zone 'XX'" in out.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import math
 from datetime import UTC, datetime, timedelta
@@ -9,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.errors import ScenarioError, TraceError
 from sim.grid import (
@@ -591,3 +594,22 @@ def test_gaussian_forecasts_never_go_negative():
     f = Forecaster(ForecastConfig(model="gaussian", sigma_frac=3.0), np.random.default_rng(1))
     _, values = f.forecast(sig, 0.0, 60000.0)
     assert values.min() == 0.0 and values.max() > 10.0
+
+
+@given(
+    st.lists(st.floats(0, 900), min_size=3, max_size=40),
+    st.floats(-3600, 0),
+    st.floats(1, 7200),
+    st.lists(st.floats(0, 1), min_size=2, max_size=2),
+)
+def test_regular_and_irregular_grids_give_the_same_integrals(values, t0, step, fractions):
+    """The O(1) lookup on a regular grid agrees with the bisect path of an irregular one."""
+    times = [t0 + k * step for k in range(len(values))]
+    end = times[-1] + step
+    regular = CarbonSignal(times, values, end)
+    nudged = CarbonSignal([times[0], times[1] + step * 1e-6, *times[2:]], values, end)
+    assert regular._step_s and not nudged._step_s
+    a, b = sorted(times[0] + f * (end - times[0]) for f in fractions)
+    for t in (a, b, *times):
+        assert regular.step_index(t) == bisect.bisect_right(times, t) - 1
+    assert regular.integral(a, b) == pytest.approx(nudged.integral(a, b), rel=1e-6, abs=1e-3)

@@ -45,6 +45,7 @@ class CarbonSignal:
         "values_g_per_kwh",
         "end_s",
         "kind",
+        "_step_s",
         "_t",
         "_v",
         "_cum",
@@ -96,6 +97,10 @@ class CarbonSignal:
         self._v: list[float] = v.tolist()
         self._cum: list[float] = cum.tolist()
         self._t0 = self._t[0]
+        # A regular grid (hourly catalog traces) finds a step by division: O(1) lookups.
+        steps = np.diff(t)
+        regular = steps.size and np.allclose(steps, steps[0], rtol=1e-9, atol=0.0)
+        self._step_s = float(steps[0]) if regular else 0.0
 
     def __repr__(self) -> str:
         return (
@@ -194,17 +199,27 @@ class CarbonSignal:
                 f"t_s={t_s} is outside the signal's domain [{self._t0}, {self.end_s}] s"
             )
 
+    def _index(self, t_s: float) -> int:
+        """Index of the step holding at `t_s` (in the domain): O(1) on a regular grid."""
+        if self._step_s:
+            i = min(int((t_s - self._t0) // self._step_s), len(self._t) - 1)
+            if i + 1 < len(self._t) and self._t[i + 1] <= t_s:  # guard against rounding
+                return i + 1
+            return i - 1 if self._t[i] > t_s else i
+        return bisect_right(self._t, t_s) - 1
+
     def value_at(self, t_s: float) -> float:
         """Carbon intensity (g/kWh) at time `t_s` (s); at `end_s`, the last step's value."""
         if not (self._t0 <= t_s <= self.end_s):
             self._check(t_s)
-        return self._v[bisect_right(self._t, t_s) - 1]
+        return self._v[self._index(t_s)]
 
     def cumulative(self, t_s: float | np.ndarray) -> float | np.ndarray:
         """Exact integral of the intensity from `times_s[0]` to `t_s`, in (g/kWh)*s.
 
-        Scalars take a bisect path; arrays are vectorised with `np.interp` on the prefix sums
-        (exact up to rounding, since the integral is piecewise linear between breakpoints).
+        Scalars take an O(1) path on regular grids, else a bisect; arrays are vectorised with
+        `np.interp` on the prefix sums (exact up to rounding: the integral is piecewise linear
+        between breakpoints).
         """
         if not isinstance(t_s, float | int):
             arr = np.asarray(t_s, dtype=np.float64)
@@ -214,7 +229,7 @@ class CarbonSignal:
             return np.interp(arr, self._knots_s, self._knots_cum)
         if not (self._t0 <= t_s <= self.end_s):
             self._check(t_s)
-        i = bisect_right(self._t, t_s) - 1
+        i = self._index(t_s)
         return self._cum[i] + self._v[i] * (t_s - self._t[i])
 
     def integral(self, t0_s: float, t1_s: float) -> float:
@@ -230,8 +245,8 @@ class CarbonSignal:
             self._check(t0_s)
             self._check(t1_s)
         t, v = self._t, self._v
-        i = bisect_right(t, t0_s) - 1
-        j = bisect_right(t, t1_s) - 1
+        i = self._index(t0_s)
+        j = self._index(t1_s)
         if i == j:
             return v[i] * (t1_s - t0_s)
         return v[i] * (t[i + 1] - t0_s) + (self._cum[j] - self._cum[i + 1]) + v[j] * (t1_s - t[j])
@@ -250,7 +265,7 @@ class CarbonSignal:
         """Index i of the step holding at `t_s` (times_s[i] <= t_s < times_s[i+1])."""
         if not (self._t0 <= t_s <= self.end_s):
             self._check(t_s)
-        return bisect_right(self._t, t_s) - 1
+        return self._index(t_s)
 
 
 def _utc(ts: pd.Timestamp | datetime) -> pd.Timestamp:
