@@ -1,28 +1,78 @@
 """GPU catalog, workload profiles, and the power-cap performance model.
 
-First version: datasheet specs and a physically motivated generic cap curve (below);
-the hardware issue calibrates per-(GPU, workload) parameters on the Zeus power sweeps.
+Two data files, both shipped in `sim/data`:
 
-Speed model (roofline-style, after Habitat, ATC'21): a profile spends a fraction
+- `gpus.toml`: the catalog, hand-curated, each number with its source;
+- `power_model.toml`: the fitted power-cap parameters, written by
+  `scripts/calibrate_power.py` from the Zeus power sweeps (You et al., NSDI 2023).
+
+docs/power-model.md explains the model; in short, for one GPU running a profile whose
+uncapped draw at the maximum power limit `c_max` is `P0`:
+
+    average power   P(c) = (c^-n + D^-n)^(-1/n),  D^-n = P0^-n - c_max^-n  (so P(c_max) = P0)
+    active fraction x(c) = (P(c) - F) / (P0 - F),  F = min(s * (idle_w + 2.5 W x devices), P0/2)
+    throughput      r(c) = max(R_MIN, 1 - a (1 - x)^b)        (relative to r(c_max) = 1)
+
+`n`, `a`, `b` are the three parameters fitted per (GPU, workload); `s` (the floor scale)
+is one constant shared by every GPU. Pairs without measurements use a documented generic
+curve whose shape depends on the catalog only.
+
+Speed across GPUs (roofline-style, after Habitat, ATC'21): a profile spends a fraction
 `compute_frac` of its reference time in compute-bound kernels, which scale with dense
 FP16 throughput, and the rest in memory-bound kernels, which scale with memory bandwidth.
 The reference is an A100-80GB at its maximum power limit: a job's work is in reference
 GPU-hours.
-
-Cap model: uncapped, a GPU draws `power_frac x max_cap_w`. Under a lower cap the clock
-drops; dynamic power scales as f^3 (voltage tracks frequency), so
-f/f0 = ((cap - idle) / (P0 - idle))^(1/3). Compute-bound time stretches by f0/f,
-memory-bound time does not.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "GPU_CATALOG",
+    "GPU_SOURCES",
+    "POWER_MODEL",
+    "PROFILES",
+    "REFERENCE_GPU",
+    "CapCurve",
+    "Estimate",
+    "GpuSpec",
+    "Profile",
+    "cap_response",
+    "curve",
+    "embodied_kg_rule",
+    "estimate",
+    "floor_w",
+    "gpu_spec_from_dict",
+    "load_power_model",
+    "speed",
+]
 
 REFERENCE_GPU = "A100-80GB"
 HOURS_PER_YEAR = 8760.0
+
+MEMORY_DEVICE_W = 2.5
+"""Draw of one DRAM device (GDDR chip or HBM stack) kept at full memory clock, W."""
+FLOOR_CAP_FRAC = 0.5
+"""The floor never exceeds this fraction of the run's uncapped draw (a light run is not
+floor-limited)."""
+R_MIN = 0.05
+"""Lowest throughput fraction the cap curve returns (far below any measured point)."""
+
+# Embodied-carbon rule (gpus.toml header): board term per W of TDP, carbon per die area by
+# process node (kgCO2e/cm2), carbon per GB of DRAM.
+_BOARD_KG_PER_W = 0.262
+_CPA_KG_PER_CM2 = {16: 1.0, 12: 1.2, 8: 1.4, 7: 1.6, 5: 1.8}
+_DRAM_KG_PER_GB = 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +84,13 @@ class GpuSpec:
     max_cap_w: float
     idle_w: float
     memory_gb: float
+    memory_type: str
+    memory_devices: int
     mem_bw_gbps: float
     fp16_tflops: float
     fp32_tflops: float
+    die_mm2: float
+    process_nm: int
     release_year: int
     embodied_kg: float
     """Embodied carbon of one GPU, kgCO2e."""
@@ -51,6 +105,11 @@ class GpuSpec:
             self.service_life_years * HOURS_PER_YEAR
         )
 
+    @property
+    def active_idle_w(self) -> float:
+        """Idle draw plus the memory devices at full clock: the part a cap cannot remove."""
+        return self.idle_w + MEMORY_DEVICE_W * self.memory_devices
+
 
 @dataclass(frozen=True, slots=True)
 class Profile:
@@ -60,6 +119,22 @@ class Profile:
     compute_frac: float
     """Fraction of reference time spent in compute-bound kernels (the rest memory-bound)."""
     description: str
+    zeus_batch_size: int | None = None
+    """For a measured workload: the Zeus default batch size the profile stands for."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapCurve:
+    """How one (GPU, workload) responds to a power cap: the three fitted parameters."""
+
+    n: float
+    """Sharpness of the average-power roll-off below the uncapped draw."""
+    a: float
+    b: float
+    """Throughput shape: r = 1 - a (1 - x)^b of the active power fraction x."""
+    source: str = "measured"
+    """'measured' (fitted on this pair), 'workload' (the workload's shape across the
+    measured GPUs), or 'generic'."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,22 +145,182 @@ class Estimate:
     """Average power draw of one GPU, W."""
 
 
-def _load_catalog() -> dict[str, GpuSpec]:
-    text = resources.files("sim").joinpath("data/gpus.toml").read_text(encoding="utf-8")
-    return {gid: GpuSpec(id=gid, **fields) for gid, fields in tomllib.loads(text).items()}
+# --- catalog -------------------------------------------------------------------------------
+
+_SPEC_FIELDS = frozenset(GpuSpec.__slots__) - {"id", "embodied_kg"}
 
 
-GPU_CATALOG: dict[str, GpuSpec] = _load_catalog()
+def embodied_kg_rule(tdp_w: float, die_mm2: float, process_nm: int, memory_gb: float) -> float:
+    """Embodied carbon of one GPU by the catalog's rule (gpus.toml header), kgCO2e."""
+    return (
+        _BOARD_KG_PER_W * tdp_w
+        + _CPA_KG_PER_CM2[process_nm] * die_mm2 / 100.0
+        + _DRAM_KG_PER_GB * memory_gb
+    )
+
+
+def gpu_spec_from_dict(gid: str, fields: Mapping[str, Any]) -> GpuSpec:
+    """A GpuSpec from catalog fields (as in gpus.toml); `embodied_kg` defaults to the rule."""
+    fields = dict(fields)
+    fields.pop("sources", None)
+    unknown = set(fields) - _SPEC_FIELDS - {"embodied_kg"}
+    missing = _SPEC_FIELDS - set(fields)
+    if unknown or missing:
+        raise ValueError(
+            f"GPU {gid!r}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}"
+        )
+    if not 0 < fields["min_cap_w"] <= fields["max_cap_w"]:
+        raise ValueError(f"GPU {gid!r}: need 0 < min_cap_w <= max_cap_w")
+    if "embodied_kg" not in fields:
+        fields["embodied_kg"] = embodied_kg_rule(
+            fields["tdp_w"], fields["die_mm2"], fields["process_nm"], fields["memory_gb"]
+        )
+    return GpuSpec(id=gid, **fields)
+
+
+def _read(name: str) -> dict[str, Any]:
+    return tomllib.loads(resources.files("sim").joinpath(f"data/{name}").read_text("utf-8"))
+
+
+def _load_catalog() -> tuple[dict[str, GpuSpec], dict[str, Mapping[str, str]]]:
+    raw = _read("gpus.toml")
+    specs = {gid: gpu_spec_from_dict(gid, f) for gid, f in raw.items()}
+    sources = {gid: MappingProxyType(dict(f.get("sources", {}))) for gid, f in raw.items()}
+    return specs, sources
+
+
+GPU_CATALOG: dict[str, GpuSpec]
+GPU_SOURCES: dict[str, Mapping[str, str]]
+"""Per GPU: field (or field group) -> source key / note, as in gpus.toml."""
+GPU_CATALOG, GPU_SOURCES = _load_catalog()
+
+
+# --- power model parameters ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _PowerModel:
+    floor_scale: float
+    generic: CapCurve
+    workloads: Mapping[str, CapCurve]
+    workload_power_frac: Mapping[str, float]
+    workload_batch_size: Mapping[str, int]
+    pairs: Mapping[tuple[str, str], CapCurve]
+    pair_uncapped_w: Mapping[tuple[str, str], float]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def load_power_model(path: Path | None = None) -> _PowerModel:
+    """The power-cap parameters from `path` (default: the shipped power_model.toml)."""
+    raw = _read("power_model.toml") if path is None else tomllib.loads(path.read_text("utf-8"))
+    g = raw["generic"]
+    workloads, frac, batch = {}, {}, {}
+    for wid, w in raw["workloads"].items():
+        workloads[wid] = CapCurve(w["n"], w["a"], w["b"], "workload")
+        frac[wid] = w["power_frac"]
+        batch[wid] = w["batch_size"]
+    pairs, uncapped = {}, {}
+    for gid, per_gpu in raw["pairs"].items():
+        for wid, p in per_gpu.items():
+            pairs[gid, wid] = CapCurve(p["n"], p["a"], p["b"], "measured")
+            uncapped[gid, wid] = p["uncapped_w"]
+    return _PowerModel(
+        floor_scale=raw["floor_scale"],
+        generic=CapCurve(g["n"], g["a"], g["b"], "generic"),
+        workloads=MappingProxyType(workloads),
+        workload_power_frac=MappingProxyType(frac),
+        workload_batch_size=MappingProxyType(batch),
+        pairs=MappingProxyType(pairs),
+        pair_uncapped_w=MappingProxyType(uncapped),
+        meta=MappingProxyType({k: raw[k] for k in ("source", "generated_by") if k in raw}),
+    )
+
+
+POWER_MODEL = load_power_model()
+
+
+# --- profiles --------------------------------------------------------------------------------
+
+_ZEUS_PROFILES = (
+    ("shufflenetv2", 0.3, "ShuffleNet-v2 on CIFAR-100 (Zeus): small convolutions, memory-bound"),
+    ("resnet50", 0.7, "ResNet-50 on ImageNet (Zeus): convolutional, mostly compute-bound"),
+    ("deepspeech2", 0.5, "DeepSpeech2 on LibriSpeech (Zeus): convolution + recurrent layers"),
+    ("ncf", 0.2, "NCF on MovieLens-1M (Zeus): embedding lookups, host/memory-bound"),
+    ("bert-squad", 0.8, "BERT-base fine-tuned on SQuAD (Zeus): transformer, compute-bound"),
+    ("bert-sentiment140", 0.8, "BERT-base fine-tuned on Sentiment140 (Zeus): transformer"),
+)
 
 PROFILES: dict[str, Profile] = {
     p.id: p
     for p in (
+        *(
+            Profile(
+                wid,
+                POWER_MODEL.workload_power_frac[wid],
+                cf,
+                desc,
+                POWER_MODEL.workload_batch_size[wid],
+            )
+            for wid, cf, desc in _ZEUS_PROFILES
+        ),
         Profile("compute-bound", 0.95, 0.9, "large dense models, tensor-core bound"),
         Profile("memory-bound", 0.70, 0.2, "embedding-heavy and small-batch training"),
         Profile("mixed", 0.85, 0.6, "typical CNN/transformer training"),
         Profile("inference", 0.60, 0.4, "batched inference serving"),
     )
 }
+
+
+# --- the model -------------------------------------------------------------------------------
+
+
+def floor_w(gpu: str | GpuSpec) -> float:
+    """The GPU's power floor F_g (before the P0/2 bound): floor_scale x active idle, W."""
+    spec = gpu if isinstance(gpu, GpuSpec) else GPU_CATALOG[gpu]
+    return POWER_MODEL.floor_scale * spec.active_idle_w
+
+
+def cap_response(cap_w, uncapped_w, max_cap_w, floor_w, n, a, b):
+    """(throughput fraction, average power W) under `cap_w`; vectorised over numpy arrays.
+
+    `uncapped_w` is the run's average draw at `max_cap_w`; `floor_w` is the GPU's floor
+    F_g; `n`, `a`, `b` the curve. Throughput is relative to the same run at `max_cap_w`.
+    Caps at or above `max_cap_w` return exactly (1, uncapped_w).
+    """
+    cap, p0, cmax = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (cap_w, uncapped_w, max_cap_w))
+    )
+    p0 = np.minimum(p0, cmax)
+    c = np.minimum(cap, cmax)
+    n = np.asarray(n, dtype=float)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        d = np.maximum(p0**-n - cmax**-n, 0.0)
+        power = (c**-n + d) ** (-1.0 / n)
+        floor = np.minimum(floor_w, FLOOR_CAP_FRAC * p0)
+        x = np.clip((power - floor) / (p0 - floor), 0.0, 1.0)
+        r = np.maximum(R_MIN, 1.0 - np.asarray(a) * (1.0 - x) ** np.asarray(b))
+    full = cap >= cmax
+    r = np.where(full, 1.0, np.minimum(r, 1.0))
+    power = np.where(full, p0, np.minimum(power, c))
+    if r.ndim == 0:
+        return float(r), float(power)
+    return r, power
+
+
+def curve(gpu: str, profile: str) -> tuple[CapCurve, float]:
+    """The cap curve of (gpu, profile) and the uncapped draw P0 it applies to, W.
+
+    Measured pairs use their own fit and the measured draw at the profile's batch size; a
+    measured workload on another GPU uses the workload's shape across the measured GPUs;
+    the generic profiles use the generic shape. Without a measured draw, P0 is the
+    profile's `power_frac` x the GPU's maximum power limit.
+    """
+    spec, prof = GPU_CATALOG[gpu], PROFILES[profile]
+    pm = POWER_MODEL
+    if (gpu, profile) in pm.pairs:
+        return pm.pairs[gpu, profile], pm.pair_uncapped_w[gpu, profile]
+    shape = pm.workloads.get(profile, pm.generic)
+    return shape, prof.power_frac * spec.max_cap_w
 
 
 def speed(gpu: str, profile: str) -> float:
@@ -99,13 +334,14 @@ def speed(gpu: str, profile: str) -> float:
 def estimate(gpu: str, profile: str, cap_w: float | None = None) -> Estimate:
     """Throughput fraction and average power of one `gpu` running `profile` under `cap_w`.
 
-    `cap_w=None` means the maximum power limit. The caller checks the cap's range.
+    `cap_w=None` means the maximum power limit. The caller checks the cap's range; caps
+    above the maximum act as the maximum.
     """
-    g, p = GPU_CATALOG[gpu], PROFILES[profile]
-    uncapped_w = p.power_frac * g.max_cap_w
-    cap = g.max_cap_w if cap_w is None else cap_w
-    if cap >= uncapped_w:
-        return Estimate(1.0, uncapped_w)
-    freq_ratio = ((cap - g.idle_w) / (uncapped_w - g.idle_w)) ** (1.0 / 3.0)
-    time_stretch = p.compute_frac / freq_ratio + (1.0 - p.compute_frac)
-    return Estimate(1.0 / time_stretch, cap)
+    spec = GPU_CATALOG[gpu]
+    cc, p0 = curve(gpu, profile)
+    if cap_w is None or cap_w >= spec.max_cap_w:
+        return Estimate(1.0, p0)
+    if not math.isfinite(cap_w) or cap_w <= 0:
+        raise ValueError(f"cap_w must be a positive number of watts, got {cap_w}")
+    r, power = cap_response(cap_w, p0, spec.max_cap_w, floor_w(spec), cc.n, cc.a, cc.b)
+    return Estimate(r, power)

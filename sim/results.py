@@ -142,7 +142,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary["energy_jobs_kwh"] = float(jobs["energy_kwh"].sum())
     summary["energy_idle_kwh"] = float(idle_kwh)
     summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
-    summary["carbon_embodied_kg"] = float(jobs["embodied_kg"].sum())
+    summary["carbon_embodied_kg"] = embodied_carbon_kg(engine, jobs)
     summary["carbon_wan_kg"] = float(jobs["wan_carbon_kg"].sum())
     summary["carbon_total_kg"] = (
         summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
@@ -298,6 +298,21 @@ def site_operational_carbon_kg(
         ci_ws = sig.cumulative(t_next) - sig.cumulative(t)  # (g/kWh) x s per interval
         out[s] = float(np.sum(rows["it_w"].to_numpy() * p * ci_ws)) / 3.6e9
     return out
+
+
+def embodied_carbon_kg(engine: Engine, jobs: pd.DataFrame) -> float:
+    """Embodied carbon charged to the run, kg: the jobs' allocated GPU-hours, or every
+    installed GPU over the horizon (`scenario.embodied`)."""
+    if engine.scenario.embodied == "allocated":
+        return float(jobs["embodied_kg"].sum())
+    horizon_h = engine.horizon_s / 3600.0
+    return float(
+        sum(
+            p.count * horizon_h * p.spec.embodied_kg_per_gpu_h
+            for site in engine.sites
+            for p in site.pools
+        )
+    )
 
 
 def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:

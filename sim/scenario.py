@@ -287,6 +287,9 @@ class Scenario(_Model):
     forecast: ForecastConfig = ForecastConfig()
     policy: PolicyConfig = PolicyConfig()
     demand_response: list[DemandResponseEvent] = []
+    embodied: Literal["allocated", "installed"] = "allocated"
+    """Charge GPUs' embodied carbon per allocated GPU-hour (to the jobs that use them) or per
+    installed GPU-hour (the whole fleet over the horizon, used or not)."""
 
     @field_validator("start")
     @classmethod

@@ -252,3 +252,13 @@ def test_a_job_no_site_can_ever_hold_is_rejected_with_a_reason_when_asked(tmp_pa
     states = r.jobs.set_index("job_id")[["state", "reason"]]
     assert states.loc["huge"].tolist() == ["rejected", "needs 16 GPUs; the largest pool has 4"]
     assert states.loc["ok", "state"] == "completed"
+
+
+def test_embodied_carbon_is_charged_per_allocated_or_per_installed_gpu_hour(tmp_path):
+    jobs = [job(gpus=2, work_gpu_h=6.0)]  # 3 h on 2 of the 4 GPUs
+    per_gpu_h = A100.embodied_kg_per_gpu_h
+    allocated = sim.simulate(make_scenario(tmp_path, jobs), "run_now").summary
+    installed = sim.simulate(make_scenario(tmp_path, jobs, embodied="installed"), "run_now")
+    assert allocated["carbon_embodied_kg"] == pytest.approx(2 * 3 * per_gpu_h)
+    assert installed.summary["carbon_embodied_kg"] == pytest.approx(4 * 24 * per_gpu_h)
+    assert installed.jobs["embodied_kg"].sum() == pytest.approx(2 * 3 * per_gpu_h)
