@@ -300,8 +300,7 @@ class SystemState:
 
     def site_power_kw(self, site: str) -> float:
         """Facility power of `site` now, kW."""
-        s = self._e.site(site)
-        return s.it_w * s.pue / 1000.0
+        return self._e.site(site).facility_w(self._e.env.now) / 1000.0
 
     def site_cap_w(self, site: str) -> float | None:
         return self._e.site(site).cap_w

@@ -1,45 +1,127 @@
-"""A datacenter site: GPU pools, the site's IT power level, and idle-energy bookkeeping.
+"""A datacenter site: GPU pools, its power level, its PUE, and idle-energy bookkeeping.
 
 IT power = sum over pools of (installed GPUs x host overhead per GPU)
          + free GPUs x idle power + sum over running jobs of GPUs x active power.
-Facility power = IT power x PUE.
+Facility power = IT power x PUE(t), PUE constant or an hourly profile (UTC hours).
 
-Free GPUs (with their host share) accumulate "idle energy" on their own, so that
-site energy = sum of job energy + idle energy can be checked independently.
-Pools are plain counters: a large pool costs O(1) per allocation (no simpy.Resource).
+Energy and carbon of a stretch of constant IT power P over [t0, t1] are exact:
+P x integral of PUE, and P x integral of PUE x carbon intensity (`facility_ci`, a step
+function on the merged breakpoints of both). Free GPUs (with their host share)
+accumulate "idle energy" on their own, so that site energy = sum of job energy + idle
+energy can be checked independently. Pools are plain counters: a large pool costs O(1)
+per allocation (no simpy.Resource).
 """
 
 from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
 
 from sim.grid import CarbonSignal
 from sim.hardware import GPU_CATALOG, GpuSpec
 from sim.records import PowerLog
 from sim.scenario import Site as SiteConfig
 
+_DAY_S = 86400.0
+
+
+class PueProfile:
+    """PUE as a function of simulation time: constant, or 24 values by UTC hour of the day."""
+
+    __slots__ = ("_hourly", "_offset_s", "_prefix", "constant")
+
+    def __init__(self, pue: float | list[float], start: datetime):
+        self.constant = pue if isinstance(pue, float | int) else None
+        self._hourly = [float(pue)] * 24 if self.constant is not None else [float(x) for x in pue]
+        start = start.astimezone(UTC)
+        midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+        self._offset_s = (start - midnight).total_seconds()  # UTC seconds into the first day
+        self._prefix = [0.0]
+        for x in self._hourly:
+            self._prefix.append(self._prefix[-1] + x * 3600.0)
+
+    def value_at(self, t_s: float) -> float:
+        return self._hourly[int(((t_s + self._offset_s) % _DAY_S) // 3600.0)]
+
+    def _cumulative(self, t_s: float) -> float:
+        """Integral of PUE from the first day's UTC midnight to `t_s`, s."""
+        u = t_s + self._offset_s
+        days, into = divmod(u, _DAY_S)
+        hour = min(int(into // 3600.0), 23)
+        return (
+            days * self._prefix[24]
+            + self._prefix[hour]
+            + self._hourly[hour] * (into - hour * 3600.0)
+        )
+
+    def integral(self, t0_s: float, t1_s: float) -> float:
+        """Exact integral of PUE over [t0_s, t1_s], s."""
+        if self.constant is not None:
+            return self.constant * (t1_s - t0_s)
+        return self._cumulative(t1_s) - self._cumulative(t0_s)
+
+    def steps_between(self, t0_s: float, t1_s: float) -> list[float]:
+        """Times (s) in (t0_s, t1_s) where the PUE changes; none for a constant PUE."""
+        if self.constant is not None:
+            return []
+        first = math.floor((t0_s + self._offset_s) / 3600.0 + 1) * 3600.0 - self._offset_s
+        return [
+            t
+            for t in np.arange(first, t1_s, 3600.0).tolist()
+            if self.value_at(t) != self.value_at(t - 3600.0)
+        ]
+
+    def times(self, signal: CarbonSignal) -> CarbonSignal:
+        """The step function PUE x carbon intensity over the signal's domain, g per IT kWh."""
+        if self.constant is not None:
+            return signal.transformed(scale=self.constant)
+        t0 = float(signal.times_s[0])
+        knots = np.union1d(signal.times_s, np.asarray(self.steps_between(t0, signal.end_s)))
+        values = [signal.value_at(t) * self.value_at(t) for t in knots.tolist()]
+        return CarbonSignal(knots, values, signal.end_s, kind=signal.kind)
+
 
 class Pool:
     """The GPUs of one model at one site."""
 
-    __slots__ = ("model", "spec", "count", "free", "idle_w", "host_w", "_idle_ws", "_since_s")
+    __slots__ = (
+        "model",
+        "spec",
+        "count",
+        "free",
+        "idle_w",
+        "host_w",
+        "_pue",
+        "_idle_wh",
+        "_since_s",
+    )
 
-    def __init__(self, model: str, count: int, idle_w: float, host_w: float):
+    def __init__(self, model: str, count: int, idle_w: float, host_w: float, pue: PueProfile):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
         self.count = count
         self.free = count
         self.idle_w = idle_w
         self.host_w = host_w
-        self._idle_ws = 0.0
+        self._pue = pue
+        self._idle_wh = 0.0
         self._since_s = 0.0
 
     def _accrue(self, now_s: float) -> None:
-        self._idle_ws += self.free * (self.idle_w + self.host_w) * (now_s - self._since_s)
+        self._idle_wh += (
+            self.free
+            * (self.idle_w + self.host_w)
+            * self._pue.integral(self._since_s, now_s)
+            / 3600.0
+        )
         self._since_s = now_s
 
-    def idle_energy_it_kwh(self, now_s: float) -> float:
-        """IT energy of free GPUs and their host share from 0 to `now_s`, kWh."""
+    def idle_energy_kwh(self, now_s: float) -> float:
+        """Facility energy of free GPUs and their host share from 0 to `now_s`, kWh."""
         self._accrue(now_s)
-        return self._idle_ws / 3.6e6
+        return self._idle_wh / 1000.0
 
 
 class Site:
@@ -51,6 +133,7 @@ class Site:
         "pue",
         "host_w_per_gpu",
         "signal",
+        "facility_ci",
         "pools",
         "cap_w",
         "it_w",
@@ -59,18 +142,24 @@ class Site:
         "_log",
     )
 
-    def __init__(self, index: int, config: SiteConfig, signal: CarbonSignal, log: PowerLog):
+    def __init__(
+        self, index: int, config: SiteConfig, start: datetime, signal: CarbonSignal, log: PowerLog
+    ):
         self.index = index
         self.name = config.name
-        self.pue = config.pue
+        self.pue = PueProfile(config.pue, start)
         self.host_w_per_gpu = config.host_w_per_gpu
         self.signal = signal
+        """Carbon intensity of the grid, g/kWh."""
+        self.facility_ci = self.pue.times(signal)
+        """PUE x carbon intensity: grams per kWh of IT energy."""
         self.pools = [
             Pool(
                 p.model,
                 p.count,
                 config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w),
                 config.host_w_per_gpu,
+                self.pue,
             )
             for p in config.gpus
         ]
@@ -80,7 +169,14 @@ class Site:
         self.busy_gpus = 0
         self.it_w = sum(p.count * (p.idle_w + p.host_w) for p in self.pools)
         self._log = log
-        log.record(0.0, index, self.it_w, 0)
+        self.log_power(0.0)
+
+    def facility_w(self, now_s: float) -> float:
+        return self.it_w * self.pue.value_at(now_s)
+
+    def log_power(self, now_s: float) -> None:
+        """Record the power level now (after a change of IT power or of PUE)."""
+        self._log.record(now_s, self.index, self.it_w, self.facility_w(now_s), self.busy_gpus)
 
     def pool(self, model: str) -> Pool | None:
         for p in self.pools:
@@ -94,7 +190,7 @@ class Site:
         pool.free -= gpus
         self.busy_gpus += gpus
         self.it_w += gpus * (active_w - pool.idle_w)
-        self._log.record(now_s, self.index, self.it_w, self.busy_gpus)
+        self.log_power(now_s)
 
     def release(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> None:
         """Return `gpus` GPUs drawing `active_w` W each to `pool`'s free GPUs."""
@@ -102,12 +198,13 @@ class Site:
         pool.free += gpus
         self.busy_gpus -= gpus
         self.it_w -= gpus * (active_w - pool.idle_w)
-        self._log.record(now_s, self.index, self.it_w, self.busy_gpus)
+        self.log_power(now_s)
 
     def change_power(self, now_s: float, delta_w: float) -> None:
         """A running job's draw changed by `delta_w` W (a new cap)."""
         self.it_w += delta_w
-        self._log.record(now_s, self.index, self.it_w, self.busy_gpus)
+        self.log_power(now_s)
 
-    def idle_energy_it_kwh(self, now_s: float) -> float:
-        return sum(p.idle_energy_it_kwh(now_s) for p in self.pools)
+    def idle_energy_kwh(self, now_s: float) -> float:
+        """Facility energy of the site's free GPUs (with their host share) so far, kWh."""
+        return sum(p.idle_energy_kwh(now_s) for p in self.pools)

@@ -80,7 +80,8 @@ class Engine:
         self.site_names = scenario.site_names()
         self.power_log = PowerLog(len(scenario.sites))
         self.sites = [
-            Site(i, cfg, signals[i], self.power_log) for i, cfg in enumerate(scenario.sites)
+            Site(i, cfg, scenario.start, signals[i], self.power_log)
+            for i, cfg in enumerate(scenario.sites)
         ]
         self._site_by_name = {s.name: s for s in self.sites}
         self.events = EventLog()
@@ -132,6 +133,8 @@ class Engine:
         env.process(self._arrivals())
         for k, ev in enumerate(self.scenario.demand_response):
             env.process(self._demand_response(k, ev))
+        if any(s.pue.constant is None for s in self.sites):
+            env.process(self._pue_steps())
         if getattr(self.policy, "signal_steps", False):
             env.process(self._signal_steps())
         tick_s = getattr(self.policy, "tick_s", None)
@@ -165,6 +168,16 @@ class Engine:
         for t in steps.tolist():
             yield self.env.timeout(t - self.env.now)
             self._request_decision()
+
+    def _pue_steps(self):
+        """Log facility power wherever a site's hourly PUE changes."""
+        steps = sorted(
+            {(t, s.index) for s in self.sites for t in s.pue.steps_between(0.0, self.horizon_s)}
+        )
+        for t, i in steps:
+            if t > self.env.now:
+                yield self.env.timeout(t - self.env.now)
+            self.sites[i].log_power(t)
 
     def _ticks(self, tick_s: float):
         while True:
@@ -204,18 +217,18 @@ class Engine:
         power if the window is empty."""
         t0_s = max(0.0, t0_s)
         if t1_s <= t0_s:
-            return site.it_w * site.pue / 1000.0
+            return site.facility_w(t1_s) / 1000.0
         log = self.power_log
         energy_ws, t_next, i = 0.0, t1_s, len(log.time_s) - 1
         while i >= 0:
             if log.site[i] == site.index and log.time_s[i] < t1_s:
                 t = max(log.time_s[i], t0_s)
-                energy_ws += log.it_w[i] * (t_next - t)
+                energy_ws += log.facility_w[i] * (t_next - t)
                 t_next = t
                 if t <= t0_s:
                     break
             i -= 1
-        return energy_ws * site.pue / (t1_s - t0_s) / 1000.0
+        return energy_ws / (t1_s - t0_s) / 1000.0
 
     def _close_at_horizon(self) -> None:
         now = self.horizon_s
@@ -412,9 +425,9 @@ class Engine:
             return
         site, pool, gpus = self._site[j], self._pool[j], self._gpus[j]
         self._remaining[j] = max(0.0, self._remaining[j] - self._rate[j] * dt)
-        facility_w = gpus * (self._draw_w[j] + pool.host_w) * site.pue
-        self.energy_kwh[j] += facility_w * dt / _WS_PER_KWH
-        self.carbon_kg[j] += facility_w * site.signal.integral(t0, now) / _GS_PER_KGH
+        it_w = gpus * (self._draw_w[j] + pool.host_w)
+        self.energy_kwh[j] += it_w * site.pue.integral(t0, now) / _WS_PER_KWH
+        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, now) / _GS_PER_KGH
         self.gpu_s[j] += gpus * dt
         self.embodied_kg[j] += gpus * dt / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         self._seg_start[j] = now
@@ -521,7 +534,10 @@ class Engine:
         per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
         gpus = self._gpus[j]
         runtime_s = self.remaining_gpu_s(j) / (gpus * per_gpu)
-        energy_kwh = gpus * (draw_w + pool.host_w) * site.pue * runtime_s / _WS_PER_KWH
+        now = self.env.now
+        energy_kwh = (
+            gpus * (draw_w + pool.host_w) * site.pue.integral(now, now + runtime_s) / _WS_PER_KWH
+        )
         return runtime_s, energy_kwh
 
     def terminal_states(self) -> list[str]:

@@ -84,39 +84,41 @@ class EventLog:
 
 
 class PowerLog:
-    """Per-site IT power (W) and busy GPUs, one row per change. Several changes at the
+    """Per-site IT and facility power (W) and busy GPUs, one row per change. Several changes at the
     same instant collapse into one row, the last value."""
 
-    __slots__ = ("time_s", "site", "it_w", "busy_gpus", "_last_row")
+    __slots__ = ("time_s", "site", "it_w", "facility_w", "busy_gpus", "_last_row")
 
     def __init__(self, n_sites: int) -> None:
         self.time_s: list[float] = []
         self.site: list[int] = []
         self.it_w: list[float] = []
+        self.facility_w: list[float] = []
         self.busy_gpus: list[int] = []
         self._last_row = [-1] * n_sites
 
-    def record(self, t_s: float, site: int, it_w: float, busy_gpus: int) -> None:
+    def record(self, t_s: float, site: int, it_w: float, facility_w: float, busy_gpus: int) -> None:
         row = self._last_row[site]
         if row >= 0 and self.time_s[row] == t_s:
             self.it_w[row] = it_w
+            self.facility_w[row] = facility_w
             self.busy_gpus[row] = busy_gpus
             return
         self._last_row[site] = len(self.time_s)
         self.time_s.append(t_s)
         self.site.append(site)
         self.it_w.append(it_w)
+        self.facility_w.append(facility_w)
         self.busy_gpus.append(busy_gpus)
 
-    def to_frame(self, site_names: list[str], pue: list[float]) -> pd.DataFrame:
+    def to_frame(self, site_names: list[str]) -> pd.DataFrame:
         site = np.asarray(self.site, dtype=np.int64)
-        it_w = np.asarray(self.it_w, dtype=np.float64)
         return pd.DataFrame(
             {
                 "time_s": np.asarray(self.time_s, dtype=np.float64),
                 "site": np.asarray(site_names, dtype=object)[site],
-                "it_w": it_w,
-                "facility_w": it_w * np.asarray(pue, dtype=np.float64)[site],
+                "it_w": np.asarray(self.it_w, dtype=np.float64),
+                "facility_w": np.asarray(self.facility_w, dtype=np.float64),
                 "busy_gpus": np.asarray(self.busy_gpus, dtype=np.int64),
             }
         )

@@ -122,15 +122,15 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     scenario = engine.scenario
     horizon_s = engine.horizon_s
     jobs = jobs_table(engine)
-    pue = [s.pue for s in engine.sites]
-    power = engine.power_log.to_frame(engine.site_names, pue)
+    power = engine.power_log.to_frame(engine.site_names)
     events = engine.events.to_frame(engine.jobs.job_id, engine.site_names)
-    signals = [s.signal for s in engine.sites]
     names = engine.site_names
-    energy_it = site_energy_it_kwh(power, names, horizon_s)
-    carbon = site_operational_carbon_kg(power, names, pue, signals, horizon_s)
-    sites = site_table(engine, jobs, power, energy_it, carbon)
-    idle_kwh = sum(s.idle_energy_it_kwh(horizon_s) * s.pue for s in engine.sites)
+    energy_it = site_energy_kwh(power, names, horizon_s, "it_w")
+    energy_facility = site_energy_kwh(power, names, horizon_s, "facility_w")
+    facility_ci = [s.facility_ci for s in engine.sites]
+    carbon = site_operational_carbon_kg(power, names, facility_ci, horizon_s)
+    sites = site_table(engine, jobs, power, energy_facility, carbon)
+    idle_kwh = sum(s.idle_energy_kwh(horizon_s) for s in engine.sites)
 
     summary: dict[str, Any] = {}
     counts = jobs["state"].value_counts()
@@ -155,7 +155,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary["gpu_utilization"] = float(
         (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
     )
-    summary.update(demand_response_metrics(power, engine.site_names, pue, engine.dr_windows))
+    summary.update(demand_response_metrics(power, engine.site_names, engine.dr_windows))
     summary["slowdown_jain_index"] = jain_index(jobs["slowdown"].dropna().to_numpy())
     summary["sim_wall_s"] = wall_s
 
@@ -179,13 +179,13 @@ def site_table(
     engine: Engine,
     jobs: pd.DataFrame,
     power: pd.DataFrame,
-    energy_it_kwh: dict[str, float],
+    energy_facility_kwh: dict[str, float],
     carbon_kg: dict[str, float],
 ) -> pd.DataFrame:
     names, horizon_s = engine.site_names, engine.horizon_s
     gpus = np.array([s.total_gpus for s in engine.sites])
     busy = np.array([busy_gpu_s(power, [n], horizon_s) for n in names])
-    energy = np.array([energy_it_kwh[s.name] * s.pue for s in engine.sites])
+    energy = np.array([energy_facility_kwh[n] for n in names])
     carbon = np.array([carbon_kg[n] for n in names])
     with np.errstate(invalid="ignore", divide="ignore"):
         intensity = np.where(energy > 0, carbon * 1000.0 / energy, np.nan)
@@ -266,12 +266,15 @@ def _site_steps(power: pd.DataFrame, site: str, horizon_s: float):
     return rows, t, t_next
 
 
-def site_energy_it_kwh(power: pd.DataFrame, sites: list[str], horizon_s: float) -> dict[str, float]:
-    """IT energy per site over [0, horizon], kWh: the integral of the IT power step function."""
+def site_energy_kwh(
+    power: pd.DataFrame, sites: list[str], horizon_s: float, column: str
+) -> dict[str, float]:
+    """Energy per site over [0, horizon], kWh: the integral of the power step function in
+    `column` ("it_w" or "facility_w")."""
     out = {}
     for s in sites:
         rows, t, t_next = _site_steps(power, s, horizon_s)
-        out[s] = float(np.sum(rows["it_w"].to_numpy() * (t_next - t)) / 3.6e6)
+        out[s] = float(np.sum(rows[column].to_numpy() * (t_next - t)) / 3.6e6)
     return out
 
 
@@ -285,18 +288,16 @@ def busy_gpu_s(power: pd.DataFrame, sites: list[str], horizon_s: float) -> float
 
 
 def site_operational_carbon_kg(
-    power: pd.DataFrame,
-    sites: list[str],
-    pue: list[float],
-    signals: list[CarbonSignal],
-    horizon_s: float,
+    power: pd.DataFrame, sites: list[str], facility_ci: list[CarbonSignal], horizon_s: float
 ) -> dict[str, float]:
-    """Per site, the exact integral of facility power x carbon intensity over [0, horizon], kg."""
+    """Per site, the exact integral of IT power x PUE x carbon intensity over [0, horizon],
+    kg. The power log has a row at every change of IT power or PUE, so IT power is constant
+    on each interval and `facility_ci` (PUE x intensity) integrates the rest exactly."""
     out = {}
-    for s, p, sig in zip(sites, pue, signals, strict=True):
+    for s, fci in zip(sites, facility_ci, strict=True):
         rows, t, t_next = _site_steps(power, s, horizon_s)
-        ci_ws = sig.cumulative(t_next) - sig.cumulative(t)  # (g/kWh) x s per interval
-        out[s] = float(np.sum(rows["it_w"].to_numpy() * p * ci_ws)) / 3.6e9
+        ci_ws = fci.cumulative(t_next) - fci.cumulative(t)  # (g per IT kWh) x s per interval
+        out[s] = float(np.sum(rows["it_w"].to_numpy() * ci_ws)) / 3.6e9
     return out
 
 
@@ -326,7 +327,6 @@ def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
 def demand_response_metrics(
     power: pd.DataFrame,
     sites: list[str],
-    pue: list[float],
     windows: list[tuple[int, float, float, float]],
 ) -> dict[str, Any]:
     """`dr_compliance`: fraction of event time with facility power at or under the limit;
@@ -338,7 +338,7 @@ def demand_response_metrics(
         rows, t, t_next = _site_steps(power, sites[site_idx], np.inf)
         lo, hi = np.clip(t, t0, t1), np.clip(t_next, t0, t1)
         dt = hi - lo
-        excess_kw = rows["it_w"].to_numpy() * pue[site_idx] / 1000.0 - limit_kw
+        excess_kw = rows["facility_w"].to_numpy() / 1000.0 - limit_kw
         over = excess_kw > 1e-9 * max(limit_kw, 1.0)
         over_s += float(np.sum(dt[over]))
         over_kwh += float(np.sum(excess_kw[over] * dt[over])) / 3600.0

@@ -110,12 +110,23 @@ class Site(_Model):
     lon: float = Field(ge=-180, le=180)
     carbon: CarbonConfig
     gpus: list[GpuPool] = Field(min_length=1)
-    pue: float = Field(default=1.2, ge=1.0)
-    """Facility power / IT power."""
+    pue: float | list[float] = 1.2
+    """Facility power / IT power: a constant, or 24 values by UTC hour of the day."""
     host_w_per_gpu: float = Field(default=50.0, ge=0)
     """Host (CPU, memory, NIC, fans) power per installed GPU, always drawn."""
     idle_w: dict[str, float] = {}
     """Overrides of the catalog's idle power per GPU model, W."""
+
+    @field_validator("pue")
+    @classmethod
+    def _pue(cls, v: float | list[float]) -> float | list[float]:
+        values = v if isinstance(v, list) else [v]
+        if isinstance(v, list) and len(v) != 24:
+            raise ValueError(f"an hourly PUE profile needs 24 values (UTC hours), got {len(v)}")
+        bad = [x for x in values if not (math.isfinite(x) and x >= 1.0)]
+        if bad:
+            raise ValueError(f"PUE values must be >= 1, got {bad[0]}")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Site:

@@ -74,3 +74,54 @@ def test_site_carbon_equals_the_brute_force_integral_of_its_power(tmp_path):
     assert r.summary["energy_facility_kwh"] == pytest.approx(
         float(np.sum(p["facility_w"] * (t_next - p["time_s"]))) / 3.6e6, rel=1e-12
     )
+
+
+def test_an_hourly_pue_profile_is_integrated_exactly(tmp_path):
+    pue = [1.1 + 0.02 * h for h in range(24)]  # by UTC hour of day
+    start_s, work_h = 1800.0, 5.0  # runs 00:30 .. 05:30 UTC on one A100
+    traced = site(carbon=hourly_trace(tmp_path), pue=pue)
+    job = {
+        "job_id": "j",
+        "submit_time": start_s,
+        "gpus": 1,
+        "work_gpu_h": work_h,
+        "profile": "mixed",
+    }
+    r = sim.simulate(make_scenario(tmp_path, [job], sites=[traced], duration_h=20), "run_now")
+    row = r.jobs.iloc[0]
+    end_s = start_s + work_h * 3600 / speed("A100-80GB", "mixed")
+    it_w = estimate("A100-80GB", "mixed").power_w + 40.0
+
+    def pue_at(t):
+        return pue[int(t // 3600) % 24]
+
+    energy = sum(it_w * pue_at(k) for k in range(int(start_s), math.ceil(end_s))) / 3.6e6
+    carbon = (
+        sum(
+            it_w * pue_at(k) * HOURLY_G_PER_KWH[k // 3600]
+            for k in range(int(start_s), math.ceil(end_s))
+        )
+        / 3.6e9
+    )
+    # one-second cells: the job's end is not on a whole second, correct the last cell
+    last = math.ceil(end_s) - 1
+    excess = (math.ceil(end_s) - end_s) * it_w * pue_at(last)
+    assert row["energy_kwh"] == pytest.approx(energy - excess / 3.6e6, rel=1e-9)
+    assert row["carbon_kg"] == pytest.approx(
+        carbon - excess * HOURLY_G_PER_KWH[last // 3600] / 3.6e9, rel=1e-9
+    )
+    # the power log steps at every PUE change: facility power = IT power x PUE of the hour
+    p = r.power
+    expected = [w * pue_at(t) for w, t in zip(p["it_w"], p["time_s"], strict=True)]
+    assert p["facility_w"].tolist() == pytest.approx(expected, rel=1e-12)
+    assert len(p) >= 20  # a row per hour of the 20-hour horizon, at least
+
+
+def test_the_pue_profile_follows_utc_hours_whatever_offset_the_start_is_written_with():
+    from datetime import datetime, timedelta, timezone
+
+    from sim.cluster import PueProfile
+
+    pue = [1.0 + h / 100 for h in range(24)]
+    start = datetime(2020, 6, 1, 3, 0, tzinfo=timezone(timedelta(hours=2)))  # 01:00 UTC
+    assert PueProfile(pue, start).value_at(0.0) == pue[1]

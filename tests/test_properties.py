@@ -102,7 +102,11 @@ def scenarios(draw):
                 "lat": 50.0,
                 "lon": 8.0,
                 "carbon": carbon,
-                "pue": draw(st.floats(1.0, 2.0)),
+                "pue": draw(
+                    st.one_of(
+                        st.floats(1.0, 2.0), st.lists(st.floats(1.0, 2.0), min_size=24, max_size=24)
+                    )
+                ),
                 "host_w_per_gpu": draw(st.floats(0, 100)),
                 "gpus": [{"model": m, "count": draw(st.integers(1, 8))} for m in models],
             }
