@@ -286,8 +286,13 @@ class SystemState:
         return {p.model: p.count for p in self._e.site(site).pools}
 
     def free_gpus(self, site: str) -> dict[str, int]:
-        """Free GPUs per model at `site`."""
+        """Free GPUs per model at `site`, powered on or off."""
         return {p.model: p.free for p in self._e.site(site).pools}
+
+    def powered_off_gpus(self, site: str) -> dict[str, int]:
+        """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the
+        site's `power_off.wake_s`."""
+        return {p.model: (p.nodes - p.nodes_on) * p.gpus_per_node for p in self._e.site(site).pools}
 
     def carbon_intensity(self, site: str) -> float:
         """Carbon intensity of `site`'s grid now, g/kWh."""

@@ -15,6 +15,7 @@ per allocation (no simpy.Resource).
 from __future__ import annotations
 
 import math
+from collections import deque
 from datetime import UTC, datetime
 
 import numpy as np
@@ -84,7 +85,13 @@ class PueProfile:
 
 
 class Pool:
-    """The GPUs of one model at one site."""
+    """The GPUs of one model at one site, in nodes of `gpus_per_node`.
+
+    With `power_off`, nodes are tracked under perfect packing: busy GPUs occupy
+    ceil(busy / gpus_per_node) nodes; the other powered nodes are idle, queued with the
+    time they became idle (oldest first), and switch off after `idle_s`. A start takes the
+    most recently idled nodes first, then wakes powered-off ones.
+    """
 
     __slots__ = (
         "model",
@@ -93,33 +100,62 @@ class Pool:
         "free",
         "idle_w",
         "host_w",
+        "gpus_per_node",
+        "nodes",
+        "nodes_on",
+        "off_w",
+        "idle_since",
         "_pue",
         "_idle_wh",
         "_since_s",
     )
 
-    def __init__(self, model: str, count: int, idle_w: float, host_w: float, pue: PueProfile):
+    def __init__(
+        self,
+        model: str,
+        count: int,
+        idle_w: float,
+        host_w: float,
+        pue: PueProfile,
+        gpus_per_node: int,
+        off_w: float,
+    ):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
         self.count = count
         self.free = count
         self.idle_w = idle_w
         self.host_w = host_w
+        self.gpus_per_node = gpus_per_node
+        self.nodes = self.nodes_on = math.ceil(count / gpus_per_node)
+        self.off_w = off_w
+        self.idle_since: deque[float] = deque([0.0] * self.nodes)
+        """Idle-since times (s) of the powered nodes with no busy GPU, oldest first."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0
 
+    def idle_it_w(self) -> float:
+        """IT power of the pool's free GPUs: powered ones at idle + host, off nodes at off_w."""
+        powered = min(self.nodes_on * self.gpus_per_node, self.count)
+        powered_free = powered - (self.count - self.free)
+        off_nodes = self.nodes - self.nodes_on
+        return powered_free * (self.idle_w + self.host_w) + off_nodes * self.off_w
+
+    @property
+    def node_w(self) -> float:
+        """IT power saved by switching one idle node off, W."""
+        return self.gpus_per_node * (self.idle_w + self.host_w) - self.off_w
+
+    def busy_nodes(self, busy_gpus: int) -> int:
+        return math.ceil(busy_gpus / self.gpus_per_node)
+
     def _accrue(self, now_s: float) -> None:
-        self._idle_wh += (
-            self.free
-            * (self.idle_w + self.host_w)
-            * self._pue.integral(self._since_s, now_s)
-            / 3600.0
-        )
+        self._idle_wh += self.idle_it_w() * self._pue.integral(self._since_s, now_s) / 3600.0
         self._since_s = now_s
 
     def idle_energy_kwh(self, now_s: float) -> float:
-        """Facility energy of free GPUs and their host share from 0 to `now_s`, kWh."""
+        """Facility energy of free GPUs with their host share, and of off nodes, kWh."""
         self._accrue(now_s)
         return self._idle_wh / 1000.0
 
@@ -139,6 +175,7 @@ class Site:
         "it_w",
         "busy_gpus",
         "total_gpus",
+        "power_off",
         "_log",
     )
 
@@ -153,6 +190,8 @@ class Site:
         """Carbon intensity of the grid, g/kWh."""
         self.facility_ci = self.pue.times(signal)
         """PUE x carbon intensity: grams per kWh of IT energy."""
+        self.power_off = config.power_off
+        off_w = self.power_off.off_w if self.power_off else 0.0
         self.pools = [
             Pool(
                 p.model,
@@ -160,6 +199,8 @@ class Site:
                 config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w),
                 config.host_w_per_gpu,
                 self.pue,
+                config.gpus_per_node,
+                off_w,
             )
             for p in config.gpus
         ]
@@ -184,21 +225,52 @@ class Site:
                 return p
         return None
 
-    def allocate(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> None:
-        """Take `gpus` free GPUs of `pool`, now drawing `active_w` W each."""
+    def allocate(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> int:
+        """Take `gpus` free GPUs of `pool`, now drawing `active_w` W each. Returns the number
+        of powered-off nodes this wakes up (the caller then holds the job for `wake_s`)."""
         pool._accrue(now_s)
+        busy = pool.count - pool.free
+        woken = 0
+        if self.power_off is not None:
+            needed = pool.busy_nodes(busy + gpus) - pool.busy_nodes(busy)
+            from_idle = min(needed, len(pool.idle_since))
+            for _ in range(from_idle):
+                pool.idle_since.pop()  # the most recently idled node
+            woken = needed - from_idle
+            pool.nodes_on += woken
+            self.it_w += woken * pool.node_w
         pool.free -= gpus
         self.busy_gpus += gpus
         self.it_w += gpus * (active_w - pool.idle_w)
         self.log_power(now_s)
+        return woken
 
     def release(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> None:
-        """Return `gpus` GPUs drawing `active_w` W each to `pool`'s free GPUs."""
+        """Return `gpus` GPUs drawing `active_w` W each to `pool`'s free GPUs; nodes left
+        with no busy GPU join the idle queue."""
         pool._accrue(now_s)
+        busy = pool.count - pool.free
+        if self.power_off is not None:
+            freed = pool.busy_nodes(busy) - pool.busy_nodes(busy - gpus)
+            pool.idle_since.extend([now_s] * freed)
         pool.free += gpus
         self.busy_gpus -= gpus
         self.it_w -= gpus * (active_w - pool.idle_w)
         self.log_power(now_s)
+
+    def switch_off_idle(self, now_s: float) -> int:
+        """Switch off every node idle for at least `power_off.idle_s`; returns how many."""
+        off = 0
+        for pool in self.pools:
+            pool._accrue(now_s)
+            while pool.idle_since and pool.idle_since[0] + self.power_off.idle_s <= now_s:
+                pool.idle_since.popleft()
+                pool.nodes_on -= 1
+                self.it_w -= pool.node_w
+                off += 1
+        if off:
+            self.log_power(now_s)
+        return off
 
     def change_power(self, now_s: float, delta_w: float) -> None:
         """A running job's draw changed by `delta_w` W (a new cap)."""

@@ -103,6 +103,8 @@ class Engine:
         self._seg_start = [0.0] * n
         self._version = [0] * n
         self._deferred_until: dict[int, float] = {}
+        self._waking: set[int] = set()
+        """Running jobs held while powered-off nodes boot for them."""
         # Per-job results.
         self.start_s = [math.nan] * n
         self.end_s = [math.nan] * n
@@ -133,6 +135,11 @@ class Engine:
         env.process(self._arrivals())
         for k, ev in enumerate(self.scenario.demand_response):
             env.process(self._demand_response(k, ev))
+        for site in self.sites:
+            if site.power_off is not None:  # every node is idle at the start
+                env.timeout(site.power_off.idle_s).callbacks.append(
+                    lambda _e, site=site: self._switch_off_check(site)
+                )
         if any(s.pue.constant is None for s in self.sites):
             env.process(self._pue_steps())
         if getattr(self.policy, "signal_steps", False):
@@ -308,7 +315,8 @@ class Engine:
                     if watts is not None:
                         self._check_cap(a, self._pool[j].spec, watts)
                     self._cap[j] = watts
-                    self._retime(j)
+                    if j not in self._waking:  # a waking job takes its cap when it starts
+                        self._retime(j)
                     self.events.append(
                         self.env.now,
                         "setcap",
@@ -398,7 +406,9 @@ class Engine:
         now = self.env.now
         per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
         gpus = self._gpus[j]
-        site.allocate(now, pool, gpus, draw_w)
+        if self._needs_wake(site, pool, gpus):
+            per_gpu, draw_w = 0.0, pool.idle_w  # held at idle power while nodes boot
+        woken = site.allocate(now, pool, gpus, draw_w)
         self._state[j] = RUNNING
         self.running[j] = None
         self._site[j], self._pool[j] = site, pool
@@ -409,7 +419,33 @@ class Engine:
         if math.isnan(self.start_s[j]):
             self.start_s[j] = now
         self.events.append(now, kind, j, site.index, detail=pool.model)
-        self._schedule_finish(j)
+        if woken:
+            self._version[j] += 1
+            v = self._version[j]
+            self._waking.add(j)
+            self.events.append(now, "wake", j, site.index, value=woken)
+            self.env.timeout(site.power_off.wake_s).callbacks.append(lambda _e: self._woken(j, v))
+        else:
+            self._schedule_finish(j)
+
+    @staticmethod
+    def _needs_wake(site: Site, pool: Pool, gpus: int) -> bool:
+        """True if `gpus` more busy GPUs of `pool` need a powered-off node."""
+        if site.power_off is None:
+            return False
+        busy = pool.count - pool.free
+        return pool.busy_nodes(busy + gpus) - pool.busy_nodes(busy) > len(pool.idle_since)
+
+    def _woken(self, j: int, version: int) -> None:
+        if self._version[j] != version:
+            return  # stopped while its nodes were booting
+        self._waking.discard(j)
+        self._retime(j)
+
+    def _switch_off_check(self, site: Site) -> None:
+        off = site.switch_off_idle(self.env.now)
+        if off:
+            self.events.append(self.env.now, "power_off", -1, site.index, value=off)
 
     def _schedule_finish(self, j: int) -> None:
         self._version[j] += 1
@@ -436,9 +472,15 @@ class Engine:
         """Close the run and free the GPUs (suspend, migrate, finish)."""
         now = self.env.now
         self._close_segment(j, now)
-        self._version[j] += 1  # cancels the pending completion
-        self._site[j].release(now, self._pool[j], self._gpus[j], self._draw_w[j])
+        self._version[j] += 1  # cancels the pending completion (or wake)
+        self._waking.discard(j)
+        site = self._site[j]
+        site.release(now, self._pool[j], self._gpus[j], self._draw_w[j])
         del self.running[j]
+        if site.power_off is not None:
+            self.env.timeout(site.power_off.idle_s).callbacks.append(
+                lambda _e: self._switch_off_check(site)
+            )
 
     def _retime(self, j: int) -> None:
         """The cap of running job `j` changed: new speed and power from now on."""
@@ -463,7 +505,7 @@ class Engine:
             self.env.now, "setcap", -1, site.index, math.nan if watts is None else watts
         )
         for j in tuple(self.running):
-            if self._site[j] is site and self._cap[j] is None:
+            if self._site[j] is site and self._cap[j] is None and j not in self._waking:
                 self._retime(j)
 
     def _reject(self, j: int, reason: str) -> None:
@@ -538,6 +580,15 @@ class Engine:
         energy_kwh = (
             gpus * (draw_w + pool.host_w) * site.pue.integral(now, now + runtime_s) / _WS_PER_KWH
         )
+        if self._needs_wake(site, pool, gpus):  # held at idle power while nodes boot first
+            wake_s = site.power_off.wake_s
+            energy_kwh += (
+                gpus
+                * (pool.idle_w + pool.host_w)
+                * site.pue.integral(now, now + wake_s)
+                / _WS_PER_KWH
+            )
+            runtime_s += wake_s
         return runtime_s, energy_kwh
 
     def terminal_states(self) -> list[str]:

@@ -26,6 +26,8 @@ EVENT_KINDS = (
     "dr_notice",
     "dr_start",
     "dr_end",
+    "wake",
+    "power_off",
 )
 
 
@@ -34,8 +36,9 @@ class EventLog:
     value (a number whose meaning depends on the kind), detail (text).
 
     value: `defer` the time deferred to (s); `setcap` the cap (W, NaN = removed);
-    `dr_*` the limit (kW). detail: `start`/`resume`/`migrate` the GPU model;
-    `reject` the reason; `dr_notice` the event's key path."""
+    `dr_*` the limit (kW); `wake` and `power_off` the number of nodes.
+    detail: `start`/`resume`/`migrate` the GPU model; `reject` the reason; `dr_notice` the
+    event's key path."""
 
     __slots__ = ("time_s", "kind", "job", "site", "value", "detail")
 

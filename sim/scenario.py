@@ -104,6 +104,17 @@ class GpuPool(_Model):
         return _known("GPU model", v, GPU_CATALOG)
 
 
+class PowerOff(_Model):
+    """Power idle nodes off: a node whose GPUs have all been free for `idle_s` switches off
+    and draws `off_w`; a start that needs it waits `wake_s` for it to boot, its GPUs held at
+    idle power meanwhile."""
+
+    idle_s: float = Field(default=900.0, ge=0)
+    wake_s: float = Field(default=300.0, ge=0)
+    off_w: float = Field(default=10.0, ge=0)
+    """Residual draw of a powered-off node (management controller), W."""
+
+
 class Site(_Model):
     name: str = Field(min_length=1)
     lat: float = Field(ge=-90, le=90)
@@ -116,6 +127,10 @@ class Site(_Model):
     """Host (CPU, memory, NIC, fans) power per installed GPU, always drawn."""
     idle_w: dict[str, float] = {}
     """Overrides of the catalog's idle power per GPU model, W."""
+    gpus_per_node: int = Field(default=8, gt=0)
+    """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
+    power_off: PowerOff | None = None
+    """Switch idle nodes off (default: all nodes stay on)."""
 
     @field_validator("pue")
     @classmethod
@@ -133,6 +148,13 @@ class Site(_Model):
         models = [p.model for p in self.gpus]
         if len(set(models)) != len(models):
             raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
+        if self.power_off is not None:
+            for p in self.gpus:
+                if p.count % self.gpus_per_node:
+                    raise ValueError(
+                        f"power_off needs whole nodes: {p.model} count {p.count} is not a "
+                        f"multiple of gpus_per_node {self.gpus_per_node}"
+                    )
         for m, w in self.idle_w.items():
             if m not in models:
                 raise ValueError(f"idle_w: {m!r} is not a GPU model of this site ({models})")

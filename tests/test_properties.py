@@ -15,6 +15,7 @@ from sim.hardware import GPU_CATALOG
 from sim.scenario import scenario_from_dict
 
 MODELS = sorted(GPU_CATALOG)
+POWER_OFF = {"gpus_per_node": 1, "power_off": {"idle_s": 900.0, "wake_s": 120.0, "off_w": 5.0}}
 
 
 @dataclass
@@ -109,6 +110,7 @@ def scenarios(draw):
                 ),
                 "host_w_per_gpu": draw(st.floats(0, 100)),
                 "gpus": [{"model": m, "count": draw(st.integers(1, 8))} for m in models],
+                **draw(st.sampled_from([{}, POWER_OFF])),
             }
         )
     largest = max(p["count"] for s in sites for p in s["gpus"])
