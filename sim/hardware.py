@@ -178,6 +178,16 @@ def gpu_spec_from_dict(gid: str, fields: Mapping[str, Any]) -> GpuSpec:
     return GpuSpec(id=gid, **fields)
 
 
+def register_gpu(spec: GpuSpec) -> None:
+    """Add a GPU model to the catalog (a scenario's `gpu_models`). Registering the same spec
+    again is a no-op; a different spec under a catalog id is a ValueError."""
+    known = GPU_CATALOG.get(spec.id)
+    if known is not None and known != spec:
+        kind = "a built-in GPU" if spec.id in GPU_SOURCES else "already defined differently"
+        raise ValueError(f"GPU id {spec.id!r} is {kind}; choose another id")
+    GPU_CATALOG[spec.id] = spec
+
+
 def _read(name: str) -> dict[str, Any]:
     return tomllib.loads(resources.files("sim").joinpath(f"data/{name}").read_text("utf-8"))
 

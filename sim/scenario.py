@@ -20,7 +20,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sim.errors import ScenarioError
-from sim.hardware import GPU_CATALOG, PROFILES
+from sim.hardware import GPU_CATALOG, PROFILES, gpu_spec_from_dict, register_gpu
 
 SCHEMA_VERSION = 1
 
@@ -320,6 +320,8 @@ class Scenario(_Model):
     forecast: ForecastConfig = ForecastConfig()
     policy: PolicyConfig = PolicyConfig()
     demand_response: list[DemandResponseEvent] = []
+    gpu_models: dict[str, dict[str, Any]] = {}
+    """GPU models this scenario adds to the catalog, fields as in `sim/data/gpus.toml`."""
     embodied: Literal["allocated", "installed"] = "allocated"
     """Charge GPUs' embodied carbon per allocated GPU-hour (to the jobs that use them) or per
     installed GPU-hour (the whole fleet over the horizon, used or not)."""
@@ -408,10 +410,22 @@ def scenario_from_dict(raw: dict[str, Any], source: str | Path = "<scenario>") -
     """Validate a scenario given as a dict (as parsed from TOML)."""
     source = Path(source)
     _resolve_paths(raw, source.parent.resolve())
+    _register_gpu_models(raw.get("gpu_models"), source)
     try:
         return Scenario.model_validate(raw)
     except ValidationError as e:
         raise ScenarioError(f"{source}: {_first_error(e)}") from None
+
+
+def _register_gpu_models(models: Any, source: Path) -> None:
+    """Add the scenario's own GPU models to the catalog before its pools are validated."""
+    if not isinstance(models, dict):
+        return  # the schema reports a wrong type
+    for gid, fields in models.items():
+        try:
+            register_gpu(gpu_spec_from_dict(gid, fields))
+        except (ValueError, TypeError, KeyError) as e:
+            raise ScenarioError(f"{source}: gpu_models.{gid}: {e}") from None
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:

@@ -262,3 +262,44 @@ def test_embodied_carbon_is_charged_per_allocated_or_per_installed_gpu_hour(tmp_
     assert allocated["carbon_embodied_kg"] == pytest.approx(2 * 3 * per_gpu_h)
     assert installed.summary["carbon_embodied_kg"] == pytest.approx(4 * 24 * per_gpu_h)
     assert installed.jobs["embodied_kg"].sum() == pytest.approx(2 * 3 * per_gpu_h)
+
+
+MI250X = {
+    "name": "AMD Instinct MI250X (example)",
+    "tdp_w": 560,
+    "min_cap_w": 200,
+    "max_cap_w": 560,
+    "idle_w": 90,
+    "memory_gb": 128,
+    "memory_type": "HBM2e",
+    "memory_devices": 8,
+    "mem_bw_gbps": 3277,
+    "fp16_tflops": 383,
+    "fp32_tflops": 47.9,
+    "die_mm2": 1448,
+    "process_nm": 7,
+    "release_year": 2021,
+    "host_embodied_kg": 312.5,
+    "service_life_years": 6,
+}
+
+
+def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path):
+    scenario = make_scenario(
+        tmp_path,
+        [job()],
+        gpu_models={"MI250X-test": MI250X},
+        sites=[site(gpus=[{"model": "MI250X-test", "count": 2}])],
+    )
+    r = sim.simulate(scenario, "run_now")
+    row = r.jobs.iloc[0]
+    assert row["gpu_model"] == "MI250X-test" and row["state"] == "completed"
+    assert row["end_s"] == pytest.approx(3600 / speed("MI250X-test", "compute-bound"))
+    assert GPU_CATALOG["MI250X-test"].embodied_kg > 0  # by the catalog's rule
+
+
+def test_a_scenario_gpu_model_may_not_redefine_a_built_in_one():
+    with pytest.raises(sim.ScenarioError, match="gpu_models.A100-80GB: .*built-in GPU"):
+        make_scenario(gpu_models={"A100-80GB": MI250X})
+    with pytest.raises(sim.ScenarioError, match="gpu_models.X: .*missing fields"):
+        make_scenario(gpu_models={"X": {"name": "half a GPU"}})
