@@ -284,7 +284,16 @@ MI250X = {
 }
 
 
-def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path):
+@pytest.fixture
+def catalog_restored():
+    """Scenario GPU models join the process-wide catalog; take them out again."""
+    before = set(GPU_CATALOG)
+    yield
+    for gid in set(GPU_CATALOG) - before:
+        del GPU_CATALOG[gid]
+
+
+def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path, catalog_restored):
     scenario = make_scenario(
         tmp_path,
         [job()],
@@ -298,7 +307,7 @@ def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path):
     assert GPU_CATALOG["MI250X-test"].embodied_kg > 0  # by the catalog's rule
 
 
-def test_a_scenario_gpu_model_may_not_redefine_a_built_in_one():
+def test_a_scenario_gpu_model_may_not_redefine_a_built_in_one(catalog_restored):
     with pytest.raises(sim.ScenarioError, match="gpu_models.A100-80GB: .*built-in GPU"):
         make_scenario(gpu_models={"A100-80GB": MI250X})
     with pytest.raises(sim.ScenarioError, match="gpu_models.X: .*missing fields"):
