@@ -1,0 +1,188 @@
+"""The columnar job table every workload source produces, and the native format's columns.
+
+A job is a gang of `gpus` GPUs that must all run on one site. Its size is `work_gpu_h`,
+reference GPU-hours (an A100-80GB at its maximum power limit, see `sim.hardware`) summed
+over its GPUs: on `gpus` reference GPUs it runs for `work_gpu_h / gpus` hours of wall time.
+A job with a deadline (absolute, seconds since the scenario start) may be deferred; a job
+without one must run as soon as possible. Interruptible jobs may be suspended and resumed
+(`checkpoint_gb` is moved when they resume elsewhere); `data_gb` is the input a job reads
+from its `origin_site`. Per-job data is columnar (one numpy array per attribute), never one
+Python object per job: runs hold hundreds of thousands of jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sim.hardware import PROFILES
+
+COLUMNS: tuple[str, ...] = (
+    "job_id",
+    "submit_time",
+    "gpus",
+    "work_gpu_h",
+    "profile",
+    "deadline",
+    "interruptible",
+    "checkpoint_gb",
+    "data_gb",
+    "origin_site",
+)
+"""Columns of the native job format, in the order `JobTable.to_frame` writes them."""
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "gpus", "work_gpu_h")
+
+OPTIONAL_DEFAULTS: dict[str, object] = {
+    "profile": "mixed",
+    "deadline": None,
+    "interruptible": False,
+    "checkpoint_gb": 0.0,
+    "data_gb": 0.0,
+    "origin_site": None,
+}
+"""Value of an optional column when it is absent or empty (None: no deadline / first site)."""
+
+_DTYPES: dict[str, Any] = {
+    "job_id": object,
+    "submit_s": np.float64,
+    "gpus": np.int64,
+    "work_gpu_h": np.float64,
+    "profile": object,
+    "deadline_s": np.float64,
+    "interruptible": np.bool_,
+    "checkpoint_gb": np.float64,
+    "data_gb": np.float64,
+    "origin_site": np.int64,
+}
+# dtype kinds each field accepts (converted without loss to the field's dtype)
+_ACCEPTED_KINDS = {object: "OU", np.float64: "fiu", np.int64: "iu", np.bool_: "b"}
+
+
+@dataclass(frozen=True, eq=False)
+class JobTable:
+    """All jobs of a run, columnar, sorted by submit_s (stable), index = internal job number.
+
+    Every field is a 1-D numpy array of the same length. The constructor accepts
+    sequences and losslessly convertible dtypes (e.g. int32 -> int64, str -> object),
+    stores read-only views, and checks the invariants below (ValueError otherwise:
+    user input is validated before, by the generator and the loader).
+    """
+
+    job_id: np.ndarray
+    """str (object), unique."""
+    submit_s: np.ndarray
+    """float64, submission time, seconds since the scenario start; >= 0, non-decreasing."""
+    gpus: np.ndarray
+    """int64 > 0, GPUs the job needs, all on one site (gang)."""
+    work_gpu_h: np.ndarray
+    """float64 > 0, reference GPU-hours (A100-80GB at max power limit), total over the GPUs."""
+    profile: np.ndarray
+    """str (object), keys of `sim.hardware.PROFILES`."""
+    deadline_s: np.ndarray
+    """float64, absolute, seconds since the scenario start, >= submit_s; NaN = no deadline."""
+    interruptible: np.ndarray
+    """bool, the job may be suspended (checkpointed) and resumed."""
+    checkpoint_gb: np.ndarray
+    """float64 >= 0, checkpoint size moved when the job resumes on another site, GB."""
+    data_gb: np.ndarray
+    """float64 >= 0, input data read from the origin site, GB."""
+    origin_site: np.ndarray
+    """int64 >= 0, index into `scenario.sites` of the site the job is submitted to."""
+
+    def __post_init__(self) -> None:
+        n: int | None = None
+        for f in fields(self):
+            arr = _as_column(f.name, getattr(self, f.name), _DTYPES[f.name])
+            object.__setattr__(self, f.name, arr)
+            if n is None:
+                n = len(arr)
+            elif len(arr) != n:
+                raise ValueError(f"JobTable.{f.name} has {len(arr)} entries, job_id has {n}")
+        self._check_invariants()
+
+    def _check_invariants(self) -> None:
+        def require(ok: np.ndarray | bool, what: str, values: np.ndarray) -> None:
+            if not np.all(ok):
+                bad = np.flatnonzero(~np.asarray(ok))[0] if np.ndim(ok) else 0
+                raise ValueError(f"JobTable: {what} (job {bad}: {values[bad]!r})")
+
+        if len(self) == 0:
+            return
+        submit = self.submit_s
+        require(np.isfinite(submit) & (submit >= 0), "submit_s must be finite, >= 0", submit)
+        if np.any(np.diff(self.submit_s) < 0):
+            raise ValueError("JobTable: submit_s must be sorted (non-decreasing)")
+        require(self.gpus > 0, "gpus must be > 0", self.gpus)
+        work_ok = np.isfinite(self.work_gpu_h) & (self.work_gpu_h > 0)
+        require(work_ok, "work_gpu_h must be > 0", self.work_gpu_h)
+        dl = self.deadline_s
+        require(np.isnan(dl) | (dl >= self.submit_s), "deadline_s must be >= submit_s or NaN", dl)
+        for name in ("checkpoint_gb", "data_gb"):
+            col = getattr(self, name)
+            require(np.isfinite(col) & (col >= 0), f"{name} must be >= 0", col)
+        require(self.origin_site >= 0, "origin_site must be >= 0", self.origin_site)
+        unknown = set(pd.unique(self.profile)) - PROFILES.keys()
+        if unknown:
+            raise ValueError(f"JobTable: unknown profiles {sorted(map(str, unknown))}")
+        if not pd.Index(self.job_id).is_unique:
+            dup = pd.Index(self.job_id).duplicated()
+            raise ValueError(f"JobTable: job_id must be unique, repeated: {self.job_id[dup][0]!r}")
+
+    def __len__(self) -> int:
+        return len(self.job_id)
+
+    def equals(self, other: JobTable) -> bool:
+        """Whether both tables hold the same jobs in the same order (NaN equals NaN)."""
+        return all(
+            np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+            for a, b in ((getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+        )
+
+    def to_frame(self, site_names: Sequence[str]) -> pd.DataFrame:
+        """The jobs in the native job format (columns `COLUMNS`), one row per job.
+
+        Times are numbers of seconds since the scenario start (`submit_time`, `deadline`;
+        NaN = no deadline) and `origin_site` is the site's name, so that
+        `frame.to_csv(path, index=False)` or `frame.to_parquet(path)` writes a file that
+        `load_job_file` reads back unchanged.
+        """
+        names = np.asarray(list(site_names), dtype=object)
+        if len(self) and (len(names) == 0 or self.origin_site.max() >= len(names)):
+            raise ValueError(
+                f"origin_site {self.origin_site.max()} out of range for {len(names)} site names"
+            )
+        return pd.DataFrame(
+            {
+                "job_id": self.job_id,
+                "submit_time": self.submit_s,
+                "gpus": self.gpus,
+                "work_gpu_h": self.work_gpu_h,
+                "profile": self.profile,
+                "deadline": self.deadline_s,
+                "interruptible": self.interruptible,
+                "checkpoint_gb": self.checkpoint_gb,
+                "data_gb": self.data_gb,
+                "origin_site": names[self.origin_site] if len(self) else np.empty(0, object),
+            },
+            columns=list(COLUMNS),
+        )
+
+
+def _as_column(name: str, value: Any, dtype: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1:
+        raise ValueError(f"JobTable.{name} must be 1-D, got shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in _ACCEPTED_KINDS[dtype]:
+        raise TypeError(f"JobTable.{name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
+    if arr.dtype != np.dtype(dtype):
+        if arr.size and dtype is not object and not np.can_cast(arr.dtype, dtype, "safe"):
+            raise TypeError(f"JobTable.{name}: cannot convert {arr.dtype} to {np.dtype(dtype)}")
+        arr = arr.astype(dtype)
+    view = arr.view()
+    view.flags.writeable = False
+    return view
