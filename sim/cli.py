@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.errors import DcsimError
+from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy
 from sim.run import build_world, random_streams, simulate
 from sim.scenario import Scenario, load_scenario
@@ -161,6 +161,58 @@ def grid_build(
 
     cat = build(wheel_dir=wheels)
     out_console.print(f"built {len(cat)} zone-years of {cat['zone'].nunique()} zones")
+
+
+workload_app = typer.Typer(no_args_is_help=True, help="Job traces: import and describe.")
+app.add_typer(workload_app, name="workload")
+
+
+@workload_app.command("import")
+def workload_import(
+    fmt: Annotated[
+        str,
+        typer.Argument(
+            metavar="FORMAT", help="philly, helios, pai2020, alibaba2023, swf, gaia or native"
+        ),
+    ],
+    file: Annotated[Path, typer.Argument(help="The trace file")],
+    out: Annotated[Path, typer.Option(help="Native job file to write (.parquet or .csv)")],
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option", metavar="KEY=VALUE", help="An importer option, e.g. keep_failed=true"
+        ),
+    ] = None,
+) -> None:
+    """Convert a public GPU-cluster trace to the native job format and report every row."""
+    from sim.workload.importers import import_trace, write_native
+
+    options = dict(_parse_option(o) for o in option or [])
+    frame, report = import_trace(fmt, file, **options)
+    write_native(frame, out)
+    out_console.print(report.render(), markup=False, highlight=False)
+    out_console.print(f"{len(frame):,} jobs written to {out}")
+
+
+def _parse_option(item: str) -> tuple[str, object]:
+    import tomllib
+
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise ScenarioError(f"--option {item!r}: expected key=value")
+    try:
+        return key.strip(), tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key.strip(), text.strip()
+
+
+@workload_app.command("describe")
+def workload_describe(file: Annotated[Path, typer.Argument(help="A native job file")]) -> None:
+    """Counts, GPU mix, and duration and arrival histograms of a native job file."""
+    from sim.workload.describe import describe
+
+    for table in describe(file):
+        out_console.print(table)
 
 
 def _toml_string(text: str) -> str:

@@ -138,3 +138,38 @@ def test_grid_data_show_of_an_unknown_zone_is_a_one_line_error(capsys):
     code, out = run_cli(["grid-data", "show", "XX"], capsys)
     assert code == 2
     assert "unknown zone 'XX'" in out.err
+
+
+def test_workload_import_and_describe_round_trip_a_native_file(tmp_path, capsys):
+    source = tmp_path / "jobs.csv"
+    source.write_text(
+        "job_id,submit_time,gpus,work_gpu_h\na,0,1,2.0\nb,3600,8,16.0\nc,7200,1,0.1\n"
+    )
+    out = tmp_path / "jobs.parquet"
+    code, captured = run_cli(
+        ["workload", "import", "native", str(source), "--out", str(out)], capsys
+    )
+    assert code == 0, captured.err
+    assert "3 rows read, 3 jobs imported" in captured.out
+    code, captured = run_cli(["workload", "describe", str(out)], capsys)
+    assert code == 0, captured.err
+    text = captured.out
+    assert "GPU count mix" in text and "33.3%" in text  # one job in three has 8 GPUs
+    assert "< 10 min" in text and "1 - 4 h" in text
+
+
+def test_workload_import_of_an_unknown_format_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("x\n")
+    code, captured = run_cli(
+        [
+            "workload",
+            "import",
+            "slurm",
+            str(tmp_path / "t.csv"),
+            "--out",
+            str(tmp_path / "o.parquet"),
+        ],
+        capsys,
+    )
+    assert code == 2
+    assert "unknown trace format 'slurm'" in captured.err

@@ -30,15 +30,23 @@ def load_job_file(path: str | Path, scenario: Scenario) -> JobTable:
     `TraceError("file:line: message")` (Parquet: "file: row N: message", rows counted
     from 1). The table is sorted by submit time (stable).
     """
-    path = Path(path)
+    raw, where = _read_any(Path(path))
+    return _parse(raw, where, scenario)
+
+
+def read_job_frame(path: str | Path) -> pd.DataFrame:
+    """The cells of a native job file as text, columns checked but values not yet
+    validated (that needs the scenario: horizon, sites, GPU pools)."""
+    return _read_any(Path(path))[0]
+
+
+def _read_any(path: Path) -> tuple[pd.DataFrame, _Where]:
     name = path.name.lower()
     if name.endswith((".csv", ".csv.gz")):
-        raw, where = _read_csv(path, gzip=name.endswith(".gz"))
-    elif name.endswith(".parquet"):
-        raw, where = _read_parquet(path)
-    else:
-        raise TraceError(f"{path}: unknown job file type; use .csv, .csv.gz or .parquet")
-    return _parse(raw, where, scenario)
+        return _read_csv(path, gzip=name.endswith(".gz"))
+    if name.endswith(".parquet"):
+        return _read_parquet(path)
+    raise TraceError(f"{path}: unknown job file type; use .csv, .csv.gz or .parquet")
 
 
 @dataclass(frozen=True)

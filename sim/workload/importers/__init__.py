@@ -32,6 +32,7 @@ FORMATS: dict[str, str] = {
     "alibaba2023": "sim.workload.importers.alibaba2023:import_alibaba2023",
     "swf": "sim.workload.importers.swf:import_swf",
     "gaia": "sim.workload.importers.gaia:import_gaia",
+    "native": "sim.workload.importers.native:import_native",
 }
 """Format name -> `module:function(path, **options) -> (DataFrame, ImportReport)`."""
 
