@@ -15,6 +15,7 @@ import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -169,33 +170,121 @@ class Site(_Model):
 
 class DurationDist(_Model):
     """Wall-clock duration of a job on its reference GPUs (A100-80GB at the maximum power
-    limit); its work is duration x GPU count reference GPU-hours."""
+    limit); its work is duration x GPU count reference GPU-hours.
 
-    dist: Literal["exponential", "lognormal"]
+    - "exponential": mean `mean_h`.
+    - "lognormal": median `median_h`, shape `sigma` (std of log duration).
+    - "loguniform_mixture": `components` = [[weight, low_h, high_h], ...]: with probability
+      `weight` the duration is log-uniform on [low_h, high_h] (heavy-tailed, spanning
+      orders of magnitude, like the published GPU-cluster traces; see docs/workloads.md).
+    """
+
+    dist: Literal["exponential", "lognormal", "loguniform_mixture"]
     mean_h: float | None = Field(default=None, gt=0)
     """Mean, for `exponential`."""
     median_h: float | None = Field(default=None, gt=0)
     """Median, for `lognormal`."""
     sigma: float = Field(default=1.0, gt=0)
     """Shape of the lognormal (std of log duration)."""
+    components: list[tuple[float, float, float]] | None = None
+    """[weight, low_h, high_h] per component, for `loguniform_mixture`; weights sum to 1."""
 
     @model_validator(mode="after")
     def _params(self) -> DurationDist:
-        need = {"exponential": "mean_h", "lognormal": "median_h"}[self.dist]
+        need = {
+            "exponential": "mean_h",
+            "lognormal": "median_h",
+            "loguniform_mixture": "components",
+        }[self.dist]
         if getattr(self, need) is None:
             raise ValueError(f"dist = {self.dist!r} needs {need}")
+        if self.components is not None:
+            if self.dist != "loguniform_mixture":
+                raise ValueError("components is only meaningful with dist = 'loguniform_mixture'")
+            if not self.components:
+                raise ValueError("components must not be empty")
+            for i, (w, lo, hi) in enumerate(self.components):
+                if not (w >= 0 and math.isfinite(w)):
+                    raise ValueError(f"components[{i}] weight must be >= 0, got {w}")
+                if not (0 < lo <= hi < math.inf):
+                    raise ValueError(f"components[{i}] needs 0 < low_h <= high_h, got [{lo}, {hi}]")
+            total = sum(c[0] for c in self.components)
+            if abs(total - 1.0) > 1e-6:
+                raise ValueError(f"components weights must sum to 1, got {total}")
         return self
+
+    def expected_h(self) -> float:
+        """E[duration], hours (used by `offered_load`)."""
+        if self.dist == "exponential":
+            assert self.mean_h is not None
+            return self.mean_h
+        if self.dist == "lognormal":
+            assert self.median_h is not None
+            return self.median_h * math.exp(self.sigma**2 / 2.0)
+        assert self.components is not None
+        # log-uniform on [a, b]: mean (b - a) / ln(b / a); a point mass when a == b
+        return sum(
+            w * ((hi - lo) / math.log(hi / lo) if hi > lo else lo) for w, lo, hi in self.components
+        )
+
+
+PHILLY_GPUS: dict[int, float] = {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}
+"""GPU-count mix of the "philly" preset. Source: the Philly job distribution sampler of
+Gavel (Narayanan et al., OSDI'20; github.com/stanford-futuredata/gavel,
+scheduler/utils.py `_generate_scale_factor`: 1 GPU w.p. 0.70, 2 w.p. 0.10, 4 w.p. 0.15,
+8 w.p. 0.05), derived from the Microsoft Philly trace of Jeon et al., ATC'19."""
+
+PHILLY_DURATION: dict[str, Any] = {
+    "dist": "loguniform_mixture",
+    "components": [
+        [0.8, 10**1.5 / 60.0, 10**3 / 60.0],
+        [0.2, 10**3 / 60.0, 10**4 / 60.0],
+    ],
+}
+"""Duration of the "philly" preset: 60 x 10^U(1.5, 3) s (31.6 min to 16.7 h) w.p. 0.8 and
+60 x 10^U(3, 4) s (16.7 h to 6.9 days) w.p. 0.2. Source: Gavel's `_generate_duration`
+("Sample the job duration from the Philly distribution"), same file as `PHILLY_GPUS`.
+Derived: median 10^2.4375 min = 4.56 h, 80th percentile 16.7 h, mean 16.8 h."""
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "philly": {"gpus": PHILLY_GPUS, "duration": PHILLY_DURATION},
+}
+"""Preset name -> default keys of `SyntheticWorkload` (explicit keys override them)."""
 
 
 class SyntheticWorkload(_Model):
-    """Poisson arrivals over the horizon with i.i.d. job attributes."""
+    """Poisson arrivals over the horizon with i.i.d. job attributes.
 
-    arrival_rate_per_h: float = Field(gt=0)
+    The arrival rate is either `arrival_rate_per_h` or set by `offered_load`; it may be
+    modulated by a daily and a weekly cycle (non-homogeneous Poisson process, see
+    `rate_factor`). `preset = "philly"` fills `gpus` and `duration` with a published
+    Philly-derived distribution (see `PRESETS`) unless given. docs/workloads.md.
+    """
+
+    preset: Literal["philly"] | None = None
+    """Defaults for `gpus` and `duration` from a published trace (explicit keys win)."""
+    arrival_rate_per_h: float | None = Field(default=None, gt=0)
+    """Mean arrival rate, jobs per hour (the long-run mean when modulated)."""
+    offered_load: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Target utilisation of `offered_load_gpus` GPUs (e.g. 0.7): sets the mean arrival
+    rate to offered_load x offered_load_gpus / E[gpus x duration_h] per hour."""
+    offered_load_gpus: int | None = Field(default=None, gt=0)
+    """GPU count the offered load refers to (e.g. the scenario's total GPUs)."""
     max_jobs: int | None = Field(default=None, gt=0)
     """Stop generating after this many jobs (default: until the horizon)."""
     duration: DurationDist
     gpus: dict[int, float] = {1: 1.0}
     """GPU count -> probability; a job's work is duration x GPU count."""
+    diurnal_amplitude: float = Field(default=0.0, ge=0, le=1)
+    """Daily cycle: the rate is multiplied by 1 + a cos(2 pi (h - peak_hour) / 24) at
+    local hour h of `timezone` (0: none)."""
+    peak_hour: float = Field(default=15.0, ge=0, lt=24)
+    """Local hour of the daily peak of arrivals (a modelling choice, not a published value)."""
+    weekly_amplitude: float = Field(default=0.0, ge=0, le=1)
+    """Weekly cycle: Saturday and Sunday (local) get (1 - a) times the weekday rate,
+    normalised so that the weekly mean rate is unchanged (0: none)."""
+    timezone: str = "UTC"
+    """IANA time zone of the submitters' local time (daily and weekly cycles)."""
     profile: str = "mixed"
     deferrable_fraction: float = Field(default=0.0, ge=0, le=1)
     """Share of jobs with a deadline; the others must run as soon as possible."""
@@ -206,6 +295,13 @@ class SyntheticWorkload(_Model):
     data_gb: float = Field(default=0.0, ge=0)
     origin_sites: dict[str, float] | None = None
     """Site name -> relative weight of a job originating there (default: uniform)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") in PRESETS:
+            data = PRESETS[data["preset"]] | data
+        return data
 
     @field_validator("gpus")
     @classmethod
@@ -224,12 +320,46 @@ class SyntheticWorkload(_Model):
     def _known_profile(cls, v: str) -> str:
         return _known("profile", v, PROFILES)
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {v!r}, e.g. 'Europe/Berlin'") from None
+        return v
+
     @field_validator("slack_h")
     @classmethod
     def _slack(cls, v: tuple[float, float]) -> tuple[float, float]:
         if not 0 <= v[0] <= v[1]:
             raise ValueError(f"must be [low, high] with 0 <= low <= high, got {list(v)}")
         return v
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> SyntheticWorkload:
+        if (self.arrival_rate_per_h is None) == (self.offered_load is None):
+            raise ValueError("give exactly one of arrival_rate_per_h or offered_load")
+        if (self.offered_load is None) != (self.offered_load_gpus is None):
+            raise ValueError("offered_load and offered_load_gpus go together")
+        return self
+
+    def mean_gpus(self) -> float:
+        """E[gpus] of the GPU-count mix."""
+        return sum(n * p for n, p in self.gpus.items()) / sum(self.gpus.values())
+
+    def mean_arrival_rate_per_h(self) -> float:
+        """The long-run mean arrival rate, jobs per hour: `arrival_rate_per_h`, or
+        offered_load x offered_load_gpus / (E[gpus] x E[duration_h]) (gpus and duration
+        are independent, so E[gpus x duration] = E[gpus] E[duration])."""
+        if self.arrival_rate_per_h is not None:
+            return self.arrival_rate_per_h
+        assert self.offered_load is not None and self.offered_load_gpus is not None
+        return (
+            self.offered_load
+            * self.offered_load_gpus
+            / (self.mean_gpus() * self.duration.expected_h())
+        )
 
 
 class Workload(_Model):

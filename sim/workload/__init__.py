@@ -31,6 +31,8 @@ def build_jobs(scenario: Scenario, rng: np.random.Generator) -> JobTable:
     """
     wl = scenario.workload
     if wl.synthetic is not None:
-        return generate_synthetic(wl.synthetic, scenario.site_names(), scenario.horizon_s, rng)
+        return generate_synthetic(
+            wl.synthetic, scenario.site_names(), scenario.horizon_s, rng, start=scenario.start
+        )
     assert wl.file is not None  # the schema guarantees exactly one source
     return load_job_file(wl.file, scenario)

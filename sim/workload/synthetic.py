@@ -1,14 +1,17 @@
-"""Synthetic workloads: Poisson arrivals with i.i.d. attributes, drawn from one generator in
-a fixed order, so the table depends only on (config, site names, horizon, generator state)."""
+"""Synthetic workloads: (non-homogeneous) Poisson arrivals with i.i.d. attributes, drawn from
+one generator in a fixed order, so the table depends only on (config, site names, horizon,
+scenario start, generator state). docs/workloads.md describes the model and its sources."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 
 import numpy as np
+import pandas as pd
 
-from sim.scenario import SyntheticWorkload
+from sim.scenario import DurationDist, SyntheticWorkload
 from sim.workload.table import JobTable
 
 
@@ -17,17 +20,25 @@ def generate_synthetic(
     site_names: Sequence[str],
     horizon_s: float,
     rng: np.random.Generator,
+    *,
+    start: datetime | None = None,
 ) -> JobTable:
     """Poisson arrivals over [0, horizon_s) with i.i.d. job attributes drawn from `rng`.
 
-    `horizon_s`: length of the scenario, seconds. The result depends only on the arguments
-    (and the generator's state), never on global random state. Draws, in this order, each
-    one vectorised over the n jobs:
+    `horizon_s`: length of the scenario, seconds. `start`: the scenario start (a datetime
+    with a UTC offset); required only when `cfg` has a daily or weekly cycle, which follows
+    local time in `cfg.timezone`. The result depends only on the arguments (and the
+    generator's state), never on global random state. Draws, in this order, each one
+    vectorised over the n jobs:
 
-    1. arrivals: exponential inter-arrival gaps of mean 1/`arrival_rate_per_h`, drawn in
-       blocks until the horizon (or `max_jobs` arrivals) is reached;
-    2. duration, hours, the wall time on `gpus` reference GPUs: exponential(`mean_h`) or
-       lognormal(log(`median_h`), `sigma`); `work_gpu_h = duration_h x gpus`;
+    1. arrivals: exponential gaps of mean 1/rate in *operational time* (rate =
+       `cfg.mean_arrival_rate_per_h()`), drawn in blocks until Lambda(horizon) (or
+       `max_jobs` arrivals) is reached, then mapped to real time by t = Lambda^-1(s)
+       (time rescaling), Lambda(t) = integral of `rate_factor` from 0 to t. Without cycles
+       Lambda is the identity: the plain Poisson process;
+    2. duration, hours, the wall time on `gpus` reference GPUs: exponential(`mean_h`),
+       lognormal(log(`median_h`), `sigma`), or for `loguniform_mixture` two uniforms per
+       job (component, then position in log space); `work_gpu_h = duration_h x gpus`;
     3. gpus: categorical over the `gpus` mix (GPU counts in increasing order);
     4. deferrable: uniform < `deferrable_fraction`;
     5. slack, hours: uniform(`slack_h`); deadline = submit + duration + slack for
@@ -35,26 +46,41 @@ def generate_synthetic(
     6. interruptible: uniform < `interruptible_fraction`;
     7. origin site: categorical over `origin_sites` weights (default: uniform).
 
-    Steps 3 to 7 consume the same amount of randomness whatever their parameters, so
-    sweeping e.g. `deferrable_fraction` or the origin weights leaves the other attributes
-    of every job unchanged (common random numbers). `profile`, `checkpoint_gb` and
-    `data_gb` are the configured constants; job ids are "j0", "j1", ... in submit order.
+    Common random numbers: steps 2 to 7 consume the same amount of randomness whatever
+    their parameters within one duration `dist` kind, so sweeping e.g. `deferrable_fraction`,
+    the GPU mix, `median_h` or the origin weights leaves the other attributes of every job
+    unchanged. Where it cannot hold: the number of jobs n depends on the arrival
+    parameters (rate, `offered_load`, and the cycles through Lambda(horizon)), and a
+    different n shifts every later draw. Sweeping `diurnal_amplitude`, `peak_hour` or
+    `weekly_amplitude` keeps n and every job's attributes (only submit times move) when
+    Lambda(horizon) = horizon, i.e. the horizon is whole days (daily cycle) and whole weeks
+    (weekly cycle) in a zone with a whole-hour UTC offset. Changing the duration `dist`
+    kind changes the draws of step 2 and thus every later step.
+    `profile`, `checkpoint_gb` and `data_gb` are the configured constants; job ids are
+    "j0", "j1", ... in submit order.
     """
     if not site_names:
         raise ValueError("generate_synthetic needs at least one site name")
     if not (math.isfinite(horizon_s) and horizon_s > 0):
         raise ValueError(f"horizon_s must be finite and > 0, got {horizon_s}")
 
-    submit_s = _poisson_arrivals(cfg.arrival_rate_per_h / 3600.0, horizon_s, cfg.max_jobs, rng)
+    rate_per_s = cfg.mean_arrival_rate_per_h() / 3600.0
+    if cfg.diurnal_amplitude == 0 and cfg.weekly_amplitude == 0:
+        submit_s = _poisson_arrivals(rate_per_s, horizon_s, cfg.max_jobs, rng)
+    else:
+        if start is None:
+            raise ValueError(
+                "a synthetic workload with a daily or weekly cycle needs the scenario start "
+                "(generate_synthetic(..., start=scenario.start))"
+            )
+        edges_s, cum_s = _operational_time(cfg, start, horizon_s)
+        s = _poisson_arrivals(rate_per_s, float(cum_s[-1]), cfg.max_jobs, rng)
+        submit_s = np.interp(s, cum_s, edges_s)
+        # interp of increasing s is non-decreasing; keep it strictly inside the horizon
+        submit_s = np.minimum(submit_s, np.nextafter(horizon_s, 0.0))
     n = len(submit_s)
 
-    dist = cfg.duration
-    if dist.dist == "exponential":
-        duration_h = rng.exponential(dist.mean_h, n)
-    else:
-        duration_h = rng.lognormal(math.log(dist.median_h), dist.sigma, n)
-    # a zero (probability ~2^-53) or underflowed draw would make a job of no work
-    duration_h = np.maximum(duration_h, np.finfo(np.float64).tiny)
+    duration_h = draw_durations(cfg.duration, n, rng)
 
     counts = np.array(sorted(cfg.gpus), dtype=np.int64)
     gpus = counts[rng.choice(len(counts), size=n, p=_normalised([cfg.gpus[c] for c in counts]))]
@@ -79,6 +105,67 @@ def generate_synthetic(
         data_gb=np.full(n, float(cfg.data_gb)),
         origin_site=origin.astype(np.int64),
     )
+
+
+def draw_durations(dist: DurationDist, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n i.i.d. durations, hours (> 0), of `dist` (step 2 of `generate_synthetic`)."""
+    if dist.dist == "exponential":
+        duration_h = rng.exponential(dist.mean_h, n)
+    elif dist.dist == "lognormal":
+        assert dist.median_h is not None
+        duration_h = rng.lognormal(math.log(dist.median_h), dist.sigma, n)
+    else:
+        assert dist.components is not None
+        comp = np.asarray(dist.components, dtype=np.float64)
+        cum = np.cumsum(comp[:, 0])
+        cum /= cum[-1]
+        which = np.minimum(np.searchsorted(cum, rng.random(n), side="right"), len(comp) - 1)
+        log_lo, log_hi = np.log(comp[which, 1]), np.log(comp[which, 2])
+        duration_h = np.exp(log_lo + rng.random(n) * (log_hi - log_lo))
+    # a zero (probability ~2^-53) or underflowed draw would make a job of no work
+    return np.maximum(duration_h, np.finfo(np.float64).tiny)
+
+
+def rate_factor(cfg: SyntheticWorkload, local_hour: np.ndarray, weekday: np.ndarray) -> np.ndarray:
+    """Multiplier of the mean arrival rate at local hour (float, 0..24) and weekday (0 = Mon).
+
+    f = (1 + a_d cos(2 pi (hour - peak_hour) / 24)) x w(weekday), with w = k on Monday to
+    Friday and k (1 - a_w) on Saturday and Sunday, k = 7 / (7 - 2 a_w): both factors
+    average 1 over a day (sampled at hour midpoints) and a week, so the long-run mean rate
+    stays `mean_arrival_rate_per_h()`.
+    """
+    a_d, a_w = cfg.diurnal_amplitude, cfg.weekly_amplitude
+    daily = 1.0 + a_d * np.cos(2.0 * np.pi * (np.asarray(local_hour) - cfg.peak_hour) / 24.0)
+    k = 7.0 / (7.0 - 2.0 * a_w)
+    weekly = np.where(np.asarray(weekday) >= 5, k * (1.0 - a_w), k)
+    return daily * weekly
+
+
+def hourly_rate_factors(cfg: SyntheticWorkload, start: datetime, horizon_s: float) -> np.ndarray:
+    """`rate_factor` of each hour [k h, (k+1) h) of the horizon (the last one may be partial).
+
+    The rate is piecewise constant per hour, evaluated at the local time of the hour's
+    midpoint (DST is followed: a local hour is a wall-clock hour of `cfg.timezone`).
+    """
+    if start.tzinfo is None:
+        raise ValueError(f"start must carry a UTC offset, got {start}")
+    n_bins = max(1, math.ceil(horizon_s / 3600.0))
+    mid = pd.Timestamp(start).tz_convert("UTC") + pd.to_timedelta(
+        (np.arange(n_bins) + 0.5) * 3600.0, unit="s"
+    )
+    local = pd.DatetimeIndex(mid).tz_convert(cfg.timezone)
+    hour = local.hour + local.minute / 60.0 + local.second / 3600.0
+    return rate_factor(cfg, np.asarray(hour, dtype=np.float64), np.asarray(local.day_of_week))
+
+
+def _operational_time(
+    cfg: SyntheticWorkload, start: datetime, horizon_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bin edges (real seconds) and Lambda at them (operational seconds), Lambda increasing."""
+    factors = hourly_rate_factors(cfg, start, horizon_s)
+    edges = np.minimum(np.arange(len(factors) + 1) * 3600.0, horizon_s)
+    cum = np.concatenate([[0.0], np.cumsum(factors * np.diff(edges))])
+    return edges, cum
 
 
 def _poisson_arrivals(
