@@ -183,15 +183,55 @@ def workload_import(
             "--option", metavar="KEY=VALUE", help="An importer option, e.g. keep_failed=true"
         ),
     ] = None,
+    flex: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--flex",
+            metavar="KEY=VALUE",
+            help="Give jobs deadlines etc. (docs/workloads.md), e.g. deferrable_fraction=0.4",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the flexibility draws")] = 0,
+    start: Annotated[
+        str | None, typer.Option(help="UTC time of submit_time 0, for --flex slack=next_workday")
+    ] = None,
 ) -> None:
     """Convert a public GPU-cluster trace to the native job format and report every row."""
     from sim.workload.importers import import_trace, write_native
 
     options = dict(_parse_option(o) for o in option or [])
     frame, report = import_trace(fmt, file, **options)
+    if flex:
+        flex_options = dict(_parse_option(f) for f in flex)
+        frame = _apply_flex(frame, flex_options, seed, start or report.trace_start)
+        report.notes.append(f"flexibility: {', '.join(flex)} (seed {seed})")
     write_native(frame, out)
     out_console.print(report.render(), markup=False, highlight=False)
     out_console.print(f"{len(frame):,} jobs written to {out}")
+
+
+def _apply_flex(frame, flex: dict, seed: int, start: str | None):
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from sim.workload.flexibility import apply_flexibility
+
+    try:
+        t0 = datetime.fromisoformat(start) if start else datetime(2020, 1, 1, tzinfo=UTC)
+    except ValueError:
+        if flex.get("slack") == "next_workday":
+            raise ScenarioError(
+                f"--flex slack=next_workday needs --start (the trace starts at {start!r})"
+            ) from None
+        t0 = datetime(2020, 1, 1, tzinfo=UTC)  # only next_workday depends on the date
+    if "slack_h" in flex:
+        flex["slack_h"] = tuple(flex["slack_h"])
+    frame = frame.assign(submit_time=frame["submit_time"].astype(float))
+    try:
+        return apply_flexibility(frame, start=t0, rng=np.random.default_rng(seed), **flex)
+    except (TypeError, ValueError) as e:
+        raise ScenarioError(f"--flex: {e}") from None
 
 
 def _parse_option(item: str) -> tuple[str, object]:
@@ -314,10 +354,10 @@ def main() -> None:
     except typer.Abort:
         err_console.print("aborted", markup=False)
         sys.exit(1)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
+    except Exception as e:
+        # Usage errors of the command-line library (unknown option, missing argument): they
+        # print themselves. Recognised by shape, as typer may or may not use click for them.
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
         raise

@@ -173,3 +173,38 @@ def test_workload_import_of_an_unknown_format_is_a_one_line_error(tmp_path, caps
     )
     assert code == 2
     assert "unknown trace format 'slurm'" in captured.err
+
+
+def test_workload_import_can_give_the_jobs_deadlines(tmp_path, capsys):
+    source = tmp_path / "jobs.csv"
+    source.write_text("job_id,submit_time,gpus,work_gpu_h\na,0,1,2.0\nb,3600,8,16.0\n")
+    out = tmp_path / "jobs.parquet"
+    code, captured = run_cli(
+        [
+            "workload",
+            "import",
+            "native",
+            str(source),
+            "--out",
+            str(out),
+            "--flex",
+            "deferrable_fraction=1.0",
+            "--flex",
+            "slack=fixed",
+            "--flex",
+            "slack_h=[6, 6]",
+            "--seed",
+            "3",
+        ],
+        capsys,
+    )
+    assert code == 0, captured.err
+    jobs = pd.read_parquet(out)
+    # deadline = submit + runtime (2 h on 1 GPU; 2 h on 8 GPUs) + 6 h of slack
+    assert pd.to_numeric(jobs["deadline"]).tolist() == [8 * 3600.0, 3600.0 + 8 * 3600.0]
+
+
+def test_a_usage_error_prints_usage_and_exits_2(capsys):
+    code, captured = run_cli(["run", "--no-such-option"], capsys)
+    assert code == 2
+    assert "No such option" in captured.err or "no such option" in captured.err.lower()
