@@ -15,6 +15,7 @@ scenario's first site). Format-specific options are documented in each module.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +86,13 @@ def import_trace(fmt: str, path: str | Path, **options: Any) -> tuple[pd.DataFra
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     module, func = FORMATS[fmt].split(":")
-    frame, report = getattr(importlib.import_module(module), func)(path, **options)
+    importer = getattr(importlib.import_module(module), func)
+    accepted = inspect.signature(importer).parameters
+    unknown = [k for k in options if k not in accepted or k == "path"]
+    if unknown:
+        names = [k for k in accepted if k != "path"]
+        raise TraceError(f"{fmt} import: unknown option(s) {unknown}; options: {names or 'none'}")
+    frame, report = importer(path, **options)
     report.check()
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:

@@ -1,0 +1,154 @@
+"""Alibaba GPU 2023 trace (`cluster-trace-gpu-v2023`, FGD paper, ATC'23): `openb_pod_list_*.csv`.
+
+A CSV with a header: name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos,
+pod_phase, creation_time, deletion_time, scheduled_time (times in seconds on the trace's
+own clock, no absolute date). One pod is one job:
+
+- submission = `creation_time`; runtime = `deletion_time - scheduled_time` (the original
+  scheduling wait is dropped: dcsim's policies decide the wait);
+- `num_gpu == 0` (CPU pods) are skipped; pods without `scheduled_time` never ran (the
+  trace's `Pending` pods) and are skipped; `Failed` pods are skipped unless `keep_failed`
+  (they ran until deleted); `Running` and `Succeeded` pods are kept: `Running` is the phase
+  at deletion, i.e. a service or job removed while running;
+- a pod without `deletion_time` runs up to the trace end (the largest time in the file),
+  and so do, in effect, the `Running` pods whose `deletion_time` is the trace end: both are
+  counted in the notes;
+- fractional GPUs: a pod with `num_gpu == 1` and `gpu_milli < 1000` asks for a fraction of
+  one GPU. `fractional="round_up"` (default) gives it a whole GPU and
+  `work_gpu_h = runtime_h`; `fractional="share"` still gives it one GPU (dcsim schedules
+  whole GPUs) but `work_gpu_h = gpu_milli / 1000 x runtime_h`, which conserves the trace's
+  GPU-hours (the pod runs for that fraction of its measured time). Multi-GPU pods take
+  `num_gpu` whole GPUs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.workload.importers import ImportReport
+from sim.workload.importers._common import (
+    REFERENCE_NOTE,
+    RowReasons,
+    check_common,
+    native_frame,
+    read_csv_strict,
+)
+
+COLUMNS_USED = (
+    "name",
+    "num_gpu",
+    "gpu_milli",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
+PHASES = ("Running", "Succeeded", "Failed", "Pending")
+
+
+def import_alibaba2023(
+    path: Path,
+    *,
+    keep_failed: bool = False,
+    fractional: str = "round_up",
+    profile: str = "mixed",
+    origin_site: str = "",
+) -> tuple[pd.DataFrame, ImportReport]:
+    """Import an `openb_pod_list_*.csv`. Options: `keep_failed` (keep pods of phase Failed,
+    default false), `fractional` ("round_up" or "share"), `profile`, `origin_site`."""
+    path = Path(path)
+    check_common(path, profile, fractional)
+    report = ImportReport("alibaba2023", str(path))
+    numeric = ("num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time")
+    pods = read_csv_strict(path, COLUMNS_USED, numeric, header=True)
+    n = len(pods)
+    report.rows_read = n
+
+    name = pods["name"].fillna("").to_numpy(dtype=object)
+    num_gpu = pods["num_gpu"].to_numpy()
+    milli = pods["gpu_milli"].to_numpy()
+    phase = pods["pod_phase"].fillna("").to_numpy(dtype=object)
+    created = pods["creation_time"].to_numpy()
+    deleted = pods["deletion_time"].to_numpy()
+    scheduled = pods["scheduled_time"].to_numpy()
+
+    why = RowReasons(n)
+    why.mark(name == "", "name missing")
+    why.mark(pd.Series(name).duplicated().to_numpy(), "repeated pod name (first one kept)")
+    bad_gpu = ~np.isfinite(num_gpu) | (num_gpu < 0) | (num_gpu != np.round(num_gpu))
+    why.mark(bad_gpu, "invalid num_gpu")
+    why.mark(num_gpu == 0, "CPU-only pod (num_gpu 0)")
+    bad_milli = ~np.isfinite(milli) | (milli <= 0) | (milli > 1000)
+    why.mark(bad_milli, "invalid gpu_milli (must be in 1..1000)")
+    why.mark(~np.isfinite(created) | (created < 0), "creation_time missing or negative")
+    for p in pd.unique(phase[why.ok]):
+        if p not in PHASES:
+            why.mark(phase == p, f"unknown pod_phase {p!r}")
+    why.mark(np.isnan(scheduled), "never scheduled (no scheduled_time)")
+    why.mark(phase == "Pending", "never ran (pod_phase Pending)")
+    if not keep_failed:
+        why.mark(phase == "Failed", "failed pod (pod_phase Failed; keep_failed=false)")
+
+    times = np.concatenate([created, deleted, scheduled])
+    finite = times[np.isfinite(times)]
+    trace_end = float(finite.max()) if finite.size else 0.0
+    end = np.where(np.isnan(deleted), trace_end, deleted)
+    why.mark(end - scheduled <= 0, "non-positive runtime (deletion_time <= scheduled_time)")
+    why.fill(report)
+    keep = why.ok
+    report.imported = int(keep.sum())
+
+    k_sched, k_created = scheduled[keep], created[keep]
+    runtime_h = (end[keep] - k_sched) / 3600.0
+    early = k_sched < k_created
+    if early.any():
+        report.notes.append(
+            f"{int(early.sum())} pod(s) scheduled before creation: submitted at scheduled_time"
+        )
+    submit = np.minimum(k_created, k_sched)
+    undeleted = np.isnan(deleted[keep])
+    if undeleted.any():
+        report.notes.append(
+            f"{int(undeleted.sum())} pod(s) never deleted: runtime up to the trace end "
+            f"({trace_end:.0f} s)"
+        )
+    at_end = ~undeleted & (deleted[keep] == trace_end) & (phase[keep] == "Running")
+    if at_end.any():
+        report.notes.append(
+            f"{int(at_end.sum())} pod(s) still Running at the trace end (deletion_time = "
+            f"{trace_end:.0f} s, the last time in the file): runtime truncated there"
+        )
+
+    gpus = num_gpu[keep].astype(np.int64)
+    fraction = np.where(gpus == 1, milli[keep] / 1000.0, 1.0)
+    partial = fraction < 1.0
+    multi_partial = (gpus > 1) & (milli[keep] < 1000)
+    if multi_partial.any():
+        report.notes.append(
+            f"{int(multi_partial.sum())} multi-GPU pod(s) with gpu_milli < 1000: "
+            "take num_gpu whole GPUs"
+        )
+    if fractional == "round_up":
+        work = gpus * runtime_h
+        report.notes.append(
+            f"fractional=round_up: {int(partial.sum())} GPU-sharing pod(s) (gpu_milli < 1000) "
+            "take a whole GPU"
+        )
+    else:
+        work = gpus * fraction * runtime_h
+        report.notes.append(
+            f"fractional=share: {int(partial.sum())} GPU-sharing pod(s) run on one whole GPU "
+            "for gpu_milli/1000 of their measured time (work_gpu_h = share x runtime_h)"
+        )
+    report.notes.append(REFERENCE_NOTE)
+
+    frame = native_frame(name[keep], submit, gpus, work, profile=profile, origin_site=origin_site)
+    if len(frame):
+        report.trace_start = (
+            f"creation_time {float(submit.min()):.0f} s of the trace's clock "
+            "(relative seconds, the trace publishes no date)"
+        )
+    return frame, report
