@@ -139,6 +139,17 @@ class RowReasons:
             report.skip(reason, int(counts[i]))
 
 
+def apply_reasons(
+    report: ImportReport, reasons: list[tuple[np.ndarray, str]], n: int
+) -> np.ndarray:
+    """Skip each of `n` rows for the first (mask, reason) that applies; return the kept rows."""
+    why = RowReasons(n)
+    for mask, reason in reasons:
+        why.mark(mask, reason)
+    why.fill(report)
+    return why.ok
+
+
 def check_common(path: Path, profile: str, fractional: str | None = None) -> None:
     if profile not in PROFILES:
         raise TraceError(
@@ -180,6 +191,36 @@ def native_frame(
         columns=list(COLUMNS),
     )
     return frame
+
+
+def native_frame_utc(
+    job_id: np.ndarray,
+    submit_utc: pd.DatetimeIndex,
+    gpus: np.ndarray,
+    runtime_s: np.ndarray,
+    *,
+    profile: str,
+    origin_site: str,
+    report: ImportReport,
+) -> pd.DataFrame:
+    """Like `native_frame`, from UTC submission times and runtimes (s); sets the report's
+    `imported` and `trace_start` (the first submission)."""
+    report.imported = len(job_id)
+    if len(job_id):
+        t0 = submit_utc.min()
+        report.trace_start = t0.isoformat().replace("+00:00", "Z")
+        submit_s = (submit_utc - t0).total_seconds().to_numpy(dtype=float)
+    else:
+        submit_s = np.zeros(0)
+    gpus = np.asarray(gpus, np.int64)
+    return native_frame(
+        job_id,
+        submit_s,
+        gpus,
+        gpus * np.asarray(runtime_s) / 3600.0,
+        profile=profile,
+        origin_site=origin_site,
+    )
 
 
 def ceil_gpus(x: np.ndarray) -> np.ndarray:
