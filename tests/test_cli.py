@@ -208,3 +208,29 @@ def test_a_usage_error_prints_usage_and_exits_2(capsys):
     code, captured = run_cli(["run", "--no-such-option"], capsys)
     assert code == 2
     assert "No such option" in captured.err or "no such option" in captured.err.lower()
+
+
+def test_workload_import_runs_a_trace_importer_with_options(tmp_path, capsys):
+    trace = tmp_path / "gaia.csv"
+    trace.write_text("arrival_time,length,cpus\n0,3600,4\n60,7200,8\n")
+    out = tmp_path / "jobs.csv"
+    code, captured = run_cli(
+        [
+            "workload",
+            "import",
+            "gaia",
+            str(trace),
+            "--out",
+            str(out),
+            "--option",
+            "unit=s",
+            "--option",
+            "cpus_per_gpu=4",
+        ],
+        capsys,
+    )
+    assert code == 0, captured.err
+    assert "2 rows read, 2 jobs imported" in captured.out
+    jobs = pd.read_csv(out)
+    assert jobs["gpus"].tolist() == [1, 2]
+    assert jobs["work_gpu_h"].tolist() == [1.0, 4.0]
