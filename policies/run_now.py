@@ -19,10 +19,12 @@ class RunNow:
     """Let later jobs that fit start while the head of the queue waits."""
 
     def decide(self, state: SystemState) -> list[Action]:
-        free = {site: state.free_gpus(site) for site in state.sites}
+        if not state.pending:
+            return []
+        free: dict[str, dict[str, int]] = {}  # fetched per site when first needed
         actions: list[Action] = []
         for job in state.pending:
-            placed = self._place(job, free, state.sites)
+            placed = self._place(job, free, state)
             if placed is not None:
                 actions.append(placed)
             elif not self.backfill:
@@ -30,11 +32,14 @@ class RunNow:
         return actions
 
     @staticmethod
-    def _place(job, free: dict[str, dict[str, int]], sites: tuple[str, ...]) -> Start | None:
+    def _place(job, free: dict[str, dict[str, int]], state: SystemState) -> Start | None:
         origin = job.origin_site
-        for site in (origin, *(s for s in sites if s != origin)):
-            for model, n in free[site].items():
+        for site in (origin, *(s for s in state.sites if s != origin)):
+            site_free = free.get(site)
+            if site_free is None:
+                site_free = free[site] = state.free_gpus(site)
+            for model, n in site_free.items():
                 if n >= job.gpus:
-                    free[site][model] = n - job.gpus
+                    site_free[model] = n - job.gpus
                     return Start(job, site, gpu_model=model)
         return None

@@ -1,0 +1,163 @@
+"""dcsim's standard benchmark: a year-scale, multi-site run, measured against bare SimPy.
+
+    python benchmarks/run.py --jobs 500000 [--policy run_now] --json
+        one run; prints one JSON line: jobs, sim_wall_s (the simulation), total_wall_s
+        (trace generation + simulation + writing the result files), peak_rss_mb.
+
+    python benchmarks/run.py --ratio 100000 500000 1000000 [--rounds 3]
+        for each size, `rounds` interleaved pairs of fresh processes: this benchmark, then
+        ../shared/bench/simpy_baseline.py N (the bare SimPy job lifecycle). Prints the
+        medians and R = median sim_wall_s / median baseline wall_s as a Markdown table.
+
+The standard workload: 8 sites on real 2019-2020 zone traces, each with its own PUE;
+5,000 GPUs in 8-GPU nodes split unevenly across the sites; the synthetic generator's
+Philly preset (GPU-count mix and heavy-tailed durations) with daily and weekly arrival
+cycles at an offered load of 0.75 of the fleet, stopping at N jobs; 40% of the jobs
+deferrable with 6-24 h of slack. The horizon is the time N jobs take to arrive plus a
+week. Absolute times on shared machines are not stable; the ratio R is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = REPO.parent / "shared" / "bench" / "simpy_baseline.py"
+
+SITES = [  # zone, PUE, GPU model, GPUs (multiples of 8; 5,000 in all)
+    ("DE", 1.35, "A100-80GB", 1200),
+    ("FR", 1.25, "A100-80GB", 1000),
+    ("GB", 1.30, "H100-SXM", 800),
+    ("ES", 1.40, "A100-40GB", 600),
+    ("PL", 1.50, "V100", 520),
+    ("FI", 1.15, "H100-SXM", 400),
+    ("IT", 1.45, "A100-40GB", 280),
+    ("NL", 1.20, "V100", 200),
+]
+TOTAL_GPUS = sum(n for *_, n in SITES)
+OFFERED_LOAD = 0.75
+
+
+def standard_scenario(jobs: int, policy: str = "run_now"):
+    from sim.scenario import SyntheticWorkload, scenario_from_dict
+
+    synthetic = {
+        "preset": "philly",
+        "offered_load": OFFERED_LOAD,
+        "offered_load_gpus": TOTAL_GPUS,
+        "max_jobs": jobs,
+        "diurnal_amplitude": 0.3,
+        "weekly_amplitude": 0.3,
+        "deferrable_fraction": 0.4,
+        "slack_h": [6, 24],
+    }
+    rate_per_h = SyntheticWorkload.model_validate(synthetic).mean_arrival_rate_per_h()
+    return scenario_from_dict(
+        {
+            "name": f"benchmark-{jobs}",
+            "seed": 1,
+            "start": "2019-01-01T00:00:00Z",
+            "duration_h": jobs / rate_per_h + 7 * 24,
+            "sites": [
+                {
+                    "name": zone.lower(),
+                    "lat": 0.0,
+                    "lon": 0.0,
+                    "pue": pue,
+                    "carbon": {"zone": zone},
+                    "gpus": [{"model": model, "count": count}],
+                }
+                for zone, pue, model, count in SITES
+            ],
+            "workload": {"synthetic": synthetic},
+            "policy": {"name": policy},
+        }
+    )
+
+
+def run_once(jobs: int, policy: str) -> dict:
+    import sim
+
+    t0 = time.perf_counter()
+    scenario = standard_scenario(jobs, policy)
+    results = sim.simulate(scenario)
+    with tempfile.TemporaryDirectory() as out:
+        results.save(out)
+    total = time.perf_counter() - t0
+    return {
+        "jobs": int(results.summary["jobs_submitted"]),
+        "policy": policy,
+        "sim_wall_s": round(results.summary["sim_wall_s"], 3),
+        "total_wall_s": round(total, 3),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "horizon_h": round(scenario.duration_h, 1),
+        "jobs_completed": results.summary["jobs_completed"],
+        "gpu_utilization": round(results.summary["gpu_utilization"], 3),
+    }
+
+
+def _subprocess_json(cmd: list[str]) -> dict:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def ratio_table(sizes: list[int], rounds: int, policy: str) -> str:
+    if not BASELINE.is_file():
+        sys.exit(f"baseline not found at {BASELINE}: run from a checkout beside ../shared")
+    rows = [
+        "| jobs | dcsim sim_wall_s | dcsim total_wall_s | SimPy baseline wall_s | R | "
+        "peak RSS MB |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        ours, base = [], []
+        for _ in range(rounds):  # interleaved, so that machine load hits both alike
+            ours.append(
+                _subprocess_json(
+                    [sys.executable, __file__, "--jobs", str(n), "--policy", policy, "--json"]
+                )
+            )
+            base.append(_subprocess_json([sys.executable, str(BASELINE), str(n)]))
+        sim_s = statistics.median(r["sim_wall_s"] for r in ours)
+        total_s = statistics.median(r["total_wall_s"] for r in ours)
+        base_s = statistics.median(r["wall_s"] for r in base)
+        rss = max(r["peak_rss_mb"] for r in ours)
+        rows.append(
+            f"| {n:,} | {sim_s:.2f} | {total_s:.2f} | {base_s:.2f} | "
+            f"{sim_s / base_s:.2f} | {rss:.0f} |"
+        )
+        print(rows[-1], file=sys.stderr, flush=True)
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--policy", default="run_now")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument(
+        "--ratio",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="measure R against the SimPy baseline at these sizes",
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if args.ratio:
+        print(ratio_table(args.ratio, args.rounds, args.policy))
+        return
+    result = run_once(args.jobs, args.policy)
+    print(json.dumps(result) if args.json else result)
+
+
+if __name__ == "__main__":
+    main()
