@@ -150,6 +150,15 @@ class Pool:
     def busy_nodes(self, busy_gpus: int) -> int:
         return math.ceil(busy_gpus / self.gpus_per_node)
 
+    def nodes_taken(self, gpus: int) -> int:
+        """Nodes that `gpus` more busy GPUs add to the busy ones (perfect packing)."""
+        busy = self.count - self.free
+        return self.busy_nodes(busy + gpus) - self.busy_nodes(busy)
+
+    def nodes_to_wake(self, gpus: int) -> int:
+        """Powered-off nodes that `gpus` more busy GPUs need (idle powered nodes go first)."""
+        return max(0, self.nodes_taken(gpus) - len(self.idle_since))
+
     def _accrue(self, now_s: float) -> None:
         self._idle_wh += self.idle_it_w() * self._pue.integral(self._since_s, now_s) / 3600.0
         self._since_s = now_s
@@ -229,14 +238,11 @@ class Site:
         """Take `gpus` free GPUs of `pool`, now drawing `active_w` W each. Returns the number
         of powered-off nodes this wakes up (the caller then holds the job for `wake_s`)."""
         pool._accrue(now_s)
-        busy = pool.count - pool.free
         woken = 0
         if self.power_off is not None:
-            needed = pool.busy_nodes(busy + gpus) - pool.busy_nodes(busy)
-            from_idle = min(needed, len(pool.idle_since))
-            for _ in range(from_idle):
+            woken = pool.nodes_to_wake(gpus)
+            for _ in range(pool.nodes_taken(gpus) - woken):
                 pool.idle_since.pop()  # the most recently idled node
-            woken = needed - from_idle
             pool.nodes_on += woken
             self.it_w += woken * pool.node_w
         pool.free -= gpus
@@ -245,11 +251,12 @@ class Site:
         self.log_power(now_s)
         return woken
 
-    def release(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> None:
+    def release(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> int:
         """Return `gpus` GPUs drawing `active_w` W each to `pool`'s free GPUs; nodes left
-        with no busy GPU join the idle queue."""
+        with no busy GPU join the idle queue; returns how many did."""
         pool._accrue(now_s)
         busy = pool.count - pool.free
+        freed = 0
         if self.power_off is not None:
             freed = pool.busy_nodes(busy) - pool.busy_nodes(busy - gpus)
             pool.idle_since.extend([now_s] * freed)
@@ -257,6 +264,7 @@ class Site:
         self.busy_gpus -= gpus
         self.it_w -= gpus * (active_w - pool.idle_w)
         self.log_power(now_s)
+        return freed
 
     def switch_off_idle(self, now_s: float) -> int:
         """Switch off every node idle for at least `power_off.idle_s`; returns how many."""

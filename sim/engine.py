@@ -431,10 +431,7 @@ class Engine:
     @staticmethod
     def _needs_wake(site: Site, pool: Pool, gpus: int) -> bool:
         """True if `gpus` more busy GPUs of `pool` need a powered-off node."""
-        if site.power_off is None:
-            return False
-        busy = pool.count - pool.free
-        return pool.busy_nodes(busy + gpus) - pool.busy_nodes(busy) > len(pool.idle_since)
+        return site.power_off is not None and pool.nodes_to_wake(gpus) > 0
 
     def _woken(self, j: int, version: int) -> None:
         if self._version[j] != version:
@@ -475,9 +472,9 @@ class Engine:
         self._version[j] += 1  # cancels the pending completion (or wake)
         self._waking.discard(j)
         site = self._site[j]
-        site.release(now, self._pool[j], self._gpus[j], self._draw_w[j])
+        idled = site.release(now, self._pool[j], self._gpus[j], self._draw_w[j])
         del self.running[j]
-        if site.power_off is not None:
+        if idled:  # nodes left with no busy GPU switch off after idle_s
             self.env.timeout(site.power_off.idle_s).callbacks.append(
                 lambda _e: self._switch_off_check(site)
             )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sim.errors import ScenarioError
+from sim.grid.factors import VARIANTS
 from sim.grid.loaders import load_trace
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
 """The project's carbon-trace catalog. Found relative to the source tree, which works because
 dcsim is installed editable from its repository (the README's set-up)."""
-
-VARIANTS = ("lifecycle", "direct")
 
 
 @lru_cache(maxsize=1)

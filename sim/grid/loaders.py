@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
+from sim.grid.factors import ENTSOE_FUELS, VARIANTS, intensity_from_generation
 from sim.grid.signal import SERIES_NAME, _fmt_time
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 TRACE_FORMATS = ("csv", "electricitymaps", "watttime", "entsoe", "uk-api")
 """Names of the trace formats `load_trace` reads (`sites[i].carbon.format`)."""
 
-VARIANTS = ("lifecycle", "direct")
 """Emission-factor variants: lifecycle (Electricity Maps "LCA") or direct (combustion only)."""
 
 UNIT_TO_G_PER_KWH = {"g/kWh": 1.0, "kg/kWh": 1000.0, "lbs/MWh": 0.45359237}
@@ -685,7 +685,6 @@ def load_entsoe_generation(path: str | Path, *, variant: str = "lifecycle") -> p
     a production type `ENTSOE_FUELS` does not know, and a row whose mix is 0 MW raise
     `TraceError`.
     """
-    from sim.grid.factors import ENTSOE_FUELS, intensity_from_generation
 
     path = Path(path)
     _check_variant(path, variant)
