@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.api import Action, Start, SystemState
+from sim.api import Action, JobView, Start, SystemState
 
 
 @dataclass
@@ -21,23 +21,42 @@ class RunNow:
     def decide(self, state: SystemState) -> list[Action]:
         if not state.pending:
             return []
-        free: dict[str, dict[str, int]] = {}  # fetched per site when first needed
+        free = FreeGpus(state)
         actions: list[Action] = []
         for job in state.pending:
-            placed = self._place(job, free, state)
+            placed = free.place(job)
             if placed is not None:
                 actions.append(placed)
             elif not self.backfill:
                 break
         return actions
 
-    @staticmethod
-    def _place(job, free: dict[str, dict[str, int]], state: SystemState) -> Start | None:
-        origin = job.origin_site
-        for site in (origin, *(s for s in state.sites if s != origin)):
-            site_free = free.get(site)
-            if site_free is None:
-                site_free = free[site] = state.free_gpus(site)
+
+class FreeGpus:
+    """Free GPUs per site and model as actions are planned within one decision: read from
+    the state when a site is first needed, then decremented by each planned start."""
+
+    __slots__ = ("_free", "_state")
+
+    def __init__(self, state: SystemState):
+        self._state = state
+        self._free: dict[str, dict[str, int]] = {}
+
+    def at(self, site: str) -> dict[str, int]:
+        """Free GPUs per model at `site`, after the starts planned so far."""
+        site_free = self._free.get(site)
+        if site_free is None:
+            site_free = self._free[site] = self._state.free_gpus(site)
+        return site_free
+
+    def place(self, job: JobView, sites: tuple[str, ...] | None = None) -> Start | None:
+        """A `Start` of `job` on the first of `sites` (default: its origin, then the others in
+        order) with a pool of enough free GPUs, taking them; None if none fits."""
+        if sites is None:
+            origin = job.origin_site
+            sites = (origin, *(s for s in self._state.sites if s != origin))
+        for site in sites:
+            site_free = self.at(site)
             for model, n in site_free.items():
                 if n >= job.gpus:
                     site_free[model] = n - job.gpus

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from sim.errors import PolicyError
-from sim.hardware import GPU_CATALOG, GpuSpec
+from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
     from sim.engine import Engine
@@ -34,6 +34,7 @@ __all__ = [
     "Action",
     "Defer",
     "DemandResponseView",
+    "Estimate",
     "GpuSpec",
     "JobView",
     "Migrate",
@@ -214,6 +215,12 @@ class JobView:
         """The job's own power cap, W (None: the site's cap or uncapped)."""
         return self._e.job_cap_w(self.index)
 
+    @property
+    def gpu_power_w(self) -> float:
+        """Active power of one of the job's GPUs now, W (0 unless running; idle power while
+        its nodes boot)."""
+        return self._e.job_draw_w(self.index)
+
 
 class _JobSeq(Sequence[JobView]):
     """A live, read-only sequence of jobs over one of the engine's ordered job sets."""
@@ -307,8 +314,36 @@ class SystemState:
         """Facility power of `site` now, kW."""
         return self._e.site(site).facility_w(self._e.env.now) / 1000.0
 
+    def site_it_power_kw(self, site: str) -> float:
+        """IT power of `site` now, kW (facility power = IT power x PUE)."""
+        return self._e.site(site).it_w / 1000.0
+
+    def pue(self, site: str) -> float:
+        """`site`'s PUE now."""
+        return self._e.site(site).pue.value_at(self._e.env.now)
+
     def site_cap_w(self, site: str) -> float | None:
+        """The site-wide GPU cap set with `SetCap(site, watts)`, W, or None."""
         return self._e.site(site).cap_w
+
+    def operating_point(self, model: str, profile: str, cap_w: float | None = None) -> Estimate:
+        """The hardware model: throughput fraction (relative to uncapped) and average active
+        power (W) of one `model` GPU running a `profile` job under `cap_w` (None: uncapped).
+        See docs/power-model.md."""
+        return estimate(model, profile, cap_w)
+
+    def power_delta_w(
+        self,
+        job: JobView,
+        cap_w: float | None = None,
+        site: str | None = None,
+        gpu_model: str | None = None,
+    ) -> float:
+        """How much `site`'s IT power would change, W: if pending/suspended `job` started
+        there now under `cap_w` (None: the site's cap; `site` and `gpu_model` as in `Start`,
+        waking powered-off nodes included), or, for a running job, if its own cap became
+        `cap_w` (None: the site's cap, or uncapped)."""
+        return self._e.power_delta_w(job.index, cap_w, site, gpu_model)
 
     def demand_response(self, site: str | None = None) -> list[DemandResponseView]:
         """Announced events that have not ended (all sites, or one)."""

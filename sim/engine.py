@@ -131,6 +131,16 @@ class Engine:
 
     def run(self, progress: Callable[[float], None] | None = None) -> None:
         """Run to the horizon; `progress(fraction)` is called along the way."""
+        self.start_processes()
+        chunks = 100 if progress else 1
+        for k in range(1, chunks + 1):
+            self.env.run(until=self.horizon_s * k / chunks)
+            if progress:
+                progress(k / chunks)
+        self._close_at_horizon()
+
+    def start_processes(self) -> None:
+        """Set up arrivals, DR events, power-off checks, PUE steps, signal steps, ticks."""
         env = self.env
         env.process(self._arrivals())
         for k, ev in enumerate(self.scenario.demand_response):
@@ -147,12 +157,6 @@ class Engine:
         tick_s = getattr(self.policy, "tick_s", None)
         if tick_s:
             env.process(self._ticks(float(tick_s)))
-        chunks = 100 if progress else 1
-        for k in range(1, chunks + 1):
-            env.run(until=self.horizon_s * k / chunks)
-            if progress:
-                progress(k / chunks)
-        self._close_at_horizon()
 
     def _arrivals(self):
         env = self.env
@@ -556,6 +560,30 @@ class Engine:
 
     def job_cap_w(self, j: int) -> float | None:
         return self._cap[j]
+
+    def job_draw_w(self, j: int) -> float:
+        return self._draw_w[j] if self._state[j] == RUNNING else 0.0
+
+    def power_delta_w(
+        self, j: int, cap: float | None, site_name: str | None, model: str | None
+    ) -> float:
+        gpus = self._gpus[j]
+        if self._state[j] == RUNNING:
+            site, pool = self._site[j], self._pool[j]
+            if j in self._waking:
+                return 0.0  # takes its cap when its nodes are up
+            _, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
+            return gpus * (draw_w - self._draw_w[j])
+        if site_name is None:
+            raise PolicyError("power_delta_w: give the site a job that is not running would start on")
+        site = self.site(site_name)
+        pool = site.pools[0] if model is None else site.pool(model)
+        if pool is None:
+            raise PolicyError(f"power_delta_w: site {site_name} has no {model} GPUs")
+        _, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
+        if self._needs_wake(site, pool, gpus):
+            return pool.nodes_to_wake(gpus) * pool.node_w  # held at idle power while booting
+        return gpus * (draw_w - pool.idle_w)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         return self.forecaster.forecast(self.site(site).signal, self.env.now, horizon_s)

@@ -19,8 +19,8 @@ from pydantic import TypeAdapter, ValidationError
 from sim.errors import ScenarioError
 
 
-def policy_class(name: str) -> type:
-    """The class a policy name refers to. Raises ScenarioError naming `policy.name`."""
+def policy_class(name: str, key: str = "policy") -> type:
+    """The class a policy name refers to. Raises ScenarioError naming `key`.name."""
     from policies import REGISTRY
 
     if name in REGISTRY:
@@ -28,7 +28,7 @@ def policy_class(name: str) -> type:
     module_name, sep, class_name = name.rpartition(":")
     if not sep:
         raise ScenarioError(
-            f"policy.name: unknown policy {name!r}; registered: {', '.join(sorted(REGISTRY))}, "
+            f"{key}.name: unknown policy {name!r}; registered: {', '.join(sorted(REGISTRY))}, "
             "or give module:Class or path/to/file.py:Class"
         )
     try:
@@ -37,12 +37,12 @@ def policy_class(name: str) -> type:
         else:
             module = importlib.import_module(module_name)
     except (ImportError, OSError, SyntaxError) as e:
-        raise ScenarioError(f"policy.name: cannot import {module_name!r}: {e}") from None
+        raise ScenarioError(f"{key}.name: cannot import {module_name!r}: {e}") from None
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):
-        raise ScenarioError(f"policy.name: {module_name!r} has no class {class_name!r}")
+        raise ScenarioError(f"{key}.name: {module_name!r} has no class {class_name!r}")
     if not callable(getattr(cls, "decide", None)):
-        raise ScenarioError(f"policy.name: {name} has no decide(state) method")
+        raise ScenarioError(f"{key}.name: {name} has no decide(state) method")
     return cls
 
 
@@ -64,15 +64,25 @@ def _import_file(path: Path):
     return module
 
 
-def build_policy(name: str, params: dict[str, Any]) -> object:
-    """Instantiate policy `name` with `params`, validating them."""
-    cls = policy_class(name)
+def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> object:
+    """Instantiate policy `name` with `params`, validating them; errors name `key`.params.
+
+    A class with a `from_params(params, build)` classmethod (a composite such as `chain`)
+    builds itself, calling `build(name, params, key)` for its members."""
+    cls = policy_class(name, key)
+    if not isinstance(params, dict):
+        raise ScenarioError(f"{key}.params: expected a table, got {params!r}")
+    if hasattr(cls, "from_params"):
+        try:
+            return cls.from_params(params, build_policy)
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
     if dataclasses.is_dataclass(cls):
         fields = {f.name for f in dataclasses.fields(cls) if f.init}
-        for key in params:
-            if key not in fields:
+        for param in params:
+            if param not in fields:
                 raise ScenarioError(
-                    f"policy.params.{key}: {name} has no parameter {key!r}; "
+                    f"{key}.params.{param}: {name} has no parameter {param!r}; "
                     f"its parameters: {', '.join(sorted(fields)) or 'none'}"
                 )
         try:
@@ -80,10 +90,8 @@ def build_policy(name: str, params: dict[str, Any]) -> object:
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
-            raise ScenarioError(
-                f"policy.params.{loc}: {err['msg']} (got {err.get('input')!r})"
-            ) from None
+            raise ScenarioError(f"{key}.params.{loc}: {err['msg']} (got {err.get('input')!r})") from None
     try:
         return cls(**params)
-    except TypeError as e:
-        raise ScenarioError(f"policy.params: {name}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ScenarioError(f"{key}.params: {name}: {e}") from None

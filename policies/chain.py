@@ -1,0 +1,90 @@
+"""`chain`: several policies applied in order, e.g. wait_awhile -> energy_optimal_cap -> dr_fair_slowdown.
+
+Rules for combining their actions (one decision, members in the order given):
+
+1. The first member decides: its `decide(state)` actions are the plan.
+2. A later member that can adjust others' actions (it has `amend(state, actions)`, like
+   every power-capping and demand-response policy) receives the plan and returns the new
+   plan: it may change caps of `Start`s, drop starts (hold jobs back), or add actions.
+   Its word is final for what it changes.
+3. A later member without `amend` adds its `decide(state)` actions, except those about a
+   job an earlier action already concerns, and `SetCap`s of a site an earlier action
+   already capped: the earlier member wins a conflict.
+
+All members see the same state, as it was before any of this decision's actions. The
+chain asks for a decision at every signal step if any member does, and ticks at the
+shortest `tick_s` of its members.
+
+Scenario::
+
+    [policy]
+    name = "chain"
+    [[policy.params.policies]]
+    name = "wait_awhile"
+    [[policy.params.policies]]
+    name = "energy_optimal_cap"
+    params = { eta = 0.5 }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sim.api import Action, JobView, SetCap, SystemState
+
+
+class Chain:
+    def __init__(self, members: Sequence[object]):
+        if not members:
+            raise ValueError("a chain needs at least one policy")
+        self.members = list(members)
+        self.signal_steps = any(getattr(m, "signal_steps", False) for m in self.members)
+        ticks = [t for m in self.members if (t := getattr(m, "tick_s", None))]
+        self.tick_s = min(ticks) if ticks else None
+
+    @classmethod
+    def from_params(
+        cls, params: dict[str, Any], build: Callable[[str, dict[str, Any], str], object]
+    ) -> Chain:
+        """Build from `[policy.params]`: `policies = [{name, params}, ...]` (only that key);
+        `build(name, params, key)` builds one member, naming `key` in its errors."""
+        unknown = sorted(set(params) - {"policies"})
+        if unknown:
+            raise ValueError(f"policy.params.{unknown[0]}: chain takes only 'policies'")
+        specs = params.get("policies")
+        if not isinstance(specs, list) or not specs:
+            raise ValueError(
+                "policy.params.policies: chain needs a non-empty list of {name, params} tables, "
+                f"got {specs!r}"
+            )
+        members = []
+        for i, spec in enumerate(specs):
+            key = f"policy.params.policies[{i}]"
+            if not isinstance(spec, dict) or "name" not in spec or set(spec) - {"name", "params"}:
+                raise ValueError(f"{key}: expected a table with name and optional params, got {spec!r}")
+            members.append(build(spec["name"], spec.get("params", {}), key))
+        return cls(members)
+
+    def decide(self, state: SystemState) -> list[Action]:
+        first, *rest = self.members
+        actions = list(first.decide(state))
+        for member in rest:
+            amend = getattr(member, "amend", None)
+            if amend is not None:
+                actions = list(amend(state, actions))
+                continue
+            jobs = {_job_of(a) for a in actions} - {None}
+            capped = {a.target for a in actions if isinstance(a, SetCap) and isinstance(a.target, str)}
+            for a in member.decide(state):
+                job = _job_of(a)
+                if job in jobs or (isinstance(a, SetCap) and a.target in capped):
+                    continue
+                actions.append(a)
+        return actions
+
+
+def _job_of(action: Action) -> JobView | None:
+    if isinstance(action, SetCap):
+        return action.target if isinstance(action.target, JobView) else None
+    return action.job
