@@ -318,6 +318,10 @@ class SystemState:
         """IT power of `site` now, kW (facility power = IT power x PUE)."""
         return self._e.site(site).it_w / 1000.0
 
+    def host_w_per_gpu(self, site: str) -> float:
+        """Host power (CPU, memory, network) per installed GPU at `site`, W, drawn always."""
+        return self._e.site(site).host_w_per_gpu
+
     def pue(self, site: str) -> float:
         """`site`'s PUE now."""
         return self._e.site(site).pue.value_at(self._e.env.now)
