@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import simpy
@@ -38,6 +39,7 @@ from sim.api import (
     SystemState,
 )
 from sim.cluster import Pool, Site
+from sim.dr_events import DrEvent, dr_events
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal, Forecaster
 from sim.records import EventLog, PowerLog
@@ -58,6 +60,18 @@ STATE_NAMES = (
 
 _WS_PER_KWH = 3.6e6
 _GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
+
+
+class DrWindow(NamedTuple):
+    """An announced demand-response event as measured: limit and the mean facility power in
+    the hour before its notice (its baseline), kW."""
+
+    site: int
+    start_s: float
+    end_s: float
+    limit_kw: float
+    baseline_kw: float
+    rebound_h: float
 
 
 class Engine:
@@ -124,8 +138,16 @@ class Engine:
         self._decision_scheduled = False
         self._estimates: dict[tuple[str, str, float | None], tuple[float, float]] = {}
         self._announced: list[DemandResponseView] = []
-        self.dr_windows: list[tuple[int, float, float, float]] = []
-        """(site index, start_s, end_s, limit_kw) of every demand-response event."""
+        self.dr_events = dr_events(scenario, signals)
+        self.dr_windows: list[DrWindow] = []
+        """Every announced demand-response event, with its limit and baseline."""
+        self._site_windows: list[list[tuple[float, float]]] = [[] for _ in self.sites]
+        """Per site, the (start_s, end_s) of its announced events."""
+        self.dr_job: dict[int, list[float]] = {}
+        """Per job affected by an event: [s run during events, reference GPU-s of work done
+        then, reference GPU-s it would have done uncapped]."""
+        self._paused: dict[int, tuple[int, float, float]] = {}
+        """Jobs suspended during an event at their site: (site, since_s, uncapped rate)."""
 
     # --- running -------------------------------------------------------------------------
 
@@ -143,8 +165,8 @@ class Engine:
         """Set up arrivals, DR events, power-off checks, PUE steps, signal steps, ticks."""
         env = self.env
         env.process(self._arrivals())
-        for k, ev in enumerate(self.scenario.demand_response):
-            env.process(self._demand_response(k, ev))
+        for ev in self.dr_events:
+            env.process(self._demand_response(ev))
         for site in self.sites:
             if site.power_off is not None:  # every node is idle at the start
                 env.timeout(site.power_off.idle_s).callbacks.append(
@@ -189,30 +211,32 @@ class Engine:
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
             self.sites[i].log_power(t)
+            if self._event_active(i, t):  # the limit in IT watts moved
+                self._request_decision()
 
     def _ticks(self, tick_s: float):
         while True:
             yield self.env.timeout(tick_s)
             self._request_decision()
 
-    def _demand_response(self, k: int, ev):
+    def _event_active(self, site_index: int, t_s: float) -> bool:
+        return any(s <= t_s < e for s, e in self._site_windows[site_index])
+
+    def _demand_response(self, ev: DrEvent):
         env = self.env
-        site = self._site_by_name[ev.site]
-        start_s = (ev.start - self.scenario.start).total_seconds()
-        end_s = start_s + ev.duration_h * 3600.0
-        notice_s = max(0.0, start_s - ev.notice_h * 3600.0)
+        site = self.sites[ev.site]
+        start_s, end_s, notice_s = ev.start_s, ev.end_s, ev.notice_s
         yield env.timeout(notice_s)
+        baseline_kw = self._mean_facility_kw(site, notice_s - 3600.0, notice_s)
         if ev.limit_kw is not None:
             limit_kw = ev.limit_kw
         else:
-            baseline_kw = self._mean_facility_kw(site, notice_s - 3600.0, notice_s)
             limit_kw = baseline_kw * (1.0 - ev.reduction_pct / 100.0)
         view = DemandResponseView(site.name, start_s, end_s, limit_kw)
         self._announced.append(view)
-        self.dr_windows.append((site.index, start_s, end_s, limit_kw))
-        self.events.append(
-            notice_s, "dr_notice", site=site.index, value=limit_kw, detail=f"demand_response[{k}]"
-        )
+        self.dr_windows.append(DrWindow(site.index, start_s, end_s, limit_kw, baseline_kw, ev.rebound_h))
+        self._site_windows[site.index].append((start_s, end_s))
+        self.events.append(notice_s, "dr_notice", site=site.index, value=limit_kw, detail=ev.key)
         self._request_decision()
         if start_s > env.now:
             yield env.timeout(start_s - env.now)
@@ -245,6 +269,8 @@ class Engine:
         now = self.horizon_s
         for j in self.running:
             self._close_segment(j, now)
+        for j in tuple(self._paused):
+            self._end_pause(j, now)
         for j, st in enumerate(self._state):
             if st in (PENDING, DEFERRED, RUNNING, SUSPENDED):
                 self.events.append(now, "unfinished", j, self.site_of[j])
@@ -278,6 +304,7 @@ class Engine:
             case Resume(job, site, cap, model):
                 j = self._job(a, job, (SUSPENDED,))
                 self.suspended.pop(j)
+                self._end_pause(j, self.env.now)
                 self._place(a, j, self._site_of_action(a, site), cap, model, "resume")
             case Defer(job, until_s):
                 j = self._job(a, job, (PENDING, DEFERRED))
@@ -295,6 +322,9 @@ class Engine:
                 j = self._job(a, job, (RUNNING,))
                 if not self._interruptible[j]:
                     raise PolicyError(f"{a}: job {self.jobs.job_id[j]} is not interruptible")
+                site = self._site[j]
+                if self._event_active(site.index, self.env.now):
+                    self._paused[j] = (site.index, self.env.now, self._uncapped_rate(j, self._pool[j]))
                 self._stop(j)
                 self._state[j] = SUSPENDED
                 self.suspended[j] = None
@@ -333,6 +363,7 @@ class Engine:
                 self.pending.pop(j, None)
                 self.suspended.pop(j, None)
                 self._deferred_until.pop(j, None)
+                self._end_pause(j, self.env.now)
                 self._reject(j, str(reason))
             case _:
                 raise PolicyError(f"{type(self.policy).__name__} returned {a!r}, not an action")
@@ -468,6 +499,31 @@ class Engine:
         self.gpu_s[j] += gpus * dt
         self.embodied_kg[j] += gpus * dt / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         self._seg_start[j] = now
+        if self._site_windows[site.index]:
+            in_event_s = self._overlap_s(site.index, t0, now)
+            if in_event_s > 0.0:
+                acc = self.dr_job.setdefault(j, [0.0, 0.0, 0.0])
+                acc[0] += in_event_s
+                acc[1] += self._rate[j] * in_event_s
+                acc[2] += self._uncapped_rate(j, pool) * in_event_s
+
+    def _overlap_s(self, site_index: int, t0_s: float, t1_s: float) -> float:
+        """Time of [t0_s, t1_s] inside `site_index`'s demand-response events, s."""
+        return sum(
+            max(0.0, min(t1_s, e) - max(t0_s, s)) for s, e in self._site_windows[site_index]
+        )
+
+    def _uncapped_rate(self, j: int, pool: Pool) -> float:
+        return self._gpus[j] * self._speed(pool.model, self._profile[j], None)[0]
+
+    def _end_pause(self, j: int, now: float) -> None:
+        """Charge a job suspended during an event with the work it did not do in events."""
+        paused = self._paused.pop(j, None)
+        if paused is not None:
+            site_index, since_s, rate = paused
+            lost_s = self._overlap_s(site_index, since_s, now)
+            if lost_s > 0.0:
+                self.dr_job.setdefault(j, [0.0, 0.0, 0.0])[2] += rate * lost_s
 
     def _stop(self, j: int) -> None:
         """Close the run and free the GPUs (suspend, migrate, finish)."""

@@ -47,6 +47,14 @@ SUMMARY_KEYS = (
     "gpu_utilization",
     "dr_overshoot_kwh",
     "dr_compliance",
+    "dr_energy_shed_kwh",
+    "dr_peak_reduction_kw",
+    "dr_rebound_peak_kw",
+    "dr_jobs_affected",
+    "dr_jobs_paused",
+    "dr_throughput_loss_gpu_h",
+    "dr_slowdown_mean",
+    "dr_slowdown_p95",
     "slowdown_jain_index",
     "sim_wall_s",
 )
@@ -56,6 +64,7 @@ FILES = (
     "sites.parquet",
     "power.parquet",
     "events.parquet",
+    "dr_events.parquet",
     "scenario.toml",
     "meta.json",
 )
@@ -74,6 +83,9 @@ class Results:
     effective carbon intensity of its energy (g/kWh), jobs finished or stopped there."""
     power: pd.DataFrame
     events: pd.DataFrame
+    dr_events: pd.DataFrame
+    """One row per demand-response event: limit, baseline, energy, peak, compliance,
+    overshoot, energy shed, rebound peak (see `demand_response_table`)."""
     meta: dict[str, Any]
 
     def save(self, out_dir: str | Path) -> Path:
@@ -84,6 +96,9 @@ class Results:
         _write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
         _write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
         _write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
+        _write_atomic(
+            out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False)
+        )
         _write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         _write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         _write_atomic(
@@ -102,6 +117,7 @@ class Results:
             sites=pd.read_parquet(d / "sites.parquet"),
             power=pd.read_parquet(d / "power.parquet"),
             events=pd.read_parquet(d / "events.parquet"),
+            dr_events=pd.read_parquet(d / "dr_events.parquet"),
             meta=json.loads((d / "meta.json").read_text()),
         )
 
@@ -155,8 +171,14 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary["gpu_utilization"] = float(
         (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
     )
-    summary.update(demand_response_metrics(power, engine.site_names, engine.dr_windows))
-    summary["slowdown_jain_index"] = jain_index(jobs["slowdown"].dropna().to_numpy())
+    dr = demand_response_table(power, engine.site_names, engine.dr_windows, horizon_s)
+    summary.update(demand_response_metrics(dr))
+    summary.update(dr_job_metrics(engine.dr_job))
+    if engine.dr_windows:  # fairness of what the events did to the jobs they touched
+        in_event = jobs["dr_slowdown"].to_numpy()
+        summary["slowdown_jain_index"] = jain_index(in_event[np.isfinite(in_event)])
+    else:
+        summary["slowdown_jain_index"] = jain_index(jobs["slowdown"].dropna().to_numpy())
     summary["sim_wall_s"] = wall_s
 
     meta = {
@@ -172,7 +194,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
     }
-    return Results(scenario, summary, jobs, sites, power, events, meta)
+    return Results(scenario, summary, jobs, sites, power, events, dr, meta)
 
 
 def site_table(
@@ -207,7 +229,9 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
 
     `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU model
     the job finished on: > 1 from caps and suspensions; a job migrated to a slower model
-    can show < 1."""
+    can show < 1. `dr_slowdown` = the job's uncapped speed / its actual speed, averaged over
+    its running time inside demand-response events at its site (NaN if it never ran in
+    one; inf if it was suspended through them)."""
     jt = engine.jobs
     submit = jt.submit_s
     start = np.asarray(engine.start_s)
@@ -219,6 +243,9 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     reason = np.full(len(jt), "", dtype=object)
     for j, r in engine.reason.items():
         reason[j] = r
+    dr_slowdown = np.full(len(jt), np.nan)
+    for j, (_, done, uncapped) in engine.dr_job.items():
+        dr_slowdown[j] = uncapped / done if done > 0 else np.inf
     return pd.DataFrame(
         {
             "job_id": jt.job_id,
@@ -241,6 +268,7 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
             "embodied_kg": np.asarray(engine.embodied_kg),
             "wan_carbon_kg": np.zeros(len(jt)),
             "slowdown": (end - start) / ideal_s,
+            "dr_slowdown": dr_slowdown,
         }
     )
 
@@ -324,26 +352,92 @@ def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
     return int((late | never).sum())
 
 
-def demand_response_metrics(
-    power: pd.DataFrame,
-    sites: list[str],
-    windows: list[tuple[int, float, float, float]],
-) -> dict[str, Any]:
-    """`dr_compliance`: fraction of event time with facility power at or under the limit;
-    `dr_overshoot_kwh`: energy above the limit during events. None/0 without events."""
-    if not windows:
-        return {"dr_overshoot_kwh": 0.0, "dr_compliance": None}
-    over_s = over_kwh = total_s = 0.0
-    for site_idx, t0, t1, limit_kw in windows:
-        rows, t, t_next = _site_steps(power, sites[site_idx], np.inf)
-        lo, hi = np.clip(t, t0, t1), np.clip(t_next, t0, t1)
-        dt = hi - lo
-        excess_kw = rows["facility_w"].to_numpy() / 1000.0 - limit_kw
-        over = excess_kw > 1e-9 * max(limit_kw, 1.0)
-        over_s += float(np.sum(dt[over]))
-        over_kwh += float(np.sum(excess_kw[over] * dt[over])) / 3600.0
-        total_s += t1 - t0
-    return {"dr_overshoot_kwh": over_kwh, "dr_compliance": 1.0 - over_s / total_s}
+def demand_response_table(
+    power: pd.DataFrame, sites: list[str], windows: list, horizon_s: float
+) -> pd.DataFrame:
+    """One row per demand-response event, from the facility power step function:
+
+    - `compliance`: fraction of the event with facility power at or under the limit;
+    - `overshoot_kwh`: facility energy above the limit during the event;
+    - `baseline_kw`: mean facility power in the hour before the event's notice;
+    - `energy_kwh`, `peak_kw`: facility energy and highest power during the event;
+    - `shed_kwh` = baseline x duration - energy; `peak_reduction_kw` = baseline - peak;
+    - `rebound_peak_kw`: highest power in the `rebound_h` after the event minus the baseline
+      (> 0: load deferred by the event came back above the baseline)."""
+    rows = []
+    for w in windows:
+        steps, t, t_next = _site_steps(power, sites[w.site], horizon_s)
+        facility_kw = steps["facility_w"].to_numpy() / 1000.0
+        dt = np.clip(t_next, w.start_s, w.end_s) - np.clip(t, w.start_s, w.end_s)
+        inside = dt > 0
+        excess_kw = facility_kw - w.limit_kw
+        over = inside & (excess_kw > 1e-9 * max(w.limit_kw, 1.0))
+        energy_kwh = float(np.sum(facility_kw * dt)) / 3600.0
+        peak_kw = float(facility_kw[inside].max()) if inside.any() else w.baseline_kw
+        after_end = min(w.end_s + w.rebound_h * 3600.0, horizon_s)
+        after = (t < after_end) & (t_next > w.end_s)
+        rebound_kw = float(facility_kw[after].max()) - w.baseline_kw if after.any() else None
+        duration_h = (w.end_s - w.start_s) / 3600.0
+        rows.append(
+            {
+                "site": sites[w.site],
+                "start_s": w.start_s,
+                "end_s": w.end_s,
+                "limit_kw": w.limit_kw,
+                "baseline_kw": w.baseline_kw,
+                "energy_kwh": energy_kwh,
+                "peak_kw": peak_kw,
+                "compliance": 1.0 - float(np.sum(dt[over])) / (w.end_s - w.start_s),
+                "overshoot_kwh": float(np.sum(excess_kw[over] * dt[over])) / 3600.0,
+                "shed_kwh": w.baseline_kw * duration_h - energy_kwh,
+                "peak_reduction_kw": w.baseline_kw - peak_kw,
+                "rebound_peak_kw": rebound_kw,
+            }
+        )
+    columns = [
+        "site", "start_s", "end_s", "limit_kw", "baseline_kw", "energy_kwh", "peak_kw",
+        "compliance", "overshoot_kwh", "shed_kwh", "peak_reduction_kw", "rebound_peak_kw",
+    ]
+    return pd.DataFrame(rows, columns=columns).astype({"rebound_peak_kw": float})
+
+
+def demand_response_metrics(dr: pd.DataFrame) -> dict[str, Any]:
+    """Summary of the events: `dr_compliance` over all event time, `dr_overshoot_kwh` and
+    `dr_energy_shed_kwh` summed, `dr_peak_reduction_kw` the mean over events,
+    `dr_rebound_peak_kw` the largest. None (0 for energies) without events."""
+    if dr.empty:
+        return {
+            "dr_overshoot_kwh": 0.0,
+            "dr_compliance": None,
+            "dr_energy_shed_kwh": 0.0,
+            "dr_peak_reduction_kw": None,
+            "dr_rebound_peak_kw": None,
+        }
+    duration_s = dr["end_s"] - dr["start_s"]
+    rebound = dr["rebound_peak_kw"].dropna()
+    return {
+        "dr_overshoot_kwh": float(dr["overshoot_kwh"].sum()),
+        "dr_compliance": float((dr["compliance"] * duration_s).sum() / duration_s.sum()),
+        "dr_energy_shed_kwh": float(dr["shed_kwh"].sum()),
+        "dr_peak_reduction_kw": float(dr["peak_reduction_kw"].mean()),
+        "dr_rebound_peak_kw": float(rebound.max()) if len(rebound) else None,
+    }
+
+
+def dr_job_metrics(dr_job: dict[int, list[float]]) -> dict[str, Any]:
+    """What events did to jobs: how many ran (or were paused) in them, the reference GPU-hours
+    of work they did not do compared with running uncapped, and the distribution of their
+    in-event slowdown (uncapped / actual speed; paused jobs excluded)."""
+    acc = np.array(list(dr_job.values())).reshape(-1, 3)
+    ran = acc[:, 1] > 0
+    slowdown = acc[ran, 2] / acc[ran, 1]
+    return {
+        "dr_jobs_affected": len(acc),
+        "dr_jobs_paused": int((~ran).sum()),
+        "dr_throughput_loss_gpu_h": float(np.sum(acc[:, 2] - acc[:, 1])) / 3600.0,
+        "dr_slowdown_mean": float(slowdown.mean()) if len(slowdown) else None,
+        "dr_slowdown_p95": float(np.percentile(slowdown, 95)) if len(slowdown) else None,
+    }
 
 
 def jain_index(x: np.ndarray) -> float | None:

@@ -424,6 +424,8 @@ class DemandResponseEvent(_Model):
     reduction_pct: float | None = Field(default=None, gt=0, le=100)
     """Limit as a percentage below the site's mean facility power in the hour before notice."""
     notice_h: float = Field(default=0.0, ge=0)
+    rebound_h: float = Field(default=2.0, ge=0)
+    """Hours after the event's end over which the rebound peak is measured."""
 
     @model_validator(mode="after")
     def _one_limit(self) -> DemandResponseEvent:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 import sim
-from sim.api import SetCap, Start
+from sim.api import Resume, SetCap, Start, Suspend
 from sim.hardware import estimate
 from tests.conftest import make_scenario
 
@@ -92,3 +92,62 @@ def test_policies_that_ask_for_signal_steps_are_called_at_each_step(tmp_path):
     )
     sim.simulate(scenario, Watcher())
     assert calls == [0.0, 3600.0, 7200.0, 10800.0, 14400.0]
+
+
+def test_event_metrics_are_measured_against_the_hour_before_notice(tmp_path):
+    """Capping four busy GPUs to 290 W for a 2 h event: shed, peak and rebound by hand."""
+    scenario = make_scenario(tmp_path, JOBS, demand_response=[event(limit_kw=2.0)])
+    r = sim.simulate(scenario, CapDuringEvents(cap_w=290.0))
+    capped = estimate("A100-80GB", "compute-bound", 290.0)
+    capped_kw = 4 * (capped.power_w + 40.0) * 1.5 / 1000
+    (row,) = r.dr_events.to_dict("records")
+    assert row["baseline_kw"] == pytest.approx(FULL_KW, rel=1e-12)
+    assert row["peak_kw"] == pytest.approx(capped_kw, rel=1e-12)
+    assert row["energy_kwh"] == pytest.approx(2.0 * capped_kw, rel=1e-12)
+    s = r.summary
+    assert s["dr_energy_shed_kwh"] == pytest.approx(2.0 * (FULL_KW - capped_kw), rel=1e-9)
+    assert s["dr_peak_reduction_kw"] == pytest.approx(FULL_KW - capped_kw, rel=1e-9)
+    assert s["dr_rebound_peak_kw"] == pytest.approx(0.0, abs=1e-9)  # back to the baseline
+
+
+def test_jobs_slowed_in_an_event_carry_their_slowdown_and_lost_work(tmp_path):
+    scenario = make_scenario(tmp_path, JOBS, demand_response=[event(limit_kw=2.0)])
+    r = sim.simulate(scenario, CapDuringEvents(cap_w=290.0))
+    fraction = estimate("A100-80GB", "compute-bound", 290.0).throughput_fraction
+    assert r.jobs["dr_slowdown"].tolist() == pytest.approx([1.0 / fraction] * 4, rel=1e-12)
+    s = r.summary
+    assert s["dr_jobs_affected"] == 4 and s["dr_jobs_paused"] == 0
+    # Four reference GPUs (A100, compute-bound: speed 1) lose (1 - fraction) for 2 h each.
+    assert s["dr_throughput_loss_gpu_h"] == pytest.approx(4 * 2.0 * (1.0 - fraction), rel=1e-9)
+    assert s["slowdown_jain_index"] == pytest.approx(1.0)
+
+
+@dataclass
+class PauseDuringEvents:
+    """Starts everything; suspends job j0 for the event and resumes it afterwards."""
+
+    def decide(self, state):
+        actions = [Start(j, "a") for j in state.pending]
+        on = any(e.start_s <= state.now_s < e.end_s for e in state.demand_response("a"))
+        if on:
+            actions += [Suspend(j) for j in state.running if j.id == "j0"]
+        else:
+            actions += [Resume(j, "a") for j in state.suspended]
+        return actions
+
+
+def test_a_job_paused_through_an_event_loses_all_its_event_work(tmp_path):
+    jobs = [{**j, "interruptible": True} for j in JOBS]
+    scenario = make_scenario(tmp_path, jobs, demand_response=[event(limit_kw=2.0)])
+    r = sim.simulate(scenario, PauseDuringEvents())
+    s = r.summary
+    assert s["dr_jobs_affected"] == 4 and s["dr_jobs_paused"] == 1  # all were in the event
+    assert s["dr_throughput_loss_gpu_h"] == pytest.approx(2.0, rel=1e-9)  # j0's 2 h
+    assert r.jobs["dr_slowdown"].tolist() == [float("inf"), 1.0, 1.0, 1.0]
+    assert s["slowdown_jain_index"] == 1.0  # over the three that ran in it
+
+
+def test_without_events_the_event_metrics_are_empty(tmp_path):
+    s = sim.simulate(make_scenario(tmp_path, JOBS), "run_now").summary
+    assert s["dr_compliance"] is None and s["dr_energy_shed_kwh"] == 0.0
+    assert s["dr_jobs_affected"] == 0 and s["dr_throughput_loss_gpu_h"] == 0.0
