@@ -62,7 +62,9 @@ class Chain:
         for i, spec in enumerate(specs):
             key = f"policy.params.policies[{i}]"
             if not isinstance(spec, dict) or "name" not in spec or set(spec) - {"name", "params"}:
-                raise ValueError(f"{key}: expected a table with name and optional params, got {spec!r}")
+                raise ValueError(
+                    f"{key}: expected a table with name and optional params, got {spec!r}"
+                )
             members.append(build(spec["name"], spec.get("params", {}), key))
         return cls(members)
 
@@ -75,7 +77,9 @@ class Chain:
                 actions = list(amend(state, actions))
                 continue
             jobs = {_job_of(a) for a in actions} - {None}
-            capped = {a.target for a in actions if isinstance(a, SetCap) and isinstance(a.target, str)}
+            capped = {
+                a.target for a in actions if isinstance(a, SetCap) and isinstance(a.target, str)
+            }
             for a in member.decide(state):
                 job = _job_of(a)
                 if job in jobs or (isinstance(a, SetCap) and a.target in capped):

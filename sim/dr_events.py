@@ -1,14 +1,26 @@
 """Demand-response events of a run: the scenario's `[[demand_response]]` entries turned into
 concrete events on the simulation clock (s since the scenario start).
 
-An explicit entry is one event. (Generators that produce many events from one entry are
-expanded here too.) Each event keeps the key of the entry it came from, for the event log.
+An explicit entry is one event. A generator entry becomes many:
+
+- `daily_peak`: one event a day at a local hour (e.g. the evening peak), kept if it lies
+  wholly inside the run;
+- `high_carbon`: every stretch where the site's carbon intensity is above a percentile of
+  its values over the run (time-weighted), at least `min_duration_h` long; the grid's
+  dirtiest hours are when a utility or an aggregator asks for load to be shed.
+
+Each event keeps the key of the entry it came from (`demand_response[2]`, or
+`demand_response[2]#5` for a generator's sixth event), for the event log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import numpy as np
 
 from sim.grid import CarbonSignal
 from sim.scenario import Scenario
@@ -35,21 +47,72 @@ class DrEvent:
 
 def dr_events(scenario: Scenario, signals: Sequence[CarbonSignal]) -> list[DrEvent]:
     """The concrete events of `scenario`, ordered by start; `signals` are the sites' carbon
-    signals (for generators driven by carbon intensity)."""
+    signals (for the high_carbon generator)."""
     names = scenario.site_names()
+    horizon_s = scenario.horizon_s
     out = []
     for k, ev in enumerate(scenario.demand_response):
-        start_s = (ev.start - scenario.start).total_seconds()
-        out.append(
-            DrEvent(
-                key=f"demand_response[{k}]",
-                site=names.index(ev.site),
-                notice_s=max(0.0, start_s - ev.notice_h * 3600.0),
-                start_s=start_s,
-                end_s=start_s + ev.duration_h * 3600.0,
-                limit_kw=ev.limit_kw,
-                reduction_pct=ev.reduction_pct,
-                rebound_h=ev.rebound_h,
+        site = names.index(ev.site)
+        if ev.generator is None:
+            start_s = (ev.start - scenario.start).total_seconds()
+            windows = [(start_s, start_s + ev.duration_h * 3600.0)]
+        elif ev.generator == "daily_peak":
+            windows = daily_windows(scenario.start, horizon_s, ev.hour, ev.duration_h, ev.timezone)
+        else:
+            windows = high_carbon_windows(
+                signals[site], horizon_s, ev.percentile or 90.0, (ev.min_duration_h or 0.0) * 3600
             )
-        )
+        for n, (start_s, end_s) in enumerate(windows):
+            out.append(
+                DrEvent(
+                    key=f"demand_response[{k}]" + (f"#{n}" if ev.generator else ""),
+                    site=site,
+                    notice_s=max(0.0, start_s - ev.notice_h * 3600.0),
+                    start_s=start_s,
+                    end_s=end_s,
+                    limit_kw=ev.limit_kw,
+                    reduction_pct=ev.reduction_pct,
+                    rebound_h=ev.rebound_h,
+                )
+            )
     return sorted(out, key=lambda e: (e.start_s, e.site))
+
+
+def daily_windows(
+    start: datetime, horizon_s: float, hour: float, duration_h: float, timezone: str | None
+) -> list[tuple[float, float]]:
+    """[start_s, end_s) of an event at local `hour` every day, wholly inside [0, horizon_s]."""
+    tz = ZoneInfo(timezone or "UTC")
+    day = start.astimezone(tz).date()
+    out = []
+    while True:
+        local = datetime.combine(day, time(0), tzinfo=tz) + timedelta(hours=hour)
+        start_s = (local - start).total_seconds()
+        end_s = start_s + duration_h * 3600.0
+        if start_s >= horizon_s:
+            return out
+        if start_s >= 0.0 and end_s <= horizon_s:
+            out.append((start_s, end_s))
+        day += timedelta(days=1)
+
+
+def high_carbon_windows(
+    signal: CarbonSignal, horizon_s: float, percentile: float, min_duration_s: float
+) -> list[tuple[float, float]]:
+    """Stretches of [0, horizon_s) where `signal` is above its time-weighted `percentile`
+    over [0, horizon_s), each at least `min_duration_s` long."""
+    t = np.concatenate([[0.0], signal.breakpoints_between(0.0, horizon_s)])
+    t_next = np.append(t[1:], horizon_s)
+    values = np.array([signal.value_at(x) for x in t.tolist()])
+    order = np.argsort(values, kind="stable")
+    weight = np.cumsum((t_next - t)[order]) / horizon_s
+    threshold = values[order][np.searchsorted(weight, percentile / 100.0)]
+    out: list[tuple[float, float]] = []
+    for a, b, above in zip(t.tolist(), t_next.tolist(), (values > threshold).tolist(), strict=True):
+        if not above:
+            continue
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return [(a, b) for a, b in out if b - a >= min_duration_s]

@@ -234,7 +234,9 @@ class Engine:
             limit_kw = baseline_kw * (1.0 - ev.reduction_pct / 100.0)
         view = DemandResponseView(site.name, start_s, end_s, limit_kw)
         self._announced.append(view)
-        self.dr_windows.append(DrWindow(site.index, start_s, end_s, limit_kw, baseline_kw, ev.rebound_h))
+        self.dr_windows.append(
+            DrWindow(site.index, start_s, end_s, limit_kw, baseline_kw, ev.rebound_h)
+        )
         self._site_windows[site.index].append((start_s, end_s))
         self.events.append(notice_s, "dr_notice", site=site.index, value=limit_kw, detail=ev.key)
         self._request_decision()
@@ -324,7 +326,11 @@ class Engine:
                     raise PolicyError(f"{a}: job {self.jobs.job_id[j]} is not interruptible")
                 site = self._site[j]
                 if self._event_active(site.index, self.env.now):
-                    self._paused[j] = (site.index, self.env.now, self._uncapped_rate(j, self._pool[j]))
+                    self._paused[j] = (
+                        site.index,
+                        self.env.now,
+                        self._uncapped_rate(j, self._pool[j]),
+                    )
                 self._stop(j)
                 self._state[j] = SUSPENDED
                 self.suspended[j] = None
@@ -509,9 +515,7 @@ class Engine:
 
     def _overlap_s(self, site_index: int, t0_s: float, t1_s: float) -> float:
         """Time of [t0_s, t1_s] inside `site_index`'s demand-response events, s."""
-        return sum(
-            max(0.0, min(t1_s, e) - max(t0_s, s)) for s, e in self._site_windows[site_index]
-        )
+        return sum(max(0.0, min(t1_s, e) - max(t0_s, s)) for s, e in self._site_windows[site_index])
 
     def _uncapped_rate(self, j: int, pool: Pool) -> float:
         return self._gpus[j] * self._speed(pool.model, self._profile[j], None)[0]
@@ -631,7 +635,9 @@ class Engine:
             _, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
             return gpus * (draw_w - self._draw_w[j])
         if site_name is None:
-            raise PolicyError("power_delta_w: give the site a job that is not running would start on")
+            raise PolicyError(
+                "power_delta_w: give the site a job that is not running would start on"
+            )
         site = self.site(site_name)
         pool = site.pools[0] if model is None else site.pool(model)
         if pool is None:

@@ -90,7 +90,9 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> obje
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
-            raise ScenarioError(f"{key}.params.{loc}: {err['msg']} (got {err.get('input')!r})") from None
+            raise ScenarioError(
+                f"{key}.params.{loc}: {err['msg']} (got {err.get('input')!r})"
+            ) from None
     try:
         return cls(**params)
     except (TypeError, ValueError) as e:

@@ -395,8 +395,18 @@ def demand_response_table(
             }
         )
     columns = [
-        "site", "start_s", "end_s", "limit_kw", "baseline_kw", "energy_kwh", "peak_kw",
-        "compliance", "overshoot_kwh", "shed_kwh", "peak_reduction_kw", "rebound_peak_kw",
+        "site",
+        "start_s",
+        "end_s",
+        "limit_kw",
+        "baseline_kw",
+        "energy_kwh",
+        "peak_kw",
+        "compliance",
+        "overshoot_kwh",
+        "shed_kwh",
+        "peak_reduction_kw",
+        "rebound_peak_kw",
     ]
     return pd.DataFrame(rows, columns=columns).astype({"rebound_peak_kw": float})
 

@@ -415,11 +415,28 @@ class PolicyConfig(_Model):
 
 
 class DemandResponseEvent(_Model):
-    """A request to keep a site's facility power under a limit for a while."""
+    """A request to keep a site's facility power under a limit for a while: one event
+    (`start`, `duration_h`), or a generator of events:
+
+    - `generator = "daily_peak"`: every day of the run at local `hour` in `timezone`
+      (default UTC) for `duration_h`, e.g. the evening peak 17:00-20:00;
+    - `generator = "high_carbon"`: whenever the site's carbon intensity is above its
+      `percentile` (default 90) over the run, each such stretch of at least
+      `min_duration_h` one event.
+    """
 
     site: str
-    start: datetime
-    duration_h: float = Field(gt=0)
+    start: datetime | None = None
+    duration_h: float | None = Field(default=None, gt=0)
+    generator: Literal["daily_peak", "high_carbon"] | None = None
+    hour: float | None = Field(default=None, ge=0, lt=24)
+    """Local start hour of a daily_peak event (e.g. 17.5 for 17:30)."""
+    timezone: str | None = None
+    """IANA time zone of `hour` (daily_peak), default UTC."""
+    percentile: float | None = Field(default=None, gt=0, lt=100)
+    """Events where carbon intensity is above this percentile of the run (high_carbon)."""
+    min_duration_h: float | None = Field(default=None, ge=0)
+    """Shortest stretch above the percentile that makes an event (high_carbon), default 0."""
     limit_kw: float | None = Field(default=None, ge=0)
     reduction_pct: float | None = Field(default=None, gt=0, le=100)
     """Limit as a percentage below the site's mean facility power in the hour before notice."""
@@ -431,10 +448,28 @@ class DemandResponseEvent(_Model):
     def _one_limit(self) -> DemandResponseEvent:
         if (self.limit_kw is None) == (self.reduction_pct is None):
             raise ValueError("give exactly one of limit_kw or reduction_pct")
-        if self.start.tzinfo is None:
+        keys = {
+            None: ({"start", "duration_h"}, set()),
+            "daily_peak": ({"hour", "duration_h"}, {"timezone"}),
+            "high_carbon": (set(), {"percentile", "min_duration_h"}),
+        }
+        required, optional = keys[self.generator]
+        kind = f'generator = "{self.generator}"' if self.generator else "a single event"
+        for key in sorted(required):
+            if getattr(self, key) is None:
+                raise ValueError(f"{key} is required for {kind}")
+        for key in ("start", "duration_h", "hour", "timezone", "percentile", "min_duration_h"):
+            if key not in required | optional and getattr(self, key) is not None:
+                raise ValueError(f"{key} does not apply to {kind} (got {getattr(self, key)!r})")
+        if self.start is not None and self.start.tzinfo is None:
             raise ValueError(
                 f"start must carry a UTC offset, e.g. 2020-06-01T12:00:00Z, got {self.start}"
             )
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"timezone: unknown time zone {self.timezone!r}") from None
         return self
 
 
@@ -491,6 +526,8 @@ class Scenario(_Model):
         for i, ev in enumerate(self.demand_response):
             if ev.site not in names:
                 raise ValueError(f"demand_response[{i}].site: unknown site {ev.site!r}")
+            if ev.generator is not None:
+                continue
             end = ev.start + timedelta(hours=ev.duration_h)
             if ev.start < self.start or end > self.end:
                 raise ValueError(
