@@ -1,4 +1,4 @@
-"""`chain`: several policies applied in order, e.g. wait_awhile -> energy_optimal_cap -> dr_fair_slowdown.
+"""`chain`: several policies applied in order (wait_awhile -> energy_optimal_cap -> dr_pause).
 
 Rules for combining their actions (one decision, members in the order given):
 

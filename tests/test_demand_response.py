@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import pytest
 
 import sim
+from sim.api import Resume, SetCap, Start, Suspend
 from sim.dr_events import dr_events
 from sim.errors import ScenarioError
-from sim.run import build_world, random_streams
-from sim.api import Resume, SetCap, Start, Suspend
 from sim.hardware import estimate
+from sim.run import build_world, random_streams
 from tests.conftest import make_scenario, site
 
 # Four 1-GPU jobs fill the base site's four A100s for ten hours.
