@@ -185,6 +185,8 @@ class Site:
         "busy_gpus",
         "total_gpus",
         "power_off",
+        "checkpoint_write_gbps",
+        "checkpoint_read_gbps",
         "_log",
     )
 
@@ -200,6 +202,8 @@ class Site:
         self.facility_ci = self.pue.times(signal)
         """PUE x carbon intensity: grams per kWh of IT energy."""
         self.power_off = config.power_off
+        self.checkpoint_write_gbps = config.checkpoint_write_gbps
+        self.checkpoint_read_gbps = config.checkpoint_read_gbps
         off_w = self.power_off.off_w if self.power_off else 0.0
         self.pools = [
             Pool(

@@ -117,8 +117,22 @@ class Engine:
         self._seg_start = [0.0] * n
         self._version = [0] * n
         self._deferred_until: dict[int, float] = {}
-        self._waking: set[int] = set()
-        """Running jobs held while powered-off nodes boot for them."""
+        self._holding: set[int] = set()
+        """Running jobs held at idle power: nodes booting for them, or a checkpoint loading."""
+        self._loading: set[int] = set()
+        """Held jobs reading their checkpoint (resumed or migrated)."""
+        interval_h = scenario.workload.checkpoint_interval_h
+        self._ckpt_interval_s = None if interval_h is None else interval_h * 3600.0
+        self._writing: dict[int, tuple[Site, Pool, float, float]] = {}
+        """Suspended or migrated jobs still writing their checkpoint on the GPUs they left:
+        (site, pool, since_s, until_s)."""
+        self._since_ckpt: dict[int, list[float]] = {}
+        """With periodic checkpoints, per running job: [running s since its last checkpoint,
+        work left at that checkpoint (reference GPU-s)]."""
+        self.checkpoint_kwh: dict[int, float] = {}
+        """Facility energy spent writing and loading checkpoints, per job, kWh."""
+        self.work_lost_gpu_s: dict[int, float] = {}
+        """Work redone after restarting from a periodic checkpoint, reference GPU-s."""
         # Per-job results.
         self.start_s = [math.nan] * n
         self.end_s = [math.nan] * n
@@ -273,6 +287,8 @@ class Engine:
             self._close_segment(j, now)
         for j in tuple(self._paused):
             self._end_pause(j, now)
+        for j, (site, pool, t0, t1) in self._writing.items():
+            self._add_checkpoint_kwh(j, self._charge(j, site, pool, pool.idle_w, t0, min(t1, now)))
         for j, st in enumerate(self._state):
             if st in (PENDING, DEFERRED, RUNNING, SUSPENDED):
                 self.events.append(now, "unfinished", j, self.site_of[j])
@@ -305,9 +321,10 @@ class Engine:
                 self._place(a, j, self._site_of_action(a, site), cap, model, "start")
             case Resume(job, site, cap, model):
                 j = self._job(a, job, (SUSPENDED,))
+                dest = self._site_of_action(a, site)
                 self.suspended.pop(j)
                 self._end_pause(j, self.env.now)
-                self._place(a, j, self._site_of_action(a, site), cap, model, "resume")
+                self._place(a, j, dest, cap, model, "resume", self._load_s(j, dest))
             case Defer(job, until_s):
                 j = self._job(a, job, (PENDING, DEFERRED))
                 if not until_s > self.env.now:
@@ -331,10 +348,10 @@ class Engine:
                         self.env.now,
                         self._uncapped_rate(j, self._pool[j]),
                     )
-                self._stop(j)
+                self.events.append(self.env.now, "suspend", j, self.site_of[j])
+                self._leave(j)
                 self._state[j] = SUSPENDED
                 self.suspended[j] = None
-                self.events.append(self.env.now, "suspend", j, self.site_of[j])
             case Migrate(job, site, model):
                 j = self._job(a, job, (RUNNING,))
                 dest = self._site_of_action(a, site)
@@ -345,8 +362,8 @@ class Engine:
                 pool = self._choose_pool(a, j, dest, model)
                 if self._cap[j] is not None:
                     self._check_cap(a, pool.spec, self._cap[j])
-                self._stop(j)
-                self._run_on(j, dest, pool, self._cap[j], "migrate")
+                self._leave(j)
+                self._run_on(j, dest, pool, self._cap[j], "migrate", self._load_s(j, dest))
             case SetCap(target, watts):
                 if isinstance(target, str):
                     self._set_site_cap(a, self._site_of_action(a, target), watts)
@@ -355,7 +372,7 @@ class Engine:
                     if watts is not None:
                         self._check_cap(a, self._pool[j].spec, watts)
                     self._cap[j] = watts
-                    if j not in self._waking:  # a waking job takes its cap when it starts
+                    if j not in self._holding:  # a held job takes its cap when it starts
                         self._retime(j)
                     self.events.append(
                         self.env.now,
@@ -422,13 +439,20 @@ class Engine:
     # --- job runs ------------------------------------------------------------------------
 
     def _place(
-        self, action, j: int, site: Site, cap: float | None, model: str | None, kind: str
+        self,
+        action,
+        j: int,
+        site: Site,
+        cap: float | None,
+        model: str | None,
+        kind: str,
+        hold_s: float = 0.0,
     ) -> None:
         pool = self._choose_pool(action, j, site, model)
         if cap is not None:
             self._check_cap(action, pool.spec, cap)
         self._cap[j] = cap
-        self._run_on(j, site, pool, cap, kind)
+        self._run_on(j, site, pool, cap, kind, hold_s)
 
     def _effective_cap(self, site: Site, own_cap: float | None) -> float | None:
         return own_cap if own_cap is not None else site.cap_w
@@ -443,42 +467,78 @@ class Engine:
             self._estimates[key] = hit
         return hit
 
-    def _run_on(self, j: int, site: Site, pool: Pool, cap: float | None, kind: str) -> None:
+    def _run_on(
+        self, j: int, site: Site, pool: Pool, cap: float | None, kind: str, hold_s: float = 0.0
+    ) -> None:
+        """Run `j` on `pool`; first held at idle power for `hold_s` (a checkpoint loading)
+        or for the boot of powered-off nodes it needs, whichever is longer."""
         now = self.env.now
-        per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
         gpus = self._gpus[j]
+        if hold_s > 0.0:
+            self._loading.add(j)
         if self._needs_wake(site, pool, gpus):
-            per_gpu, draw_w = 0.0, pool.idle_w  # held at idle power while nodes boot
+            hold_s = max(hold_s, site.power_off.wake_s)
+        if hold_s > 0.0:
+            rate, draw_w = 0.0, pool.idle_w
+        else:
+            rate, draw_w = self._rate_and_draw(j, site, pool, cap)
         woken = site.allocate(now, pool, gpus, draw_w)
         self._state[j] = RUNNING
         self.running[j] = None
         self._site[j], self._pool[j] = site, pool
         self.site_of[j], self.model[j] = site.index, pool.model
-        self._rate[j] = gpus * per_gpu
+        self._rate[j] = rate
         self._draw_w[j] = draw_w
         self._seg_start[j] = now
+        if self._ckpt_interval_s is not None:
+            self._since_ckpt[j] = [0.0, self._remaining[j]]
         if math.isnan(self.start_s[j]):
             self.start_s[j] = now
         self.events.append(now, kind, j, site.index, detail=pool.model)
         if woken:
+            self.events.append(now, "wake", j, site.index, value=woken)
+        if hold_s > 0.0:
             self._version[j] += 1
             v = self._version[j]
-            self._waking.add(j)
-            self.events.append(now, "wake", j, site.index, value=woken)
-            self.env.timeout(site.power_off.wake_s).callbacks.append(lambda _e: self._woken(j, v))
+            self._holding.add(j)
+            self.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, v))
         else:
             self._schedule_finish(j)
+
+    def _rate_and_draw(self, j: int, site: Site, pool: Pool, cap: float | None):
+        """(progress in reference GPU-s per s, active W per GPU) of `j` on `pool` under its
+        own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
+        of time they stall the job (a fluid model of the stalls)."""
+        per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
+        return self._gpus[j] * per_gpu * self._ckpt_duty(j, site), draw_w
+
+    def _write_s(self, j: int, site: Site) -> float:
+        return float(self.jobs.checkpoint_gb[j]) / site.checkpoint_write_gbps
+
+    def _load_s(self, j: int, dest: Site) -> float:
+        """Time before a suspended or migrating job runs on `dest`: the rest of its checkpoint
+        write, then the read at `dest`'s bandwidth, s."""
+        writing = self._writing.get(j)
+        left_s = max(0.0, writing[3] - self.env.now) if writing else 0.0
+        return left_s + float(self.jobs.checkpoint_gb[j]) / dest.checkpoint_read_gbps
+
+    def _ckpt_duty(self, j: int, site: Site) -> float:
+        """Fraction of running time spent computing rather than writing periodic checkpoints."""
+        if self._ckpt_interval_s is None:
+            return 1.0
+        return self._ckpt_interval_s / (self._ckpt_interval_s + self._write_s(j, site))
 
     @staticmethod
     def _needs_wake(site: Site, pool: Pool, gpus: int) -> bool:
         """True if `gpus` more busy GPUs of `pool` need a powered-off node."""
         return site.power_off is not None and pool.nodes_to_wake(gpus) > 0
 
-    def _woken(self, j: int, version: int) -> None:
+    def _held(self, j: int, version: int) -> None:
         if self._version[j] != version:
-            return  # stopped while its nodes were booting
-        self._waking.discard(j)
-        self._retime(j)
+            return  # stopped while held
+        self._retime(j)  # charges the hold first
+        self._holding.discard(j)
+        self._loading.discard(j)
 
     def _switch_off_check(self, site: Site) -> None:
         off = site.switch_off_idle(self.env.now)
@@ -497,14 +557,15 @@ class Engine:
         dt = now - t0
         if dt <= 0.0:
             return
-        site, pool, gpus = self._site[j], self._pool[j], self._gpus[j]
+        site, pool = self._site[j], self._pool[j]
         self._remaining[j] = max(0.0, self._remaining[j] - self._rate[j] * dt)
-        it_w = gpus * (self._draw_w[j] + pool.host_w)
-        self.energy_kwh[j] += it_w * site.pue.integral(t0, now) / _WS_PER_KWH
-        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, now) / _GS_PER_KGH
-        self.gpu_s[j] += gpus * dt
-        self.embodied_kg[j] += gpus * dt / 3600.0 * pool.spec.embodied_kg_per_gpu_h
+        energy_kwh = self._charge(j, site, pool, self._draw_w[j], t0, now)
         self._seg_start[j] = now
+        if j in self._loading:
+            self._add_checkpoint_kwh(j, energy_kwh)
+        elif self._ckpt_interval_s is not None and j not in self._holding:
+            self._add_checkpoint_kwh(j, energy_kwh * (1.0 - self._ckpt_duty(j, site)))
+            self._count_checkpoints(j, dt)
         if self._site_windows[site.index]:
             in_event_s = self._overlap_s(site.index, t0, now)
             if in_event_s > 0.0:
@@ -512,6 +573,64 @@ class Engine:
                 acc[0] += in_event_s
                 acc[1] += self._rate[j] * in_event_s
                 acc[2] += self._uncapped_rate(j, pool) * in_event_s
+
+    def _charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
+        """Charge `j` for its GPUs on `pool` drawing `draw_w` W each over [t0, t1]: energy,
+        carbon, GPU time, embodied carbon. Returns the facility energy, kWh."""
+        gpus = self._gpus[j]
+        it_w = gpus * (draw_w + pool.host_w)
+        energy_kwh = it_w * site.pue.integral(t0, t1) / _WS_PER_KWH
+        self.energy_kwh[j] += energy_kwh
+        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
+        self.gpu_s[j] += gpus * (t1 - t0)
+        self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
+        return energy_kwh
+
+    def _add_checkpoint_kwh(self, j: int, kwh: float) -> None:
+        if kwh > 0.0:
+            self.checkpoint_kwh[j] = self.checkpoint_kwh.get(j, 0.0) + kwh
+
+    def _count_checkpoints(self, j: int, dt: float) -> None:
+        """Periodic checkpoints: advance the running time since the last one by `dt`; when
+        one (or more) fell in this segment, the last is `since` s before now."""
+        since = self._since_ckpt[j]
+        since[0] += dt
+        if since[0] >= self._ckpt_interval_s:
+            since[0] %= self._ckpt_interval_s
+            since[1] = self._remaining[j] + self._rate[j] * since[0]
+
+    def _leave(self, j: int) -> None:
+        """A running job stops to be suspended or migrated. With periodic checkpoints, it
+        falls back to its last one (the work since is lost); else it writes a checkpoint
+        now, holding its GPUs at idle power for the write."""
+        now = self.env.now
+        if self._ckpt_interval_s is not None:
+            self._close_segment(j, now)
+            at_ckpt = self._since_ckpt.pop(j)[1]
+            lost = at_ckpt - self._remaining[j]
+            if lost > 0.0:
+                self.work_lost_gpu_s[j] = self.work_lost_gpu_s.get(j, 0.0) + lost
+                self._remaining[j] = at_ckpt
+            self._stop(j)
+            return
+        site, pool = self._site[j], self._pool[j]
+        write_s = self._write_s(j, site)
+        if write_s <= 0.0 or j in self._holding:
+            self._stop(j)  # nothing to write, or it never ran since its last checkpoint
+            return
+        self._close_segment(j, now)
+        self._version[j] += 1  # cancels the pending completion
+        site.change_power(now, self._gpus[j] * (pool.idle_w - self._draw_w[j]))
+        del self.running[j]
+        self._writing[j] = (site, pool, now, now + write_s)
+        self.events.append(now, "checkpoint", j, site.index, value=write_s)
+        self.env.timeout(write_s).callbacks.append(lambda _e: self._written(j))
+
+    def _written(self, j: int) -> None:
+        """`j`'s checkpoint is written: charge the write, free the GPUs it held."""
+        site, pool, t0, t1 = self._writing.pop(j)
+        self._add_checkpoint_kwh(j, self._charge(j, site, pool, pool.idle_w, t0, t1))
+        self._release(site, pool, self._gpus[j], pool.idle_w)
 
     def _overlap_s(self, site_index: int, t0_s: float, t1_s: float) -> float:
         """Time of [t0_s, t1_s] inside `site_index`'s demand-response events, s."""
@@ -534,10 +653,14 @@ class Engine:
         now = self.env.now
         self._close_segment(j, now)
         self._version[j] += 1  # cancels the pending completion (or wake)
-        self._waking.discard(j)
-        site = self._site[j]
-        idled = site.release(now, self._pool[j], self._gpus[j], self._draw_w[j])
+        self._holding.discard(j)
+        self._loading.discard(j)
+        self._release(self._site[j], self._pool[j], self._gpus[j], self._draw_w[j])
         del self.running[j]
+        self._since_ckpt.pop(j, None)
+
+    def _release(self, site: Site, pool: Pool, gpus: int, draw_w: float) -> None:
+        idled = site.release(self.env.now, pool, gpus, draw_w)
         if idled:  # nodes left with no busy GPU switch off after idle_s
             self.env.timeout(site.power_off.idle_s).callbacks.append(
                 lambda _e: self._switch_off_check(site)
@@ -548,13 +671,10 @@ class Engine:
         now = self.env.now
         self._close_segment(j, now)
         site, pool = self._site[j], self._pool[j]
-        per_gpu, draw_w = self._speed(
-            pool.model, self._profile[j], self._effective_cap(site, self._cap[j])
-        )
-        gpus = self._gpus[j]
-        site.change_power(now, gpus * (draw_w - self._draw_w[j]))
+        rate, draw_w = self._rate_and_draw(j, site, pool, self._cap[j])
+        site.change_power(now, self._gpus[j] * (draw_w - self._draw_w[j]))
         self._draw_w[j] = draw_w
-        self._rate[j] = gpus * per_gpu
+        self._rate[j] = rate
         self._schedule_finish(j)
 
     def _set_site_cap(self, action: object, site: Site, watts: float | None) -> None:
@@ -566,7 +686,7 @@ class Engine:
             self.env.now, "setcap", -1, site.index, math.nan if watts is None else watts
         )
         for j in tuple(self.running):
-            if self._site[j] is site and self._cap[j] is None and j not in self._waking:
+            if self._site[j] is site and self._cap[j] is None and j not in self._holding:
                 self._retime(j)
 
     def _reject(self, j: int, reason: str) -> None:
@@ -630,7 +750,7 @@ class Engine:
         gpus = self._gpus[j]
         if self._state[j] == RUNNING:
             site, pool = self._site[j], self._pool[j]
-            if j in self._waking:
+            if j in self._holding:
                 return 0.0  # takes its cap when its nodes are up
             _, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
             return gpus * (draw_w - self._draw_w[j])
@@ -660,23 +780,22 @@ class Engine:
         pool = site.pools[0] if model is None else site.pool(model)
         if pool is None:
             raise PolicyError(f"estimate: site {site_name} has no {model} GPUs")
-        per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
+        rate, draw_w = self._rate_and_draw(j, site, pool, cap)
         gpus = self._gpus[j]
-        runtime_s = self.remaining_gpu_s(j) / (gpus * per_gpu)
         now = self.env.now
+        hold_s = self._load_s(j, site) if self._state[j] == SUSPENDED else 0.0
+        if self._needs_wake(site, pool, gpus):
+            hold_s = max(hold_s, site.power_off.wake_s)
+        runtime_s = self.remaining_gpu_s(j) / rate
         energy_kwh = (
-            gpus * (draw_w + pool.host_w) * site.pue.integral(now, now + runtime_s) / _WS_PER_KWH
-        )
-        if self._needs_wake(site, pool, gpus):  # held at idle power while nodes boot first
-            wake_s = site.power_off.wake_s
-            energy_kwh += (
-                gpus
-                * (pool.idle_w + pool.host_w)
-                * site.pue.integral(now, now + wake_s)
-                / _WS_PER_KWH
+            gpus
+            * (
+                (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
+                + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
             )
-            runtime_s += wake_s
-        return runtime_s, energy_kwh
+            / _WS_PER_KWH
+        )
+        return hold_s + runtime_s, energy_kwh
 
     def terminal_states(self) -> list[str]:
         """Each job's terminal state: completed, rejected, or unfinished (at the horizon)."""

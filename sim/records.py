@@ -28,6 +28,7 @@ EVENT_KINDS = (
     "dr_end",
     "wake",
     "power_off",
+    "checkpoint",
 )
 
 

@@ -36,6 +36,8 @@ SUMMARY_KEYS = (
     "energy_facility_kwh",
     "energy_jobs_kwh",
     "energy_idle_kwh",
+    "energy_checkpoint_kwh",
+    "work_lost_gpu_h",
     "carbon_operational_kg",
     "carbon_embodied_kg",
     "carbon_wan_kg",
@@ -157,6 +159,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
     summary["energy_jobs_kwh"] = float(jobs["energy_kwh"].sum())
     summary["energy_idle_kwh"] = float(idle_kwh)
+    summary["energy_checkpoint_kwh"] = float(jobs["checkpoint_kwh"].sum())
+    summary["work_lost_gpu_h"] = float(jobs["work_lost_gpu_h"].sum())
     summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
     summary["carbon_embodied_kg"] = embodied_carbon_kg(engine, jobs)
     summary["carbon_wan_kg"] = float(jobs["wan_carbon_kg"].sum())
@@ -243,6 +247,12 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     reason = np.full(len(jt), "", dtype=object)
     for j, r in engine.reason.items():
         reason[j] = r
+    checkpoint_kwh = np.zeros(len(jt))
+    for j, kwh in engine.checkpoint_kwh.items():
+        checkpoint_kwh[j] = kwh
+    work_lost_gpu_h = np.zeros(len(jt))
+    for j, gpu_s in engine.work_lost_gpu_s.items():
+        work_lost_gpu_h[j] = gpu_s / 3600.0
     dr_slowdown = np.full(len(jt), np.nan)
     for j, (_, done, uncapped) in engine.dr_job.items():
         dr_slowdown[j] = uncapped / done if done > 0 else np.inf
@@ -264,9 +274,11 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
             "jct_h": (end - submit) / 3600.0,
             "gpu_h": np.asarray(engine.gpu_s) / 3600.0,
             "energy_kwh": np.asarray(engine.energy_kwh),
+            "checkpoint_kwh": checkpoint_kwh,
             "carbon_kg": np.asarray(engine.carbon_kg),
             "embodied_kg": np.asarray(engine.embodied_kg),
             "wan_carbon_kg": np.zeros(len(jt)),
+            "work_lost_gpu_h": work_lost_gpu_h,
             "slowdown": (end - start) / ideal_s,
             "dr_slowdown": dr_slowdown,
         }

@@ -132,6 +132,11 @@ class Site(_Model):
     """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
     power_off: PowerOff | None = None
     """Switch idle nodes off (default: all nodes stay on)."""
+    checkpoint_write_gbps: float = Field(default=2.0, gt=0, allow_inf_nan=False)
+    checkpoint_read_gbps: float = Field(default=2.0, gt=0, allow_inf_nan=False)
+    """Storage bandwidth one job writes (suspend, migrate) and reads (resume) its checkpoint
+    at, GB/s; the job holds its GPUs at idle power meanwhile. 2 GB/s is an assumption (a
+    parallel file system client, or a local NVMe drive): set your site's."""
 
     @field_validator("pue")
     @classmethod
@@ -370,6 +375,11 @@ class Workload(_Model):
     oversized: Literal["error", "reject"] = "error"
     """A job needing more GPUs than the largest pool of any site: an input error, or
     rejected at arrival with a reason (for replaying a trace on a smaller cluster)."""
+    checkpoint_interval_h: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Jobs checkpoint every this many hours of running, each write stalling them for
+    checkpoint_gb / the site's write bandwidth; a suspended or migrated job then restarts
+    from its last checkpoint, losing the work since. None: no periodic checkpoints; a job
+    writes a checkpoint when it is suspended or migrated and loses nothing."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:

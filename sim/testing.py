@@ -52,8 +52,12 @@ class PolicyHarness:
 
     def advance(self, until_s: float) -> PolicyHarness:
         """Run the simulation to `until_s` (s since the scenario start): arrivals, job
-        completions and event starts up to then happen; no policy decides anything."""
-        self.engine.env.run(until=until_s)
+        completions and event starts up to and at `until_s` happen; no policy decides."""
+        env = self.engine.env
+        if until_s > env.now:
+            env.run(until=until_s)
+        while env.peek() <= until_s:
+            env.step()
         return self
 
     def apply(self, actions: Iterable[Action]) -> PolicyHarness:

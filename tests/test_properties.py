@@ -53,8 +53,7 @@ class Chaos:
         for job in list(state.running):
             u = rng.random()
             if u < 0.1 and job.interruptible:
-                acts.append(Suspend(job))
-                free[job.site][job.gpu_model] += job.gpus
+                acts.append(Suspend(job))  # its GPUs stay busy while it writes a checkpoint
             elif u < 0.2:
                 spec = state.gpu_spec(job.gpu_model)
                 acts.append(SetCap(job, float(rng.uniform(spec.min_cap_w, spec.max_cap_w))))
@@ -62,7 +61,6 @@ class Chaos:
                 dest = take(job, exclude=(job.site, job.gpu_model))
                 if dest:
                     acts.append(Migrate(job, dest[0], gpu_model=dest[1]))
-                    free[job.site][job.gpu_model] += job.gpus
         for job in list(state.suspended):
             if rng.random() < 0.5 and (dest := take(job)):
                 acts.append(Resume(job, dest[0], gpu_model=dest[1]))
@@ -140,7 +138,9 @@ def scenarios(draw):
                     "gpus": {n: w / sum(weights) for n, w in zip(sizes, weights, strict=True)},
                     "deferrable_fraction": draw(st.floats(0, 1)),
                     "interruptible_fraction": draw(st.floats(0, 1)),
-                }
+                    "checkpoint_gb": draw(st.sampled_from([0.0, 5.0, 500.0])),
+                },
+                "checkpoint_interval_h": draw(st.sampled_from([None, 0.5])),
             },
         }
     )
