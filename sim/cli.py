@@ -60,15 +60,22 @@ def validate(
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
-    policy: Annotated[str | None, typer.Option(help="Policy name or module:Class")] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Run this policy (registry name, module:Class or file.py:Class) with its "
+            "default parameters; give parameters with --set policy.params.NAME=VALUE"
+        ),
+    ] = None,
     set_: SetOption = None,
     seed: Annotated[int | None, typer.Option(help="Override the scenario's seed")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the result files here")] = None,
 ) -> None:
     """Run a scenario, print its summary, and write the result files with --out."""
-    overrides = list(set_ or [])
-    if policy is not None:
-        overrides.append(f"policy.name={_toml_string(policy)}")
+    overrides = []
+    if policy is not None:  # the scenario's params belong to the scenario's policy
+        overrides += [f"policy.name={_toml_string(policy)}", "policy.params={}"]
+    overrides += set_ or []
     scenario = _load(file, overrides, seed)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, progress=progress.update)

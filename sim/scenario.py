@@ -615,6 +615,22 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     wl = raw.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("file"), str):
         wl["file"] = str(base / wl["file"])
+    _resolve_policy_file(raw.get("policy"), base)
+
+
+def _resolve_policy_file(policy: Any, base: Path) -> None:
+    """A policy `path/to/file.py:Class` is found next to the scenario file when it is there
+    (else relative to the working directory), and so are a chain's members'."""
+    if not isinstance(policy, dict):
+        return
+    name = policy.get("name")
+    if isinstance(name, str) and ".py:" in name:
+        path, _, cls = name.rpartition(":")
+        if (base / path).is_file():
+            policy["name"] = f"{base / path}:{cls}"
+    members = policy.get("params", {}).get("policies") if isinstance(policy.get("params"), dict) else None
+    for member in members if isinstance(members, list) else []:
+        _resolve_policy_file(member, base)
 
 
 def _first_error(e: ValidationError) -> str:
