@@ -628,7 +628,8 @@ def _resolve_policy_file(policy: Any, base: Path) -> None:
         path, _, cls = name.rpartition(":")
         if (base / path).is_file():
             policy["name"] = f"{base / path}:{cls}"
-    members = policy.get("params", {}).get("policies") if isinstance(policy.get("params"), dict) else None
+    params = policy.get("params")
+    members = params.get("policies") if isinstance(params, dict) else None
     for member in members if isinstance(members, list) else []:
         _resolve_policy_file(member, base)
 
