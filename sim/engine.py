@@ -494,7 +494,10 @@ class Engine:
             self._since_ckpt[j] = [0.0, self._remaining[j]]
         if math.isnan(self.start_s[j]):
             self.start_s[j] = now
-        self.events.append(now, kind, j, site.index, detail=pool.model)
+        cap_w = self._effective_cap(site, cap)
+        self.events.append(
+            now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model
+        )
         if woken:
             self.events.append(now, "wake", j, site.index, value=woken)
         if hold_s > 0.0:

@@ -89,6 +89,9 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> obje
             return TypeAdapter(cls).validate_python(params)
         except ValidationError as e:
             err = e.errors()[0]
+            if not err["loc"]:  # a check of the whole policy (its __post_init__)
+                msg = err["msg"].removeprefix("Value error, ")
+                raise ScenarioError(f"{key}.params: {name}: {msg}") from None
             loc = ".".join(str(p) for p in err["loc"])
             raise ScenarioError(
                 f"{key}.params.{loc}: {err['msg']} (got {err.get('input')!r})"
