@@ -1,0 +1,61 @@
+"""Every registered policy is documented with all its parameters, and the documented
+chain runs as written."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+
+import pytest
+
+import sim
+from policies import REGISTRY
+from tests.conftest import BASE, REPO, make_scenario
+
+INDEX = (REPO / "docs" / "policies.md").read_text()
+
+
+def family_page(name: str) -> str:
+    """The text of the page the index's row for `name` links to (the index itself if none)."""
+    row = re.search(rf"^\| `{name}` \|.*$", INDEX, re.M)
+    assert row, f"{name} is not in docs/policies.md"
+    link = re.search(r"\]\(([\w-]+\.md)\)", row.group(0))
+    return (REPO / "docs" / link.group(1)).read_text() if link else INDEX
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_each_policy_is_in_the_index_and_its_page_names_every_parameter(name):
+    page = family_page(name)
+    assert f"`{name}`" in page
+    cls = REGISTRY[name]
+    if dataclasses.is_dataclass(cls):
+        for field in dataclasses.fields(cls):
+            assert f"`{field.name}`" in page, f"{name}: parameter {field.name} not documented"
+
+
+def toml_blocks(text: str) -> list[str]:
+    return re.findall(r"```toml\n(.*?)```", text, re.S)
+
+
+def test_the_documented_chain_runs_from_a_scenario(tmp_path):
+    policy = tomllib.loads(toml_blocks(INDEX)[0])["policy"]
+    readme = tomllib.loads(
+        next(b for b in toml_blocks((REPO / "README.md").read_text()) if "chain" in b)
+    )["policy"]
+    assert [m["name"] for m in readme["params"]["policies"]] == [
+        m["name"] for m in policy["params"]["policies"]
+    ]
+    synthetic = {
+        **BASE["workload"]["synthetic"],
+        "deferrable_fraction": 1.0,
+        "slack_h": [4.0, 8.0],
+        "max_jobs": 20,
+    }
+    event = {"site": "a", "start": "2020-06-01T12:00:00Z", "duration_h": 2, "reduction_pct": 20}
+    scenario = make_scenario(
+        tmp_path, policy=policy, workload={"synthetic": synthetic}, demand_response=[event]
+    )
+    r = sim.simulate(scenario)
+    assert r.meta["policy"] == "Chain"
+    assert r.summary["jobs_completed"] > 0
