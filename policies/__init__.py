@@ -4,12 +4,43 @@ Policies import only `sim.api` (and numpy): see `sim/api.py` for the contract, a
 docs/policies.md for each policy's parameters and source.
 """
 
+from policies.carbon_threshold import CarbonThreshold
 from policies.chain import Chain
+from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, DrUniformCap
+from policies.gaia import CarbonTime, LowestWindow
+from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
+from policies.wait_awhile import WaitAwhile
 
 REGISTRY: dict[str, type] = {
     "run_now": RunNow,
     "chain": Chain,
+    "wait_awhile": WaitAwhile,
+    "carbon_threshold": CarbonThreshold,
+    "lowest_window": LowestWindow,
+    "carbon_time": CarbonTime,
+    "static_cap": StaticCap,
+    "energy_optimal_cap": EnergyOptimalCap,
+    "carbon_aware_cap": CarbonAwareCap,
+    "dr_uniform_cap": DrUniformCap,
+    "dr_fair_slowdown": DrFairSlowdown,
+    "dr_complementary": DrComplementary,
+    "dr_pause": DrPause,
 }
 
-__all__ = ["REGISTRY", "Chain", "RunNow"]
+__all__ = [
+    "REGISTRY",
+    "CarbonAwareCap",
+    "CarbonThreshold",
+    "CarbonTime",
+    "Chain",
+    "DrComplementary",
+    "DrFairSlowdown",
+    "DrPause",
+    "DrUniformCap",
+    "EnergyOptimalCap",
+    "LowestWindow",
+    "RunNow",
+    "StaticCap",
+    "WaitAwhile",
+]

@@ -5,8 +5,9 @@ A policy is any object with ``decide(state) -> Sequence[Action]``. It may also s
 - ``signal_steps = True``: be called at every step of any site's carbon signal;
 - ``tick_s = 900.0``: be called periodically, every `tick_s` seconds.
 
-It is called at decision points: job arrival, completion, deferral expiry,
-demand-response notice/start/end, and the two optional ones above. Several events at
+It is called at decision points: job arrival, completion, deferral expiry, the end of a
+checkpoint write (GPUs freed), demand-response notice/start/end, a PUE step during an
+event, and the two optional ones above. Several events at
 the same instant lead to one call. `SystemState` is a read-only view onto the engine:
 nothing is copied per call, so read what you need, when you need it. Policies never
 touch SimPy and never mutate the state; they may keep attributes of their own.

@@ -634,6 +634,7 @@ class Engine:
         site, pool, t0, t1 = self._writing.pop(j)
         self._add_checkpoint_kwh(j, self._charge(j, site, pool, pool.idle_w, t0, t1))
         self._release(site, pool, self._gpus[j], pool.idle_w)
+        self._request_decision()  # GPUs are free
 
     def _overlap_s(self, site_index: int, t0_s: float, t1_s: float) -> float:
         """Time of [t0_s, t1_s] inside `site_index`'s demand-response events, s."""

@@ -1,0 +1,562 @@
+"""Specification of the time-shifting policies: wait_awhile, carbon_threshold, lowest_window,
+carbon_time (policies/wait_awhile.py, carbon_threshold.py, gaia.py; shared pieces in
+time_shifting.py and carbon_windows.py).
+
+Unit tests drive a real engine by hand (`PolicyHarness`) on one site whose grid follows a
+hand-made hourly trace, so every expected action can be worked out on paper; end-to-end
+tests run the policies on California's real 2020 grid.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+
+import numpy as np
+import pytest
+
+from policies.carbon_threshold import CarbonThreshold
+from policies.carbon_windows import (
+    best_window_start,
+    cheapest_slots,
+    time_weighted_percentile,
+    window_means,
+)
+from policies.gaia import CarbonTime, LowestWindow
+from policies.run_now import RunNow
+from policies.wait_awhile import WaitAwhile
+from sim.api import Defer, Resume, Start, Suspend
+from sim.errors import ScenarioError
+from sim.plugins import build_policy
+from sim.run import simulate
+from sim.testing import PolicyHarness
+from tests.conftest import REPO, make_scenario, run_cli, site
+
+H = 3600.0
+
+# The grid of the unit tests, g/kWh, hour by hour from the scenario start: a one-hour dip at
+# 02:00, a three-hour valley at 06:00-09:00, a very clean hour at 12:00, 300 otherwise.
+HOURLY = [300, 300, 200, 300, 300, 300, 100, 100, 100, 300, 300, 250, 20] + [300] * 35
+
+
+def trace_site(tmp_path) -> dict:
+    rows = [f"2020-06-01T{h:02d}:00:00Z,{v}" for h, v in enumerate(HOURLY[:24])]
+    rows += [f"2020-06-02T{h:02d}:00:00Z,{v}" for h, v in enumerate(HOURLY[24:])]
+    path = tmp_path / "ci.csv"
+    path.write_text("timestamp,carbon_intensity\n" + "\n".join(rows) + "\n")
+    return site(name="a", carbon={"file": str(path)})
+
+
+def job(job_id: str, work_gpu_h: float, deadline_h: float | None = None, **cols) -> dict:
+    """A one-GPU job submitted at 0 (runtime = work_gpu_h on the site's A100-80GB)."""
+    row = {"job_id": job_id, "submit_time": 0.0, "gpus": 1, "work_gpu_h": work_gpu_h}
+    row["deadline"] = "" if deadline_h is None else deadline_h * H
+    return row | cols
+
+
+def harness(tmp_path, jobs: list[dict], **overrides) -> PolicyHarness:
+    """A paused run of `jobs` on the trace site, at time 0 (jobs submitted then pending)."""
+    scenario = make_scenario(tmp_path, jobs=jobs, sites=[trace_site(tmp_path)], **overrides)
+    return PolicyHarness(scenario).advance(0.0)
+
+
+def start(h: PolicyHarness, job_id: str) -> Start:
+    return Start(h.job(job_id), "a", gpu_model="A100-80GB")
+
+
+# --- the window arithmetic ---------------------------------------------------------------
+
+
+def test_window_means_are_exact_integrals_of_the_step_function():
+    t = np.array([0.0, 10.0, 20.0])
+    v = np.array([300.0, 100.0, 50.0])  # the last value holds on
+    assert window_means(t, v, np.array([0.0, 5.0, 15.0, 30.0]), 10.0).tolist() == [
+        300.0,
+        200.0,
+        75.0,
+        50.0,
+    ]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_best_window_is_at_least_as_good_as_any_start_on_a_fine_grid(seed):
+    rng = np.random.default_rng(seed)
+    t = np.concatenate(([0.0], np.cumsum(rng.uniform(0.2, 3.0, 15))))
+    v = rng.uniform(0.0, 500.0, t.size)
+    length, latest = rng.uniform(0.1, 8.0), rng.uniform(0.0, 30.0)
+    best, mean = best_window_start(t, v, 0.0, latest, length)
+    assert 0.0 <= best <= latest
+    assert mean == pytest.approx(window_means(t, v, np.array([best]), length)[0])
+    grid = np.linspace(0.0, latest, 4001)
+    assert mean <= window_means(t, v, grid, length).min() + 1e-9
+
+
+def test_cheapest_slots_cover_the_need_and_use_only_part_of_the_dearest():
+    t = np.array([0.0, 10.0, 20.0, 30.0])
+    v = np.array([300.0, 100.0, 200.0, 50.0])
+    starts, lengths, used = cheapest_slots(t, v, 35.0, 12.0)
+    assert starts.tolist() == [10.0, 30.0]  # 50 for 5 s, then 7 s of the 100 step
+    assert lengths.tolist() == [10.0, 5.0] and used.tolist() == [7.0, 5.0]
+    starts, _, used = cheapest_slots(t, v, 35.0, 99.0)  # not enough time: everything
+    assert starts.tolist() == [0.0, 10.0, 20.0, 30.0] and used.sum() == 35.0
+
+
+def test_percentiles_are_weighted_by_how_long_each_value_holds():
+    t = np.array([0.0, 1.0, 4.0])
+    v = np.array([20.0, 100.0, 300.0])  # 1 s at 20, 3 s at 100, 6 s at 300 up to 10 s
+    assert [time_weighted_percentile(t, v, 10.0, p) for p in (0, 10, 11, 40, 41, 100)] == [
+        20.0,
+        20.0,
+        100.0,
+        100.0,
+        300.0,
+        300.0,
+    ]
+
+
+# --- wait_awhile ---------------------------------------------------------------------------
+
+
+def test_wait_awhile_defers_a_job_to_the_cleanest_window_and_starts_it_then(tmp_path):
+    h = harness(tmp_path, [job("j", 3.0, deadline_h=24)])
+    policy = WaitAwhile()
+    actions = policy.decide(h.state)
+    assert actions == [Defer(h.job("j"), 6 * H)]  # [06:00, 09:00) averages 100 g/kWh
+    h.apply(actions)
+    assert policy.decide(h.advance(3 * H).state) == []  # deferred: not even seen
+    h.advance(6 * H)
+    actions = policy.decide(h.state)
+    assert actions == [start(h, "j")]  # back from its deferral: started, not planned again
+    h.apply(actions).advance(9 * H + 1)
+    assert h.job("j").state == "completed"
+    assert h.engine.end_s[h.job("j").index] == pytest.approx(9 * H)
+
+
+def test_wait_awhile_finds_the_exact_best_start_between_breakpoints(tmp_path):
+    # A 1.5-hour job: [11:30, 13:00) = half an hour at 250 and the hour at 20, mean 96.7,
+    # beats the valley (100). Its window ends on a breakpoint, its start is on none.
+    h = harness(tmp_path, [job("j", 1.5, deadline_h=24)])
+    actions = WaitAwhile().decide(h.state)
+    assert actions == [Defer(h.job("j"), 11.5 * H)]
+    h.apply(actions)
+
+
+def test_wait_awhile_never_plans_a_start_after_deadline_minus_runtime_minus_margin(tmp_path):
+    # Deadline 08:00, 3 hours of work: the latest start is 05:00 - 60 s; the later, the more
+    # of the valley the window covers, so that is where the job goes.
+    h = harness(tmp_path, [job("j", 3.0, deadline_h=8)])
+    actions = WaitAwhile().decide(h.state)
+    assert actions == [Defer(h.job("j"), 5 * H - 60.0)]
+    h.apply(actions)
+    actions = WaitAwhile(margin_s=0.0).decide(
+        harness(tmp_path, [job("k", 3.0, deadline_h=8)]).state
+    )
+    assert [a.until_s for a in actions] == [5 * H]
+
+
+def test_wait_awhile_starts_now_when_waiting_gains_nothing(tmp_path):
+    # Deadline 05:00: every window of [0, 02:00) holds the dip at 02:00 whole: a tie, and
+    # the earliest start, now, wins.
+    h = harness(tmp_path, [job("j", 3.0, deadline_h=5)])
+    actions = WaitAwhile().decide(h.state)
+    assert actions == [start(h, "j")]
+    h.apply(actions)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        WaitAwhile(),
+        WaitAwhile(interruptible=True),
+        CarbonThreshold(threshold_g_per_kwh=50.0),
+        CarbonThreshold(percentile=10.0),
+        LowestWindow(),
+        CarbonTime(),
+    ],
+    ids=repr,
+)
+def test_a_job_without_a_deadline_starts_now_like_run_now(tmp_path, policy):
+    h = harness(tmp_path, [job("j", 3.0, interruptible=True)])
+    actions = policy.decide(h.state)
+    assert actions == RunNow().decide(h.state) == [start(h, "j")]
+    h.apply(actions)
+
+
+def test_like_run_now_a_job_that_does_not_fit_holds_later_ones_back_unless_backfill(tmp_path):
+    jobs = [
+        job("first", 9.0, gpus=3),
+        job("big", 16.0, gpus=4),
+        job("small", 1.0),
+        job("flex", 1.0, deadline_h=24),
+    ]
+    h = harness(tmp_path, jobs)
+    h.apply([start(h, "first")])  # 1 of the 4 GPUs left
+    held = WaitAwhile().decide(h.state)
+    assert held == [Defer(h.job("flex"), 12 * H)]  # "small" waits behind "big"
+    assert WaitAwhile(backfill=True).decide(h.state) == [start(h, "small"), held[0]]
+    h.apply(held)
+
+
+# --- wait_awhile with interruptible jobs --------------------------------------------------
+
+
+def test_interruptible_jobs_run_in_the_cheapest_hours_and_are_suspended_in_between(tmp_path):
+    # Two hours of work: the cleanest hours before the deadline are 12:00 (20) and 06:00
+    # (100, the earliest of three equal ones).
+    h = harness(tmp_path, [job("j", 2.0, deadline_h=24, interruptible=True)])
+    policy = WaitAwhile(interruptible=True, margin_s=0.0)
+    assert policy.signal_steps is True and WaitAwhile().signal_steps is False
+    j = h.job("j")
+    steps = []
+    for t in (0, 6, 7, 12):
+        actions = policy.decide(h.advance(t * H).state)
+        h.apply(actions)
+        steps.append((t, actions))
+    assert steps == [
+        (0, [Defer(j, 6 * H)]),
+        (6, [Start(j, "a", gpu_model="A100-80GB")]),
+        (7, [Suspend(j)]),
+        (12, [Resume(j, "a", gpu_model="A100-80GB")]),
+    ]
+    h.advance(13 * H + 1)
+    assert j.state == "completed" and h.engine.end_s[j.index] == pytest.approx(13 * H)
+
+
+def test_only_the_needed_part_of_the_dearest_chosen_hour_is_used_at_its_end(tmp_path):
+    # 1.5 hours of work: all of 12:00, and half an hour of 06:00, taken at 06:30.
+    h = harness(tmp_path, [job("j", 1.5, deadline_h=24, interruptible=True)])
+    actions = WaitAwhile(interruptible=True, margin_s=0.0).decide(h.state)
+    assert actions == [Defer(h.job("j"), 6.5 * H)]
+    h.apply(actions)
+
+
+def test_the_margin_is_planned_on_top_of_the_remaining_runtime(tmp_path):
+    # One hour of work + 60 s of margin no longer fits in the 12:00 hour alone: the plan adds
+    # the last minute of 06:00, where the job starts.
+    h = harness(tmp_path, [job("j", 1.0, deadline_h=24, interruptible=True)])
+    actions = WaitAwhile(interruptible=True, margin_s=60.0).decide(h.state)
+    assert actions == [Defer(h.job("j"), 7 * H - 60.0)]
+    h.apply(actions)
+
+
+@pytest.mark.parametrize("replan", ["when_behind", "always"])
+def test_a_job_behind_its_plan_is_planned_again_and_still_meets_its_deadline(tmp_path, replan):
+    # Planned for 06:00 and 12:00, but nobody started it at 06:00 (no GPUs, say). At 11:00
+    # two hours of work are left and [11:00, 14:00) holds 250, 20, 300: it must run now.
+    h = harness(tmp_path, [job("j", 2.0, deadline_h=14, interruptible=True)])
+    policy = WaitAwhile(interruptible=True, margin_s=0.0, replan=replan)
+    first = policy.decide(h.state)
+    assert first == [Defer(h.job("j"), 6 * H)]
+    h.apply(first).advance(11 * H)
+    actions = policy.decide(h.state)
+    assert actions == [start(h, "j")]
+    h.apply(actions).advance(14 * H)
+    assert h.job("j").state == "completed"
+    assert h.engine.end_s[h.job("j").index] <= 14 * H
+
+
+def test_jobs_suspended_by_others_are_left_to_them(tmp_path):
+    h = harness(tmp_path, [job("j", 2.0, deadline_h=24, interruptible=True)])
+    h.apply([start(h, "j")]).advance(H).apply([Suspend(h.job("j"))])
+    assert WaitAwhile(interruptible=True).decide(h.advance(12 * H).state) == []
+
+
+# --- carbon_threshold ----------------------------------------------------------------------
+
+
+def test_carbon_threshold_waits_step_by_step_for_a_clean_enough_hour(tmp_path):
+    h = harness(tmp_path, [job("j", 1.0, deadline_h=24)])
+    policy = CarbonThreshold(threshold_g_per_kwh=250.0)
+    j = h.job("j")
+    log = []
+    for t in (0, 1, 2):
+        actions = policy.decide(h.advance(t * H).state)
+        h.apply(actions)
+        log.append(actions)
+    assert log == [[Defer(j, 1 * H)], [Defer(j, 2 * H)], [start(h, "j")]]  # 300, 300, 200
+
+
+def test_carbon_threshold_starts_at_the_latest_start_whatever_the_intensity(tmp_path):
+    # Nothing is at or below 10 g/kWh. Deadline 04:30, one hour of work, no margin: the
+    # latest start 03:30 comes before the next step (04:00), and there the job starts.
+    h = harness(tmp_path, [job("j", 1.0, deadline_h=4.5)])
+    policy = CarbonThreshold(threshold_g_per_kwh=10.0, margin_s=0.0)
+    j = h.job("j")
+    log = []
+    for t in (0, 1, 2, 3, 3.5):
+        actions = policy.decide(h.advance(t * H).state)
+        h.apply(actions)
+        log.append(actions)
+    assert log == [
+        [Defer(j, 1 * H)],
+        [Defer(j, 2 * H)],
+        [Defer(j, 3 * H)],
+        [Defer(j, 3.5 * H)],
+        [start(h, "j")],
+    ]
+    h.advance(4.5 * H)
+    assert j.state == "completed"
+
+
+def test_a_percentile_threshold_is_taken_over_the_jobs_window_weighted_by_time(tmp_path):
+    # Over [0, 24:00): 20 for 1 h (4 %), 100 for 3 h (to 17 %), then 200, 250 and 300.
+    h = harness(tmp_path, [job("j", 1.0, deadline_h=24)])
+    j = h.job("j")
+    assert CarbonThreshold(percentile=10.0).threshold(h.state, j) == 100.0
+    assert CarbonThreshold(percentile=0.0).threshold(h.state, j) == 20.0
+    assert CarbonThreshold(percentile=100.0).threshold(h.state, j) == 300.0
+    policy = CarbonThreshold(percentile=10.0)
+    h.apply(policy.decide(h.state))  # 300 > 100: deferred
+    for t in (1, 2, 3, 4, 5, 6):  # step by step
+        h.advance(t * H)
+        h.apply(policy.decide(h.state))
+    assert j.state == "running"  # 06:00: 100 is at or below the 10th percentile
+    assert h.engine.start_s[j.index] == 6 * H
+
+
+# --- lowest_window and carbon_time (GAIA) -------------------------------------------------
+
+
+def two_jobs() -> list[dict]:
+    return [job("early", 3.0, deadline_h=24), job("late", 3.0, deadline_h=24, submit_time=H)]
+
+
+def test_lowest_window_waits_at_most_max_wait_h_after_submission(tmp_path):
+    # At 01:00: "early" may start until 04:00 ([04:00, 07:00) averages 233), "late" until
+    # 05:00 ([05:00, 08:00) averages 167); without the bound both would wait for 06:00.
+    h = harness(tmp_path, two_jobs()).advance(H)
+    actions = LowestWindow(max_wait_h=4.0).decide(h.state)
+    assert actions == [Defer(h.job("early"), 4 * H), Defer(h.job("late"), 5 * H)]
+    h.apply(actions)
+
+
+def test_lowest_window_without_a_bound_is_wait_awhile(tmp_path):
+    h = harness(tmp_path, two_jobs()).advance(H)
+    actions = LowestWindow().decide(h.state)
+    assert (
+        actions
+        == WaitAwhile().decide(h.state)
+        == [
+            Defer(h.job("early"), 6 * H),
+            Defer(h.job("late"), 6 * H),
+        ]
+    )
+    h.apply(actions)
+
+
+def test_carbon_time_maximises_carbon_saved_per_hour_of_completion_time(tmp_path):
+    # A 1.5-hour job, 300 g/kWh now. Starting at 06:00 saves 200 g/kWh x 1.5 h over a
+    # completion time of 7.5 h (40 per h); 11:30, the lowest window (96.7), saves 203.3 x
+    # 1.5 h over 13 h (23.5 per h). GAIA's Carbon-Time takes 06:00; weight 0 counts carbon
+    # alone and is lowest_window.
+    h = harness(tmp_path, [job("j", 1.5, deadline_h=24)])
+    j = h.job("j")
+    assert CarbonTime().decide(h.state) == [Defer(j, 6 * H)]
+    assert CarbonTime(weight=0.0).decide(h.state) == [Defer(j, 11.5 * H)]
+    assert LowestWindow().decide(h.state) == [Defer(j, 11.5 * H)]
+    h.apply(CarbonTime().decide(h.state))
+
+
+def test_carbon_time_starts_now_when_no_later_start_saves_carbon(tmp_path):
+    h = harness(tmp_path, [job("j", 1.5, deadline_h=24, submit_time=12 * H)]).advance(12 * H)
+    actions = CarbonTime().decide(h.state)
+    assert actions == [start(h, "j")]  # 20 g/kWh now
+    h.apply(actions)
+
+
+# --- parameters ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "named"),
+    [
+        ("carbon_threshold", {}, "threshold_g_per_kwh or percentile"),
+        ("carbon_threshold", {"threshold_g_per_kwh": 100, "percentile": 30}, "exactly one"),
+        ("carbon_threshold", {"percentile": 101}, "percentile"),
+        ("carbon_threshold", {"threshold_g_per_kwh": -1}, "threshold_g_per_kwh"),
+        ("wait_awhile", {"margin_s": -5}, "margin_s"),
+        ("wait_awhile", {"replan": "sometimes"}, "replan"),
+        ("wait_awhile", {"interruptable": True}, "interruptable"),
+        ("lowest_window", {"max_wait_h": -1}, "max_wait_h"),
+        ("carbon_time", {"weight": -0.5}, "weight"),
+        ("carbon_time", {"weight": "heavy"}, "weight"),
+    ],
+)
+def test_bad_parameters_are_scenario_errors_naming_the_parameter(name, params, named):
+    with pytest.raises(ScenarioError, match=named):
+        build_policy(name, params)
+
+
+def test_good_parameters_build_the_policies():
+    assert build_policy("wait_awhile", {"interruptible": True}) == WaitAwhile(interruptible=True)
+    assert build_policy("carbon_threshold", {"percentile": 30}) == CarbonThreshold(percentile=30)
+    assert build_policy("lowest_window", {"max_wait_h": 6}) == LowestWindow(max_wait_h=6)
+    assert build_policy("carbon_time", {"weight": 0.5}) == CarbonTime(weight=0.5)
+
+
+# --- every action valid, in whole runs -----------------------------------------------------
+
+
+class Recording:
+    """Passes a policy's actions through, keeping them."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.signal_steps = getattr(policy, "signal_steps", False)
+        self.actions: list = []
+
+    def decide(self, state):
+        actions = list(self.policy.decide(state))
+        self.actions += actions
+        return actions
+
+
+ALL = [
+    WaitAwhile(),
+    WaitAwhile(interruptible=True),
+    WaitAwhile(interruptible=True, replan="always", backfill=True),
+    CarbonThreshold(percentile=30.0),
+    CarbonThreshold(threshold_g_per_kwh=250.0, backfill=True),
+    LowestWindow(max_wait_h=6.0),
+    CarbonTime(),
+]
+
+
+@pytest.mark.parametrize("policy", ALL, ids=repr)
+def test_on_a_crowded_two_site_cluster_every_action_is_valid(policy):
+    # Few GPUs (jobs queue), half the jobs flexible, half of those interruptible, two grids
+    # with different step lengths (15 min, 1 h), noisy forecasts: the engine raises
+    # PolicyError on any invalid action.
+    scenario = make_scenario(
+        seed=3,
+        duration_h=48.0,
+        sites=[
+            site(
+                name="de",
+                carbon={"zone": "DE", "year": 2020},
+                gpus=[{"model": "A100-80GB", "count": 8}],
+            ),
+            site(
+                name="fr", carbon={"zone": "FR", "year": 2020}, gpus=[{"model": "V100", "count": 8}]
+            ),
+        ],
+        forecast={"model": "gaussian", "sigma_frac": 0.2},
+        workload={
+            "synthetic": {
+                "arrival_rate_per_h": 3.0,
+                "gpus": {1: 0.5, 2: 0.3, 8: 0.2},
+                "duration": {"dist": "exponential", "mean_h": 2.0},
+                "deferrable_fraction": 0.5,
+                "slack_h": [2.0, 12.0],
+                "interruptible_fraction": 0.5,
+                "checkpoint_gb": 10.0,
+            }
+        },
+    )
+    recording = Recording(copy.deepcopy(policy))
+    summary = simulate(scenario, recording).summary
+    assert summary["jobs_completed"] > 50
+    kinds = {type(a).__name__ for a in recording.actions}
+    assert {"Start", "Defer"} <= kinds
+    assert all(a.gpu_model for a in recording.actions if isinstance(a, Start | Resume))
+    if getattr(policy, "interruptible", False):
+        assert {"Suspend", "Resume"} <= kinds
+
+
+# --- end to end on a real grid -------------------------------------------------------------
+
+
+def california(seed: int, forecast: dict | None = None):
+    """Five days on California's 2020 grid (a ~165 g/kWh daily swing between the midday
+    solar valley and the evening), 300 jobs arriving over about three days, all deferrable
+    by 12-24 h and interruptible, runtimes 0.5-6 h, so every deadline falls inside the
+    horizon; 256 GPUs, so capacity is not the bottleneck."""
+    extra = {} if forecast is None else {"forecast": forecast}
+    return make_scenario(
+        seed=seed,
+        duration_h=120.0,
+        sites=[
+            site(
+                name="cal",
+                carbon={"zone": "US-CAL", "year": 2020},
+                gpus=[{"model": "A100-80GB", "count": 256}],
+            )
+        ],
+        workload={
+            "synthetic": {
+                "arrival_rate_per_h": 4.0,
+                "max_jobs": 300,
+                "gpus": {1: 0.5, 2: 0.2, 4: 0.2, 8: 0.1},
+                "duration": {"dist": "loguniform_mixture", "components": [[1.0, 0.5, 6.0]]},
+                "deferrable_fraction": 1.0,
+                "slack_h": [12.0, 24.0],
+                "interruptible_fraction": 1.0,
+            }
+        },
+        **extra,
+    )
+
+
+NOISY = {"model": "gaussian", "sigma_frac": 0.3}
+SEEDS = (1, 2, 3)
+POLICIES = {
+    "run_now": RunNow,
+    "wait_awhile": WaitAwhile,
+    "wait_awhile_interruptible": lambda: WaitAwhile(interruptible=True),
+}
+
+
+@cache
+def summary(policy: str, seed: int, noisy: bool = False) -> dict:
+    results = simulate(california(seed, NOISY if noisy else None), POLICIES[policy]())
+    return results.summary
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_wait_awhile_emits_less_than_run_now_and_misses_no_deadline(seed):
+    base, shifted = summary("run_now", seed), summary("wait_awhile", seed)
+    assert shifted["carbon_operational_kg"] < base["carbon_operational_kg"] - 30.0
+    for s in (base, shifted):
+        assert s["deadline_misses"] == 0
+        assert s["jobs_completed"] == s["jobs_submitted"] == 300
+
+
+def test_interruptible_jobs_save_at_least_as_much_as_contiguous_ones():
+    contiguous = [summary("wait_awhile", s)["carbon_operational_kg"] for s in SEEDS]
+    interrupted = [summary("wait_awhile_interruptible", s)["carbon_operational_kg"] for s in SEEDS]
+    assert np.mean(interrupted) <= np.mean(contiguous)
+    assert all(summary("wait_awhile_interruptible", s)["deadline_misses"] == 0 for s in SEEDS)
+
+
+@pytest.mark.parametrize("policy", ["wait_awhile", "wait_awhile_interruptible"])
+def test_perfect_forecasts_save_at_least_as_much_as_noisy_ones(policy):
+    perfect = [summary(policy, s)["carbon_operational_kg"] for s in SEEDS]
+    noisy = [summary(policy, s, noisy=True)["carbon_operational_kg"] for s in SEEDS]
+    assert np.mean(perfect) <= np.mean(noisy)
+    # Forecast errors change which hours are used, never whether a deadline is met.
+    assert all(summary(policy, s, noisy=True)["deadline_misses"] == 0 for s in SEEDS)
+
+
+# --- the scenario file and the CLI ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("wait_awhile", ["policy.params.interruptible=true"]),
+        ("carbon_threshold", ["policy.params.percentile=30"]),
+        ("lowest_window", ["policy.params.max_wait_h=6"]),
+        ("carbon_time", []),
+    ],
+)
+def test_every_time_shifting_policy_runs_from_the_scenario_file(tmp_path, capsys, name, params):
+    scenario = REPO / "scenarios/time_shifting.toml"
+    args = ["run", str(scenario), "--out", str(tmp_path), "--policy", name]
+    for p in [*params, "workload.synthetic.max_jobs=60"]:
+        args += ["--set", p]
+    code, out = run_cli(args, capsys)
+    assert code == 0, out.err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["jobs_completed"] == summary["jobs_submitted"] == 60
+    assert summary["deadline_misses"] == 0
