@@ -31,15 +31,22 @@ steps during events):
 3. Caps never rise above the cap a job had before the event (its "ceiling": its own cap,
    else the site's cap, else the GPU model's maximum), and always lie in the GPU model's
    settable range; all caps are whole watts (`nvidia-smi -pl` takes integers), except a
-   ceiling or range end that is not.
-4. Starts. Running jobs come first. The policy sizes the running jobs' caps, then admits
-   the plan's starts at the site in plan order, each on the same terms as the running jobs
-   (the same per-GPU cap, the same throughput fraction, the same marginal-loss threshold),
-   while they fit in the power left. A start that does not fit is held: dropped from the
-   plan, it stays pending and is reconsidered at the next decision. With `redirect`, a held
-   `Start` goes instead to the first other site without an active event that has a pool
-   with enough free GPUs. Resumes are treated like starts. A migration onto the site is
-   dropped (the job keeps running where it is); one away from it counts as power freed.
+   ceiling or range end that is not. The common level of `dr_uniform_cap` and
+   `dr_fair_slowdown` moves on a grid (`cap_step_w`, `fraction_step`): jobs are re-capped
+   when it crosses a grid line, not at every arrival or completion.
+4. Starts. The plan's starts (and resumes) at the site are considered in plan order. For
+   the three capping policies, a start is admitted if every job at the site, it and the
+   starts admitted before it included, could still run at `admit_min_fraction` of its
+   uncapped throughput within the target (each at the lowest cap giving it that much);
+   the policy then sizes the running and admitted jobs together, on its own terms, so a
+   start is never cheaper for the running jobs than the floor, and the running jobs yield
+   power to it only down to that floor. `dr_pause` admits a start only at its ceiling, in
+   the power its (uncapped) running jobs leave, and holds every start at a site while one
+   of its paused jobs there waits. A start that is not admitted is held: dropped from the
+   plan, it stays pending and is reconsidered at the next decision. With `redirect`, a
+   held `Start` goes instead to the first other site without an active event that has a
+   pool with enough free GPUs. A migration onto the site is dropped (the job keeps running
+   where it is); one away from it counts as power freed.
 5. Infeasible. If even every job at its GPU model's minimum cap (and, for `dr_pause`, every
    interruptible job suspended) cannot meet the target (e.g. the idle and host power of the
    site alone exceed it), every running job is capped at its minimum and every start at the
@@ -80,6 +87,8 @@ __all__ = ["DrComplementary", "DrFairSlowdown", "DrPause", "DrUniformCap"]
 
 _TOL_W = 1e-6
 """Power comparisons tolerate this much, W (floating-point sums of draws)."""
+_PAUSE_CAP_STEP_W = 5.0
+"""Grid of dr_pause's fallback common cap, W (as dr_uniform_cap's default)."""
 
 
 # --- hardware curves ---------------------------------------------------------------------
@@ -209,7 +218,8 @@ class _SitePlan:
     idx: list[int]
     """Curve index per running entry (ignored for suspended ones)."""
     level: object
-    """The policy's level, for sizing arrivals on the same terms (None: at their ceiling)."""
+    """The policy's level (a cap, a fraction, a price), for dr_pause to size starts on the
+    running jobs' terms (None: at their ceilings)."""
     used_w: float
     """Power of the running entries (and suspended ones at idle) under the plan, W."""
     feasible: bool = True
@@ -305,7 +315,9 @@ class _DemandResponse(Adjuster):
 
     # ---- the hook each policy implements ----
 
-    def _solve(self, state: SystemState, site: str, running: list[_Entry], budget_w: float) -> _SitePlan:
+    def _solve(
+        self, state: SystemState, site: str, running: list[_Entry], budget_w: float
+    ) -> _SitePlan:
         raise NotImplementedError
 
     def _level_index(self, entry: _Entry, level: object) -> int:
@@ -370,8 +382,19 @@ class _DemandResponse(Adjuster):
         held: list[tuple[int, Start]] = []
         for site, limit_kw in limits.items():
             self._plan_site(
-                state, mem, site, limit_kw, plan, keep, wished, site_caps, leaving[site],
-                arriving[site], free, tail, held,
+                state,
+                mem,
+                site,
+                limit_kw,
+                plan,
+                keep,
+                wished,
+                site_caps,
+                leaving[site],
+                arriving[site],
+                free,
+                tail,
+                held,
             )
 
         # Held starts: elsewhere if a site without an event has room, else they wait.
@@ -432,9 +455,12 @@ class _DemandResponse(Adjuster):
             running.append(e)
         budget_w = target_w - base_w
 
-        result = self._solve(state, site, running, budget_w)
-        used_w = result.used_w
-        for e, idx in zip(running, result.idx, strict=True):
+        admit = self._admit(state, mem, site, site_cap, running, budget_w, plan, arriving)
+        arrivals = [e for _, e in admit]
+        fixed_w = sum(e.fixed_w for e in arrivals)
+        result = self._solve(state, site, running + arrivals, budget_w - fixed_w)
+        used_w = result.used_w + fixed_w
+        for e, idx in zip(running, result.idx[: len(running)], strict=True):
             if e in result.suspend:
                 continue
             want = e.cap_action_w(idx)
@@ -445,18 +471,29 @@ class _DemandResponse(Adjuster):
             mem.paused[e.job] = (site, e.model, e.restore_w)
             mem.saved.pop(e.job, None)
 
+        # Arrivals: admitted ones start under the caps the solve gave them; with the
+        # policy's `_admit` deferring to this (dr_pause), on the terms of the running jobs.
         hold = result.hold_starts or not result.feasible
+        admitted = {i: e for i, e in admit}
         for i, model in arriving:
             a = plan[i]
             job = a.job
-            if not hold:
+            if i in admitted:
+                e = admitted[i]
+                idx = result.idx[len(running) + arrivals.index(e)]
+                ok = True
+            elif self._joint_admission or hold:
+                ok = False
+            else:
                 e = self._entry(state, job, model, a.gpu_cap_w, site_cap)
                 self._prepare(state, site, e)
                 e.fixed_w = self._fixed_w(state, e, site)
                 idx = e.curve.top if result.level is None else self._level_index(e, result.level)
                 need = e.power_w(idx) + e.fixed_w
-            if not hold and used_w + need <= budget_w + _TOL_W:
-                used_w += need
+                ok = used_w + need <= budget_w + _TOL_W
+                if ok:
+                    used_w += need
+            if ok:
                 mem.saved[job] = a.gpu_cap_w
                 plan[i] = dataclasses.replace(a, gpu_cap_w=e.cap_action_w(idx), gpu_model=model)
             else:
@@ -474,15 +511,41 @@ class _DemandResponse(Adjuster):
                 tail.append(Resume(job, site, cap, model))
                 del mem.paused[job]
 
+    _joint_admission = False
+    """True: `_admit` decides which starts run and the solve sizes them with the running
+    jobs; False: starts are sized after the running jobs, on their terms (`_level_index`)."""
+
+    def _admit(
+        self,
+        state: SystemState,
+        mem: _Memory,
+        site: str,
+        site_cap: float | None,
+        running: list[_Entry],
+        budget_w: float,
+        plan: list[Action],
+        arriving: list[tuple[int, str]],
+    ) -> list[tuple[int, _Entry]]:
+        """The plan's starts (index in the plan, entry) to size together with the running
+        jobs; by default none (they are sized after the running jobs)."""
+        return []
+
     def _entry(
-        self, state: SystemState, job: JobView, model: str, own_w: float | None, site_cap: float | None
+        self,
+        state: SystemState,
+        job: JobView,
+        model: str,
+        own_w: float | None,
+        site_cap: float | None,
     ) -> _Entry:
         profile = job.profile
         key = (model, profile, own_w, site_cap)
         curve = self._curve_of.get(key)
         if curve is None:
             spec = state.gpu_spec(model)
-            ceiling = own_w if own_w is not None else site_cap if site_cap is not None else spec.max_cap_w
+            ceiling = (
+                own_w if own_w is not None else site_cap if site_cap is not None else spec.max_cap_w
+            )
             ceiling = min(max(float(ceiling), spec.min_cap_w), spec.max_cap_w)
             curve = self._curve_of[key] = self._curves.curve(state, model, profile, ceiling)
         return _Entry(job, job.gpus, model, curve, own_w)
@@ -586,7 +649,7 @@ def _slack_s(state: SystemState, job: JobView, site: str, model: str, cap_w: flo
     return job.deadline_s - state.now_s - runtime_s
 
 
-def _uniform(running: list[_Entry], budget_w: float) -> _SitePlan:
+def _uniform(running: list[_Entry], budget_w: float, step_w: float) -> _SitePlan:
     """The highest whole-watt per-GPU cap c (each job at min(c, its ceiling), clipped into
     its model's range) whose total draw fits `budget_w`; bisection on c."""
     if not running:
@@ -598,6 +661,7 @@ def _uniform(running: list[_Entry], budget_w: float) -> _SitePlan:
         lo=math.floor(min(float(e.curve.caps_w[0]) for e in running)),
         hi=math.ceil(max(float(e.curve.caps_w[-1]) for e in running)),
         tolerance=1.0,
+        step=step_w,
         integer=True,
     )
     if not plan.feasible:
@@ -616,12 +680,16 @@ def _bisect_level(
     lo: float,
     hi: float,
     tolerance: float,
+    step: float,
     integer: bool = False,
 ) -> _SitePlan:
-    """The highest level in [lo, hi] at which the running jobs fit `budget_w`, each job at
-    the curve index `index_at(curve, level)` (the site's power is non-decreasing in the
-    level; at `lo` every job is at its lowest cap, at `hi` at its ceiling). Evaluated per
-    distinct curve with its GPUs summed, since jobs share few curves."""
+    """The highest level in [lo, hi] on a grid of `step` at which the running jobs fit
+    `budget_w`, each job at the curve index `index_at(curve, level)` (the site's power is
+    non-decreasing in the level; at `lo` every job is at its lowest cap, at `hi` at its
+    ceiling). Bisection to `tolerance`, then down to the grid (never below `lo`): the level,
+    and so every job's cap, changes only when it crosses a grid line, not at every small
+    change of the site's load. Evaluated per distinct curve with its GPUs summed, since
+    jobs share few curves."""
     groups: dict[int, list] = {}
     for e in running:
         g = groups.get(id(e.curve))
@@ -641,25 +709,75 @@ def _bisect_level(
     lowest = sum(gpus * float(c.power_w[0]) for c, gpus in groups.values())
     if lowest > budget_w + _TOL_W:
         return _SitePlan([0] * len(running), lo, lowest, feasible=False)
+    floor = lo
     while hi - lo > tolerance:
         mid = (lo + hi) // 2 if integer else 0.5 * (lo + hi)
         if used(mid) <= budget_w + _TOL_W:
             lo = mid
         else:
             hi = mid
+    lo = max(floor, math.floor(lo / step + 1e-9) * step)
     return _SitePlan([index_at(e.curve, lo) for e in running], float(lo), used(lo))
+
+
+# --- the capping policies ----------------------------------------------------------------
+
+
+@dataclass
+class _Capping(_DemandResponse):
+    admit_min_fraction: float = 0.8
+    """A start at a site under an event runs only if every job there, it included, could
+    still run at this fraction of its uncapped throughput within the limit (each at the
+    lowest cap giving it that much; a job whose earlier cap gives less, at that cap). The
+    policy then shares the power among all of them on its own terms. 1: starts only use
+    the power the running jobs leave when they run at their earlier caps (0 < x <= 1)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        x = self.admit_min_fraction
+        if not (isinstance(x, int | float) and 0.0 < x <= 1.0):
+            raise ValueError(f"admit_min_fraction must be in (0, 1], got {x!r}")
+
+    _joint_admission = True
+
+    def _admit(
+        self,
+        state: SystemState,
+        mem: _Memory,
+        site: str,
+        site_cap: float | None,
+        running: list[_Entry],
+        budget_w: float,
+        plan: list[Action],
+        arriving: list[tuple[int, str]],
+    ) -> list[tuple[int, _Entry]]:
+        if not arriving:
+            return []
+        f = float(self.admit_min_fraction)
+        at_floor_w = sum(e.power_w(e.curve.index_at_fraction(f)) for e in running)
+        out = []
+        for i, model in arriving:
+            a = plan[i]
+            e = self._entry(state, a.job, model, a.gpu_cap_w, site_cap)
+            self._prepare(state, site, e)
+            e.fixed_w = self._fixed_w(state, e, site)
+            need = e.power_w(e.curve.index_at_fraction(f)) + e.fixed_w
+            if at_floor_w + need <= budget_w + _TOL_W:
+                at_floor_w += need
+                out.append((i, e))
+        return out
 
 
 # --- dr_uniform_cap ----------------------------------------------------------------------
 
 
 @dataclass
-class DrUniformCap(_DemandResponse):
+class DrUniformCap(_Capping):
     """During a demand-response event, one equal power budget per GPU: the highest single
-    per-GPU cap c (whole watts) such that the site meets its target with every running GPU
-    at min(c, its job's earlier cap), clipped into each GPU model's settable range. Found by
-    bisection on c (the site's power is non-decreasing in c). Starts at the site run under
-    the same c if they fit in the power left, else they are held (or redirected).
+    per-GPU cap c (on a grid of `cap_step_w`) such that the site meets its target with every
+    running GPU at min(c, its job's earlier cap), clipped into each GPU model's settable
+    range. Found by bisection on c (the site's power is non-decreasing in c). Starts are
+    admitted at the `admit_min_fraction` floor and then share the same c.
 
     Rationale: the simplest fair-share rule an operator can apply with `nvidia-smi -pl`:
     equal watts per GPU, whatever runs on it (as in facility-wide capping studies, e.g.
@@ -668,24 +786,32 @@ class DrUniformCap(_DemandResponse):
     a compute-bound one loses most (docs/power-model.md).
     """
 
-    def _solve(self, state: SystemState, site: str, running: list[_Entry], budget_w: float) -> _SitePlan:
-        return _uniform(running, budget_w)
+    cap_step_w: float = 5.0
+    """The common cap moves on a grid of this many watts (1: to the watt): fewer cap
+    changes as jobs come and go, at most one step of the limit left unused."""
 
-    def _level_index(self, entry: _Entry, level: object) -> int:
-        return _uniform_index(entry, level)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.cap_step_w, int | float) and 1.0 <= self.cap_step_w <= 50.0):
+            raise ValueError(f"cap_step_w must be in [1, 50] W, got {self.cap_step_w!r}")
+
+    def _solve(
+        self, state: SystemState, site: str, running: list[_Entry], budget_w: float
+    ) -> _SitePlan:
+        return _uniform(running, budget_w, float(self.cap_step_w))
 
 
 # --- dr_fair_slowdown --------------------------------------------------------------------
 
 
 @dataclass
-class DrFairSlowdown(_DemandResponse):
+class DrFairSlowdown(_Capping):
     """During a demand-response event, one equal relative slowdown for every running job:
     a common throughput fraction f (relative to uncapped); each job's cap is the lowest
     whole-watt cap at which the hardware model gives it at least f on its GPU model and
-    profile (bisection on the monotone curve; its earlier cap if that already gives less
-    than f), and f is the highest that meets the target (bisection on f). Starts run at the
-    same f if they fit in the power left, else they are held (or redirected).
+    profile (its earlier cap if that already gives less than f), and f is the highest on a
+    grid of `fraction_step` that meets the target (bisection on f). Starts are admitted at
+    the `admit_min_fraction` floor and then run at the same f.
 
     Rationale: sharing the event's cost as equal slowdowns (equal progress rates relative
     to each job's own uncapped speed) is the fairness notion of multi-tenant GPU cluster
@@ -693,23 +819,25 @@ class DrFairSlowdown(_DemandResponse):
     Narayanan et al., OSDI 2020); in-event Jain index of slowdowns close to 1.
     """
 
-    tolerance: float = 1e-4
-    """Bisection stops when the interval of f (throughput fraction) is narrower than this."""
+    fraction_step: float = 0.005
+    """The common throughput fraction f moves on a grid of this step: fewer cap changes as
+    jobs come and go, at most one step of throughput left unused (0 < x <= 0.05)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (isinstance(self.tolerance, int | float) and 0.0 < self.tolerance < 0.1):
-            raise ValueError(f"tolerance must be in (0, 0.1), got {self.tolerance!r}")
+        x = self.fraction_step
+        if not (isinstance(x, int | float) and 0.0 < x <= 0.05):
+            raise ValueError(f"fraction_step must be in (0, 0.05], got {x!r}")
 
-    def _level_index(self, entry: _Entry, level: object) -> int:
-        return entry.curve.index_at_fraction(float(level))  # type: ignore[arg-type]
-
-    def _solve(self, state: SystemState, site: str, running: list[_Entry], budget_w: float) -> _SitePlan:
+    def _solve(
+        self, state: SystemState, site: str, running: list[_Entry], budget_w: float
+    ) -> _SitePlan:
         if not running:
             return _SitePlan([], None, 0.0, feasible=budget_w >= -_TOL_W)
         # f = 0 puts every job at its minimum cap, f = 1 every job at its ceiling
+        step = float(self.fraction_step)
         return _bisect_level(
-            running, budget_w, _Curve.index_at_fraction, 0.0, 1.0, self.tolerance
+            running, budget_w, _Curve.index_at_fraction, 0.0, 1.0, step / 8.0, step
         )
 
 
@@ -717,15 +845,15 @@ class DrFairSlowdown(_DemandResponse):
 
 
 @dataclass
-class DrComplementary(_DemandResponse):
+class DrComplementary(_Capping):
     """During a demand-response event, cap first the jobs that lose least work per watt
     saved. Each job's caps are cut into steps of `step_w` from its earlier cap down to its
     GPU model's minimum; a step's price is the work it costs, gpus x weight x (throughput
     fraction lost), per watt of IT power it saves, gpus x (power saved), both from the
     hardware model. Greedily, the cheapest next step of any job is taken until the site
     meets its target; the last step is then refined to the highest whole-watt cap that
-    still meets it. Starts at the site take every step priced at most the last price paid
-    (the same marginal terms as the running jobs) and run if they fit, else are held.
+    still meets it. Starts are admitted at the `admit_min_fraction` floor and then take
+    part in the greedy like the running jobs.
 
     With `weight_by_speed`, weight is the job's reference speed on its GPU model (work in
     reference GPU-hours per GPU-hour uncapped), so the greedy minimises the reference
@@ -736,11 +864,10 @@ class DrComplementary(_DemandResponse):
     power scales with the clock), so the greedy caps memory-bound jobs first and
     compute-bound jobs deepest: equal marginal prices, the optimum for convex curves.
 
-    Rationale: complementary co-location of memory- and compute-bound jobs under a shared
-    power budget (the "power-aware scheduling" line of e.g. Patel et al., "POLCA", 2024, and
-    Zeus/Perseus, You et al., NSDI 2023 / SOSP 2024, which show that slowdown per watt
-    differs widely between workloads): give the watts to the jobs that turn them into most
-    work.
+    Rationale: give a shared power budget to the jobs that turn watts into most work. Zeus
+    (You et al., NSDI 2023) and Perseus (Chung et al., arXiv:2312.06902) show that slowdown
+    per watt shed differs widely between workloads; POLCA (Patel et al., arXiv:2308.12908)
+    caps the GPUs of inference clusters, which lose least, to oversubscribe power.
     """
 
     step_w: float = 10.0
@@ -761,32 +888,44 @@ class DrComplementary(_DemandResponse):
         """Work lost per watt saved by the step below index `i`."""
         return e.weight * e.curve.steps(self.step_w)[1][i]
 
-    def _level_index(self, entry: _Entry, level: object) -> int:
-        price = float(level)  # type: ignore[arg-type]
-        i = entry.curve.top
-        while i > 0 and self._price(entry, i) <= price:
-            i = self._next(entry, i)
-        return i
-
-    def _solve(self, state: SystemState, site: str, running: list[_Entry], budget_w: float) -> _SitePlan:
+    def _solve(
+        self, state: SystemState, site: str, running: list[_Entry], budget_w: float
+    ) -> _SitePlan:
         if not running:
             return _SitePlan([], None, 0.0, feasible=budget_w >= -_TOL_W)
         idx = [e.curve.top for e in running]
         used = sum(e.power_w(i) for e, i in zip(running, idx, strict=True))
         if used <= budget_w + _TOL_W:
             return _SitePlan(idx, None, used)
-        heap = [(self._price(e, e.curve.top), n) for n, e in enumerate(running) if e.curve.top > 0]
+        # Jobs with the same curve and weight have the same step prices: their steps come in
+        # turn (each step dearer than the one before), so the greedy runs per group, and
+        # only the step at which the target is met is taken by part of a group.
+        groups: dict[tuple[int, float], list[int]] = {}
+        for n, e in enumerate(running):
+            groups.setdefault((id(e.curve), e.weight), []).append(n)
+        members = list(groups.values())
+        heap = [
+            (self._price(running[ns[0]], running[ns[0]].curve.top), g)
+            for g, ns in enumerate(members)
+            if running[ns[0]].curve.top > 0
+        ]
         heapq.heapify(heap)
         price = 0.0
         last = prev = -1
         while used > budget_w + _TOL_W and heap:
-            price, n = heapq.heappop(heap)
-            e = running[n]
-            k = self._next(e, idx[n])
-            used -= e.power_w(idx[n]) - e.power_w(k)
-            last, prev, idx[n] = n, idx[n], k
-            if k > 0:
-                heapq.heappush(heap, (self._price(e, k), n))
+            price, g = heapq.heappop(heap)
+            e0 = running[members[g][0]]
+            i = idx[members[g][0]]
+            k = self._next(e0, i)
+            per_gpu_w = float(e0.curve.power_w[i] - e0.curve.power_w[k])
+            for n in members[g]:
+                used -= running[n].gpus * per_gpu_w
+                last, prev, idx[n] = n, i, k
+                if used <= budget_w + _TOL_W:
+                    break
+            else:
+                if k > 0:
+                    heapq.heappush(heap, (self._price(e0, k), g))
         if used > budget_w + _TOL_W:
             return _SitePlan(idx, price, used, feasible=False)
         # Refine the last step to the highest cap in it that still fits (power is
@@ -832,7 +971,9 @@ class DrPause(_DemandResponse):
     def _level_index(self, entry: _Entry, level: object) -> int:
         return _uniform_index(entry, level)
 
-    def _solve(self, state: SystemState, site: str, running: list[_Entry], budget_w: float) -> _SitePlan:
+    def _solve(
+        self, state: SystemState, site: str, running: list[_Entry], budget_w: float
+    ) -> _SitePlan:
         mem = self._mem
         idx = [e.curve.top for e in running]
         used = sum(e.power_w(i) for e, i in zip(running, idx, strict=True))
@@ -845,9 +986,7 @@ class DrPause(_DemandResponse):
                 for e in running
                 if e.job.interruptible
             }
-            order = sorted(
-                (e for e in running if e.job.interruptible), key=lambda e: -slack[e.job]
-            )
+            order = sorted((e for e in running if e.job.interruptible), key=lambda e: -slack[e.job])
             suspend: list[_Entry] = []
             for e in order:
                 if used <= budget_w + _TOL_W:
@@ -862,7 +1001,7 @@ class DrPause(_DemandResponse):
             idle_w = used - sum(e.power_w(e.curve.top) for e in rest)
             if not self.fallback_uniform_cap:
                 return _SitePlan(idx, None, used, feasible=False, suspend=suspend)
-            capped = _uniform(rest, budget_w - idle_w)
+            capped = _uniform(rest, budget_w - idle_w, _PAUSE_CAP_STEP_W)
             by_entry = dict(zip(map(id, rest), capped.idx, strict=True))
             idx = [by_entry.get(id(e), e.curve.top) for e in running]
             return _SitePlan(
