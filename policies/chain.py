@@ -76,19 +76,20 @@ class Chain:
             if amend is not None:
                 actions = list(amend(state, actions))
                 continue
-            jobs = {_job_of(a) for a in actions} - {None}
+            jobs = {job_of(a) for a in actions} - {None}
             capped = {
                 a.target for a in actions if isinstance(a, SetCap) and isinstance(a.target, str)
             }
             for a in member.decide(state):
-                job = _job_of(a)
+                job = job_of(a)
                 if job in jobs or (isinstance(a, SetCap) and a.target in capped):
                     continue
                 actions.append(a)
         return actions
 
 
-def _job_of(action: Action) -> JobView | None:
+def job_of(action: Action) -> JobView | None:
+    """The job an action concerns (None for a site's SetCap)."""
     if isinstance(action, SetCap):
         return action.target if isinstance(action.target, JobView) else None
     return action.job

@@ -22,8 +22,7 @@ steps during events):
    predictions are the engine's own hardware model, so they are exact for running jobs;
    the margin covers what a decision cannot see: a node that finishes booting raises power
    without a decision, several starts on one pool that together wake more nodes than each
-   alone, a site `idle_w` that differs from the catalog (used for the idle power of GPUs
-   that a suspension frees).
+   alone.
 2. Prediction. IT power = what the site draws now, with each running job's GPUs at the
    power of the cap chosen for it (`state.operating_point`), each job leaving the site
    (suspended, migrated away) back at idle, and each admitted start adding
@@ -72,6 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from policies.adjusting import Adjuster
+from policies.chain import job_of
 from sim.api import (
     Action,
     JobView,
@@ -283,7 +283,7 @@ class _Free:
 class _Memory:
     """What a DR policy remembers across decisions of one run."""
 
-    __slots__ = ("paused", "saved", "speeds", "state")
+    __slots__ = ("paused", "saved", "state")
 
     def __init__(self, state: SystemState | None):
         self.state = state
@@ -291,7 +291,6 @@ class _Memory:
         """Own cap of each job touched by an event, to restore after it."""
         self.paused: dict[JobView, tuple[str, str, float | None]] = {}
         """Jobs this policy suspended: (site, GPU model) to resume on, own cap to resume with."""
-        self.speeds: dict[tuple[str, str], float] = {}
 
 
 # --- the base ----------------------------------------------------------------------------
@@ -334,7 +333,7 @@ class _DemandResponse(Adjuster):
         limits = _active_limits(state)
         plan = list(actions)
         free = _Free(state)
-        planned = {_job_of(a) for a in plan} - {None}
+        planned = {job_of(a) for a in plan} - {None}
         for job in planned & mem.paused.keys():  # the scheduler took a paused job over
             del mem.paused[job]
 
@@ -444,7 +443,7 @@ class _DemandResponse(Adjuster):
             base_w -= job.gpus * job.gpu_power_w
             model = job.gpu_model
             if job in gone:
-                base_w += job.gpus * state.gpu_spec(model).idle_w
+                base_w += job.gpus * state.idle_w(site, model)
                 continue
             if job in wished:
                 mem.saved[job] = wished[job]
@@ -555,7 +554,7 @@ class _DemandResponse(Adjuster):
         """IT power an arrival adds besides its GPUs' draw at its cap, W."""
         top_cap = float(e.curve.caps_w[-1])
         delta = state.power_delta_w(e.job, top_cap, site, e.model)
-        active = e.power_w(e.curve.top) - e.gpus * state.gpu_spec(e.model).idle_w
+        active = e.power_w(e.curve.top) - e.gpus * state.idle_w(site, e.model)
         if state.powered_off_gpus(site).get(e.model, 0) > 0 and abs(delta - active) > _TOL_W:
             delta += active  # it wakes nodes: held at idle now, at its active draw once up
         return delta - e.power_w(e.curve.top)
@@ -612,23 +611,8 @@ class _DemandResponse(Adjuster):
         return out
 
     def _speed(self, state: SystemState, job: JobView, site: str, model: str) -> float:
-        """Reference GPU-s of work per s of one uncapped `model` GPU on `job`'s profile, from
-        `state.estimate` (the API has no direct read of it)."""
-        key = (model, job.profile)
-        hit = self._mem.speeds.get(key)
-        if hit is None:
-            runtime_s, _ = state.estimate(job, site, state.gpu_spec(model).max_cap_w, model)
-            left_s = job.remaining_gpu_h * 3600.0
-            if not (runtime_s > 0.0 and left_s > 0.0):
-                return 1.0
-            hit = self._mem.speeds[key] = left_s / (job.gpus * runtime_s)
-        return hit
-
-
-def _job_of(action: Action) -> JobView | None:
-    if isinstance(action, SetCap):
-        return action.target if isinstance(action.target, JobView) else None
-    return action.job
+        """Reference GPU-s of work per s of one uncapped `model` GPU on `job`'s profile."""
+        return state.reference_speed(model, job.profile)
 
 
 def _active_limits(state: SystemState) -> dict[str, float]:
@@ -991,7 +975,7 @@ class DrPause(_DemandResponse):
             for e in order:
                 if used <= budget_w + _TOL_W:
                     break
-                idle = e.gpus * state.gpu_spec(e.model).idle_w
+                idle = e.gpus * state.idle_w(site, e.model)
                 used += idle - e.power_w(e.curve.top)
                 suspend.append(e)
             hold = True

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from sim.errors import PolicyError
-from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
+from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate, speed
 
 if TYPE_CHECKING:
     from sim.engine import Engine
@@ -336,6 +336,18 @@ class SystemState:
         power (W) of one `model` GPU running a `profile` job under `cap_w` (None: uncapped).
         See docs/power-model.md."""
         return estimate(model, profile, cap_w)
+
+    def reference_speed(self, model: str, profile: str) -> float:
+        """Work one uncapped `model` GPU does on a `profile` job, reference GPU-s per s (an
+        A100-80GB at its maximum power limit does 1)."""
+        return speed(model, profile)
+
+    def idle_w(self, site: str, model: str) -> float:
+        """Idle power of one `model` GPU at `site` (the site's override, else the catalog's), W."""
+        pool = self._e.site(site).pool(model)
+        if pool is None:
+            raise PolicyError(f"idle_w: site {site} has no {model} GPUs")
+        return pool.idle_w
 
     def power_delta_w(
         self,
