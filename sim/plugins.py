@@ -91,7 +91,8 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> obje
             err = e.errors()[0]
             if not err["loc"]:  # a check of the whole policy (its __post_init__)
                 msg = err["msg"].removeprefix("Value error, ")
-                raise ScenarioError(f"{key}.params: {name}: {msg}") from None
+                msg = msg if msg.startswith(name) else f"{name}: {msg}"
+                raise ScenarioError(f"{key}.params: {msg}") from None
             loc = ".".join(str(p) for p in err["loc"])
             raise ScenarioError(
                 f"{key}.params.{loc}: {err['msg']} (got {err.get('input')!r})"

@@ -11,7 +11,7 @@ import pytest
 
 import sim
 from policies import REGISTRY
-from tests.conftest import BASE, REPO, make_scenario
+from tests.conftest import BASE, REPO, make_scenario, run_cli
 
 INDEX = (REPO / "docs" / "policies.md").read_text()
 
@@ -59,3 +59,18 @@ def test_the_documented_chain_runs_from_a_scenario(tmp_path):
     r = sim.simulate(scenario)
     assert r.meta["policy"] == "Chain"
     assert r.summary["jobs_completed"] > 0
+
+
+REQUIRED = {  # policies without a usable default need one parameter
+    "carbon_threshold": ["--set", "policy.params.percentile=30"],
+    "static_cap": ["--set", "policy.params.watts=250"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(REGISTRY) - {"chain"}))
+def test_each_policy_runs_from_the_command_line(name, capsys, tmp_path):
+    scenario = REPO / "scenarios" / "demand_response.toml"
+    args = ["run", str(scenario), "--policy", name, *REQUIRED.get(name, []), "--out", str(tmp_path)]
+    code, out = run_cli(args, capsys)
+    assert code == 0, out.err
+    assert sim.Results.load(tmp_path).meta["policy"] == REGISTRY[name].__name__
