@@ -36,11 +36,13 @@ class FreeGpus:
     """Free GPUs per site and model as actions are planned within one decision: read from
     the state when a site is first needed, then decremented by each planned start."""
 
-    __slots__ = ("_free", "_state")
+    __slots__ = ("_free", "_order", "_state")
 
     def __init__(self, state: SystemState):
         self._state = state
         self._free: dict[str, dict[str, int]] = {}
+        self._order: dict[str, tuple[str, ...]] = {}
+        """Per origin site: the sites in the order jobs from there try them."""
 
     def at(self, site: str) -> dict[str, int]:
         """Free GPUs per model at `site`, after the starts planned so far."""
@@ -54,7 +56,10 @@ class FreeGpus:
         order) with a pool of enough free GPUs, taking them; None if none fits."""
         if sites is None:
             origin = job.origin_site
-            sites = (origin, *(s for s in self._state.sites if s != origin))
+            sites = self._order.get(origin)
+            if sites is None:
+                others = (s for s in self._state.sites if s != origin)
+                sites = self._order[origin] = (origin, *others)
         for site in sites:
             site_free = self.at(site)
             for model, n in site_free.items():

@@ -513,6 +513,8 @@ class Engine:
         own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
         of time they stall the job (a fluid model of the stalls)."""
         per_gpu, draw_w = self._speed(pool.model, self._profile[j], self._effective_cap(site, cap))
+        if self._ckpt_interval_s is None:
+            return self._gpus[j] * per_gpu, draw_w
         return self._gpus[j] * per_gpu * self._ckpt_duty(j, site), draw_w
 
     def _write_s(self, j: int, site: Site) -> float:
