@@ -418,6 +418,87 @@ class ForecastConfig(_Model):
         return self
 
 
+class WanConfig(_Model):
+    """The wide-area network between the sites (`sim.network`, docs/wan.md): a backbone graph,
+    routes between the sites, and the time, energy and carbon of moving data along them.
+
+    Exactly one graph source: a topohub `topology` or a `topology_file`. Each site attaches
+    to the graph's nearest node (great-circle distance).
+    """
+
+    topology: str | None = None
+    """A topohub topology: a backbone map by bare name ("world", "europe", "north_america",
+    "europe_nosc", ...; `_nosc`: without submarine cables), or any geographic topohub key,
+    "topozoo/NAME" (Internet Topology Zoo, e.g. "topozoo/Geant2012"), "sndlib/NAME"
+    (e.g. "sndlib/polska"), "caida/2024-08/ASN"."""
+    topology_file: Path | None = None
+    """A GraphML (.graphml) or GML (.gml) graph, relative to the scenario file. Nodes need
+    lat/lon (or Latitude/Longitude) attributes; edge length in km from `length_km` or
+    `dist`, else the great-circle distance; capacity from `capacity_gbps` (or the Topology
+    Zoo's `LinkSpeedRaw`, bit/s)."""
+    max_attach_km: float = Field(default=1000.0, gt=0, allow_inf_nan=False)
+    """Largest great-circle distance from a site to its attachment node, km."""
+    k_paths: int = Field(default=1, ge=1, le=16)
+    """Routes `Wan.routes` offers per site pair (k shortest loop-free paths by length), for
+    policies that compare or spread over alternatives; transfers use the shortest."""
+    link_gbps: float = Field(default=100.0, gt=0, allow_inf_nan=False)
+    """Capacity of a link whose topology gives none, and of each site's attachment leg,
+    Gbit/s (default: one 100G wavelength)."""
+    flow_gbps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Largest rate of a single transfer (e.g. the storage or TCP limit), Gbit/s; None: the
+    route's bottleneck alone limits it."""
+    contention: bool = False
+    """Concurrent transfers share link capacity max-min fairly (`Wan.transfers`); false:
+    each transfer gets its route's whole bottleneck bandwidth."""
+    fibre_km_per_s: float = Field(default=204_190.0, gt=0, allow_inf_nan=False)
+    """Signal speed in fibre, km/s: c / 1.4682, the group index of standard single-mode
+    fibre (ITU-T G.652, Corning SMF-28) at 1550 nm."""
+    energy_model: Literal["path", "per_gb", "none"] = "path"
+    """"path": per-device model along the route (iGDB intensities, W/Gbps); "per_gb": one
+    electricity intensity per GB (Aslan et al. 2018); "none": transfers cost no energy."""
+    network_pue: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    """Facility overhead (cooling, power conversion) of network sites; "path" only,
+    default 1.5."""
+    redundancy: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    """Multiplier for protection equipment powered alongside the working path; "path" only,
+    default 2 (1+1 protection)."""
+    per_gb_kwh: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Electricity intensity of data transmission, kWh/GB; "per_gb" only. Default: 0.06 in
+    2015, halving every two years, at the scenario start's year (Aslan et al. 2018)."""
+    zone_max_km: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
+    """A network device is charged at the carbon intensity of the nearest catalog zone
+    within this great-circle distance, km; farther ones at `fallback_g_per_kwh`."""
+    fallback_g_per_kwh: float = Field(default=436.0, ge=0, allow_inf_nan=False)
+    """Carbon intensity of devices with no catalog zone near, g/kWh (world average of 2022,
+    Ember, Global Electricity Review 2023)."""
+    variant: Literal["lifecycle", "direct"] = "lifecycle"
+    """Emission factors of the zone traces that network devices are charged at."""
+
+    @field_validator("topology")
+    @classmethod
+    def _known_topology(cls, v: str | None) -> str | None:
+        if v is not None:
+            from sim.network.topology import topohub_key
+
+            topohub_key(v)  # ValueError naming the value and the known names
+        return v
+
+    @model_validator(mode="after")
+    def _one_graph(self) -> WanConfig:
+        given = [k for k in ("topology", "topology_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of topology, topology_file (got {given or 'none'})")
+        owners = {"network_pue": "path", "redundancy": "path", "per_gb_kwh": "per_gb"}
+        for key, owner in owners.items():
+            value = getattr(self, key)
+            if value is not None and self.energy_model != owner:
+                raise ValueError(
+                    f'{key} is only meaningful with energy_model = "{owner}", not '
+                    f'"{self.energy_model}" (got {key} = {value}); remove it or change the model'
+                )
+        return self
+
+
 class PolicyConfig(_Model):
     name: str = "run_now"
     """Registry name (see `policies.REGISTRY`) or `module:Class` / `path/to/file.py:Class`."""
@@ -502,6 +583,8 @@ class Scenario(_Model):
     embodied: Literal["allocated", "installed"] = "allocated"
     """Charge GPUs' embodied carbon per allocated GPU-hour (to the jobs that use them) or per
     installed GPU-hour (the whole fleet over the horizon, used or not)."""
+    wan: WanConfig | None = None
+    """The wide-area network between the sites (docs/wan.md); None: no WAN model."""
 
     @field_validator("start")
     @classmethod
@@ -615,6 +698,9 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     wl = raw.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("file"), str):
         wl["file"] = str(base / wl["file"])
+    wan = raw.get("wan")
+    if isinstance(wan, dict) and isinstance(wan.get("topology_file"), str):
+        wan["topology_file"] = str(base / wan["topology_file"])
     _resolve_policy_file(raw.get("policy"), base)
 
 
