@@ -8,8 +8,9 @@ Rules for combining their actions (one decision, members in the order given):
    plan: it may change caps of `Start`s, drop starts (hold jobs back), or add actions.
    Its word is final for what it changes.
 3. A later member without `amend` adds its `decide(state)` actions, except those about a
-   job an earlier action already concerns, and `SetCap`s of a site an earlier action
-   already capped: the earlier member wins a conflict.
+   job an earlier action already concerns, `SetCap`s of a site an earlier action already
+   capped, and starts (resumes, migrations) that no longer fit in the GPUs the plan left
+   free: the earlier member wins a conflict.
 
 All members see the same state, as it was before any of this decision's actions. The
 chain asks for a decision at every signal step if any member does, and ticks at the
@@ -31,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sim.api import Action, JobView, SetCap, SystemState
+from policies.run_now import FreeGpus
+from sim.api import Action, JobView, Migrate, Resume, SetCap, Start, SystemState
 
 
 class Chain:
@@ -80,12 +82,31 @@ class Chain:
             capped = {
                 a.target for a in actions if isinstance(a, SetCap) and isinstance(a.target, str)
             }
+            free = FreeGpus(state)
+            for a in actions:
+                _take(free, a)
             for a in member.decide(state):
                 job = job_of(a)
                 if job in jobs or (isinstance(a, SetCap) and a.target in capped):
                     continue
-                actions.append(a)
+                if _take(free, a):
+                    actions.append(a)
         return actions
+
+
+def _take(free: FreeGpus, action: Action) -> bool:
+    """Book the GPUs `action` places a job on in `free`; False if they are not free (GPUs
+    a suspension or migration leaves are not counted free: a checkpoint write holds them)."""
+    if not isinstance(action, Start | Resume | Migrate):
+        return True
+    site_free = free.at(action.site)
+    model = action.gpu_model or next(
+        (m for m, n in site_free.items() if n >= action.job.gpus), None
+    )
+    if site_free.get(model, 0) < action.job.gpus:
+        return False
+    site_free[model] -= action.job.gpus
+    return True
 
 
 def job_of(action: Action) -> JobView | None:

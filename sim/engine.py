@@ -158,8 +158,9 @@ class Engine:
         self._site_windows: list[list[tuple[float, float]]] = [[] for _ in self.sites]
         """Per site, the (start_s, end_s) of its announced events."""
         self.dr_job: dict[int, list[float]] = {}
-        """Per job affected by an event: [s run during events, reference GPU-s of work done
-        then, reference GPU-s it would have done uncapped]."""
+        """Per job that ran or was suspended during an event at its site: [s run in events,
+        reference GPU-s of work done then, reference GPU-s it would have done uncapped in
+        that time and while suspended in events, s suspended in events]."""
         self._paused: dict[int, tuple[int, float, float]] = {}
         """Jobs suspended during an event at their site: (site, since_s, uncapped rate)."""
 
@@ -236,6 +237,10 @@ class Engine:
     def _event_active(self, site_index: int, t_s: float) -> bool:
         return any(s <= t_s < e for s, e in self._site_windows[site_index])
 
+    def _event_ahead(self, site_index: int, t_s: float) -> bool:
+        """An announced event at the site is on now or still to come."""
+        return any(t_s < e for _, e in self._site_windows[site_index])
+
     def _demand_response(self, ev: DrEvent):
         env = self.env
         site = self.sites[ev.site]
@@ -251,7 +256,7 @@ class Engine:
         self.dr_windows.append(
             DrWindow(site.index, start_s, end_s, limit_kw, baseline_kw, ev.rebound_h)
         )
-        self._site_windows[site.index].append((start_s, end_s))
+        self._site_windows[site.index] = _union(self._site_windows[site.index], start_s, end_s)
         self.events.append(notice_s, "dr_notice", site=site.index, value=limit_kw, detail=ev.key)
         self._request_decision()
         if start_s > env.now:
@@ -342,7 +347,7 @@ class Engine:
                 if not self._interruptible[j]:
                     raise PolicyError(f"{a}: job {self.jobs.job_id[j]} is not interruptible")
                 site = self._site[j]
-                if self._event_active(site.index, self.env.now):
+                if self._event_ahead(site.index, self.env.now):
                     self._paused[j] = (
                         site.index,
                         self.env.now,
@@ -574,7 +579,7 @@ class Engine:
         if self._site_windows[site.index]:
             in_event_s = self._overlap_s(site.index, t0, now)
             if in_event_s > 0.0:
-                acc = self.dr_job.setdefault(j, [0.0, 0.0, 0.0])
+                acc = self.dr_job.setdefault(j, [0.0, 0.0, 0.0, 0.0])
                 acc[0] += in_event_s
                 acc[1] += self._rate[j] * in_event_s
                 acc[2] += self._uncapped_rate(j, pool) * in_event_s
@@ -643,7 +648,8 @@ class Engine:
         return sum(max(0.0, min(t1_s, e) - max(t0_s, s)) for s, e in self._site_windows[site_index])
 
     def _uncapped_rate(self, j: int, pool: Pool) -> float:
-        return self._gpus[j] * self._speed(pool.model, self._profile[j], None)[0]
+        """Progress of `j` on `pool` with no cap (periodic checkpoint stalls included)."""
+        return self._rate_and_draw(j, self._site[j], pool, math.inf)[0]
 
     def _end_pause(self, j: int, now: float) -> None:
         """Charge a job suspended during an event with the work it did not do in events."""
@@ -652,7 +658,9 @@ class Engine:
             site_index, since_s, rate = paused
             lost_s = self._overlap_s(site_index, since_s, now)
             if lost_s > 0.0:
-                self.dr_job.setdefault(j, [0.0, 0.0, 0.0])[2] += rate * lost_s
+                acc = self.dr_job.setdefault(j, [0.0, 0.0, 0.0, 0.0])
+                acc[2] += rate * lost_s
+                acc[3] += lost_s
 
     def _stop(self, j: int) -> None:
         """Close the run and free the GPUs (suspend, migrate, finish)."""
@@ -809,3 +817,14 @@ class Engine:
             "completed" if s == COMPLETED else "rejected" if s == REJECTED else "unfinished"
             for s in self._state
         ]
+
+
+def _union(windows: list[tuple[float, float]], start_s: float, end_s: float):
+    """`windows` (sorted, disjoint) with [start_s, end_s) added, merged where they touch."""
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted([*windows, (start_s, end_s)]):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged

@@ -179,10 +179,9 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary.update(demand_response_metrics(dr))
     summary.update(dr_job_metrics(engine.dr_job))
     if engine.dr_windows:  # fairness of what the events did to the jobs they touched
-        in_event = jobs["dr_slowdown"].to_numpy()
-        summary["slowdown_jain_index"] = jain_index(in_event[np.isfinite(in_event)])
+        summary["slowdown_jain_index"] = jain_index(1.0 / jobs["dr_slowdown"].dropna().to_numpy())
     else:
-        summary["slowdown_jain_index"] = jain_index(jobs["slowdown"].dropna().to_numpy())
+        summary["slowdown_jain_index"] = jain_index(1.0 / jobs["slowdown"].dropna().to_numpy())
     summary["sim_wall_s"] = wall_s
 
     meta = {
@@ -254,8 +253,9 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     for j, gpu_s in engine.work_lost_gpu_s.items():
         work_lost_gpu_h[j] = gpu_s / 3600.0
     dr_slowdown = np.full(len(jt), np.nan)
-    for j, (_, done, uncapped) in engine.dr_job.items():
-        dr_slowdown[j] = uncapped / done if done > 0 else np.inf
+    for j, (_, done, uncapped, _) in engine.dr_job.items():
+        if uncapped > 0.0:
+            dr_slowdown[j] = uncapped / done if done > 0 else np.inf
     return pd.DataFrame(
         {
             "job_id": jt.job_id,
@@ -447,24 +447,27 @@ def demand_response_metrics(dr: pd.DataFrame) -> dict[str, Any]:
 
 
 def dr_job_metrics(dr_job: dict[int, list[float]]) -> dict[str, Any]:
-    """What events did to jobs: how many ran (or were paused) in them, the reference GPU-hours
-    of work they did not do compared with running uncapped, and the distribution of their
-    in-event slowdown (uncapped / actual speed; paused jobs excluded)."""
-    acc = np.array(list(dr_job.values())).reshape(-1, 3)
-    ran = acc[:, 1] > 0
-    slowdown = acc[ran, 2] / acc[ran, 1]
+    """What events did to the jobs at their sites: how many lost work (ran slower than
+    uncapped, or were suspended, in events), how many were suspended in one, the reference
+    GPU-hours of work not done compared with running uncapped, and the distribution of the
+    in-event slowdown (uncapped / actual speed) of the jobs that lost work while running."""
+    acc = np.array(list(dr_job.values())).reshape(-1, 4)
+    done, uncapped = acc[:, 1], acc[:, 2]
+    lost = done < uncapped * (1.0 - 1e-9)
+    ran = lost & (done > 0)
+    slowdown = uncapped[ran] / done[ran]
     return {
-        "dr_jobs_affected": len(acc),
-        "dr_jobs_paused": int((~ran).sum()),
-        "dr_throughput_loss_gpu_h": float(np.sum(acc[:, 2] - acc[:, 1])) / 3600.0,
+        "dr_jobs_affected": int(lost.sum()),
+        "dr_jobs_paused": int((acc[:, 3] > 0).sum()),
+        "dr_throughput_loss_gpu_h": float(np.sum(uncapped - done)) / 3600.0,
         "dr_slowdown_mean": float(slowdown.mean()) if len(slowdown) else None,
         "dr_slowdown_p95": float(np.percentile(slowdown, 95)) if len(slowdown) else None,
     }
 
 
 def jain_index(x: np.ndarray) -> float | None:
-    """Jain's fairness index (sum x)^2 / (n sum x^2), in (0, 1]; None for no data."""
-    if len(x) == 0:
+    """Jain's fairness index (sum x)^2 / (n sum x^2), in (0, 1]; None for no data (or all 0)."""
+    if len(x) == 0 or not np.any(x):
         return None
     return float(x.sum() ** 2 / (len(x) * np.square(x).sum()))
 

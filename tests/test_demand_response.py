@@ -12,7 +12,7 @@ from sim.dr_events import dr_events
 from sim.errors import ScenarioError
 from sim.hardware import estimate
 from sim.run import build_world, random_streams
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, site, write_jobs
 
 # Four 1-GPU jobs fill the base site's four A100s for ten hours.
 JOBS = [
@@ -144,10 +144,19 @@ def test_a_job_paused_through_an_event_loses_all_its_event_work(tmp_path):
     scenario = make_scenario(tmp_path, jobs, demand_response=[event(limit_kw=2.0)])
     r = sim.simulate(scenario, PauseDuringEvents())
     s = r.summary
-    assert s["dr_jobs_affected"] == 4 and s["dr_jobs_paused"] == 1  # all were in the event
+    assert s["dr_jobs_affected"] == 1 and s["dr_jobs_paused"] == 1  # the others lost nothing
     assert s["dr_throughput_loss_gpu_h"] == pytest.approx(2.0, rel=1e-9)  # j0's 2 h
     assert r.jobs["dr_slowdown"].tolist() == [float("inf"), 1.0, 1.0, 1.0]
-    assert s["slowdown_jain_index"] == 1.0  # over the three that ran in it
+    # Jain over the jobs' in-event throughput shares (0, 1, 1, 1): the paused job counts.
+    assert s["slowdown_jain_index"] == pytest.approx(3**2 / (4 * 3))
+
+
+def test_overlapping_events_count_their_common_time_once(tmp_path):
+    events = [event(limit_kw=2.0), event(limit_kw=2.0, start="2020-06-01T03:00:00Z")]
+    r = sim.simulate(make_scenario(tmp_path, JOBS, demand_response=events), CapDuringEvents(290.0))
+    fraction = estimate("A100-80GB", "compute-bound", 290.0).throughput_fraction
+    # Events 2-4 h and 3-5 h: 3 h of event time, not 4.
+    assert r.summary["dr_throughput_loss_gpu_h"] == pytest.approx(4 * 3.0 * (1.0 - fraction))
 
 
 def test_without_events_the_event_metrics_are_empty(tmp_path):
@@ -209,3 +218,17 @@ def test_high_carbon_events_cover_the_stretches_above_the_percentile(tmp_path):
 def test_generator_entries_are_validated(tmp_path, entry, message):
     with pytest.raises(ScenarioError, match=message):
         make_scenario(tmp_path, JOBS, demand_response=[{"site": "a", "limit_kw": 1, **entry}])
+
+
+def test_periodic_checkpoint_stalls_are_not_counted_as_event_losses(tmp_path):
+    jobs = [{**j, "checkpoint_gb": 360.0} for j in JOBS]  # a 3 min write every hour
+    workload = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs)), "checkpoint_interval_h": 1}
+    scenario = make_scenario(
+        tmp_path,
+        workload=workload,
+        demand_response=[event(limit_kw=100.0)],  # never binds
+    )
+    r = sim.simulate(scenario, "run_now")
+    assert r.jobs["dr_slowdown"].tolist() == pytest.approx([1.0] * 4)
+    assert r.summary["dr_throughput_loss_gpu_h"] == pytest.approx(0.0, abs=1e-12)
+    assert r.summary["dr_jobs_affected"] == 0

@@ -74,3 +74,20 @@ def test_each_policy_runs_from_the_command_line(name, capsys, tmp_path):
     code, out = run_cli(args, capsys)
     assert code == 0, out.err
     assert sim.Results.load(tmp_path).meta["policy"] == REGISTRY[name].__name__
+
+
+def test_a_chain_drops_a_later_members_start_that_no_longer_fits(tmp_path):
+    """run_now starts A on all four GPUs; carbon_threshold would defer A (dropped: A is
+    taken) and start B on the same GPUs (dropped: they are no longer free)."""
+    jobs = [
+        {"job_id": "A", "submit_time": 0, "gpus": 4, "work_gpu_h": 4.0, "deadline": 86000},
+        {"job_id": "B", "submit_time": 0, "gpus": 4, "work_gpu_h": 4.0},
+    ]
+    members = [
+        {"name": "run_now"},
+        {"name": "carbon_threshold", "params": {"threshold_g_per_kwh": 100}},
+    ]
+    policy = {"name": "chain", "params": {"policies": members}}
+    r = sim.simulate(make_scenario(tmp_path, jobs, policy=policy))
+    starts = r.events[r.events["kind"] == "start"]
+    assert starts[["time_s", "job"]].values.tolist() == [[0.0, "A"], [3600.0, "B"]]

@@ -53,7 +53,9 @@ class Chaos:
         for job in list(state.running):
             u = rng.random()
             if u < 0.1 and job.interruptible:
-                acts.append(Suspend(job))  # its GPUs stay busy while it writes a checkpoint
+                acts.append(Suspend(job))
+                if job.checkpoint_gb == 0:  # else held while it writes its checkpoint
+                    free[job.site][job.gpu_model] += job.gpus
             elif u < 0.2:
                 spec = state.gpu_spec(job.gpu_model)
                 acts.append(SetCap(job, float(rng.uniform(spec.min_cap_w, spec.max_cap_w))))
@@ -142,9 +144,22 @@ def scenarios(draw):
                 },
                 "checkpoint_interval_h": draw(st.sampled_from([None, 0.5])),
             },
+            "demand_response": draw(
+                st.sampled_from(
+                    [
+                        [],
+                        [  # two overlapping evening events at the first site
+                            {**DAILY, "site": "s0", "hour": 17, "duration_h": 2},
+                            {**DAILY, "site": "s0", "hour": 18, "duration_h": 2},
+                        ],
+                    ]
+                )
+            ),
         }
     )
 
+
+DAILY = {"generator": "daily_peak", "reduction_pct": 30, "notice_h": 1}
 
 PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -171,6 +186,11 @@ def test_books_balance_whatever_the_policy_does(scenario, policy_seed, chaos):
         s["energy_jobs_kwh"] + s["energy_idle_kwh"], s["energy_facility_kwh"], rtol=1e-9, atol=1e-12
     )
     assert jobs["carbon_kg"].sum() <= s["carbon_operational_kg"] * (1 + 1e-9) + 1e-12
+
+    # Jobs never do more work in an event than uncapped; the losses are not negative.
+    assert (jobs["dr_slowdown"].dropna() >= 1 - 1e-9).all()
+    assert s["dr_throughput_loss_gpu_h"] >= -1e-9
+    assert s["dr_jobs_affected"] <= s["jobs_submitted"]
 
     # A completed job that stayed on one GPU model took at least its ideal runtime.
     runs = r.events[r.events["kind"].isin(["start", "resume", "migrate"])]
