@@ -337,6 +337,13 @@ class SystemState:
         See docs/power-model.md."""
         return estimate(model, profile, cap_w)
 
+    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
+        """Moving `gb` GB from site `src` to site `dst` over the WAN from now: (duration s,
+        energy kWh, carbon kg), each hop charged at its own grid's intensity; zeros for a
+        same-site move or a scenario without `[wan]`. Starting a job away from its origin
+        moves its `data_gb`; resuming or migrating it elsewhere moves its `checkpoint_gb`."""
+        return self._e.transfer_cost(src, dst, gb)
+
     def reference_speed(self, model: str, profile: str) -> float:
         """Work one uncapped `model` GPU does on a `profile` job, reference GPU-s per s (an
         A100-80GB at its maximum power limit does 1)."""

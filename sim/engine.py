@@ -40,8 +40,9 @@ from sim.api import (
 )
 from sim.cluster import Pool, Site
 from sim.dr_events import DrEvent, dr_events
-from sim.errors import PolicyError
+from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal, Forecaster
+from sim.network import Wan
 from sim.records import EventLog, PowerLog
 from sim.scenario import Scenario
 from sim.workload import JobTable
@@ -84,8 +85,16 @@ class Engine:
         signals: list[CarbonSignal],
         policy: object,
         forecaster: Forecaster,
+        wan: Wan | None = None,
     ):
         self.scenario = scenario
+        self.wan = wan
+        """The WAN data and checkpoints cross between sites (None: moves are free)."""
+        if wan is not None and wan.config.contention:
+            raise ScenarioError(
+                "wan.contention = true: shared link capacity is modelled in sim.network but "
+                "the engine does not drive it yet; set contention = false"
+            )
         self.horizon_s = scenario.horizon_s
         self.env = simpy.Environment()
         self.jobs = jobs
@@ -133,6 +142,10 @@ class Engine:
         """Facility energy spent writing and loading checkpoints, per job, kWh."""
         self.work_lost_gpu_s: dict[int, float] = {}
         """Work redone after restarting from a periodic checkpoint, reference GPU-s."""
+        self.wan_moves: dict[int, list[float]] = {}
+        """Per job that moved data over the WAN: [GB, kWh, kg CO2]."""
+        self._ckpt_site: dict[int, Site] = {}
+        """Where each suspended job's checkpoint lies."""
         # Per-job results.
         self.start_s = [math.nan] * n
         self.end_s = [math.nan] * n
@@ -321,15 +334,18 @@ class Engine:
         match a:
             case Start(job, site, cap, model):
                 j = self._job(a, job, (PENDING, DEFERRED))
+                dest = self._site_of_action(a, site)
                 self._deferred_until.pop(j, None)
                 self.pending.pop(j, None)
-                self._place(a, j, self._site_of_action(a, site), cap, model, "start")
+                origin = self.sites[self.jobs.origin_site[j]]
+                move_s = self._move(j, origin, dest, float(self.jobs.data_gb[j]), self.env.now)
+                self._place(a, j, dest, cap, model, "start", move_s)
             case Resume(job, site, cap, model):
                 j = self._job(a, job, (SUSPENDED,))
                 dest = self._site_of_action(a, site)
                 self.suspended.pop(j)
                 self._end_pause(j, self.env.now)
-                self._place(a, j, dest, cap, model, "resume", self._load_s(j, dest))
+                self._place(a, j, dest, cap, model, "resume", self._load_s(j, dest, move=True))
             case Defer(job, until_s):
                 j = self._job(a, job, (PENDING, DEFERRED))
                 if not until_s > self.env.now:
@@ -368,7 +384,9 @@ class Engine:
                 if self._cap[j] is not None:
                     self._check_cap(a, pool.spec, self._cap[j])
                 self._leave(j)
-                self._run_on(j, dest, pool, self._cap[j], "migrate", self._load_s(j, dest))
+                self._run_on(
+                    j, dest, pool, self._cap[j], "migrate", self._load_s(j, dest, move=True)
+                )
             case SetCap(target, watts):
                 if isinstance(target, str):
                     self._set_site_cap(a, self._site_of_action(a, target), watts)
@@ -525,12 +543,31 @@ class Engine:
     def _write_s(self, j: int, site: Site) -> float:
         return float(self.jobs.checkpoint_gb[j]) / site.checkpoint_write_gbps
 
-    def _load_s(self, j: int, dest: Site) -> float:
+    def _load_s(self, j: int, dest: Site, move: bool = False) -> float:
         """Time before a suspended or migrating job runs on `dest`: the rest of its checkpoint
-        write, then the read at `dest`'s bandwidth, s."""
+        write, its transfer over the WAN from where it was written (charged to the job if
+        `move`), then the read at `dest`'s bandwidth, s."""
+        now = self.env.now
         writing = self._writing.get(j)
-        left_s = max(0.0, writing[3] - self.env.now) if writing else 0.0
-        return left_s + float(self.jobs.checkpoint_gb[j]) / dest.checkpoint_read_gbps
+        left_s = max(0.0, writing[3] - now) if writing else 0.0
+        gb = float(self.jobs.checkpoint_gb[j])
+        src = self._ckpt_site.get(j, dest)
+        move_s = self._move(j, src, dest, gb, now + left_s, charge=move)
+        return left_s + move_s + gb / dest.checkpoint_read_gbps
+
+    def _move(self, j: int, src: Site, dest: Site, gb: float, t0_s: float, charge=True) -> float:
+        """Move `gb` GB of job `j`'s data from `src` to `dest` over the WAN from `t0_s`;
+        returns the time it takes, s, and (if `charge`) charges its energy and carbon."""
+        if self.wan is None or src is dest or gb <= 0.0:
+            return 0.0
+        t = self.wan.cost(src.name, dest.name, gb, t0_s)
+        if charge:
+            moved = self.wan_moves.setdefault(j, [0.0, 0.0, 0.0])
+            moved[0] += gb
+            moved[1] += t.energy_kwh
+            moved[2] += t.carbon_kg
+            self.events.append(self.env.now, "transfer", j, dest.index, gb, detail=src.name)
+        return t.duration_s
 
     def _ckpt_duty(self, j: int, site: Site) -> float:
         """Fraction of running time spent computing rather than writing periodic checkpoints."""
@@ -614,6 +651,7 @@ class Engine:
         falls back to its last one (the work since is lost); else it writes a checkpoint
         now, holding its GPUs at idle power for the write."""
         now = self.env.now
+        self._ckpt_site[j] = self._site[j]
         if self._ckpt_interval_s is not None:
             self._close_segment(j, now)
             at_ckpt = self._since_ckpt.pop(j)[1]
@@ -754,6 +792,13 @@ class Engine:
 
     def job_cap_w(self, j: int) -> float | None:
         return self._cap[j]
+
+    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
+        a, b = self.site(src), self.site(dst)
+        if self.wan is None or a is b or gb <= 0.0:
+            return 0.0, 0.0, 0.0
+        t = self.wan.cost(a.name, b.name, gb, self.env.now)
+        return t.duration_s, t.energy_kwh, t.carbon_kg
 
     def job_draw_w(self, j: int) -> float:
         return self._draw_w[j] if self._state[j] == RUNNING else 0.0

@@ -29,6 +29,7 @@ EVENT_KINDS = (
     "wake",
     "power_off",
     "checkpoint",
+    "transfer",
 )
 
 

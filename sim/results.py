@@ -42,6 +42,9 @@ SUMMARY_KEYS = (
     "carbon_embodied_kg",
     "carbon_wan_kg",
     "carbon_total_kg",
+    "energy_wan_kwh",
+    "wan_data_gb",
+    "jobs_away_share",
     "wait_mean_h",
     "jct_mean_h",
     "jct_p95_h",
@@ -167,6 +170,12 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary["carbon_total_kg"] = (
         summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
     )
+    summary["energy_wan_kwh"] = float(jobs["wan_energy_kwh"].sum())
+    summary["wan_data_gb"] = float(jobs["wan_gb"].sum())
+    ran = jobs["site"].notna()
+    origin = np.array(engine.site_names, dtype=object)[engine.jobs.origin_site]
+    away = ran & (jobs["site"] != origin)
+    summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
     summary["wait_mean_h"] = _mean_or_none(jobs["wait_h"])
     summary["jct_mean_h"] = _mean_or_none(jobs["jct_h"])
     jct = jobs["jct_h"].dropna()
@@ -193,7 +202,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.sites},
-        "wan_model": "none",
+        "wan_model": "none" if engine.wan is None else engine.wan.config.energy_model,
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
     }
@@ -252,6 +261,9 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     work_lost_gpu_h = np.zeros(len(jt))
     for j, gpu_s in engine.work_lost_gpu_s.items():
         work_lost_gpu_h[j] = gpu_s / 3600.0
+    wan = np.zeros((len(jt), 3))  # GB, kWh, kg
+    for j, moved in engine.wan_moves.items():
+        wan[j] = moved
     dr_slowdown = np.full(len(jt), np.nan)
     for j, (_, done, uncapped, _) in engine.dr_job.items():
         if uncapped > 0.0:
@@ -277,7 +289,9 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
             "checkpoint_kwh": checkpoint_kwh,
             "carbon_kg": np.asarray(engine.carbon_kg),
             "embodied_kg": np.asarray(engine.embodied_kg),
-            "wan_carbon_kg": np.zeros(len(jt)),
+            "wan_gb": wan[:, 0],
+            "wan_energy_kwh": wan[:, 1],
+            "wan_carbon_kg": wan[:, 2],
             "work_lost_gpu_h": work_lost_gpu_h,
             "slowdown": (end - start) / ideal_s,
             "dr_slowdown": dr_slowdown,

@@ -9,6 +9,7 @@ import numpy as np
 
 from sim.engine import Engine
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
+from sim.network import Wan
 from sim.plugins import build_policy
 from sim.results import Results, build_results
 from sim.scenario import Scenario
@@ -54,7 +55,12 @@ def simulate(
         params = scenario.policy.params if policy == scenario.policy.name else {}
         policy = build_policy(policy, params)
     engine = Engine(
-        scenario, jobs, signals, policy, Forecaster(scenario.forecast, streams["forecast"])
+        scenario,
+        jobs,
+        signals,
+        policy,
+        Forecaster(scenario.forecast, streams["forecast"]),
+        Wan.from_scenario(scenario),
     )
     t0 = time.perf_counter()
     engine.run(progress)

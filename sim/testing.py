@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from sim.api import Action, JobView, SystemState
 from sim.engine import Engine
 from sim.grid import Forecaster
+from sim.network import Wan
 from sim.run import build_world, random_streams
 from sim.scenario import Scenario
 
@@ -41,7 +42,12 @@ class PolicyHarness:
         streams = random_streams(scenario.seed)
         jobs, signals = build_world(scenario, streams)
         self.engine = Engine(
-            scenario, jobs, signals, _Idle(), Forecaster(scenario.forecast, streams["forecast"])
+            scenario,
+            jobs,
+            signals,
+            _Idle(),
+            Forecaster(scenario.forecast, streams["forecast"]),
+            Wan.from_scenario(scenario),
         )
         self.engine.start_processes()
         self.state: SystemState = self.engine.state_view

@@ -91,3 +91,13 @@ def test_a_chain_drops_a_later_members_start_that_no_longer_fits(tmp_path):
     r = sim.simulate(make_scenario(tmp_path, jobs, policy=policy))
     starts = r.events[r.events["kind"] == "start"]
     assert starts[["time_s", "job"]].values.tolist() == [[0.0, "A"], [3600.0, "B"]]
+
+
+def test_the_readme_lists_every_summary_key_and_result_file():
+    from sim.results import FILES, SUMMARY_KEYS
+
+    readme = (REPO / "README.md").read_text()
+    row = re.search(r"^\| `summary.json` \|(.*)$", readme, re.M).group(1)
+    assert re.findall(r"`(\w+)`", row.split(";")[0]) == list(SUMMARY_KEYS)
+    for name in FILES:
+        assert f"`{name}`" in readme
