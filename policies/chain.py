@@ -99,14 +99,7 @@ def _take(free: FreeGpus, action: Action) -> bool:
     a suspension or migration leaves are not counted free: a checkpoint write holds them)."""
     if not isinstance(action, Start | Resume | Migrate):
         return True
-    site_free = free.at(action.site)
-    model = action.gpu_model or next(
-        (m for m, n in site_free.items() if n >= action.job.gpus), None
-    )
-    if site_free.get(model, 0) < action.job.gpus:
-        return False
-    site_free[model] -= action.job.gpus
-    return True
+    return free.take(action.site, action.gpu_model, action.job.gpus) is not None
 
 
 def job_of(action: Action) -> JobView | None:

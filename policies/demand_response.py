@@ -72,6 +72,7 @@ import numpy as np
 
 from policies.adjusting import Adjuster
 from policies.chain import job_of
+from policies.run_now import FreeGpus
 from sim.api import (
     Action,
     JobView,
@@ -229,25 +230,18 @@ class _SitePlan:
     hold_starts: bool = False
 
 
-class _Free:
+class _Free(FreeGpus):
     """Free GPUs per site and model as the decision's actions are planned, in order.
 
     GPUs that a plan's `Suspend` or `Migrate` gives back count for the plan's own later
     actions (as the scheduler planned them) but not for the policy's additions (`own`):
     a job that writes a checkpoint holds its GPUs until the write is done."""
 
-    __slots__ = ("_free", "_released", "_state")
+    __slots__ = ("_released",)
 
     def __init__(self, state: SystemState):
-        self._state = state
-        self._free: dict[str, dict[str, int]] = {}
+        super().__init__(state)
         self._released: dict[tuple[str, str], int] = {}
-
-    def at(self, site: str) -> dict[str, int]:
-        free = self._free.get(site)
-        if free is None:
-            free = self._free[site] = self._state.free_gpus(site)
-        return free
 
     def take(
         self,

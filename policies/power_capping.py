@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from policies.adjusting import Adjuster
+from policies.chain import job_of
+from policies.run_now import FreeGpus
 from sim.api import Action, GpuSpec, JobView, PolicyError, Resume, SetCap, Start, SystemState
 
 __all__ = ["CarbonAwareCap", "EnergyOptimalCap", "StaticCap", "cap_grid"]
@@ -80,20 +82,11 @@ class _Models:
 
     def __init__(self, state: SystemState):
         self._state = state
-        self._free: dict[str, dict[str, int]] = {}
+        self._free = FreeGpus(state)
 
     def of(self, action: Placement) -> str:
-        free = self._free.get(action.site)
-        if free is None:
-            free = self._free[action.site] = self._state.free_gpus(action.site)
-        gpus = action.job.gpus
-        model = action.gpu_model
-        if model is None:
-            model = next((m for m, n in free.items() if n >= gpus), None)
-            if model is None:
-                return self._state.gpu_models(action.site)[0]
-        free[model] = free.get(model, 0) - gpus
-        return model
+        taken = self._free.take(action.site, action.gpu_model, action.job.gpus)
+        return taken or action.gpu_model or self._state.gpu_models(action.site)[0]
 
 
 class _OperatingPoints:
@@ -173,6 +166,24 @@ def _with_cap(action: Placement, cap_w: float | None) -> Placement:
     return action if cap_w is None else dataclasses.replace(action, gpu_cap_w=cap_w)
 
 
+def _cap_placements(
+    state: SystemState,
+    actions: Sequence[Action],
+    cap_of: Callable[[Placement, str], float | None],
+) -> list[Action]:
+    """`actions` with `cap_of(placement, gpu_model)` (None: leave uncapped) added to every
+    `Start`/`Resume` that has no cap of its own."""
+    models = _Models(state)
+    out: list[Action] = []
+    for a in actions:
+        if isinstance(a, Start | Resume):
+            model = models.of(a)
+            if a.gpu_cap_w is None:
+                a = _with_cap(a, cap_of(a, model))
+        out.append(a)
+    return out
+
+
 # --- static_cap --------------------------------------------------------------------------
 
 
@@ -246,15 +257,7 @@ class StaticCap(Adjuster):
 
     def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
         self._check(state)
-        models = _Models(state)
-        out: list[Action] = []
-        for a in actions:
-            if isinstance(a, Start | Resume):
-                model = models.of(a)
-                if a.gpu_cap_w is None:
-                    a = _with_cap(a, self.cap_for(state, a.site, model))
-            out.append(a)
-        return out
+        return _cap_placements(state, actions, lambda a, model: self.cap_for(state, a.site, model))
 
 
 # --- energy_optimal_cap ------------------------------------------------------------------
@@ -316,20 +319,12 @@ class EnergyOptimalCap(Adjuster):
         return self._points.zeus_optimum(state, model, job.profile, float(self.eta), host_w)
 
     def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
-        models = _Models(state)
-        out: list[Action] = []
-        for a in actions:
-            if isinstance(a, Start | Resume):
-                model = models.of(a)
-                if a.gpu_cap_w is None:
-                    cap = self.cap_for(state, a.job, a.site, model)
-                    caps = self._points.table(state, model, a.job.profile)[0]
-                    cap = _deadline_guard(
-                        state, a.job, a.site, model, cap, caps, self.deadline_margin_s
-                    )
-                    a = _with_cap(a, cap)
-            out.append(a)
-        return out
+        def guarded_cap(a: Placement, model: str) -> float | None:
+            cap = self.cap_for(state, a.job, a.site, model)
+            caps = self._points.table(state, model, a.job.profile)[0]
+            return _deadline_guard(state, a.job, a.site, model, cap, caps, self.deadline_margin_s)
+
+        return _cap_placements(state, actions, guarded_cap)
 
 
 # --- carbon_aware_cap --------------------------------------------------------------------
@@ -494,23 +489,13 @@ class CarbonAwareCap(Adjuster):
             self._levels.clear()
             self._recapped_level.clear()
             self._set.clear()
-        models = _Models(state)
-        out: list[Action] = []
-        concerned: set[JobView] = set()
-        for a in actions:
-            if isinstance(a, Start | Resume):
-                model = models.of(a)
-                if a.gpu_cap_w is None:
-                    cap = self.cap_for(state, a.job, a.site, model)
-                    self._set[a.job] = cap
-                    a = _with_cap(a, cap)
-            if isinstance(a, SetCap):
-                if isinstance(a.target, JobView):
-                    concerned.add(a.target)
-            else:
-                concerned.add(a.job)
-            out.append(a)
-        out.extend(self._recap(state, concerned))
+
+        def recorded_cap(a: Placement, model: str) -> float | None:
+            cap = self._set[a.job] = self.cap_for(state, a.job, a.site, model)
+            return cap
+
+        out = _cap_placements(state, actions, recorded_cap)
+        out.extend(self._recap(state, {job_of(a) for a in out} - {None}))
         return out
 
     def _recap(self, state: SystemState, concerned: set[JobView]) -> list[Action]:

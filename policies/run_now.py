@@ -61,9 +61,17 @@ class FreeGpus:
                 others = (s for s in self._state.sites if s != origin)
                 sites = self._order[origin] = (origin, *others)
         for site in sites:
-            site_free = self.at(site)
-            for model, n in site_free.items():
-                if n >= job.gpus:
-                    site_free[model] = n - job.gpus
-                    return Start(job, site, gpu_model=model)
+            model = self.take(site, None, job.gpus)
+            if model is not None:
+                return Start(job, site, gpu_model=model)
+        return None
+
+    def take(self, site: str, model: str | None, gpus: int) -> str | None:
+        """Take `gpus` free GPUs of `model` at `site` (None: of the first pool with enough);
+        returns the model taken, or None if they are not free."""
+        site_free = self.at(site)
+        for m, n in site_free.items():
+            if (model is None or m == model) and n >= gpus:
+                site_free[m] = n - gpus
+                return m
         return None
