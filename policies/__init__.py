@@ -10,6 +10,7 @@ from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, D
 from policies.gaia import CarbonTime, LowestWindow
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
+from policies.space_shifting import ForecastSite, LowestCarbonSite, MigrateWhenWorth, SpaceTime
 from policies.wait_awhile import WaitAwhile
 
 REGISTRY: dict[str, type] = {
@@ -26,6 +27,10 @@ REGISTRY: dict[str, type] = {
     "dr_fair_slowdown": DrFairSlowdown,
     "dr_complementary": DrComplementary,
     "dr_pause": DrPause,
+    "lowest_carbon_site": LowestCarbonSite,
+    "forecast_site": ForecastSite,
+    "space_time": SpaceTime,
+    "migrate": MigrateWhenWorth,
 }
 
 __all__ = [
@@ -39,8 +44,12 @@ __all__ = [
     "DrPause",
     "DrUniformCap",
     "EnergyOptimalCap",
+    "ForecastSite",
+    "LowestCarbonSite",
     "LowestWindow",
+    "MigrateWhenWorth",
     "RunNow",
+    "SpaceTime",
     "StaticCap",
     "WaitAwhile",
 ]

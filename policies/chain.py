@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from policies.run_now import FreeGpus
-from sim.api import Action, JobView, Migrate, Resume, SetCap, Start, SystemState
+from sim.api import Action, JobView, SetCap, SystemState
 
 
 class Chain:
@@ -84,22 +84,14 @@ class Chain:
             }
             free = FreeGpus(state)
             for a in actions:
-                _take(free, a)
+                free.book(a)
             for a in member.decide(state):
                 job = job_of(a)
                 if job in jobs or (isinstance(a, SetCap) and a.target in capped):
                     continue
-                if _take(free, a):
+                if free.book(a):
                     actions.append(a)
         return actions
-
-
-def _take(free: FreeGpus, action: Action) -> bool:
-    """Book the GPUs `action` places a job on in `free`; False if they are not free (GPUs
-    a suspension or migration leaves are not counted free: a checkpoint write holds them)."""
-    if not isinstance(action, Start | Resume | Migrate):
-        return True
-    return free.take(action.site, action.gpu_model, action.job.gpus) is not None
 
 
 def job_of(action: Action) -> JobView | None:

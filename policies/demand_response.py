@@ -394,7 +394,7 @@ class _DemandResponse(Adjuster):
         for _, a in held:
             if not self.redirect:
                 break
-            for other in state.sites:
+            for other in a.job.allowed_sites:
                 if other in limits or other == a.site:
                     continue
                 model = free.take(other, None, a.job.gpus, a.gpu_cap_w, own=True)

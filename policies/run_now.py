@@ -8,9 +8,10 @@ now (greedy backfilling without reservations: small jobs can delay a large head 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sim.api import Action, JobView, Start, SystemState
+from sim.api import Action, JobView, Migrate, Resume, Start, SystemState
 
 
 @dataclass
@@ -24,12 +25,17 @@ class RunNow:
         free = FreeGpus(state)
         actions: list[Action] = []
         for job in state.pending:
-            placed = free.place(job)
+            placed = self.place(state, free, job)
             if placed is not None:
                 actions.append(placed)
             elif not self.backfill:
                 break
         return actions
+
+    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
+        """Where `job` starts now (GPUs taken from `free`), None if it must wait: here the
+        first site that fits, its origin first; space-shifting policies rank the sites."""
+        return free.place(job)
 
 
 class FreeGpus:
@@ -51,20 +57,31 @@ class FreeGpus:
             site_free = self._free[site] = self._state.free_gpus(site)
         return site_free
 
-    def place(self, job: JobView, sites: tuple[str, ...] | None = None) -> Start | None:
+    def place(self, job: JobView, sites: Iterable[str] | None = None) -> Start | None:
         """A `Start` of `job` on the first of `sites` (default: its origin, then the others in
-        order) with a pool of enough free GPUs, taking them; None if none fits."""
+        order) that the job may use and that has a pool of enough free GPUs, taking them;
+        None if none fits."""
         if sites is None:
             origin = job.origin_site
             sites = self._order.get(origin)
             if sites is None:
                 others = (s for s in self._state.sites if s != origin)
                 sites = self._order[origin] = (origin, *others)
+        allowed = job.allowed_sites
         for site in sites:
+            if site not in allowed:
+                continue
             model = self.take(site, None, job.gpus)
             if model is not None:
                 return Start(job, site, gpu_model=model)
         return None
+
+    def book(self, action: Action) -> bool:
+        """Book the GPUs `action` places a job on; False if they are not free (GPUs a
+        suspension or migration leaves are not counted free: a checkpoint write holds them)."""
+        if not isinstance(action, Start | Resume | Migrate):
+            return True
+        return self.take(action.site, action.gpu_model, action.job.gpus) is not None
 
     def take(self, site: str, model: str | None, gpus: int) -> str | None:
         """Take `gpus` free GPUs of `model` at `site` (None: of the first pool with enough);

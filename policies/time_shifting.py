@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.run_now import FreeGpus
-from sim.api import Action, Defer, JobView, SystemState
+from sim.api import Action, Defer, JobView, Start, SystemState
 
 __all__ = [
     "MIN_DEFER_S",
@@ -90,6 +90,11 @@ class TimeShifter:
         offered: they stay held while the job's checkpoint is written)."""
         return []
 
+    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
+        """Where `job` starts now (GPUs taken from `free`), None if it must wait: the first
+        site that fits, its origin first."""
+        return free.place(job)
+
     def started(self, job: JobView) -> None:
         """`job` is being started now (forget what was planned for it)."""
 
@@ -108,7 +113,7 @@ class TimeShifter:
                     continue
             if blocked:
                 continue
-            placed = free.place(job)
+            placed = self.place(state, free, job)
             if placed is not None:
                 actions.append(placed)
                 self.started(job)

@@ -39,6 +39,7 @@ __all__ = [
     "GpuSpec",
     "JobView",
     "Migrate",
+    "MigrationCost",
     "Policy",
     "PolicyError",
     "Reject",
@@ -198,6 +199,13 @@ class JobView:
         return self._e.site_names[self._e.jobs.origin_site[self.index]]
 
     @property
+    def allowed_sites(self) -> tuple[str, ...]:
+        """The sites the job may run on (data residency), in scenario order; every site
+        unless the workload restricts it. The engine refuses a start, resume or migration
+        anywhere else."""
+        return self._e.allowed_sites(self.index)
+
+    @property
     def state(self) -> str:
         """One of pending, deferred, running, suspended, completed, rejected."""
         return self._e.state_name(self.index)
@@ -259,6 +267,20 @@ class DemandResponseView:
     start_s: float
     end_s: float
     limit_kw: float
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationCost:
+    """What migrating a running job would cost now (`SystemState.migration_cost`)."""
+
+    stall_s: float
+    """Time the job does no work: checkpoint write, WAN transfer, read at the new site, s."""
+    energy_kwh: float
+    """Facility energy of the GPUs held idle meanwhile, plus the WAN transfer's, kWh."""
+    carbon_kg: float
+    """Carbon of that energy (each site's intensity now, the transfer hop by hop), kg."""
+    lost_gpu_h: float
+    """Work redone after falling back to the last periodic checkpoint, reference GPU-h."""
 
 
 class SystemState:
@@ -343,6 +365,17 @@ class SystemState:
         same-site move or a scenario without `[wan]`. Starting a job away from its origin
         moves its `data_gb`; resuming or migrating it elsewhere moves its `checkpoint_gb`."""
         return self._e.transfer_cost(src, dst, gb)
+
+    def migration_cost(
+        self, job: JobView, site: str, gpu_model: str | None = None
+    ) -> MigrationCost:
+        """The overhead of `Migrate(job, site, gpu_model)` now for running `job` (see
+        `MigrationCost`); `gpu_model=None`: the site's first pool. The run itself (the work
+        left, plus `lost_gpu_h`, at the new site's speed) is not included: see `estimate`."""
+        if job.state != "running":
+            raise PolicyError(f"migration_cost: job {job.id} is {job.state}, not running")
+        stall_s, kwh, kg, lost_s = self._e.migration_cost(job.index, site, gpu_model)
+        return MigrationCost(stall_s, kwh, kg, lost_s / 3600.0)
 
     def reference_speed(self, model: str, profile: str) -> float:
         """Work one uncapped `model` GPU does on a `profile` job, reference GPU-s per s (an

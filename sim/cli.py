@@ -22,8 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="dcsim: simulate GPU datacenters for carbon-aware scheduling research.",
 )
-out_console = Console()
-err_console = Console(stderr=True)
+out_console = Console(soft_wrap=True)  # messages name paths: never break them
+err_console = Console(stderr=True, soft_wrap=True)
 
 SetOption = Annotated[
     list[str] | None,

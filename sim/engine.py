@@ -46,6 +46,7 @@ from sim.network import Wan
 from sim.records import EventLog, PowerLog
 from sim.scenario import Scenario
 from sim.workload import JobTable
+from sim.workload.table import mask_sites
 
 # Job states. Terminal: COMPLETED, REJECTED; at the horizon every other state is "unfinished".
 SUBMITTED_LATER, PENDING, DEFERRED, RUNNING, SUSPENDED, COMPLETED, REJECTED = range(7)
@@ -113,6 +114,9 @@ class Engine:
         self._gpus = jobs.gpus.tolist()
         self._profile = jobs.profile.tolist()
         self._interruptible = jobs.interruptible.tolist()
+        self._allowed = jobs.allowed_sites.tolist()
+        """Per job, bit mask of the sites it may run on (data residency)."""
+        self._names_by_mask: dict[int, tuple[str, ...]] = {}
         self._state = [SUBMITTED_LATER] * n
         self._remaining = (jobs.work_gpu_h * 3600.0).tolist()
         """Work left, reference GPU-seconds."""
@@ -334,7 +338,7 @@ class Engine:
         match a:
             case Start(job, site, cap, model):
                 j = self._job(a, job, (PENDING, DEFERRED))
-                dest = self._site_of_action(a, site)
+                dest = self._allowed_site(a, j, site)
                 self._deferred_until.pop(j, None)
                 self.pending.pop(j, None)
                 origin = self.sites[self.jobs.origin_site[j]]
@@ -342,7 +346,7 @@ class Engine:
                 self._place(a, j, dest, cap, model, "start", move_s)
             case Resume(job, site, cap, model):
                 j = self._job(a, job, (SUSPENDED,))
-                dest = self._site_of_action(a, site)
+                dest = self._allowed_site(a, j, site)
                 self.suspended.pop(j)
                 self._end_pause(j, self.env.now)
                 self._place(a, j, dest, cap, model, "resume", self._load_s(j, dest, move=True))
@@ -375,7 +379,7 @@ class Engine:
                 self.suspended[j] = None
             case Migrate(job, site, model):
                 j = self._job(a, job, (RUNNING,))
-                dest = self._site_of_action(a, site)
+                dest = self._allowed_site(a, j, site)
                 if not self._interruptible[j]:
                     raise PolicyError(f"{a}: job {self.jobs.job_id[j]} is not interruptible")
                 if dest is self._site[j] and model in (None, self.model[j]):
@@ -431,6 +435,16 @@ class Engine:
         site = self._site_by_name.get(name)
         if site is None:
             raise PolicyError(f"{action}: unknown site {name!r} (sites: {self.site_names})")
+        return site
+
+    def _allowed_site(self, action: object, j: int, name: str) -> Site:
+        """The site `name`, which job `j` must be allowed to run on (data residency)."""
+        site = self._site_of_action(action, name)
+        if not (self._allowed[j] >> site.index) & 1:
+            raise PolicyError(
+                f"{action}: job {self.jobs.job_id[j]} may not run on {site.name} "
+                f"(allowed sites: {', '.join(self.allowed_sites(j))})"
+            )
         return site
 
     def _check_cap(self, action: object, spec: hardware.GpuSpec, watts: float) -> None:
@@ -783,6 +797,13 @@ class Engine:
             )
         return self._remaining[j]
 
+    def allowed_sites(self, j: int) -> tuple[str, ...]:
+        mask = self._allowed[j]
+        names = self._names_by_mask.get(mask)
+        if names is None:
+            names = self._names_by_mask[mask] = mask_sites(mask, self.site_names)
+        return names
+
     def running_site(self, j: int) -> str | None:
         site = self._site[j]
         return site.name if self._state[j] == RUNNING else None
@@ -799,6 +820,48 @@ class Engine:
             return 0.0, 0.0, 0.0
         t = self.wan.cost(a.name, b.name, gb, self.env.now)
         return t.duration_s, t.energy_kwh, t.carbon_kg
+
+    def migration_cost(
+        self, j: int, site_name: str, model: str | None
+    ) -> tuple[float, float, float, float]:
+        """(stall s, facility kWh, kg CO2, lost reference GPU-s) of migrating running job `j`
+        to `site_name`'s `model` pool (None: its first) now, as `Migrate` would: the
+        checkpoint write on the GPUs it leaves (none with periodic checkpoints: it falls back
+        to its last one, losing the work since), the WAN transfer, and the read, during
+        which it holds the new GPUs at idle power. GPU and host energy at each site's PUE and
+        carbon intensity now; the transfer's as `transfer_cost`."""
+        src, pool = self._site[j], self._pool[j]
+        dest = self.site(site_name)
+        dest_pool = dest.pools[0] if model is None else dest.pool(model)
+        if dest_pool is None:
+            raise PolicyError(f"migration_cost: site {site_name} has no {model} GPUs")
+        now = self.env.now
+        gb = float(self.jobs.checkpoint_gb[j])
+        lost_s = 0.0
+        write_s = 0.0
+        if self._ckpt_interval_s is not None:
+            lost_s = self._work_since_checkpoint(j, now)
+        elif j not in self._holding:
+            write_s = self._write_s(j, src)
+        move_s, move_kwh, move_kg = self.transfer_cost(src.name, dest.name, gb)
+        hold_s = write_s + move_s + gb / dest.checkpoint_read_gbps
+        gpus = self._gpus[j]
+        kwh = kg = 0.0
+        for site, p, dt in ((src, pool, write_s), (dest, dest_pool, hold_s)):
+            site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / _WS_PER_KWH
+            kwh += site_kwh
+            kg += site_kwh * site.signal.value_at(now) / 1000.0
+        return hold_s, kwh + move_kwh, kg + move_kg, lost_s
+
+    def _work_since_checkpoint(self, j: int, now: float) -> float:
+        """With periodic checkpoints: work running job `j` did since its last checkpoint,
+        reference GPU-s (what it loses if it stops now)."""
+        since_s, at_ckpt = self._since_ckpt.get(j, (0.0, self._remaining[j]))
+        if j not in self._holding:
+            since_s += now - self._seg_start[j]
+            if since_s >= self._ckpt_interval_s:
+                return self._rate[j] * (since_s % self._ckpt_interval_s)
+        return max(0.0, at_ckpt - self.remaining_gpu_s(j))
 
     def job_draw_w(self, j: int) -> float:
         return self._draw_w[j] if self._state[j] == RUNNING else 0.0

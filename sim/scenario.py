@@ -380,6 +380,10 @@ class Workload(_Model):
     checkpoint_gb / the site's write bandwidth; a suspended or migrated job then restarts
     from its last checkpoint, losing the work since. None: no periodic checkpoints; a job
     writes a checkpoint when it is suspended or migrated and loses nothing."""
+    residency: dict[str, list[str]] | None = None
+    """Data residency by origin: jobs submitted at site K may run only on the sites
+    `residency[K]` lists (K's own jobs anywhere if K is not a key). A job file's
+    `allowed_sites` column narrows this further, per job."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -616,6 +620,15 @@ class Scenario(_Model):
                     raise ValueError(f"workload.synthetic.origin_sites.{s} must be >= 0, got {w}")
             if origins and sum(origins.values()) <= 0:
                 raise ValueError("workload.synthetic.origin_sites: weights must not all be 0")
+        for origin, allowed in (self.workload.residency or {}).items():
+            key = f"workload.residency.{origin}"
+            if origin not in names:
+                raise ValueError(f"{key}: unknown site {origin!r} (sites: {names})")
+            unknown = [s for s in allowed if s not in names]
+            if unknown or not allowed:
+                raise ValueError(
+                    f"{key} must list sites of the scenario ({', '.join(names)}), got {allowed}"
+                )
         for i, ev in enumerate(self.demand_response):
             if ev.site not in names:
                 raise ValueError(f"demand_response[{i}].site: unknown site {ev.site!r}")

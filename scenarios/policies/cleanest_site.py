@@ -27,7 +27,7 @@ class CleanestSite:
             sites = by_carbon if self._may_start_anywhere(state, job) else [
                 s for s in by_carbon if state.carbon_intensity(s) <= self.clean_g_per_kwh
             ]
-            for site in sites:
+            for site in (s for s in sites if s in job.allowed_sites):
                 model = next((m for m, n in free[site].items() if n >= job.gpus), None)
                 if model is not None:
                     free[site][model] -= job.gpus

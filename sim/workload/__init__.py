@@ -6,18 +6,30 @@ loader, and importers for public GPU-cluster traces.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from sim.workload.native import load_job_file
 from sim.workload.synthetic import generate_synthetic
-from sim.workload.table import COLUMNS, OPTIONAL_DEFAULTS, REQUIRED_COLUMNS, JobTable
+from sim.workload.table import (
+    COLUMNS,
+    MAX_MASK_SITES,
+    OPTIONAL_DEFAULTS,
+    REQUIRED_COLUMNS,
+    JobTable,
+    mask_sites,
+    site_mask,
+)
 
 __all__ = [
     "COLUMNS",
     "OPTIONAL_DEFAULTS",
     "REQUIRED_COLUMNS",
     "JobTable",
+    "apply_residency",
     "build_jobs",
     "generate_synthetic",
     "load_job_file",
@@ -31,8 +43,38 @@ def build_jobs(scenario: Scenario, rng: np.random.Generator) -> JobTable:
     """
     wl = scenario.workload
     if wl.synthetic is not None:
-        return generate_synthetic(
+        jobs = generate_synthetic(
             wl.synthetic, scenario.site_names(), scenario.horizon_s, rng, start=scenario.start
         )
-    assert wl.file is not None  # the schema guarantees exactly one source
-    return load_job_file(wl.file, scenario)
+    else:
+        assert wl.file is not None  # the schema guarantees exactly one source
+        jobs = load_job_file(wl.file, scenario)
+    return apply_residency(jobs, scenario)
+
+
+def apply_residency(jobs: JobTable, scenario: Scenario) -> JobTable:
+    """`jobs` with `scenario.workload.residency` applied: each job's `allowed_sites` narrowed
+    to the sites its origin's entry lists. A job left with no site is a `ScenarioError`."""
+    residency = scenario.workload.residency
+    if not residency or len(jobs) == 0:
+        return jobs
+    names = scenario.site_names()
+    if len(names) > MAX_MASK_SITES:
+        raise ScenarioError(
+            f"workload.residency: supported for up to {MAX_MASK_SITES} sites, "
+            f"the scenario has {len(names)}"
+        )
+    by_origin = np.array(
+        [site_mask([names.index(s) for s in residency.get(name, names)]) for name in names],
+        dtype=np.int64,
+    )
+    allowed = jobs.allowed_sites & by_origin[jobs.origin_site]
+    if np.any(allowed == 0):
+        j = int(np.flatnonzero(allowed == 0)[0])
+        origin = names[jobs.origin_site[j]]
+        raise ScenarioError(
+            f"job {jobs.job_id[j]}: its allowed_sites "
+            f"{list(mask_sites(int(jobs.allowed_sites[j]), names))} and "
+            f"workload.residency.{origin} {residency[origin]} have no site in common"
+        )
+    return dataclasses.replace(jobs, allowed_sites=allowed)

@@ -18,7 +18,16 @@ import pyarrow.csv as pa_csv
 from sim.errors import TraceError
 from sim.hardware import PROFILES
 from sim.scenario import Scenario
-from sim.workload.table import COLUMNS, OPTIONAL_DEFAULTS, REQUIRED_COLUMNS, JobTable
+from sim.workload.table import (
+    ANY_SITE,
+    COLUMNS,
+    MAX_MASK_SITES,
+    OPTIONAL_DEFAULTS,
+    REQUIRED_COLUMNS,
+    SITES_SEPARATOR,
+    JobTable,
+    site_mask,
+)
 
 
 def load_job_file(path: str | Path, scenario: Scenario) -> JobTable:
@@ -431,6 +440,19 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         origin = np.zeros(n, np.int64)
 
+    # allowed_sites
+    if (col := column("allowed_sites")) is not None:
+        allowed, a_bad = _site_masks(_text(col), sites)
+        check(
+            a_bad,
+            lambda i: (
+                f"allowed_sites must be site names separated by {SITES_SEPARATOR!r} from "
+                f"{', '.join(sites)} (empty = any site), got {shown('allowed_sites', i)}"
+            ),
+        )
+    else:
+        allowed = np.full(n, ANY_SITE, np.int64)
+
     _raise_first(checks, where)
 
     order = np.argsort(submit_s, kind="stable")
@@ -445,7 +467,23 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         checkpoint_gb=sizes["checkpoint_gb"][order],
         data_gb=sizes["data_gb"][order],
         origin_site=origin[order].astype(np.int64),
+        allowed_sites=allowed[order],
     )
+
+
+def _site_masks(names: pd.Series, sites: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(`allowed_sites` bit masks, bad cells) of a column of ";"-separated site names; an
+    empty cell allows any site. A cell naming an unknown site, or no site, is bad."""
+    index = {name: i for i, name in enumerate(sites[:MAX_MASK_SITES])}
+    by_text: dict[str, int] = {"": ANY_SITE}
+    for text in pd.unique(names):
+        if text in by_text:
+            continue
+        parts = [p.strip() for p in text.split(SITES_SEPARATOR)]
+        ok = all(p in index for p in parts)
+        by_text[text] = site_mask([index[p] for p in parts]) if ok else 0
+    masks = names.map(by_text).to_numpy(np.int64)
+    return masks, masks == 0
 
 
 def _raise_first(checks: list[_Check], where: _Where) -> None:

@@ -6,7 +6,8 @@ over its GPUs: on `gpus` reference GPUs it runs for `work_gpu_h / gpus` hours of
 A job with a deadline (absolute, seconds since the scenario start) may be deferred; a job
 without one must run as soon as possible. Interruptible jobs may be suspended and resumed
 (`checkpoint_gb` is moved when they resume elsewhere); `data_gb` is the input a job reads
-from its `origin_site`. Per-job data is columnar (one numpy array per attribute), never one
+from its `origin_site`; `allowed_sites` says where the job may run at all (data residency).
+Per-job data is columnar (one numpy array per attribute), never one
 Python object per job: runs hold hundreds of thousands of jobs.
 """
 
@@ -32,6 +33,7 @@ COLUMNS: tuple[str, ...] = (
     "checkpoint_gb",
     "data_gb",
     "origin_site",
+    "allowed_sites",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -44,8 +46,33 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "checkpoint_gb": 0.0,
     "data_gb": 0.0,
     "origin_site": None,
+    "allowed_sites": None,
 }
-"""Value of an optional column when it is absent or empty (None: no deadline / first site)."""
+"""Value of an optional column when it is absent or empty (None: no deadline / first site /
+any site)."""
+
+ANY_SITE = -1
+"""`allowed_sites` of a job that may run on any site (every bit set)."""
+MAX_MASK_SITES = 63
+"""Sites a bit mask of `allowed_sites` can name (bits 0..62 of an int64)."""
+SITES_SEPARATOR = ";"
+"""Between site names in the `allowed_sites` column of a job file."""
+
+
+def site_mask(indices: Sequence[int]) -> int:
+    """The `allowed_sites` bit mask of the sites with these indices (into scenario.sites)."""
+    mask = 0
+    for i in indices:
+        if not 0 <= i < MAX_MASK_SITES:
+            raise ValueError(f"allowed_sites can name sites 0..{MAX_MASK_SITES - 1}, got {i}")
+        mask |= 1 << i
+    return mask
+
+
+def mask_sites(mask: int, site_names: Sequence[str]) -> tuple[str, ...]:
+    """The names of the sites an `allowed_sites` mask allows, in scenario order."""
+    return tuple(name for i, name in enumerate(site_names) if (mask >> i) & 1)
+
 
 _DTYPES: dict[str, Any] = {
     "job_id": object,
@@ -58,6 +85,7 @@ _DTYPES: dict[str, Any] = {
     "checkpoint_gb": np.float64,
     "data_gb": np.float64,
     "origin_site": np.int64,
+    "allowed_sites": np.int64,
 }
 # dtype kinds each field accepts (converted without loss to the field's dtype)
 _ACCEPTED_KINDS = {object: "OU", np.float64: "fiu", np.int64: "iu", np.bool_: "b"}
@@ -93,8 +121,13 @@ class JobTable:
     """float64 >= 0, input data read from the origin site, GB."""
     origin_site: np.ndarray
     """int64 >= 0, index into `scenario.sites` of the site the job is submitted to."""
+    allowed_sites: np.ndarray | None = None
+    """int64 bit mask of the sites the job may run on (bit i: `scenario.sites[i]`; data
+    residency); `ANY_SITE` (-1): anywhere. None: every job may run anywhere."""
 
     def __post_init__(self) -> None:
+        if self.allowed_sites is None:
+            object.__setattr__(self, "allowed_sites", np.full(len(self.job_id), ANY_SITE))
         n: int | None = None
         for f in fields(self):
             arr = _as_column(f.name, getattr(self, f.name), _DTYPES[f.name])
@@ -126,6 +159,7 @@ class JobTable:
             col = getattr(self, name)
             require(np.isfinite(col) & (col >= 0), f"{name} must be >= 0", col)
         require(self.origin_site >= 0, "origin_site must be >= 0", self.origin_site)
+        require(self.allowed_sites != 0, "allowed_sites must name a site", self.allowed_sites)
         unknown = set(pd.unique(self.profile)) - PROFILES.keys()
         if unknown:
             raise ValueError(f"JobTable: unknown profiles {sorted(map(str, unknown))}")
@@ -147,9 +181,9 @@ class JobTable:
         """The jobs in the native job format (columns `COLUMNS`), one row per job.
 
         Times are numbers of seconds since the scenario start (`submit_time`, `deadline`;
-        NaN = no deadline) and `origin_site` is the site's name, so that
-        `frame.to_csv(path, index=False)` or `frame.to_parquet(path)` writes a file that
-        `load_job_file` reads back unchanged.
+        NaN = no deadline), `origin_site` is the site's name and `allowed_sites` the names
+        joined by ";" (empty: any site), so that `frame.to_csv(path, index=False)` or
+        `frame.to_parquet(path)` writes a file that `load_job_file` reads back unchanged.
         """
         names = np.asarray(list(site_names), dtype=object)
         if len(self) and (len(names) == 0 or self.origin_site.max() >= len(names)):
@@ -168,6 +202,10 @@ class JobTable:
                 "checkpoint_gb": self.checkpoint_gb,
                 "data_gb": self.data_gb,
                 "origin_site": names[self.origin_site] if len(self) else np.empty(0, object),
+                "allowed_sites": [
+                    "" if m == ANY_SITE else SITES_SEPARATOR.join(mask_sites(m, names))
+                    for m in self.allowed_sites.tolist()
+                ],
             },
             columns=list(COLUMNS),
         )

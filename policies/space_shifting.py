@@ -1,0 +1,256 @@
+"""Space-shifting: run each job where it emits least, and move running jobs when it pays.
+
+- `lowest_carbon_site`: each pending job, in queue order, starts now on the site it may use
+  (`JobView.allowed_sites`) with the lowest carbon intensity now among those with enough
+  free GPUs of one model (the "follow the greenest grid" heuristic of the geo-distributed
+  scheduling literature, e.g. Zhou et al., "Carbon-aware load balancing for geo-distributed
+  cloud services", MASCOTS 2013). The data transfer is not weighed.
+- `forecast_site`: each pending job starts now on the (site, GPU model) it may use with the
+  lowest expected carbon: the facility energy of its run there (`state.estimate`) times the
+  mean forecast intensity over the run, which begins once its data has crossed the WAN,
+  plus the transfer's own carbon (`state.transfer_cost`, hop by hop) and the idle power of
+  the GPUs held meanwhile.
+- `space_time`: a job with a deadline gets the (site, GPU model, start time) with the
+  lowest expected carbon, the start anywhere in [now, deadline - transfer - runtime -
+  margin_s] (the best window on each site's forecast, found exactly as in `wait_awhile`);
+  it is deferred to that time and then started there, or, if that site has no room by
+  then, where `forecast_site` would start it. Jobs without a deadline run as in
+  `forecast_site`. Planned once, when the job is first seen (Hanafy et al.'s joint
+  spatio-temporal shifting, "Going Green for Less Green", 2023, here with WAN costs).
+- `migrate`: an adjuster (see `policies.adjusting`): alone it adjusts `run_now`, in a
+  `chain` the members before it. At every decision (and every signal step) it moves each
+  interruptible running job that the plan leaves alone to the (site, GPU model) with the
+  largest expected saving, if that saving exceeds `min_saving_kg`:
+
+      saving = carbon(stay) - carbon(run there) - migration cost
+
+  `carbon(stay)` is the work left at the current site under the forecast;
+  `carbon(run there)` the same work, plus what falls back to the last periodic checkpoint,
+  at the new site, starting after the stall; the migration cost is
+  `state.migration_cost` (checkpoint write, WAN transfer, read, GPUs held idle). A move
+  that would make a job with a deadline miss it is not made.
+
+All four respect each job's allowed sites and the free GPUs; a job that fits nowhere it may
+go waits (behind it, the queue waits too unless `backfill = true`). Expected carbon uses
+the facility energy, so each site's PUE counts; embodied carbon is not weighed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.adjusting import Adjuster
+from policies.carbon_windows import best_window_start, window_means
+from policies.chain import job_of
+from policies.run_now import FreeGpus, RunNow
+from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now
+from sim.api import Action, JobView, Migrate, Start, SystemState
+
+__all__ = ["ForecastSite", "LowestCarbonSite", "MigrateWhenWorth", "SpaceTime"]
+
+_KWH_G_PER_KG = 1000.0
+_WS_PER_KWH = 3.6e6
+
+
+@dataclass
+class LowestCarbonSite(RunNow):
+    """Start each job on the allowed site with the lowest carbon intensity now that fits."""
+
+    def decide(self, state: SystemState) -> list[Action]:
+        # sorted() is stable: sites with equal intensity keep the scenario's order
+        self._by_carbon = sorted(state.sites, key=state.carbon_intensity)
+        return super().decide(state)
+
+    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
+        return free.place(job, self._by_carbon)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """Running a job on `site`'s `gpu_model` pool from `start_s`: expected carbon, kg."""
+
+    site: str
+    gpu_model: str
+    start_s: float
+    carbon_kg: float
+
+
+class Outlook:
+    """Expected carbon of runs, from the forecasts of one decision (one per site, fetched
+    when first needed and again only for a longer horizon)."""
+
+    def __init__(self, state: SystemState):
+        self.state = state
+        self.now_s = state.now_s
+        self._forecasts: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
+
+    def forecast(self, site: str, until_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
+        horizon_s = until_s - self.now_s
+        got = self._forecasts.get(site)
+        if got is None or got[0] < horizon_s:
+            horizon_s = max(horizon_s, 2.0 * got[0] if got else 86400.0)
+            got = self._forecasts[site] = (
+                horizon_s,
+                *forecast_from_now(self.state, site, horizon_s),
+            )
+        return got[1], got[2]
+
+    def mean_g_per_kwh(self, site: str, start_s: float, length_s: float) -> float:
+        """Mean forecast intensity at `site` over [start_s, start_s + length_s], g/kWh."""
+        times, values = self.forecast(site, start_s + length_s)
+        return float(window_means(times, values, np.array([start_s]), length_s)[0])
+
+    def options(self, job: JobView, shift_until_s: float | None = None) -> list[Option]:
+        """Every (site, GPU model) pending `job` may use and could ever fit on, with the
+        expected carbon of starting it now (or, with `shift_until_s`, its deadline less
+        the margin: at the best time before that), cheapest first."""
+        state, now = self.state, self.now_s
+        origin = job.origin_site
+        out = []
+        for site in job.allowed_sites:
+            move_s, _, move_kg = state.transfer_cost(origin, site, job.data_gb)
+            for model, count in state.total_gpus(site).items():
+                if count < job.gpus:
+                    continue
+                runtime_s, run_kwh = state.estimate(job, site, None, model)
+                hold_kwh = (
+                    job.gpus
+                    * (state.idle_w(site, model) + state.host_w_per_gpu(site))
+                    * move_s
+                    * state.pue(site)
+                    / _WS_PER_KWH
+                )
+                fixed_kg = move_kg + hold_kwh * state.carbon_intensity(site) / _KWH_G_PER_KG
+                run_s = now + move_s  # the run begins once the data is there
+                latest_run_s = -np.inf if shift_until_s is None else shift_until_s - runtime_s
+                if latest_run_s - run_s >= MIN_DEFER_S:
+                    times, values = self.forecast(site, shift_until_s)
+                    run_s, mean = best_window_start(times, values, run_s, latest_run_s, runtime_s)
+                else:
+                    mean = self.mean_g_per_kwh(site, run_s, runtime_s)
+                carbon_kg = run_kwh * mean / _KWH_G_PER_KG + fixed_kg
+                out.append(Option(site, model, run_s - move_s, carbon_kg))
+        out.sort(key=lambda o: o.carbon_kg)  # stable: ties keep the scenario's site order
+        return out
+
+
+def take_first(free: FreeGpus, job: JobView, options: list[Option]) -> Start | None:
+    """A `Start` of `job` now on the first of `options` with enough free GPUs, taking them."""
+    for o in options:
+        if free.take(o.site, o.gpu_model, job.gpus) is not None:
+            return Start(job, o.site, gpu_model=o.gpu_model)
+    return None
+
+
+@dataclass
+class ForecastSite(RunNow):
+    """Start each job now where its run, its data transfer included, is expected to emit
+    least."""
+
+    def decide(self, state: SystemState) -> list[Action]:
+        self._outlook = Outlook(state)
+        return super().decide(state)
+
+    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
+        return take_first(free, job, self._outlook.options(job))
+
+
+@dataclass
+class SpaceTime(TimeShifter):
+    """Choose site and start time together: the lowest expected carbon before the deadline."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._planned: dict[JobView, Option] = {}
+        """Jobs deferred to a planned start -> where."""
+
+    def decide(self, state: SystemState) -> list[Action]:
+        self._outlook = Outlook(state)
+        return super().decide(state)
+
+    def defer_until(self, state: SystemState, job: JobView) -> float | None:
+        if job in self._planned:
+            return None  # back from its deferral: its time has come
+        assert job.deadline_s is not None
+        options = self._outlook.options(job, shift_until_s=job.deadline_s - self.margin_s)
+        if not options or options[0].start_s - state.now_s < MIN_DEFER_S:
+            return None
+        self._planned[job] = options[0]
+        return options[0].start_s
+
+    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
+        plan = self._planned.get(job)
+        if plan is not None and free.take(plan.site, plan.gpu_model, job.gpus) is not None:
+            return Start(job, plan.site, gpu_model=plan.gpu_model)
+        return take_first(free, job, self._outlook.options(job))
+
+    def started(self, job: JobView) -> None:
+        self._planned.pop(job, None)
+
+
+@dataclass
+class MigrateWhenWorth(Adjuster):
+    """Move interruptible running jobs where the expected saving exceeds the move's cost."""
+
+    min_saving_kg: float = 0.0
+    """Move a job only if the expected saving, the migration's cost deducted, exceeds this,
+    kg CO2 (>= 0; a margin against forecast error)."""
+    margin_s: float = 60.0
+    """A job with a deadline is moved only if it still finishes this long before it, s."""
+
+    def __post_init__(self) -> None:
+        if not self.min_saving_kg >= 0.0:
+            raise ValueError(f"min_saving_kg must be >= 0 kg, got {self.min_saving_kg}")
+        if not self.margin_s >= 0.0:
+            raise ValueError(f"margin_s must be >= 0 s, got {self.margin_s}")
+        self.signal_steps = True
+
+    def amend(self, state: SystemState, actions: list[Action]) -> list[Action]:
+        planned = {job_of(a) for a in actions}
+        free = FreeGpus(state)
+        for a in actions:
+            free.book(a)
+        outlook = Outlook(state)
+        out = list(actions)
+        for job in state.running:
+            if job.interruptible and job not in planned:
+                best = self.best_move(state, outlook, free, job)
+                if best is not None:
+                    free.take(best.site, best.gpu_model, job.gpus)
+                    out.append(Migrate(job, best.site, best.gpu_model))
+        return out
+
+    def best_move(
+        self, state: SystemState, outlook: Outlook, free: FreeGpus, job: JobView
+    ) -> Option | None:
+        """The (site, model) with free GPUs where moving `job` now saves most, if that saving
+        exceeds `min_saving_kg`; `carbon_kg` of the answer is the saving."""
+        now = state.now_s
+        here, here_model, cap_w = job.site, job.gpu_model, job.cap_w
+        assert here is not None and here_model is not None
+        stay_s, stay_kwh = state.estimate(job, here, cap_w, here_model)
+        stay_kg = stay_kwh * outlook.mean_g_per_kwh(here, now, stay_s) / _KWH_G_PER_KG
+        remaining_gpu_h = job.remaining_gpu_h
+        best: Option | None = None
+        for site in job.allowed_sites:
+            for model, n_free in free.at(site).items():
+                if (site, model) == (here, here_model) or n_free < job.gpus:
+                    continue
+                spec = state.gpu_spec(model)
+                if cap_w is not None and not spec.min_cap_w <= cap_w <= spec.max_cap_w:
+                    continue  # Migrate keeps the job's own cap
+                cost = state.migration_cost(job, site, model)
+                run_s, run_kwh = state.estimate(job, site, cap_w, model)
+                redo = 1.0 + cost.lost_gpu_h / remaining_gpu_h if remaining_gpu_h > 0 else 1.0
+                run_s, run_kwh = run_s * redo, run_kwh * redo
+                end_s = now + cost.stall_s + run_s
+                if job.deadline_s is not None and end_s > job.deadline_s - self.margin_s:
+                    continue
+                mean = outlook.mean_g_per_kwh(site, now + cost.stall_s, run_s)
+                saving_kg = stay_kg - run_kwh * mean / _KWH_G_PER_KG - cost.carbon_kg
+                if saving_kg > self.min_saving_kg and (best is None or saving_kg > best.carbon_kg):
+                    best = Option(site, model, now, saving_kg)
+        return best
