@@ -37,6 +37,7 @@ the facility energy, so each site's PUE counts; embodied carbon is not weighed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ from policies.adjusting import Adjuster
 from policies.carbon_windows import best_window_start, window_means
 from policies.chain import job_of
 from policies.run_now import FreeGpus, RunNow
-from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now
+from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now, runtime_s
 from sim.api import Action, JobView, Migrate, Start, SystemState
 
 __all__ = ["ForecastSite", "LowestCarbonSite", "MigrateWhenWorth", "SpaceTime"]
@@ -69,11 +70,13 @@ class LowestCarbonSite(RunNow):
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """Running a job on `site`'s `gpu_model` pool from `start_s`: expected carbon, kg."""
+    """Running a job on `site`'s `gpu_model` pool from `start_s` (its data transfer
+    included) to `end_s`: expected carbon, kg."""
 
     site: str
     gpu_model: str
     start_s: float
+    end_s: float
     carbon_kg: float
 
 
@@ -132,7 +135,7 @@ class Outlook:
                 else:
                     mean = self.mean_g_per_kwh(site, run_s, runtime_s)
                 carbon_kg = run_kwh * mean / _KWH_G_PER_KG + fixed_kg
-                out.append(Option(site, model, run_s - move_s, carbon_kg))
+                out.append(Option(site, model, run_s - move_s, run_s + runtime_s, carbon_kg))
         out.sort(key=lambda o: o.carbon_kg)  # stable: ties keep the scenario's site order
         return out
 
@@ -158,6 +161,35 @@ class ForecastSite(RunNow):
         return take_first(free, job, self._outlook.options(job))
 
 
+class Bookings:
+    """GPUs per (site, model) over time as one decision sees them: running jobs until their
+    expected end, and the jobs planned to start later, so that planned starts do not pile
+    more jobs onto a site's clean hours than it has GPUs."""
+
+    def __init__(self, state: SystemState, planned: Iterable[tuple[JobView, Option]]):
+        self._total = {site: state.total_gpus(site) for site in state.sites}
+        self._spans: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+        now = state.now_s
+        for job in state.running:
+            end_s = now + runtime_s(state, job)
+            self._spans.setdefault((job.site, job.gpu_model), []).append((now, end_s, job.gpus))
+        for job, o in planned:
+            self.add(o, job.gpus)
+
+    def add(self, o: Option, gpus: int) -> None:
+        self._spans.setdefault((o.site, o.gpu_model), []).append((o.start_s, o.end_s, gpus))
+
+    def fits(self, o: Option, gpus: int) -> bool:
+        """Whether `gpus` more GPUs of `o.gpu_model` at `o.site` stay within the installed ones
+        throughout [o.start_s, o.end_s)."""
+        spans = self._spans.get((o.site, o.gpu_model), [])
+        room = self._total[o.site][o.gpu_model] - gpus
+        for t in [o.start_s] + [a for a, _, _ in spans if o.start_s < a < o.end_s]:
+            if sum(n for a, b, n in spans if a <= t < b) > room:
+                return False
+        return True
+
+
 @dataclass
 class SpaceTime(TimeShifter):
     """Choose site and start time together: the lowest expected carbon before the deadline."""
@@ -165,21 +197,27 @@ class SpaceTime(TimeShifter):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._planned: dict[JobView, Option] = {}
-        """Jobs deferred to a planned start -> where."""
+        """Jobs deferred to a planned start -> where and when."""
 
     def decide(self, state: SystemState) -> list[Action]:
         self._outlook = Outlook(state)
+        for job in [j for j in self._planned if j.state not in ("pending", "deferred")]:
+            del self._planned[job]  # started or rejected without this policy's knowing
+        self._booked = Bookings(state, self._planned.items())
         return super().decide(state)
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
         if job in self._planned:
             return None  # back from its deferral: its time has come
         assert job.deadline_s is not None
-        options = self._outlook.options(job, shift_until_s=job.deadline_s - self.margin_s)
-        if not options or options[0].start_s - state.now_s < MIN_DEFER_S:
-            return None
-        self._planned[job] = options[0]
-        return options[0].start_s
+        for o in self._outlook.options(job, shift_until_s=job.deadline_s - self.margin_s):
+            if o.start_s - state.now_s < MIN_DEFER_S:
+                return None  # best now: start where it fits now
+            if self._booked.fits(o, job.gpus):
+                self._booked.add(o, job.gpus)
+                self._planned[job] = o
+                return o.start_s
+        return None
 
     def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
         plan = self._planned.get(job)
@@ -252,5 +290,5 @@ class MigrateWhenWorth(Adjuster):
                 mean = outlook.mean_g_per_kwh(site, now + cost.stall_s, run_s)
                 saving_kg = stay_kg - run_kwh * mean / _KWH_G_PER_KG - cost.carbon_kg
                 if saving_kg > self.min_saving_kg and (best is None or saving_kg > best.carbon_kg):
-                    best = Option(site, model, now, saving_kg)
+                    best = Option(site, model, now, end_s, saving_kg)
         return best

@@ -11,7 +11,7 @@ import pytest
 import sim
 from policies import REGISTRY
 from policies.space_shifting import ForecastSite, LowestCarbonSite, MigrateWhenWorth, SpaceTime
-from sim.api import Migrate, Start
+from sim.api import Defer, Migrate, Start
 from sim.errors import PolicyError, ScenarioError, TraceError
 from sim.testing import PolicyHarness
 from sim.workload import load_job_file
@@ -181,20 +181,34 @@ def test_forecast_site_weighs_the_data_transfer(tmp_path):
     assert state.transfer_cost("warsaw", "stockholm", 10.0)[2] < saving_kg
 
 
-def test_space_time_plans_site_and_time_together_and_keeps_the_plan(tmp_path):
-    # frankfurt is clean only from 6 h on: a deadline job waits for it; stockholm may not be used
+def clean_later(tmp_path, jobs):
+    """Frankfurt's grid is dirty for 6 h, then the cleanest; stockholm may not be used."""
     path = tmp_path / "fra.csv"
     times = pd.date_range("2020-06-01", periods=6, freq="6h", tz="UTC")
     pd.DataFrame({"timestamp": times, "ci": [600, 20, 20, 20, 20, 20]}).to_csv(path, index=False)
     profile = {"file": str(path), "column": "ci", "time_column": "timestamp", "unit": "g/kWh"}
     sites = [SITES[0], SITES[1], {**SITES[2], "carbon": profile}]
-    jobs = [job(deadline=20 * 3600, allowed_sites="warsaw;frankfurt")]
-    sc = make_scenario(tmp_path, jobs, sites=sites, wan=WAN, duration_h=24)
+    return make_scenario(tmp_path, jobs, sites=sites, wan=WAN, duration_h=24)
+
+
+def test_space_time_plans_site_and_time_together_and_keeps_the_plan(tmp_path):
+    sc = clean_later(tmp_path, [job(deadline=20 * 3600, allowed_sites="warsaw;frankfurt")])
     r = sim.simulate(sc, SpaceTime())
     (row,) = r.jobs.to_dict("records")
     assert row["site"] == "frankfurt"
     assert 6 * 3600 - 60 <= row["start_s"] <= 6 * 3600  # less the data transfer's time
     assert row["state"] == "completed" and row["end_s"] <= 20 * 3600
+
+
+def test_space_time_does_not_book_more_gpus_than_a_site_has(tmp_path):
+    jobs = [
+        job(f"j{i}", gpus=2, deadline=20 * 3600, allowed_sites="warsaw;frankfurt") for i in range(3)
+    ]
+    h = PolicyHarness(clean_later(tmp_path, jobs)).advance(0.0)
+    actions = SpaceTime().decide(h.state)
+    deferred = [a for a in actions if isinstance(a, Defer)]
+    assert [a.job.id for a in deferred] == ["j0", "j1"]  # frankfurt's 4 GPUs after 6 h
+    assert [(a.job.id, a.site) for a in actions if isinstance(a, Start)] == [("j2", "frankfurt")]
 
 
 # --- migrate ------------------------------------------------------------------------------
