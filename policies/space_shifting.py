@@ -140,12 +140,21 @@ class Outlook:
         return out
 
 
-def take_first(free: FreeGpus, job: JobView, options: list[Option]) -> Start | None:
-    """A `Start` of `job` now on the first of `options` with enough free GPUs, taking them."""
-    for o in options:
-        if free.take(o.site, o.gpu_model, job.gpus) is not None:
-            return Start(job, o.site, gpu_model=o.gpu_model)
-    return None
+def take_first(
+    free: FreeGpus, job: JobView, options: list[Option], margin_s: float = 0.0
+) -> Start | None:
+    """A `Start` of `job` now on the first of `options` with enough free GPUs, taking them.
+    A job with a deadline takes only those that end `margin_s` before it while any do, else
+    the one that ends first: a cleaner grid never costs a deadline that could be kept."""
+    fits = [o for o in options if free.at(o.site).get(o.gpu_model, 0) >= job.gpus]
+    if job.deadline_s is not None:
+        latest_end_s = job.deadline_s - margin_s
+        fits = [o for o in fits if o.end_s <= latest_end_s] or sorted(fits, key=lambda o: o.end_s)
+    if not fits:
+        return None
+    o = fits[0]
+    free.take(o.site, o.gpu_model, job.gpus)
+    return Start(job, o.site, gpu_model=o.gpu_model)
 
 
 @dataclass
@@ -223,7 +232,7 @@ class SpaceTime(TimeShifter):
         plan = self._planned.get(job)
         if plan is not None and free.take(plan.site, plan.gpu_model, job.gpus) is not None:
             return Start(job, plan.site, gpu_model=plan.gpu_model)
-        return take_first(free, job, self._outlook.options(job))
+        return take_first(free, job, self._outlook.options(job), self.margin_s)
 
     def started(self, job: JobView) -> None:
         self._planned.pop(job, None)
@@ -254,7 +263,7 @@ class MigrateWhenWorth(Adjuster):
         outlook = Outlook(state)
         out = list(actions)
         for job in state.running:
-            if job.interruptible and job not in planned:
+            if job.interruptible and not job.held and job not in planned:
                 best = self.best_move(state, outlook, free, job)
                 if best is not None:
                     free.take(best.site, best.gpu_model, job.gpus)

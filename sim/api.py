@@ -199,6 +199,12 @@ class JobView:
         return self._e.site_names[self._e.jobs.origin_site[self.index]]
 
     @property
+    def held(self) -> bool:
+        """True while a running job holds its GPUs at idle power before it computes: its
+        data or checkpoint still crossing the WAN or loading, or its nodes booting."""
+        return self._e.held(self.index)
+
+    @property
     def allowed_sites(self) -> tuple[str, ...]:
         """The sites the job may run on (data residency), in scenario order; every site
         unless the workload restricts it. The engine refuses a start, resume or migration
@@ -371,7 +377,9 @@ class SystemState:
     ) -> MigrationCost:
         """The overhead of `Migrate(job, site, gpu_model)` now for running `job` (see
         `MigrationCost`); `gpu_model=None`: the site's first pool. The run itself (the work
-        left, plus `lost_gpu_h`, at the new site's speed) is not included: see `estimate`."""
+        left, plus `lost_gpu_h`, at the new site's speed) is not included: see `estimate`.
+        Exact for a job that is not `held`; it leaves out the boot of powered-off nodes at
+        the new site, and, for a held job, a checkpoint write still under way."""
         if job.state != "running":
             raise PolicyError(f"migration_cost: job {job.id} is {job.state}, not running")
         stall_s, kwh, kg, lost_s = self._e.migration_cost(job.index, site, gpu_model)

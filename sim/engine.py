@@ -797,6 +797,9 @@ class Engine:
             )
         return self._remaining[j]
 
+    def held(self, j: int) -> bool:
+        return j in self._holding
+
     def allowed_sites(self, j: int) -> tuple[str, ...]:
         mask = self._allowed[j]
         names = self._names_by_mask.get(mask)

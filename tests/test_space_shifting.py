@@ -300,3 +300,30 @@ def test_migrate_end_to_end_moves_jobs_to_the_clean_grid_and_charges_the_wan(tmp
 def test_min_saving_must_not_be_negative():
     with pytest.raises(ValueError, match="min_saving_kg must be >= 0"):
         MigrateWhenWorth(min_saving_kg=-1.0)
+
+
+def test_a_cleaner_grid_never_costs_a_deadline_that_could_be_kept(tmp_path):
+    """Stockholm is cleanest but has only slow V100s: a job whose deadline they would miss
+    starts on time elsewhere; the same job without a deadline goes to the clean grid."""
+    sites = [SITES[0], {**SITES[1], "gpus": [{"model": "V100", "count": 4}]}, SITES[2]]
+    jobs = [job("tight", deadline=5 * 3600), job("loose")]
+    h = PolicyHarness(make_scenario(tmp_path, jobs, sites=sites, wan=WAN)).advance(0.0)
+    state = h.state
+    assert state.estimate(h.job("tight"), "stockholm")[0] > 5 * 3600  # V100s would miss it
+    for policy in (ForecastSite(backfill=True), SpaceTime(backfill=True)):
+        starts = {a.job.id: a.site for a in policy.decide(state) if isinstance(a, Start)}
+        assert starts == {"tight": "frankfurt", "loose": "stockholm"}, type(policy).__name__
+
+
+def test_migrate_leaves_a_job_alone_while_its_checkpoint_is_on_the_way(tmp_path):
+    jobs = [job(interruptible=True, checkpoint_gb=200.0)]
+    h = PolicyHarness(scenario(tmp_path, jobs)).advance(0.0)
+    h.apply([Start(h.job("j"), "warsaw")])
+    h.advance(600.0).apply([Migrate(h.job("j"), "frankfurt")])
+    j = h.advance(650.0).job("j")
+    assert j.held and j.site == "frankfurt"  # stockholm is cleaner, but the move is under way
+    assert [a for a in MigrateWhenWorth().decide(h.state) if isinstance(a, Migrate)] == []
+    assert not h.advance(2 * 3600.0).job("j").held
+    assert [a.site for a in MigrateWhenWorth().decide(h.state) if isinstance(a, Migrate)] == [
+        "stockholm"
+    ]
