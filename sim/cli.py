@@ -9,13 +9,19 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy
 from sim.run import build_world, random_streams, simulate
-from sim.scenario import Scenario, load_scenario
+from sim.scenario import Scenario, load_scenario, parse_value
 
 app = typer.Typer(
     add_completion=False,
@@ -84,6 +90,102 @@ def run(
     if out is not None:
         results.save(out)
         out_console.print(f"results written to {out}/ ({', '.join(_files(out))})")
+
+
+@app.command()
+def sweep(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
+    out: Annotated[Path, typer.Option(help="Folder for summary.parquet and each run's files")],
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grid",
+            metavar="KEY=V1,V2,...",
+            help="Values of a scenario key to sweep (repeat for a grid), e.g. "
+            "policy=run_now,wait_awhile or sites[0].pue=1.1,1.3",
+        ),
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 0-9 or 1,2,5")] = "0",
+    set_: SetOption = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Parallel runs (default: the number of CPUs)")
+    ] = None,
+    dask: Annotated[
+        bool, typer.Option("--dask", help="Run on a Dask LocalCluster of --workers processes")
+    ] = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(help="Run on the Dask cluster at this address, e.g. tcp://host:8786"),
+    ] = None,
+) -> None:
+    """Run a scenario over a grid of parameters and seeds; finished runs are reused."""
+    from sim.experiments import parse_grid_item, parse_seeds
+    from sim.experiments import sweep as run_sweep
+    from sim.stats import DEFAULT_METRICS, mean_ci
+
+    grid_values = dict(parse_grid_item(item) for item in grid or [])
+    backend = "dask" if dask or scheduler else "local"
+    with Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not err_console.is_terminal,
+    ) as bar:
+        task = bar.add_task("sweep", total=None)
+        summary = run_sweep(
+            file,
+            grid_values,
+            parse_seeds(seeds),
+            out,
+            overrides=set_ or [],
+            backend=backend,
+            workers=workers,
+            scheduler=scheduler,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    params = summary.attrs["params"]
+    table = Table(title=f"{file.name}: mean ± 95% CI half-width over seeds {seeds}")
+    for col in params:
+        table.add_column(col)
+    for col in ("runs", *DEFAULT_METRICS):
+        table.add_column(METRIC_HEADERS.get(col, col), justify="right")
+    for row in mean_ci(summary, params or ["status"], DEFAULT_METRICS).to_dict("records"):
+        cells = [_fmt(row[p]) for p in params] + [_fmt(row["runs"])]
+        cells += [_fmt_ci(row, m) for m in DEFAULT_METRICS]
+        table.add_row(*cells)
+    out_console.print(table)
+    a = summary.attrs
+    out_console.print(
+        f"{len(summary)} runs: {a['runs_executed']} run, {a['runs_cached']} reused, "
+        f"{a['runs_failed']} failed; summary in {out / 'summary.parquet'}"
+    )
+    failed = summary[summary["status"] == "failed"]
+    for r in failed.head(5).itertuples():
+        err_console.print(
+            f"run {r.run} (seed {r.seed}) failed: {r.error}; see {out}/runs/{r.run_id}/error.txt",
+            markup=False,
+            highlight=False,
+        )
+    if len(failed):
+        raise typer.Exit(1)
+
+
+METRIC_HEADERS = {
+    "carbon_total_kg": "carbon kg",
+    "energy_facility_kwh": "energy kWh",
+    "wait_mean_h": "wait h",
+    "jct_mean_h": "JCT h",
+}
+
+
+def _fmt_ci(row: dict, metric: str) -> str:
+    mean, low, high = (row[f"{metric}_{k}"] for k in ("mean", "ci_low", "ci_high"))
+    if low != low:  # one run: no interval
+        return _fmt(mean)
+    return f"{_fmt(mean)} ± {_fmt((high - low) / 2)}"
 
 
 grid_app = typer.Typer(no_args_is_help=True, help="The carbon-intensity zone catalog.")
@@ -242,15 +344,10 @@ def _apply_flex(frame, flex: dict, seed: int, start: str | None):
 
 
 def _parse_option(item: str) -> tuple[str, object]:
-    import tomllib
-
     key, sep, text = item.partition("=")
     if not sep or not key:
         raise ScenarioError(f"--option {item!r}: expected key=value")
-    try:
-        return key.strip(), tomllib.loads(f"v = {text.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        return key.strip(), text.strip()
+    return key.strip(), parse_value(text)
 
 
 @workload_app.command("describe")
@@ -352,7 +449,7 @@ class _LazyProgress:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a command's typer.Exit(code) comes back here
     except DcsimError as e:
         err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -368,3 +465,5 @@ def main() -> None:
             e.show()
             sys.exit(e.exit_code)
         raise
+    if isinstance(code, int) and code:
+        sys.exit(code)

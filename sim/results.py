@@ -97,16 +97,14 @@ class Results:
         """Write the result files into `out_dir` (created if needed), each atomically."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        _write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
-        _write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
-        _write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
-        _write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
-        _write_atomic(
-            out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False)
-        )
-        _write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
-        _write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
-        _write_atomic(
+        write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
+        write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
+        write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
+        write_atomic(out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False))
+        write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
+        write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
+        write_atomic(
             out / "summary.json", lambda p: p.write_text(json.dumps(self.summary, indent=2))
         )
         return out
@@ -127,7 +125,7 @@ class Results:
         )
 
 
-def _write_atomic(path: Path, write) -> None:
+def write_atomic(path: Path, write) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
@@ -194,8 +192,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary["sim_wall_s"] = wall_s
 
     meta = {
-        "dcsim_version": _version(),
-        "git_revision": _git_revision(),
+        "dcsim_version": package_version(),
+        "git_revision": git_revision(),
         "python": platform.python_version(),
         "seed": scenario.seed,
         "scenario_name": scenario.name,
@@ -491,14 +489,14 @@ def _mean_or_none(col: pd.Series) -> float | None:
     return float(col.mean()) if len(col) else None
 
 
-def _version() -> str:
+def package_version() -> str:
     try:
         return metadata.version("dcsim")
     except metadata.PackageNotFoundError:
         return "unknown"
 
 
-def _git_revision() -> str | None:
+def git_revision() -> str | None:
     """The commit dcsim runs from, `-dirty` if it has uncommitted changes; None outside git."""
     try:
         out = subprocess.run(

@@ -765,17 +765,28 @@ def _loc_to_path(loc: tuple[Any, ...]) -> str:
 def apply_override(raw: dict[str, Any], item: str) -> None:
     """Apply one `key.path=value` override to a parsed scenario dict, in place.
 
-    The value is parsed as a TOML value (`3`, `1.5`, `true`, `"x"`, `[1, 2]`); anything
-    that does not parse as TOML is taken as a plain string. List items are addressed as
-    `sites[0].pue` or `sites.0.pue`.
+    The value is parsed with `parse_value`. List items are addressed as `sites[0].pue` or
+    `sites.0.pue`.
     """
     key, sep, value_text = item.partition("=")
     if not sep or not key.strip():
         raise ScenarioError(f"--set {item!r}: expected key.path=value")
+    set_value(raw, key, parse_value(value_text))
+
+
+def parse_value(text: str) -> Any:
+    """A value as written on the command line: a TOML value (`3`, `1.5`, `true`, `"x"`,
+    `[1, 2]`, `{name = "x"}`), or else the plain string."""
     try:
-        value = tomllib.loads(f"v = {value_text.strip()}")["v"]
+        return tomllib.loads(f"v = {text.strip()}")["v"]
     except tomllib.TOMLDecodeError:
-        value = value_text.strip()
+        return text.strip()
+
+
+def set_value(raw: dict[str, Any], key: str, value: Any, origin: str = "--set") -> None:
+    """Set `key` (a path like `sites[0].pue` or `policy.params.watts`) in a parsed scenario
+    dict, in place, creating tables on the way. Raises ScenarioError naming `origin` (where
+    the key was given, e.g. "--set" or "--grid") and the key."""
     parts = key.strip().replace("[", ".").replace("]", "").split(".")
     node: Any = raw
     for i, part in enumerate(parts):
@@ -784,7 +795,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
                 raise ScenarioError(
-                    f"--set {key}: no list item {part!r} at {where} (length {len(node)})"
+                    f"{origin} {key}: no list item {part!r} at {where} (length {len(node)})"
                 )
             if last:
                 node[int(part)] = value
@@ -796,4 +807,4 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
             else:
                 node = node.setdefault(part, {})
         else:
-            raise ScenarioError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a table")
+            raise ScenarioError(f"{origin} {key}: {'.'.join(parts[:i])} is a value, not a table")

@@ -1,0 +1,490 @@
+"""Sweeps: one scenario run over a grid of parameters and seeds, on local processes or a
+Dask cluster, with every run cached so that an interrupted sweep resumes where it stopped.
+
+    import sim
+    summary = sim.sweep("scenarios/quickstart.toml",
+                        grid={"policy": ["run_now", "wait_awhile"], "sites[0].pue": [1.1, 1.4]},
+                        seeds=range(5), out="out/sweep")
+
+Layout of the output folder:
+
+- `summary.parquet`: one row per run: `run` (its index in the grid), `run_id`, one column
+  per grid key, `seed`, `status` ("ok" or "failed"), `error`, every summary metric of the
+  run (`sim.results.SUMMARY_KEYS`) and `wall_s` (the run's wall time: building the world,
+  simulating, building the results).
+- `sweep.json`: the scenario file, the grid, the seeds, the overrides, the package version.
+- `runs/<run_id>/`: each run's result files (as `dcsim run --out` writes them) and
+  `run.json` (its parameters, status, error, wall time, host); a failed run has `run.json`
+  and `error.txt` (the traceback). `run_id` hashes the run's resolved scenario (seed
+  included), the package version and git revision, and the size and modification time of
+  every file the scenario names, so a changed input or a new dcsim computes afresh.
+
+A grid key is any scenario key path (`sites[0].pue`, `policy.params.watts`,
+`workload.synthetic.max_jobs`), plus `policy`: a policy name there runs that policy with
+its default parameters (as `dcsim run --policy` does), a table `{name = ..., params = ...}`
+runs it with those. The grid is the Cartesian product of its keys' values, in the order
+given, each combination with every seed.
+
+Runs execute on the workers (each with its own copy of the scenario), which send their
+result files back; only the process that called `sweep` writes into the output folder, one
+run folder at a time (written under a temporary name, then renamed). Remote Dask workers
+therefore need dcsim installed and the files the scenario names at the same paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+import tomllib
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sim.errors import ScenarioError
+from sim.plugins import build_policy
+from sim.results import SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
+from sim.run import simulate
+from sim.scenario import Scenario, apply_override, scenario_from_dict, set_value
+
+BACKENDS = ("local", "dask")
+RUN_FILE = "run.json"
+ERROR_FILE = "error.txt"
+SUMMARY_FILE = "summary.parquet"
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: its place in the grid, its parameters and its resolved scenario."""
+
+    index: int
+    params: dict[str, Any]
+    seed: int
+    scenario_toml: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker sends back: the run's result files, or its error."""
+
+    files: dict[str, bytes] | None
+    error: str | None
+    traceback: str | None
+    wall_s: float
+    host: str
+
+
+def sweep(
+    scenario: str | Path,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    seeds: Iterable[int] = (0,),
+    out: str | Path = "out/sweep",
+    *,
+    overrides: Sequence[str] = (),
+    backend: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run `scenario` (a TOML file) for every combination of `grid` values and every seed;
+    return the summary table (also written to `out/summary.parquet`).
+
+    `overrides`: `key.path=value` items applied to the scenario before the grid (as `--set`).
+    `backend`: "local" (a pool of `workers` processes; 1 runs in this process) or "dask"
+    (a `LocalCluster` of `workers` processes, or the cluster at `scheduler`,
+    e.g. "tcp://10.0.0.5:8786"). `workers` defaults to the number of CPUs.
+    `progress(done, total)` is called as runs finish (cached runs count as done at once).
+
+    Finished runs found in `out/runs/` are reused, not recomputed; failed ones are retried.
+    A run that fails is recorded (status "failed", its error) and the sweep goes on.
+    Raises ScenarioError before running anything if a combination is not a valid scenario.
+    The frame's `attrs` hold `params` (the grid keys), `runs_executed`, `runs_cached` and
+    `runs_failed`.
+    """
+    if backend not in BACKENDS:
+        raise ScenarioError(f"sweep backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if scheduler is not None and backend != "dask":
+        raise ScenarioError("a scheduler address needs the dask backend")
+    if workers is not None and workers < 1:
+        raise ScenarioError(f"workers must be >= 1, got {workers}")
+    out = Path(out)
+    grid = {k: list(v) for k, v in (grid or {}).items()}
+    seeds = list(seeds)
+    specs = plan(scenario, grid, seeds, overrides)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    _write_json(
+        out / SWEEP_FILE,
+        {
+            "scenario": str(Path(scenario).resolve()),
+            "grid": grid,
+            "seeds": seeds,
+            "overrides": list(overrides),
+            "runs": len(specs),
+            "dcsim_version": package_version(),
+        },
+    )
+    rows: dict[int, dict[str, Any]] = {}
+    todo = []
+    for spec in specs:
+        record = _finished_record(out, spec)
+        if record is None:
+            todo.append(spec)
+        else:
+            rows[spec.index] = _row(spec, record, _read_summary(out, spec))
+    cached = len(rows)
+    if progress:
+        progress(cached, len(specs))
+    failed = 0
+    try:
+        for spec, outcome in _execute_all(todo, backend, workers, scheduler):
+            record = _store(out, spec, outcome)
+            failed += record["status"] == "failed"
+            rows[spec.index] = _row(spec, record, _read_summary(out, spec))
+            if progress:
+                progress(len(rows), len(specs))
+    finally:  # an interrupted sweep still leaves the summary of what finished
+        summary = _summary_frame(rows, list(grid))
+        write_atomic(out / SUMMARY_FILE, lambda p: summary.to_parquet(p, index=False))
+    summary.attrs.update(
+        params=list(grid), runs_executed=len(todo), runs_cached=cached, runs_failed=failed
+    )
+    return summary
+
+
+def load_sweep(out: str | Path) -> pd.DataFrame:
+    """The summary table a sweep wrote into `out`, with `attrs["params"]` its grid keys."""
+    out = Path(out)
+    try:
+        meta = json.loads((out / SWEEP_FILE).read_text())
+        summary = pd.read_parquet(out / SUMMARY_FILE)
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"{out}: not a sweep folder ({e})") from None
+    summary.attrs["params"] = list(meta["grid"])
+    return summary
+
+
+def load_run(out: str | Path, run_id: str) -> Results:
+    """The full results of one finished run of the sweep in `out`."""
+    return Results.load(Path(out) / "runs" / run_id)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`"0-9"`, `"1,2,5"` or `"0-4,10"` to a list of seeds, in order, without repeats."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            chunk = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+        except ValueError:
+            raise ScenarioError(f"--seeds {text!r}: expected e.g. 0-9 or 1,2,5") from None
+        if sep and int(hi) < int(lo):
+            raise ScenarioError(f"--seeds {text!r}: range {part.strip()} is empty")
+        seeds += [s for s in chunk if s not in seeds]
+    return seeds
+
+
+def parse_grid_item(item: str) -> tuple[str, list[Any]]:
+    """`key=v1,v2,...` to the key and its values, each parsed as a TOML value (else a
+    string); commas inside brackets, braces or quotes do not split."""
+    from sim.scenario import parse_value
+
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip() or not text.strip():
+        raise ScenarioError(f"--grid {item!r}: expected key=value1,value2,...")
+    return key.strip(), [parse_value(v) for v in _split_top_level(text)]
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+def plan(
+    scenario: str | Path,
+    grid: Mapping[str, Sequence[Any]],
+    seeds: Sequence[int],
+    overrides: Sequence[str] = (),
+) -> list[RunSpec]:
+    """Every run of the sweep, validated: a bad combination raises ScenarioError naming it."""
+    path = Path(scenario)
+    for key, values in grid.items():
+        if key == "seed":
+            raise ScenarioError("grid key 'seed': give seeds with --seeds (seeds=...)")
+        if not values:
+            raise ScenarioError(f"grid key {key!r} has no values")
+    if not seeds:
+        raise ScenarioError("a sweep needs at least one seed")
+    try:
+        base = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read scenario file ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: invalid TOML: {e}") from None
+    for item in overrides:
+        apply_override(base, item)
+    stamp = f"{package_version()} {git_revision()}"
+    checked_policies: set[str] = set()
+    specs = []
+    combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    for params, seed in itertools.product(combos, seeds):
+        raw = copy.deepcopy(base)
+        for key, value in params.items():
+            _set_param(raw, key, value)
+        raw["seed"] = seed
+        try:
+            resolved = scenario_from_dict(raw, source=path)
+        except ScenarioError as e:
+            raise ScenarioError(f"{e} (grid {_label(params)}, seed {seed})") from None
+        _check_policy(resolved, checked_policies, params)
+        text = resolved.to_toml()
+        digest = hashlib.sha256(f"{text}\n{stamp}\n{_input_files(resolved)}".encode())
+        specs.append(RunSpec(len(specs), params, seed, text, digest.hexdigest()[:16]))
+    return specs
+
+
+def _set_param(raw: dict[str, Any], key: str, value: Any) -> None:
+    if key == "policy" and isinstance(value, str):  # the policy with its defaults
+        raw["policy"] = {"name": value, "params": {}}
+    else:
+        set_value(raw, key, copy.deepcopy(value), origin="grid")
+
+
+def _check_policy(scenario: Scenario, checked: set[str], params: dict[str, Any]) -> None:
+    key = json.dumps([scenario.policy.name, scenario.policy.params], sort_keys=True, default=str)
+    if key not in checked:
+        try:
+            build_policy(scenario.policy.name, scenario.policy.params)
+        except ScenarioError as e:
+            raise ScenarioError(f"{e} (grid {_label(params)})") from None
+        checked.add(key)
+
+
+def _input_files(scenario: Scenario) -> str:
+    """Size and modification time of every file the scenario names, as one string."""
+    stamps = []
+    for value in _strings(scenario.model_dump(mode="json")):
+        candidate = value.rpartition(":")[0] if ".py:" in value else value
+        if os.path.isabs(candidate) and os.path.isfile(candidate):
+            st = os.stat(candidate)
+            stamps.append(f"{candidate} {st.st_size} {st.st_mtime_ns}")
+    return "\n".join(sorted(set(stamps)))
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for v in node.values():
+            yield from _strings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _strings(v)
+
+
+def _label(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_param_value(v)}" for k, v in params.items()) or "(no grid)"
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, quote, current = [], 0, None, []
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return [p for p in (p.strip() for p in parts) if p]
+
+
+# --- executing -----------------------------------------------------------------------------
+
+
+def execute(scenario_toml: str) -> Outcome:
+    """Run one resolved scenario; return its result files, or its error. Never raises."""
+    t0 = time.perf_counter()
+    try:
+        scenario = scenario_from_dict(tomllib.loads(scenario_toml), source="<sweep run>")
+        results = simulate(scenario)
+        with tempfile.TemporaryDirectory(prefix="dcsim-run-") as tmp:
+            results.save(tmp)
+            files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir())}
+        return Outcome(files, None, None, time.perf_counter() - t0, socket.gethostname())
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}".splitlines()[0]
+        tb = traceback.format_exc()
+        return Outcome(None, error, tb, time.perf_counter() - t0, socket.gethostname())
+
+
+def _execute_all(
+    specs: list[RunSpec], backend: str, workers: int | None, scheduler: str | None
+) -> Iterator[tuple[RunSpec, Outcome]]:
+    if not specs:
+        return
+    workers = workers or os.cpu_count() or 1
+    if backend == "dask":
+        yield from _execute_dask(specs, workers, scheduler)
+    elif workers == 1 or len(specs) == 1:
+        for spec in specs:
+            yield spec, execute(spec.scenario_toml)
+    else:
+        yield from _execute_processes(specs, min(workers, len(specs)))
+
+
+def _execute_processes(specs: list[RunSpec], workers: int) -> Iterator[tuple[RunSpec, Outcome]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures = {pool.submit(execute, s.scenario_toml): s for s in specs}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], _outcome(future)
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _execute_dask(
+    specs: list[RunSpec], workers: int, scheduler: str | None
+) -> Iterator[tuple[RunSpec, Outcome]]:
+    import logging
+
+    from distributed import Client, LocalCluster, as_completed
+
+    if scheduler is None:
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+    else:
+        cluster = None
+        try:
+            client = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as e:
+            raise ScenarioError(f"--scheduler {scheduler}: cannot connect ({e})") from None
+    try:
+        futures = {
+            client.submit(execute, s.scenario_toml, key=f"dcsim-run-{s.run_id}", pure=False): s
+            for s in specs
+        }
+        for future in as_completed(futures):
+            yield futures[future], _outcome(future)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _outcome(future) -> Outcome:
+    """A future's Outcome; a worker that died (no Outcome came back) is a failed run."""
+    try:
+        return future.result()
+    except Exception as e:
+        error = f"worker lost: {type(e).__name__}: {e}".splitlines()[0]
+        return Outcome(None, error, traceback.format_exc(), float("nan"), "")
+
+
+# --- storing -------------------------------------------------------------------------------
+
+
+def _store(out: Path, spec: RunSpec, outcome: Outcome) -> dict[str, Any]:
+    """Write the run's folder under a temporary name, then rename it into place."""
+    record = {
+        "run": spec.index,
+        "run_id": spec.run_id,
+        "params": spec.params,
+        "seed": spec.seed,
+        "status": "ok" if outcome.error is None else "failed",
+        "error": outcome.error,
+        "wall_s": outcome.wall_s,
+        "host": outcome.host,
+    }
+    final = out / "runs" / spec.run_id
+    tmp = out / "runs" / f".{spec.run_id}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for name, data in (outcome.files or {}).items():
+        (tmp / name).write_bytes(data)
+    if outcome.traceback:
+        (tmp / ERROR_FILE).write_text(outcome.traceback)
+    (tmp / RUN_FILE).write_text(json.dumps(record, indent=2, default=str))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return record
+
+
+def _finished_record(out: Path, spec: RunSpec) -> dict[str, Any] | None:
+    try:
+        record = json.loads((out / "runs" / spec.run_id / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if record.get("status") == "ok" else None
+
+
+def _read_summary(out: Path, spec: RunSpec) -> dict[str, Any]:
+    path = out / "runs" / spec.run_id / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _row(spec: RunSpec, record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"run": spec.index, "run_id": spec.run_id}
+    row |= {k: _param_value(v) for k, v in spec.params.items()}
+    row |= {"seed": spec.seed, "status": record["status"], "error": record["error"]}
+    row |= {k: summary.get(k) for k in SUMMARY_KEYS}
+    row |= {k: v for k, v in summary.items() if k not in row}  # metrics added later
+    row["wall_s"] = record["wall_s"]
+    return row
+
+
+def _param_value(value: Any) -> Any:
+    """A grid value as a table cell: scalars as they are, tables and lists as JSON."""
+    if isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _summary_frame(rows: dict[int, dict[str, Any]], params: list[str]) -> pd.DataFrame:
+    columns = ["run", "run_id", *params, "seed", "status", "error", *SUMMARY_KEYS, "wall_s"]
+    frame = pd.DataFrame([rows[i] for i in sorted(rows)])
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    extra = [c for c in frame.columns if c not in columns]
+    frame = frame[[*columns[:-1], *extra, "wall_s"]]
+    for key in params:  # a column mixing numbers and strings is written as strings
+        kinds = {type(v) for v in frame[key]}
+        if len(kinds - {int, float}) > 0 and len(kinds) > 1:
+            frame[key] = frame[key].map(str)
+    for key in (*SUMMARY_KEYS, *extra, "wall_s"):
+        if frame[key].dtype == object:
+            frame[key] = pd.to_numeric(frame[key], errors="coerce")
+    frame["error"] = frame["error"].astype("string")
+    return frame
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2, default=str)))
