@@ -135,17 +135,27 @@ def sweep(
         disable=not err_console.is_terminal,
     ) as bar:
         task = bar.add_task("sweep", total=None)
-        summary = run_sweep(
-            file,
-            grid_values,
-            parse_seeds(seeds),
-            out,
-            overrides=set_ or [],
-            backend=backend,
-            workers=workers,
-            scheduler=scheduler,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
+        try:
+            summary = run_sweep(
+                file,
+                grid_values,
+                parse_seeds(seeds),
+                out,
+                overrides=set_ or [],
+                backend=backend,
+                workers=workers,
+                scheduler=scheduler,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        except KeyboardInterrupt:
+            done = bar.tasks[0].completed
+            err_console.print(
+                f"interrupted: {done:.0f} of {bar.tasks[0].total or '?'} runs finished, kept "
+                f"in {out}/runs; the same command resumes the sweep",
+                markup=False,
+                highlight=False,
+            )
+            raise typer.Exit(130) from None
     params = summary.attrs["params"]
     table = Table(title=f"{file.name}: mean ± 95% CI half-width over seeds {seeds}")
     for col in params:
@@ -186,6 +196,25 @@ def _fmt_ci(row: dict, metric: str) -> str:
     if low != low:  # one run: no interval
         return _fmt(mean)
     return f"{_fmt(mean)} ± {_fmt((high - low) / 2)}"
+
+
+@app.command()
+def plot(
+    folder: Annotated[
+        Path, typer.Argument(help="A folder written by `dcsim run --out` or `dcsim sweep --out`")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for the figures (default: FOLDER/figures)")
+    ] = None,
+) -> None:
+    """Draw the figures that fit a run's or a sweep's results, as PNG and PDF."""
+    from sim.figure_sets import figures_for
+
+    written = figures_for(folder, out)
+    names = sorted({p.stem for p in written})
+    out_console.print(
+        f"{len(names)} figures (PNG and PDF) written to {written[0].parent}/: {', '.join(names)}"
+    )
 
 
 grid_app = typer.Typer(no_args_is_help=True, help="The carbon-intensity zone catalog.")

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -250,3 +254,27 @@ def test_dcsim_sweep_runs_on_an_existing_dask_cluster(tmp_path, capsys):
     remote = pd.read_parquet(tmp_path / "remote" / "summary.parquet")
     pd.testing.assert_frame_equal(deterministic(remote), deterministic(local))
     assert "4 runs: 4 run, 0 reused, 0 failed" in out.out
+
+
+def test_ctrl_c_stops_dcsim_sweep_with_what_finished_kept_and_summarised(tmp_path):
+    out = tmp_path / "sweep"
+    args = ["sweep", str(QUICKSTART), "--grid", "policy=run_now,wait_awhile,carbon_time",
+            "--seeds", "0-40", "--workers", "2", "--out", str(out)]  # fmt: skip
+    command = [sys.executable, "-c", "from sim.cli import main; main()", *args]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list((out / "runs").glob("[0-9a-f]*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "runs finished, kept in" in err and "the same command resumes" in err
+    partial = pd.read_parquet(out / "summary.parquet")
+    assert 1 <= len(partial) < 123 and (partial["status"] == "ok").all()
+    assert not list((out / "runs").glob(".*"))  # no half-written run folders
+
+    first_seeds = sim.sweep(QUICKSTART, {"policy": ["run_now", "wait_awhile", "carbon_time"]},
+                            seeds=[0, 1], out=out, workers=2)  # fmt: skip
+    finished = set(partial["run_id"])
+    assert first_seeds.attrs["runs_cached"] == len(finished & set(first_seeds["run_id"]))
