@@ -1,34 +1,320 @@
 """Figures, one function per kind, publication quality: labelled axes with units, a
-colour-blind-safe palette (Okabe-Ito), one style."""
+colour-blind-safe palette (Okabe-Ito), one style.
+
+Each function takes results (`sim.Results`) or a summary table, returns a matplotlib
+`Figure` and, given `path`, also writes `path.png` and `path.pdf` (each atomically).
+Figures are built without pyplot, so nothing accumulates in a long session, headless runs
+need no display, and a notebook shows a returned figure inline.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from sim import hardware
+from sim.results import Results, operational_carbon_over_time_kg
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 STYLE = {
     "figure.dpi": 150,
+    "savefig.dpi": 200,
     "axes.grid": True,
     "grid.alpha": 0.3,
     "font.size": 9,
+    "legend.frameon": False,
     "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
 }
+SEQUENTIAL_CMAP = "cividis"
+"""Colour map for heatmaps: perceptually uniform and readable with colour-vision deficiency."""
+SHADE = {"color": OKABE_ITO[3], "alpha": 0.15, "lw": 0}
+"""How demand-response events are shaded."""
+
+METRIC_LABELS = {
+    "carbon_total_kg": "total carbon (kg CO2e)",
+    "carbon_operational_kg": "operational carbon (kg CO2e)",
+    "carbon_embodied_kg": "embodied carbon (kg CO2e)",
+    "carbon_wan_kg": "WAN carbon (kg CO2e)",
+    "energy_facility_kwh": "facility energy (kWh)",
+    "energy_it_kwh": "IT energy (kWh)",
+    "wait_mean_h": "mean wait (h)",
+    "jct_mean_h": "mean job completion time (h)",
+    "jct_p95_h": "95th percentile job completion time (h)",
+    "deadline_misses": "deadline misses (jobs)",
+    "gpu_utilization": "GPU utilisation (fraction)",
+    "dr_compliance": "demand-response compliance (fraction of event time)",
+    "dr_throughput_loss_gpu_h": "throughput lost in events (GPU-h)",
+}
+FIGURE_KINDS = (
+    "power_and_carbon",
+    "cumulative_carbon",
+    "pareto_front",
+    "wait_and_completion_cdfs",
+    "savings_heatmap",
+    "dr_event_closeup",
+    "energy_time_curve",
+)
+
+
+def power_and_carbon(
+    results: Results, path: str | Path | None = None, *, sites: Sequence[str] | None = None
+) -> Figure:
+    """Per site, facility power (kW) over time and, on a second axis, the grid's carbon
+    intensity (g/kWh); the site's demand-response events are shaded."""
+    from sim.grid import signal_for_site
+
+    names = [s.name for s in results.scenario.sites]
+    sites = list(sites) if sites is not None else names
+    for name in sites:
+        if name not in names:
+            raise ValueError(f"no site {name!r} in this run (sites: {', '.join(names)})")
+    scale_s, unit = _time_unit(results.scenario.horizon_s)
+    horizon = results.scenario.horizon_s / scale_s
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(8, 2.4 * len(sites) + 0.6), layout="constrained")
+        axes = fig.subplots(len(sites), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, name in zip(axes, sites, strict=True):
+            steps = results.power[results.power["site"] == name]
+            t = np.append(steps["time_s"].to_numpy() / scale_s, horizon)
+            kw = steps["facility_w"].to_numpy() / 1000.0
+            ax.stairs(kw, t, baseline=None, color=OKABE_ITO[0], label="facility power")
+            ax.set(ylabel="facility power (kW)", xlim=(0, horizon))
+            ax.set_title(name, loc="left")
+            ax.set_ylim(bottom=0)
+            signal = signal_for_site(results.scenario, names.index(name))
+            edges = np.clip(np.append(signal.times_s, signal.end_s) / scale_s, 0, horizon)
+            ci_ax = ax.twinx()
+            ci_ax.stairs(
+                signal.values_g_per_kwh,
+                edges,
+                baseline=None,
+                color=OKABE_ITO[1],
+                label="grid carbon intensity",
+            )
+            ci_ax.set_ylabel("carbon intensity (gCO2e/kWh)")
+            ci_ax.set_ylim(bottom=0)
+            ci_ax.grid(False)
+            events = results.dr_events[results.dr_events["site"] == name]
+            for ev in events.itertuples():
+                ax.axvspan(ev.start_s / scale_s, ev.end_s / scale_s, **SHADE)
+        handles = axes[0].get_legend_handles_labels()[0] + ci_ax.get_legend_handles_labels()[0]
+        if not results.dr_events.empty:
+            handles.append(matplotlib.patches.Patch(**SHADE, label="demand-response event"))
+        fig.legend(handles=handles, loc="outside upper center", ncols=len(handles))
+        axes[-1].set_xlabel(f"time ({unit} since start)")
+    return _saved(fig, path)
+
+
+def cumulative_carbon(runs: Mapping[str, Results], path: str | Path | None = None) -> Figure:
+    """Cumulative operational carbon (kg) over time, one line per labelled run; exact
+    integrals, ending at each run's `carbon_operational_kg`."""
+    _need_runs(runs)
+    longest_s = max(r.scenario.horizon_s for r in runs.values())
+    scale_s, unit = _time_unit(longest_s)
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(6, 3.5), layout="constrained")
+        ax = fig.subplots()
+        for label, results in runs.items():
+            t = np.linspace(0.0, results.scenario.horizon_s, 400)
+            ax.plot(t / scale_s, operational_carbon_over_time_kg(results, t), label=label)
+        ax.set(
+            xlabel=f"time ({unit} since start)",
+            ylabel="cumulative operational carbon (kg CO2e)",
+            title="operational carbon",
+        )
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.legend()
+    return _saved(fig, path)
+
+
+def pareto_front(
+    summary: pd.DataFrame,
+    path: str | Path | None = None,
+    *,
+    x: str = "wait_mean_h",
+    y: str = "carbon_total_kg",
+    label: str = "policy",
+) -> Figure:
+    """Carbon against delay: one point per row of `summary` (a run, or a combination's
+    means), coloured by `label`; the Pareto front (lowest `y` for no more `x`) as a line."""
+    for col in (x, y, label):
+        if col not in summary.columns:
+            raise ValueError(f"no column {col!r} in the summary")
+    data = summary.dropna(subset=[x, y])
+    if data.empty:
+        raise ValueError(f"no rows with both {x} and {y}")
+    front = _pareto(data[x].to_numpy(float), data[y].to_numpy(float))
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(6, 4), layout="constrained")
+        ax = fig.subplots()
+        for i, (name, group) in enumerate(data.groupby(label, sort=False)):
+            ax.scatter(group[x], group[y], color=_colour(i), label=str(name), s=28, zorder=3)
+        ax.step(*front, where="post", color="0.3", lw=1, ls="--", label="Pareto front")
+        ax.set(xlabel=METRIC_LABELS.get(x, x), ylabel=METRIC_LABELS.get(y, y))
+        ax.set_title("carbon vs delay")
+        ax.legend(fontsize=7)
+    return _saved(fig, path)
+
+
+def wait_and_completion_cdfs(runs: Mapping[str, Results], path: str | Path | None = None) -> Figure:
+    """Empirical CDFs of the jobs' wait time and job completion time (h), one line per
+    labelled run; a log time axis when the times span more than two decades."""
+    _need_runs(runs)
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(8, 3.2), layout="constrained")
+        axes = fig.subplots(1, 2, sharey=True)
+        columns = (("wait_h", "wait"), ("jct_h", "completion time"))
+        for ax, (column, what) in zip(axes, columns, strict=True):
+            for label, results in runs.items():
+                values = np.sort(results.jobs[column].dropna().to_numpy(float))
+                share = np.arange(1, len(values) + 1) / max(len(values), 1)
+                ax.step(values, share, where="post", label=label)
+            ax.set(xlabel=f"job {what} (h)", ylabel="share of jobs", title=f"job {what}")
+            _log_if_wide(ax, [r.jobs[column] for r in runs.values()])
+        axes[0].set_ylim(0, 1.02)
+        axes[1].legend(fontsize=7)
+    return _saved(fig, path)
+
+
+def savings_heatmap(
+    table: pd.DataFrame,
+    path: str | Path | None = None,
+    *,
+    value_label: str = "carbon saving (%)",
+    row_label: str | None = None,
+    col_label: str | None = None,
+) -> Figure:
+    """A table (rows x columns, e.g. zone x flexibility window) as an annotated heatmap;
+    axis labels default to the index's and the columns' names."""
+    if table.empty:
+        raise ValueError("the table to draw is empty")
+    values = table.to_numpy(float)
+    with matplotlib.rc_context(STYLE):
+        width_in = 1.1 * table.shape[1] + 3.6
+        fig = Figure(figsize=(width_in, 0.5 * table.shape[0] + 1.8), layout="constrained")
+        ax = fig.subplots()
+        image = ax.imshow(values, cmap=SEQUENTIAL_CMAP, aspect="auto")
+        ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns])
+        ax.set_yticks(range(table.shape[0]), [str(i) for i in table.index])
+        ax.grid(False)
+        middle = np.nanmin(values) + 0.5 * (np.nanmax(values) - np.nanmin(values))
+        for (r, c), v in np.ndenumerate(values):
+            if np.isfinite(v):
+                colour = "black" if v > middle else "white"  # cividis: dark low, light high
+                ax.text(c, r, f"{v:.3g}", ha="center", va="center", color=colour, fontsize=8)
+        ax.set(
+            xlabel=col_label or str(table.columns.name or "column"),
+            ylabel=row_label or str(table.index.name or "row"),
+        )
+        fig.colorbar(image, ax=ax).set_label(value_label)
+    return _saved(fig, path)
+
+
+def dr_event_closeup(
+    results: Results, path: str | Path | None = None, *, event: int = 0, margin_h: float = 3.0
+) -> Figure:
+    """Facility power of the event's site around one demand-response event (`event`: its row
+    in `results.dr_events`), the event shaded, its power limit and baseline drawn."""
+    if results.dr_events.empty:
+        raise ValueError("no demand-response events in this run")
+    if not 0 <= event < len(results.dr_events):
+        raise ValueError(f"event {event}: the run has {len(results.dr_events)} event(s)")
+    ev = results.dr_events.iloc[event]
+    steps = results.power[results.power["site"] == ev["site"]]
+    t0_s = max(0.0, ev["start_s"] - margin_h * 3600)
+    t1_s = min(results.scenario.horizon_s, ev["end_s"] + margin_h * 3600)
+    t = steps["time_s"].to_numpy()
+    edges = np.append(t, results.scenario.horizon_s)
+    keep = (edges[1:] > t0_s) & (edges[:-1] < t1_s)
+    hours = (np.clip(edges, t0_s, t1_s) - ev["start_s"]) / 3600.0
+    kw = steps["facility_w"].to_numpy() / 1000.0
+    lo, hi = np.flatnonzero(keep)[[0, -1]]
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(6, 3.2), layout="constrained")
+        ax = fig.subplots()
+        ax.axvspan(0.0, (ev["end_s"] - ev["start_s"]) / 3600.0, **SHADE, label="event")
+        ax.stairs(
+            kw[lo : hi + 1],
+            hours[lo : hi + 2],
+            baseline=None,
+            color=OKABE_ITO[0],
+            label="facility power",
+        )
+        ax.axhline(ev["limit_kw"], color=OKABE_ITO[3], ls="--", label="limit")
+        if np.isfinite(ev.get("baseline_kw", np.nan)):
+            ax.axhline(ev["baseline_kw"], color="0.4", ls=":", label="baseline")
+        ax.set(
+            xlabel="time from event start (h)",
+            ylabel="facility power (kW)",
+            title=f"{ev['site']}: demand-response event {event}, compliance {ev['compliance']:.0%}",
+        )
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    return _saved(fig, path)
+
+
+def energy_time_curve(
+    gpu_models: str | Sequence[str],
+    path: str | Path | None = None,
+    *,
+    profile: str = "mixed",
+    caps_w: Sequence[float] | None = None,
+) -> Figure:
+    """The power model's energy-time trade-off: for each GPU model, GPU energy and time per
+    unit of work (both relative to the uncapped GPU) as the power cap goes from the model's
+    lowest to its highest limit (or over `caps_w`); the energy-optimal cap is marked."""
+    models = [gpu_models] if isinstance(gpu_models, str) else list(gpu_models)
+    if not models:
+        raise ValueError("no GPU model to draw")
+    for m in models:
+        if m not in hardware.GPU_CATALOG:
+            raise ValueError(f"unknown GPU model {m!r}")
+    if profile not in hardware.PROFILES:
+        raise ValueError(f"unknown profile {profile!r} (known: {', '.join(hardware.PROFILES)})")
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(6, 4), layout="constrained")
+        ax = fig.subplots()
+        for i, model in enumerate(models):
+            spec = hardware.GPU_CATALOG[model]
+            default_caps = np.linspace(spec.min_cap_w, spec.max_cap_w, 60)
+            caps = np.asarray(caps_w if caps_w is not None else default_caps, dtype=float)
+            uncapped = hardware.estimate(model, profile)
+            points = [hardware.estimate(model, profile, c) for c in caps]
+            time_rel = np.array([1.0 / p.throughput_fraction for p in points])
+            energy_rel = np.array(
+                [p.power_w / p.throughput_fraction / uncapped.power_w for p in points]
+            )
+            best = int(np.argmin(energy_rel))
+            ax.plot(time_rel, energy_rel, color=_colour(i), label=model)
+            ax.scatter([time_rel[best]], [energy_rel[best]], color=_colour(i), marker="v", s=36,
+                       zorder=3, label=f"{model}: energy-optimal {caps[best]:.0f} W")  # fmt: skip
+        ax.scatter([1.0], [1.0], color="black", marker="o", s=20, zorder=4, label="uncapped")
+        ax.set(
+            xlabel="time per unit of work (relative to uncapped)",
+            ylabel="GPU energy per unit of work (relative to uncapped)",
+            title=f"power caps, {profile} workload",
+        )
+        ax.legend(fontsize=7)
+    return _saved(fig, path)
 
 
 def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path) -> Path:
     """Daily profile (mean and 5-95% band by local hour), weekly profile (mean by local
-    weekday) and the distribution of an hourly carbon-intensity series (g/kWh, UTC index)."""
+    weekday) and the distribution of an hourly carbon-intensity series (g/kWh, UTC index),
+    written to exactly `path` (its suffix picks the format)."""
     local = series.tz_convert(timezone)
     by_hour = local.groupby(local.index.hour)
     by_day = local.groupby(local.index.day_of_week).mean()
-    with plt.rc_context(STYLE):
-        fig, (ax_d, ax_w, ax_h) = plt.subplots(1, 3, figsize=(10, 3), constrained_layout=True)
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(10, 3), layout="constrained")
+        ax_d, ax_w, ax_h = fig.subplots(1, 3)
         ax_d.fill_between(
             by_hour.mean().index,
             by_hour.quantile(0.05),
@@ -43,7 +329,7 @@ def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path)
             title="daily profile",
             xticks=range(0, 24, 6),
         )
-        ax_d.legend(frameon=False)
+        ax_d.legend()
         ax_w.bar(range(7), by_day.to_numpy())
         ax_w.set(
             xlabel="day of week",
@@ -56,6 +342,59 @@ def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path)
         ax_h.set(xlabel="carbon intensity (gCO2e/kWh)", ylabel="hours", title="distribution")
         fig.suptitle(title)
         path = Path(path)
-        fig.savefig(path)
-        plt.close(fig)
+        _write(fig, path)
     return path
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _saved(fig: Figure, path: str | Path | None) -> Figure:
+    if path is not None:
+        path = Path(path)
+        for suffix in (".png", ".pdf"):
+            _write(fig, path.with_name(path.name.removesuffix(path.suffix) + suffix))
+    return fig
+
+
+def _write(fig: Figure, path: Path) -> None:
+    """Save atomically: to a temporary name in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _time_unit(horizon_s: float) -> tuple[float, str]:
+    return (86400.0, "days") if horizon_s >= 2 * 86400 else (3600.0, "hours")
+
+
+def _colour(i: int) -> str:
+    return OKABE_ITO[i % len(OKABE_ITO)]
+
+
+def _need_runs(runs: Mapping[str, Results]) -> None:
+    if not runs:
+        raise ValueError("no runs to draw")
+
+
+def _pareto(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points not dominated in (x, y), both minimised, sorted by x."""
+    order = np.lexsort((y, x))
+    front_x, front_y, best = [], [], np.inf
+    for i in order:
+        if y[i] < best:
+            front_x.append(x[i])
+            front_y.append(y[i])
+            best = y[i]
+    return np.array(front_x), np.array(front_y)
+
+
+def _log_if_wide(ax, columns: list[pd.Series]) -> None:
+    values = pd.concat(columns).dropna().to_numpy(float)
+    positive = values[values > 0]
+    if len(positive) and positive.max() / positive.min() > 100:
+        ax.set_xscale("symlog", linthresh=max(positive.min(), 1e-3))

@@ -353,6 +353,31 @@ def site_operational_carbon_kg(
     return out
 
 
+def operational_carbon_over_time_kg(results: Results, times_s: np.ndarray) -> np.ndarray:
+    """Cumulative operational carbon of all sites from the start to each of `times_s` (s,
+    within [0, horizon]), kg: the same exact integral as `carbon_operational_kg`, which is
+    its value at the horizon. Rebuilds each site's PUE x carbon-intensity step function
+    from `results.scenario`."""
+    from sim.cluster import PueProfile
+    from sim.grid import signal_for_site
+
+    scenario, times_s = results.scenario, np.asarray(times_s, dtype=float)
+    total = np.zeros(len(times_s))
+    for i, site in enumerate(scenario.sites):
+        fci = PueProfile(site.pue, scenario.start).times(signal_for_site(scenario, i))
+        rows, t, t_next = _site_steps(results.power, site.name, scenario.horizon_s)
+        if not len(t):
+            continue
+        it_w = rows["it_w"].to_numpy()
+        before = np.concatenate(
+            [[0.0], np.cumsum(it_w * (fci.cumulative(t_next) - fci.cumulative(t)))]
+        )
+        k = np.clip(np.searchsorted(t, times_s, side="right") - 1, 0, len(t) - 1)
+        partial = it_w[k] * (fci.cumulative(np.maximum(times_s, t[k])) - fci.cumulative(t[k]))
+        total += (before[k] + partial) / 3.6e9
+    return total
+
+
 def embodied_carbon_kg(engine: Engine, jobs: pd.DataFrame) -> float:
     """Embodied carbon charged to the run, kg: the jobs' allocated GPU-hours, or every
     installed GPU over the horizon (`scenario.embodied`)."""
