@@ -190,9 +190,11 @@ def savings_heatmap(
     value_label: str = "carbon saving (%)",
     row_label: str | None = None,
     col_label: str | None = None,
+    number_format: str = "{:.3g}",
 ) -> Figure:
-    """A table (rows x columns, e.g. zone x flexibility window) as an annotated heatmap;
-    axis labels default to the index's and the columns' names."""
+    """A table (rows x columns, e.g. zone x flexibility window) as an annotated heatmap,
+    each cell written with `number_format`; axis labels default to the index's and the
+    columns' names."""
     if table.empty:
         raise ValueError("the table to draw is empty")
     values = table.to_numpy(float)
@@ -208,7 +210,15 @@ def savings_heatmap(
         for (r, c), v in np.ndenumerate(values):
             if np.isfinite(v):
                 colour = "black" if v > middle else "white"  # cividis: dark low, light high
-                ax.text(c, r, f"{v:.3g}", ha="center", va="center", color=colour, fontsize=8)
+                ax.text(
+                    c,
+                    r,
+                    number_format.format(v),
+                    ha="center",
+                    va="center",
+                    color=colour,
+                    fontsize=8,
+                )
         ax.set(
             xlabel=col_label or str(table.columns.name or "column"),
             ylabel=row_label or str(table.index.name or "row"),
