@@ -43,6 +43,7 @@ METRIC_LABELS = {
     "carbon_wan_kg": "WAN carbon (kg CO2e)",
     "energy_facility_kwh": "facility energy (kWh)",
     "energy_it_kwh": "IT energy (kWh)",
+    "energy_jobs_kwh": "jobs' facility energy (kWh)",
     "wait_mean_h": "mean wait (h)",
     "jct_mean_h": "mean job completion time (h)",
     "jct_p95_h": "95th percentile job completion time (h)",
@@ -157,8 +158,9 @@ def pareto_front(
         for i, (name, group) in enumerate(data.groupby(label, sort=False)):
             ax.scatter(group[x], group[y], color=_colour(i), label=str(name), s=28, zorder=3)
         ax.step(*front, where="post", color="0.3", lw=1, ls="--", label="Pareto front")
-        ax.set(xlabel=METRIC_LABELS.get(x, x), ylabel=METRIC_LABELS.get(y, y))
-        ax.set_title("carbon vs delay")
+        x_label, y_label = METRIC_LABELS.get(x, x), METRIC_LABELS.get(y, y)
+        ax.set(xlabel=x_label, ylabel=y_label)
+        ax.set_title(f"{y_label.split(' (')[0]} vs {x_label.split(' (')[0]}")
         ax.legend(fontsize=7)
     return _saved(fig, path)
 
