@@ -3,8 +3,8 @@
 Each `notebooks/*.ipynb` is executed with nbclient in a kernel of this interpreter (a
 kernelspec written for `sys.executable`, so that a `python3` kernelspec installed
 elsewhere on the machine is never picked up), with `DCSIM_NOTEBOOK_QUICK=1` (each notebook
-reads it and shrinks its runs), its own folder as working directory, and figures written
-to a temporary folder.
+reads it and shrinks its runs), its own folder as working directory, and figures and
+sweeps written to a temporary folder.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def test_notebook_runs(
 ) -> None:
     monkeypatch.setenv("DCSIM_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("DCSIM_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("DCSIM_SWEEPS_DIR", str(tmp_path / "sweeps"))
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,
