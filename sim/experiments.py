@@ -55,7 +55,7 @@ from sim.errors import ScenarioError
 from sim.plugins import build_policy
 from sim.results import SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
 from sim.run import simulate
-from sim.scenario import Scenario, apply_override, scenario_from_dict, set_value
+from sim.scenario import Scenario, apply_override, parse_value, scenario_from_dict, set_value
 
 BACKENDS = ("local", "dask")
 RUN_FILE = "run.json"
@@ -199,8 +199,6 @@ def parse_seeds(text: str) -> list[int]:
 def parse_grid_item(item: str) -> tuple[str, list[Any]]:
     """`key=v1,v2,...` to the key and its values, each parsed as a TOML value (else a
     string); commas inside brackets, braces or quotes do not split."""
-    from sim.scenario import parse_value
-
     key, sep, text = item.partition("=")
     if not sep or not key.strip() or not text.strip():
         raise ScenarioError(f"--grid {item!r}: expected key=value1,value2,...")
