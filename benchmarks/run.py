@@ -32,18 +32,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = REPO.parent / "shared" / "bench" / "simpy_baseline.py"
 
-SITES = [  # zone, PUE, GPU model, GPUs (multiples of 8; 5,000 in all)
-    ("DE", 1.35, "A100-80GB", 1200),
-    ("FR", 1.25, "A100-80GB", 1000),
-    ("GB", 1.30, "H100-SXM", 800),
-    ("ES", 1.40, "A100-40GB", 600),
-    ("PL", 1.50, "V100", 520),
-    ("FI", 1.15, "H100-SXM", 400),
-    ("IT", 1.45, "A100-40GB", 280),
-    ("NL", 1.20, "V100", 200),
+SITES = [  # zone, city, lat, lon, PUE, GPU model, GPUs (multiples of 8; 5,000 in all)
+    ("DE", "frankfurt", 50.11, 8.68, 1.35, "A100-80GB", 1200),
+    ("FR", "paris", 48.86, 2.35, 1.25, "A100-80GB", 1000),
+    ("GB", "london", 51.51, -0.13, 1.30, "H100-SXM", 800),
+    ("ES", "madrid", 40.42, -3.70, 1.40, "A100-40GB", 600),
+    ("PL", "warsaw", 52.23, 21.01, 1.50, "V100", 520),
+    ("FI", "helsinki", 60.17, 24.94, 1.15, "H100-SXM", 400),
+    ("IT", "milan", 45.46, 9.19, 1.45, "A100-40GB", 280),
+    ("NL", "amsterdam", 52.37, 4.90, 1.20, "V100", 200),
 ]
-TOTAL_GPUS = sum(n for *_, n in SITES)
+TOTAL_GPUS = sum(site[-1] for site in SITES)
 OFFERED_LOAD = 0.75
+DATA_GB = 50.0
+"""Input data per job, GB: what a job moves over the WAN when it runs away from its origin."""
+
+POLICIES = {
+    "run_now": {"name": "run_now"},
+    # time-shifting + space-shifting (space_time: the site and start time of lowest expected
+    # carbon before the deadline, WAN transfer included) + power caps (carbon_aware_cap)
+    "carbon_aware": {
+        "name": "chain",
+        "params": {"policies": [{"name": "space_time"}, {"name": "carbon_aware_cap"}]},
+    },
+}
 
 
 def standard_scenario(jobs: int, policy: str = "run_now"):
@@ -58,6 +70,7 @@ def standard_scenario(jobs: int, policy: str = "run_now"):
         "weekly_amplitude": 0.3,
         "deferrable_fraction": 0.4,
         "slack_h": [6, 24],
+        "data_gb": DATA_GB,
     }
     rate_per_h = SyntheticWorkload.model_validate(synthetic).mean_arrival_rate_per_h()
     return scenario_from_dict(
@@ -68,17 +81,18 @@ def standard_scenario(jobs: int, policy: str = "run_now"):
             "duration_h": jobs / rate_per_h + 7 * 24,
             "sites": [
                 {
-                    "name": zone.lower(),
-                    "lat": 0.0,
-                    "lon": 0.0,
+                    "name": city,
+                    "lat": lat,
+                    "lon": lon,
                     "pue": pue,
                     "carbon": {"zone": zone},
                     "gpus": [{"model": model, "count": count}],
                 }
-                for zone, pue, model, count in SITES
+                for zone, city, lat, lon, pue, model, count in SITES
             ],
+            "wan": {"topology": "europe", "energy_model": "path"},
             "workload": {"synthetic": synthetic},
-            "policy": {"name": policy},
+            "policy": POLICIES[policy],
         }
     )
 
@@ -141,7 +155,7 @@ def ratio_table(sizes: list[int], rounds: int, policy: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
-    parser.add_argument("--policy", default="run_now")
+    parser.add_argument("--policy", default="run_now", choices=sorted(POLICIES))
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.add_argument(
         "--ratio",

@@ -415,7 +415,7 @@ class CarbonAwareCap(Adjuster):
             raise ValueError(f"deadline_margin_s must be >= 0, got {self.deadline_margin_s!r}")
         self._points = _OperatingPoints(self.resolution_w)
         self._run: object = None  # the state of the run the memory below belongs to
-        self._levels: dict[str, tuple[float, float]] = {}  # site -> (time, level)
+        self._levels: dict[str, tuple[float, float]] = {}  # site -> (valid until s, level)
         self._recapped_level: dict[str, float] = {}  # site -> level running jobs last got
         self._set: dict[JobView, float | None] = {}  # job -> cap this policy gave it
 
@@ -423,18 +423,24 @@ class CarbonAwareCap(Adjuster):
 
     def thresholds(self, state: SystemState, site: str) -> tuple[float, float]:
         """(low, high) carbon-intensity thresholds of `site` now, g/kWh."""
+        return self._thresholds(state, site)[:2]
+
+    def _thresholds(self, state: SystemState, site: str) -> tuple[float, float, float]:
+        """(low, high, until when the level they give holds, s: the end of the forecast's
+        current step; now with absolute thresholds, cheap enough to apply at every call)."""
         if self.low_g_per_kwh is not None:
-            return float(self.low_g_per_kwh), float(self.high_g_per_kwh)
+            return float(self.low_g_per_kwh), float(self.high_g_per_kwh), state.now_s
         window_s = self.window_h * 3600.0
         t, v = state.forecast(site, window_s)
         if len(v) == 0:
             ci = state.carbon_intensity(site)
-            return ci, ci
+            return ci, ci, math.inf
+        step_end_s = float(t[1]) if len(t) > 1 else math.inf
         # The window ends at now + window_h, or at the horizon (the forecast may stop there).
         ends = np.append(t[1:], min(state.now_s + window_s, max(state.horizon_s, t[-1])))
         weights = np.clip(ends - t, 0.0, None)
         if weights.sum() <= 0.0:
-            return float(v[0]), float(v[0])
+            return float(v[0]), float(v[0]), step_end_s
         order = np.argsort(v, kind="stable")
         cum = np.cumsum(weights[order]) / weights.sum()
 
@@ -442,21 +448,23 @@ class CarbonAwareCap(Adjuster):
             k = int(np.searchsorted(cum, q - 1e-12, side="left"))
             return float(v[order][min(k, len(v) - 1)])
 
-        return quantile(self.low_quantile), quantile(self.high_quantile)
+        return quantile(self.low_quantile), quantile(self.high_quantile), step_end_s
 
     def level(self, state: SystemState, site: str) -> float:
-        """Capping level of `site` now in [0, 1]: 0 uncapped, 1 the deepest cap."""
+        """Capping level of `site` now in [0, 1]: 0 uncapped, 1 the deepest cap. The
+        thresholds are those of the first decision in the current step of the site's
+        forecast: they stay put until the next step (the intensity does not move within it)."""
         now = state.now_s
         hit = self._levels.get(site)
-        if hit is not None and hit[0] == now:
+        if hit is not None and now < hit[0]:
             return hit[1]
         ci = state.carbon_intensity(site)
-        low, high = self.thresholds(state, site)
+        low, high, step_end_s = self._thresholds(state, site)
         if high > low:
             lvl = min(1.0, max(0.0, (ci - low) / (high - low)))
         else:
             lvl = 1.0 if ci > high else 0.0
-        self._levels[site] = (now, lvl)
+        self._levels[site] = (step_end_s, lvl)
         return lvl
 
     def cap_for(self, state: SystemState, job: JobView, site: str, model: str) -> float | None:

@@ -46,7 +46,7 @@ from policies.adjusting import Adjuster
 from policies.carbon_windows import best_window_start, window_means
 from policies.chain import job_of
 from policies.run_now import FreeGpus, RunNow
-from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now, runtime_s
+from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now
 from sim.api import Action, JobView, Migrate, Start, SystemState
 
 __all__ = ["ForecastSite", "LowestCarbonSite", "MigrateWhenWorth", "SpaceTime"]
@@ -173,15 +173,14 @@ class ForecastSite(RunNow):
 class Bookings:
     """GPUs per (site, model) over time as one decision sees them: running jobs until their
     expected end, and the jobs planned to start later, so that planned starts do not pile
-    more jobs onto a site's clean hours than it has GPUs."""
+    more jobs onto a site's clean hours than it has GPUs. A pool's running jobs are read
+    (`state.expected_ends`) only when a plan first asks about that pool."""
 
     def __init__(self, state: SystemState, planned: Iterable[tuple[JobView, Option]]):
-        self._total = {site: state.total_gpus(site) for site in state.sites}
+        self._state = state
         self._spans: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
-        now = state.now_s
-        for job in state.running:
-            end_s = now + runtime_s(state, job)
-            self._spans.setdefault((job.site, job.gpu_model), []).append((now, end_s, job.gpus))
+        """Planned starts per pool: (start_s, end_s, GPUs)."""
+        self._running: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
         for job, o in planned:
             self.add(o, job.gpus)
 
@@ -191,10 +190,32 @@ class Bookings:
     def fits(self, o: Option, gpus: int) -> bool:
         """Whether `gpus` more GPUs of `o.gpu_model` at `o.site` stay within the installed ones
         throughout [o.start_s, o.end_s)."""
-        spans = self._spans.get((o.site, o.gpu_model), [])
-        room = self._total[o.site][o.gpu_model] - gpus
-        for t in [o.start_s] + [a for a, _, _ in spans if o.start_s < a < o.end_s]:
-            if sum(n for a, b, n in spans if a <= t < b) > room:
+        key = (o.site, o.gpu_model)
+        running = self._running.get(key)
+        if running is None:
+            running = self._running[key] = self._state.expected_ends(o.site, o.gpu_model)
+        start, end = o.start_s, o.end_s
+        busy = gpus - self._state.total_gpus(o.site)[o.gpu_model]  # > 0: over the installed
+        steps = []  # (time, GPUs taken (+) or given back (-)) inside (start, end)
+        for b, n in zip(*running, strict=True):
+            if b > start:
+                busy += n
+                if b < end:
+                    steps.append((b, -n))
+        for a, b, n in self._spans.get(key, ()):
+            if b <= start or a >= end:
+                continue
+            if a <= start:
+                busy += n
+            else:
+                steps.append((a, n))
+            if b < end:
+                steps.append((b, -n))
+        if busy > 0:
+            return False
+        for _, n in sorted(steps):  # at equal times, releases (-n) sort before starts
+            busy += n
+            if busy > 0:
                 return False
         return True
 
@@ -210,10 +231,16 @@ class SpaceTime(TimeShifter):
 
     def decide(self, state: SystemState) -> list[Action]:
         self._outlook = Outlook(state)
-        for job in [j for j in self._planned if j.state not in ("pending", "deferred")]:
-            del self._planned[job]  # started or rejected without this policy's knowing
-        self._booked = Bookings(state, self._planned.items())
+        self._booked: Bookings | None = None  # built when this decision first plans a job
         return super().decide(state)
+
+    def bookings(self, state: SystemState) -> Bookings:
+        """This decision's bookings (running jobs and earlier plans)."""
+        if self._booked is None:
+            for job in [j for j in self._planned if j.state not in ("pending", "deferred")]:
+                del self._planned[job]  # started or rejected without this policy's knowing
+            self._booked = Bookings(state, self._planned.items())
+        return self._booked
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
         if job in self._planned:
@@ -222,8 +249,9 @@ class SpaceTime(TimeShifter):
         for o in self._outlook.options(job, shift_until_s=job.deadline_s - self.margin_s):
             if o.start_s - state.now_s < MIN_DEFER_S:
                 return None  # best now: start where it fits now
-            if self._booked.fits(o, job.gpus):
-                self._booked.add(o, job.gpus)
+            booked = self.bookings(state)
+            if booked.fits(o, job.gpus):
+                booked.add(o, job.gpus)
                 self._planned[job] = o
                 return o.start_s
         return None

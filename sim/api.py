@@ -414,6 +414,14 @@ class SystemState:
         """Announced events that have not ended (all sites, or one)."""
         return self._e.announced_events(site)
 
+    def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
+        """The jobs running on `site`'s `gpu_model` GPUs: when each is expected to finish at
+        its current speed (s since the scenario start; a held job from now, its hold left
+        out) and how many GPUs it holds, as two lists in start order. The same ends as
+        `estimate(job, site, job.cap_w, gpu_model)`, read in O(1) per job: for policies that
+        look at a whole pool's future (bookings, backfilling) at every decision."""
+        return self._e.expected_ends(site, gpu_model)
+
     def estimate(
         self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
     ) -> tuple[float, float]:

@@ -105,6 +105,7 @@ class Pool:
         "nodes_on",
         "off_w",
         "idle_since",
+        "jobs",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -131,6 +132,8 @@ class Pool:
         self.off_w = off_w
         self.idle_since: deque[float] = deque([0.0] * self.nodes)
         """Idle-since times (s) of the powered nodes with no busy GPU, oldest first."""
+        self.jobs: dict[int, None] = {}
+        """The running jobs on this pool (engine indices, in start order); the engine keeps it."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0

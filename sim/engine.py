@@ -19,6 +19,7 @@ reference GPU-seconds per second.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -150,15 +151,15 @@ class Engine:
         """Per job that moved data over the WAN: [GB, kWh, kg CO2]."""
         self._ckpt_site: dict[int, Site] = {}
         """Where each suspended job's checkpoint lies."""
-        # Per-job results.
-        self.start_s = [math.nan] * n
-        self.end_s = [math.nan] * n
+        # Per-job results, in typed arrays (8 bytes a value, not a float object and a slot).
+        self.start_s = array("d", [math.nan]) * n
+        self.end_s = array("d", [math.nan]) * n
         self.model: list[str | None] = [None] * n
-        self.site_of: list[int] = [-1] * n
-        self.energy_kwh = [0.0] * n
-        self.carbon_kg = [0.0] * n
-        self.embodied_kg = [0.0] * n
-        self.gpu_s = [0.0] * n
+        self.site_of = array("q", [-1]) * n
+        self.energy_kwh = array("d", [0.0]) * n
+        self.carbon_kg = array("d", [0.0]) * n
+        self.embodied_kg = array("d", [0.0]) * n
+        self.gpu_s = array("d", [0.0]) * n
         self.reason: dict[int, str] = {}
 
         # Ordered job sets (dicts as insertion-ordered sets), viewed by the policy.
@@ -522,6 +523,7 @@ class Engine:
         woken = site.allocate(now, pool, gpus, draw_w)
         self._state[j] = RUNNING
         self.running[j] = None
+        pool.jobs[j] = None
         self._site[j], self._pool[j] = site, pool
         self.site_of[j], self.model[j] = site.index, pool.model
         self._rate[j] = rate
@@ -684,6 +686,7 @@ class Engine:
         self._version[j] += 1  # cancels the pending completion
         site.change_power(now, self._gpus[j] * (pool.idle_w - self._draw_w[j]))
         del self.running[j]
+        del pool.jobs[j]
         self._writing[j] = (site, pool, now, now + write_s)
         self.events.append(now, "checkpoint", j, site.index, value=write_s)
         self.env.timeout(write_s).callbacks.append(lambda _e: self._written(j))
@@ -723,6 +726,7 @@ class Engine:
         self._loading.discard(j)
         self._release(self._site[j], self._pool[j], self._gpus[j], self._draw_w[j])
         del self.running[j]
+        del self._pool[j].jobs[j]
         self._since_ckpt.pop(j, None)
 
     def _release(self, site: Site, pool: Pool, gpus: int, draw_w: float) -> None:
@@ -764,7 +768,8 @@ class Engine:
         if self._version[j] != version:
             return  # re-timed or stopped since this completion was scheduled
         self._stop(j)
-        self._remaining[j] = 0.0
+        # Shared constants in place of the job's own float objects (memory at 1M jobs).
+        self._remaining[j] = self._rate[j] = self._draw_w[j] = self._seg_start[j] = 0.0
         self._state[j] = COMPLETED
         self.end_s[j] = self.env.now
         self.events.append(self.env.now, "finish", j, self.site_of[j])
@@ -921,6 +926,23 @@ class Engine:
             / _WS_PER_KWH
         )
         return hold_s + runtime_s, energy_kwh
+
+    def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
+        site = self.site(site_name)
+        pool = site.pool(model)
+        if pool is None:
+            raise PolicyError(f"expected_ends: site {site_name} has no {model} GPUs")
+        now = self.env.now
+        ends, gpus = [], []
+        for j in pool.jobs:
+            if j in self._holding:  # its rate once it computes; the hold left is not counted
+                rate = self._rate_and_draw(j, site, pool, self._cap[j])[0]
+                end = now + self._remaining[j] / rate
+            else:  # when its completion is scheduled
+                end = self._seg_start[j] + self._remaining[j] / self._rate[j]
+            ends.append(end)
+            gpus.append(self._gpus[j])
+        return ends, gpus
 
     def terminal_states(self) -> list[str]:
         """Each job's terminal state: completed, rejected, or unfinished (at the horizon)."""
