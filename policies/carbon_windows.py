@@ -5,7 +5,9 @@ value i holds from `times_s[i]` to `times_s[i + 1]`, and the last value holds on
 are cut at the end of the site's signal; beyond it, the last forecast value is the best
 guess there is). Everything here is exact: no sampling of start times, no grid.
 
-- `window_means`: the mean intensity over [s, s + length] for many starts s.
+- `window_means`: the mean intensity over [s, s + length] for many starts s;
+  `WindowMean` the same for one start at a time, from prefix sums built once (for a
+  policy that asks one forecast many times in one decision).
 - `best_window_start`: the start in an interval with the lowest window mean. The mean of a
   step function over a sliding window is piecewise linear in the start, with kinks only
   where the window's start or end crosses a breakpoint, so the minimum is at one of those
@@ -18,10 +20,13 @@ guess there is). Everything here is exact: no sampling of start times, no grid.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 __all__ = [
     "SLIVER_S",
+    "WindowMean",
     "best_window_start",
     "cheapest_slots",
     "forecast_slots",
@@ -56,6 +61,31 @@ def window_means(
     return (
         _integral_at(times, values, starts + length_s) - _integral_at(times, values, starts)
     ) / length_s
+
+
+class WindowMean:
+    """Mean intensity of one forecast over single windows, O(log n) each: the integral's
+    prefix sums are built once, in the order `window_means` adds them (same results)."""
+
+    __slots__ = ("_cum", "_t", "_v")
+
+    def __init__(self, times: np.ndarray, values: np.ndarray):
+        self._t = times.tolist()
+        self._v = values.tolist()
+        cum = [0.0]
+        for k in range(len(self._t) - 1):
+            cum.append(cum[-1] + self._v[k] * (self._t[k + 1] - self._t[k]))
+        self._cum = cum
+
+    def _integral_to(self, x: float) -> float:
+        i = bisect_right(self._t, x) - 1
+        return self._cum[i] + self._v[i] * (x - self._t[i])
+
+    def __call__(self, start_s: float, length_s: float) -> float:
+        """Mean intensity over [start_s, start_s + length_s] (start_s >= times[0]), g/kWh."""
+        if length_s <= 0.0:
+            return self._v[bisect_right(self._t, start_s) - 1]
+        return (self._integral_to(start_s + length_s) - self._integral_to(start_s)) / length_s
 
 
 def window_candidates(

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.adjusting import Adjuster
-from policies.carbon_windows import best_window_start, window_means
+from policies.carbon_windows import WindowMean, best_window_start
 from policies.chain import job_of
 from policies.run_now import FreeGpus, RunNow
 from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now
@@ -87,24 +87,24 @@ class Outlook:
     def __init__(self, state: SystemState):
         self.state = state
         self.now_s = state.now_s
-        self._forecasts: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
+        self._forecasts: dict[str, tuple[float, np.ndarray, np.ndarray, WindowMean]] = {}
 
-    def forecast(self, site: str, until_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
+    def _fetch(self, site: str, until_s: float) -> tuple[float, np.ndarray, np.ndarray, WindowMean]:
         horizon_s = until_s - self.now_s
         got = self._forecasts.get(site)
         if got is None or got[0] < horizon_s:
             horizon_s = max(horizon_s, 2.0 * got[0] if got else 86400.0)
-            got = self._forecasts[site] = (
-                horizon_s,
-                *forecast_from_now(self.state, site, horizon_s),
-            )
-        return got[1], got[2]
+            times, values = forecast_from_now(self.state, site, horizon_s)
+            got = self._forecasts[site] = (horizon_s, times, values, WindowMean(times, values))
+        return got
+
+    def forecast(self, site: str, until_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
+        return self._fetch(site, until_s)[1:3]
 
     def mean_g_per_kwh(self, site: str, start_s: float, length_s: float) -> float:
         """Mean forecast intensity at `site` over [start_s, start_s + length_s], g/kWh."""
-        times, values = self.forecast(site, start_s + length_s)
-        return float(window_means(times, values, np.array([start_s]), length_s)[0])
+        return self._fetch(site, start_s + length_s)[3](start_s, length_s)
 
     def options(self, job: JobView, shift_until_s: float | None = None) -> list[Option]:
         """Every (site, GPU model) pending `job` may use and could ever fit on, with the

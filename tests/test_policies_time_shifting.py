@@ -18,6 +18,7 @@ import pytest
 
 from policies.carbon_threshold import CarbonThreshold
 from policies.carbon_windows import (
+    WindowMean,
     best_window_start,
     cheapest_slots,
     time_weighted_percentile,
@@ -77,6 +78,20 @@ def test_window_means_are_exact_integrals_of_the_step_function():
         75.0,
         50.0,
     ]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_window_at_a_time_gives_what_window_means_gives_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    t = np.concatenate(([0.0], np.cumsum(rng.uniform(0.2, 3.0, 15))))
+    v = rng.uniform(0.0, 500.0, t.size)
+    mean = WindowMean(t, v)
+    for start_s, length_s in zip(
+        rng.uniform(0.0, 50.0, 30), rng.uniform(0.0, 20.0, 30), strict=True
+    ):
+        expected = window_means(t, v, np.array([start_s]), length_s)[0]
+        assert mean(float(start_s), float(length_s)) == expected
+    assert mean(3.0, 0.0) == window_means(t, v, np.array([3.0]), 0.0)[0]
 
 
 @pytest.mark.parametrize("seed", range(20))
