@@ -79,20 +79,15 @@ class EventLog:
         return len(self.time_s)
 
     def to_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
-        job = np.array(self.job, dtype=np.int64)
-        site = np.array(self.site, dtype=np.int64)
-        ids = np.append(np.asarray(job_ids, dtype=object), None)  # index -1 -> None
-        names = np.array([*site_names, None], dtype=object)
+        """The log as a table; text columns are categoricals (job -1 and site -1: missing)."""
         return pd.DataFrame(
             {
                 "time_s": np.array(self.time_s, dtype=np.float64),
-                "kind": pd.Categorical.from_codes(
-                    np.array(self.kind, dtype=np.int8), categories=EVENT_KINDS
-                ),
-                "job": ids[job],
-                "site": names[site],
+                "kind": pd.Categorical.from_codes(self.kind, categories=EVENT_KINDS),
+                "job": pd.Categorical.from_codes(self.job, categories=pd.Index(job_ids)),
+                "site": pd.Categorical.from_codes(self.site, categories=site_names),
                 "value": np.array(self.value, dtype=np.float64),
-                "detail": np.asarray(self.detail, dtype=object),
+                "detail": pd.Categorical(self.detail),
             }
         )
 
@@ -126,11 +121,10 @@ class PowerLog:
         self.busy_gpus.append(busy_gpus)
 
     def to_frame(self, site_names: list[str]) -> pd.DataFrame:
-        site = np.array(self.site, dtype=np.int64)
         return pd.DataFrame(
             {
                 "time_s": np.array(self.time_s, dtype=np.float64),
-                "site": np.asarray(site_names, dtype=object)[site],
+                "site": pd.Categorical.from_codes(self.site, categories=site_names),
                 "it_w": np.array(self.it_w, dtype=np.float64),
                 "facility_w": np.array(self.facility_w, dtype=np.float64),
                 "busy_gpus": np.array(self.busy_gpus, dtype=np.int64),

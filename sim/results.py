@@ -24,6 +24,9 @@ from sim import hardware
 from sim.grid import CarbonSignal
 from sim.scenario import Scenario, load_scenario
 
+TERMINAL_STATES = ("completed", "rejected", "unfinished")
+"""What a job's `state` in the jobs table can be at the horizon."""
+
 if TYPE_CHECKING:
     from sim.engine import Engine
 
@@ -154,7 +157,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     summary: dict[str, Any] = {}
     counts = jobs["state"].value_counts()
     summary["jobs_submitted"] = len(jobs)
-    for state in ("completed", "rejected", "unfinished"):
+    for state in TERMINAL_STATES:
         summary[f"jobs_{state}"] = int(counts.get(state, 0))
     summary["energy_it_kwh"] = float(sum(energy_it.values()))
     summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
@@ -246,13 +249,13 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     submit = jt.submit_s
     start = np.asarray(engine.start_s)
     end = np.asarray(engine.end_s)
-    state = np.asarray(engine.terminal_states(), dtype=object)
-    names = np.array([*engine.site_names, None], dtype=object)
+    state = pd.Categorical(engine.terminal_states(), categories=TERMINAL_STATES)
     model = np.asarray(engine.model, dtype=object)
     ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile)
     reason = np.full(len(jt), "", dtype=object)
     for j, r in engine.reason.items():
         reason[j] = r
+    # Text columns of few distinct values are categoricals: one byte a row, not a string.
     checkpoint_kwh = np.zeros(len(jt))
     for j, kwh in engine.checkpoint_kwh.items():
         checkpoint_kwh[j] = kwh
@@ -272,14 +275,14 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
             "submit_s": submit,
             "start_s": start,
             "end_s": end,
-            "site": names[np.asarray(engine.site_of, dtype=np.int64)],
-            "gpu_model": model,
+            "site": pd.Categorical.from_codes(engine.site_of, categories=engine.site_names),
+            "gpu_model": pd.Categorical(model),
             "gpus": jt.gpus,
-            "profile": jt.profile,
+            "profile": pd.Categorical(jt.profile),
             "work_gpu_h": jt.work_gpu_h,
             "deadline_s": jt.deadline_s,
             "state": state,
-            "reason": reason,
+            "reason": pd.Categorical(reason),
             "wait_h": (start - submit) / 3600.0,
             "jct_h": (end - submit) / 3600.0,
             "gpu_h": np.asarray(engine.gpu_s) / 3600.0,
