@@ -78,16 +78,18 @@ class EventLog:
     def __len__(self) -> int:
         return len(self.time_s)
 
-    def to_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
-        """The log as a table; text columns are categoricals (job -1 and site -1: missing)."""
+    def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
+        """The log as a table, emptying the log column by column as the table is built (so
+        that both never coexist whole). Text columns are categoricals (job -1 and site -1:
+        missing)."""
         return pd.DataFrame(
             {
-                "time_s": np.array(self.time_s, dtype=np.float64),
-                "kind": pd.Categorical.from_codes(self.kind, categories=EVENT_KINDS),
-                "job": pd.Categorical.from_codes(self.job, categories=pd.Index(job_ids)),
-                "site": pd.Categorical.from_codes(self.site, categories=site_names),
-                "value": np.array(self.value, dtype=np.float64),
-                "detail": pd.Categorical(self.detail),
+                "time_s": _drain(self.time_s),
+                "kind": pd.Categorical.from_codes(_drain(self.kind), categories=EVENT_KINDS),
+                "job": pd.Categorical.from_codes(_drain(self.job), categories=pd.Index(job_ids)),
+                "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
+                "value": _drain(self.value),
+                "detail": pd.Categorical(_drain(self.detail)),
             }
         )
 
@@ -120,13 +122,23 @@ class PowerLog:
         self.facility_w.append(facility_w)
         self.busy_gpus.append(busy_gpus)
 
-    def to_frame(self, site_names: list[str]) -> pd.DataFrame:
+    def drain_frame(self, site_names: list[str]) -> pd.DataFrame:
+        """The log as a table, emptying the log column by column as the table is built."""
+        self._last_row = [-1] * len(self._last_row)
         return pd.DataFrame(
             {
-                "time_s": np.array(self.time_s, dtype=np.float64),
-                "site": pd.Categorical.from_codes(self.site, categories=site_names),
-                "it_w": np.array(self.it_w, dtype=np.float64),
-                "facility_w": np.array(self.facility_w, dtype=np.float64),
-                "busy_gpus": np.array(self.busy_gpus, dtype=np.int64),
+                "time_s": _drain(self.time_s),
+                "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
+                "it_w": _drain(self.it_w),
+                "facility_w": _drain(self.facility_w),
+                "busy_gpus": _drain(self.busy_gpus),
             }
         )
+
+
+def _drain(column: array | list) -> np.ndarray:
+    """A copy of `column` as a numpy array (typed arrays keep their type), then `column`
+    emptied."""
+    out = np.array(column, dtype=object) if isinstance(column, list) else np.array(column)
+    del column[:]
+    return out

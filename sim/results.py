@@ -141,11 +141,13 @@ def write_atomic(path: Path, write) -> None:
 
 
 def build_results(engine: Engine, wall_s: float) -> Results:
+    """The results of a finished run. Empties the engine's event and power logs (their
+    tables take their place)."""
     scenario = engine.scenario
     horizon_s = engine.horizon_s
     jobs = jobs_table(engine)
-    power = engine.power_log.to_frame(engine.site_names)
-    events = engine.events.to_frame(engine.jobs.job_id, engine.site_names)
+    power = engine.power_log.drain_frame(engine.site_names)
+    events = engine.events.drain_frame(engine.jobs.job_id, engine.site_names)
     names = engine.site_names
     energy_it = site_energy_kwh(power, names, horizon_s, "it_w")
     energy_facility = site_energy_kwh(power, names, horizon_s, "facility_w")
