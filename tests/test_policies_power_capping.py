@@ -566,3 +566,23 @@ params.policies = [{ name = "run_now" }, { name = "energy_optimal_cap", params =
         r = state.operating_point("V100", p, cap).throughput_fraction
         # The job ran under its energy-optimal cap the whole time: slowdown = 1 / r(cap).
         assert ran.loc[p, "slowdown"] == pytest.approx(1.0 / r, rel=1e-9)
+
+
+def test_expected_ends_of_a_pool_are_the_estimates_of_its_running_jobs(tmp_path):
+    jobs = [job("j1", work_gpu_h=2.0), job("j2", gpus=2, work_gpu_h=6.0), job("j3")]
+    h = harness(tmp_path, jobs, {"A100-80GB": 4, "V100": 4})
+    j1, j2, j3 = h.job("j1"), h.job("j2"), h.job("j3")
+    h.apply(
+        [
+            Start(j1, "a", None, "A100-80GB"),
+            Start(j2, "a", 250.0, "A100-80GB"),  # capped: slower, later end
+            Start(j3, "a", None, "V100"),
+        ]
+    )
+    h.advance(1800.0)
+    ends, gpus = h.state.expected_ends("a", "A100-80GB")
+    expected = [h.now_s + h.state.estimate(j, "a", j.cap_w, "A100-80GB")[0] for j in (j1, j2)]
+    assert ends == pytest.approx(expected, rel=1e-12) and gpus == [1, 2]
+    assert h.state.expected_ends("a", "V100")[1] == [1]
+    with pytest.raises(PolicyError, match="no H100-SXM"):
+        h.state.expected_ends("a", "H100-SXM")
