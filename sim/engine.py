@@ -576,14 +576,14 @@ class Engine:
         returns the time it takes, s, and (if `charge`) charges its energy and carbon."""
         if self.wan is None or src is dest or gb <= 0.0:
             return 0.0
-        t = self.wan.cost(src.name, dest.name, gb, t0_s)
+        duration_s, energy_kwh, carbon_kg = self.wan.totals(src.name, dest.name, gb, t0_s)
         if charge:
             moved = self.wan_moves.setdefault(j, [0.0, 0.0, 0.0])
             moved[0] += gb
-            moved[1] += t.energy_kwh
-            moved[2] += t.carbon_kg
+            moved[1] += energy_kwh
+            moved[2] += carbon_kg
             self.events.append(self.env.now, "transfer", j, dest.index, gb, detail=src.name)
-        return t.duration_s
+        return duration_s
 
     def _ckpt_duty(self, j: int, site: Site) -> float:
         """Fraction of running time spent computing rather than writing periodic checkpoints."""
@@ -826,8 +826,7 @@ class Engine:
         a, b = self.site(src), self.site(dst)
         if self.wan is None or a is b or gb <= 0.0:
             return 0.0, 0.0, 0.0
-        t = self.wan.cost(a.name, b.name, gb, self.env.now)
-        return t.duration_s, t.energy_kwh, t.carbon_kg
+        return self.wan.totals(a.name, b.name, gb, self.env.now)
 
     def migration_cost(
         self, j: int, site_name: str, model: str | None

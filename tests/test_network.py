@@ -217,6 +217,15 @@ def test_each_device_is_charged_at_its_own_zone_coal_costs_more_than_hydro(tmp_p
     assert ci == pytest.approx(wan.zone_signal("PL").value_at(6 * 3600.0))  # within one hour
 
 
+def test_totals_are_the_numbers_of_cost_bit_for_bit(world):
+    for src, dst in [("fra", "sto"), ("mad", "sto"), ("sto", "fra"), ("fra", "fra")]:
+        for gb, t0_s in [(50.0, 0.0), (500.0, 5000.5), (1.0, 40 * 3600.0), (0.0, 10.0)]:
+            t = world.cost(src, dst, gb, t0_s)
+            assert world.totals(src, dst, gb, t0_s) == (t.duration_s, t.energy_kwh, t.carbon_kg)
+    with pytest.raises(ValueError, match="unknown site"):
+        world.totals("fra", "lisbon", 1.0, 0.0)
+
+
 def test_devices_far_from_every_zone_use_the_world_average(tmp_path):
     path = graphml(
         tmp_path / "g.graphml", {"A": (51.17, 71.45), "B": (49.8, 73.1)}, [("A", "B", {})]

@@ -224,6 +224,9 @@ class Wan:
         self._check_connected()
         self._routes: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._energy: dict[tuple[str, str, tuple], RouteEnergy] = {}
+        self._solo: dict[tuple[str, str], tuple[float, float, tuple[tuple[str, float], ...]]] = {}
+        """Per (src, dst): the shortest route's solo rate (Gbit/s), propagation delay (s) and
+        energy per GB by zone (`totals`)."""
         self._zone_at: dict[tuple[float, float], str] = {}
         self._signals: dict[str, CarbonSignal] = {}
         self._zones = self._covering_zones()
@@ -462,6 +465,32 @@ class Wan:
             rate = self.solo_rate_gbps(route)
         return self.priced(route, gb, t0_s, rate)
 
+    def totals(self, src: str, dst: str, gb: float, t0_s: float) -> tuple[float, float, float]:
+        """(duration s, energy kWh, carbon kg) of `cost(src, dst, gb, t0_s)` on the shortest
+        route without contention, the same numbers without building the `Transfer` record:
+        what the engine charges and its policies ask for, many times a run."""
+        if self.config.contention:
+            t = self.cost(src, dst, gb, t0_s)
+            return t.duration_s, t.energy_kwh, t.carbon_kg
+        solo = self._solo.get((src, dst))
+        if solo is None:
+            route = self.route(src, dst)
+            per_gb = tuple(self.route_energy(route).by_zone_kwh_per_gb.items())
+            solo = self._solo[src, dst] = (self.solo_rate_gbps(route), route.propagation_s, per_gb)
+        gb = _check_gb(gb)
+        if src == dst:
+            return 0.0, 0.0, 0.0
+        rate_gbps, propagation_s, per_gb = solo
+        send_s = gb * GBIT_PER_GB / rate_gbps
+        energy = [(z, k * gb) for z, k in per_gb]
+        carbon = (self._zone_carbon_kg(z, e, t0_s, send_s) for z, e in energy)
+        duration_s = (t0_s + send_s + propagation_s) - t0_s  # as Transfer.duration_s
+        return duration_s, sum(e for _, e in energy), sum(carbon)
+
+    def _zone_carbon_kg(self, zone: str, kwh: float, t0_s: float, send_s: float) -> float:
+        """Carbon of `kwh` spent evenly in `zone` over [t0_s, t0_s + send_s], kg."""
+        return kwh * self.carbon_g(zone, t0_s, t0_s + send_s) / send_s / 1000 if send_s else 0.0
+
     def transfer(self, src: str, dst: str, gb: float, t0_s: float, tag: Any = None) -> Transfer:
         """Move `gb` GB from `src` to `dst` starting at `t0_s`.
 
@@ -485,9 +514,7 @@ class Wan:
             return self._zero(route, gb, t0_s)
         send_s = gb * GBIT_PER_GB / rate_gbps
         energy = {z: k * gb for z, k in self.route_energy(route).by_zone_kwh_per_gb.items()}
-        carbon = {}
-        for z, e in energy.items():
-            carbon[z] = e * self.carbon_g(z, t0_s, t0_s + send_s) / send_s / 1000 if send_s else 0.0
+        carbon = {z: self._zone_carbon_kg(z, e, t0_s, send_s) for z, e in energy.items()}
         return Transfer(
             route.src,
             route.dst,
