@@ -257,7 +257,6 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     reason = np.full(len(jt), "", dtype=object)
     for j, r in engine.reason.items():
         reason[j] = r
-    # Text columns of few distinct values are categoricals: one byte a row, not a string.
     checkpoint_kwh = np.zeros(len(jt))
     for j, kwh in engine.checkpoint_kwh.items():
         checkpoint_kwh[j] = kwh
@@ -271,6 +270,7 @@ def jobs_table(engine: Engine) -> pd.DataFrame:
     for j, (_, done, uncapped, _) in engine.dr_job.items():
         if uncapped > 0.0:
             dr_slowdown[j] = uncapped / done if done > 0 else np.inf
+    # Text columns of few distinct values are categoricals: one byte a row, not a string.
     return pd.DataFrame(
         {
             "job_id": jt.job_id,
