@@ -1,0 +1,48 @@
+"""The golden cases: scenarios and policies whose results must not change under refactors.
+
+Each case is (name, scenario file, policy, overrides): `policy` None runs the scenario's
+own `[policy]`; a name runs that policy with its defaults, as `dcsim run --policy` does.
+`python -m tests.golden.record` writes each case's `summary.json` and `jobs.parquet` into
+`tests/golden/<name>/`; `tests/test_golden.py` runs each case and compares. Record again
+only for a change that is meant to change results, and say so in the commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GOLDEN_DIR = Path(__file__).parent
+SCENARIOS = GOLDEN_DIR.parent.parent / "scenarios"
+
+CASES: list[tuple[str, str, str | None, list[str]]] = [
+    ("quickstart", "quickstart.toml", None, []),
+    ("quickstart_wait_awhile", "quickstart.toml", "wait_awhile", []),
+    ("demand_response", "demand_response.toml", None, []),
+    ("demand_response_uniform_cap", "demand_response.toml", "dr_uniform_cap", []),
+    ("demand_response_fair_slowdown", "demand_response.toml", "dr_fair_slowdown", []),
+    ("demand_response_pause", "demand_response.toml", "dr_pause", []),
+    ("power_capping", "power_capping.toml", None, []),
+    ("power_capping_energy_optimal", "power_capping.toml", "energy_optimal_cap", []),
+    ("space_time", "space_time_study.toml", None, []),
+    (
+        "space_time_migrate",
+        "space_time_study.toml",
+        None,
+        ['policy={name="chain", params={policies=[{name="forecast_site"}, {name="migrate"}]}}'],
+    ),
+    ("gpu_generations", "gpu_generations.toml", None, []),
+    ("time_shifting", "time_shifting.toml", None, []),
+    ("time_shifting_carbon_time", "time_shifting.toml", "carbon_time", []),
+    ("periodic_checkpoints", "time_shifting.toml", None, ["workload.checkpoint_interval_h=1"]),
+    (
+        "power_off",
+        "quickstart.toml",
+        "wait_awhile",
+        [f"sites[{i}].power_off={{idle_s=900, wake_s=300, off_w=10}}" for i in (0, 1)],
+    ),
+]
+"""The study scenarios, each policy family, a chain with migrations, periodic checkpoints
+and powered-off nodes."""
+
+SKIPPED_SUMMARY_KEYS = ("sim_wall_s",)
+"""Summary values that measure the machine, not the simulation."""
