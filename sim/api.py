@@ -18,10 +18,10 @@ Actions are checked by the engine in order; an action that cannot be applied rai
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +42,7 @@ __all__ = [
     "MigrationCost",
     "Policy",
     "PolicyError",
+    "PolicyHooks",
     "Reject",
     "Resume",
     "SetCap",
@@ -124,9 +125,58 @@ class Reject:
 Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject
 
 
-@runtime_checkable
-class Policy(Protocol):
-    def decide(self, state: SystemState) -> Sequence[Action]: ...
+class Policy:
+    """The policy contract: one required method, `decide`, and optional hooks with defaults.
+
+    Subclass it, or write any class with a `decide(state)` method: the engine reads the
+    hooks of an object that does not inherit from `Policy` by the same names
+    (`PolicyHooks.of`), with the defaults declared here. Lifecycle: the policy is built
+    once per run (by `from_params` if it declares one, else from its dataclass fields),
+    then `decide` is called at every decision point until the horizon.
+    """
+
+    signal_steps: bool = False
+    """True: also decide at every step of any site's carbon-intensity signal."""
+
+    tick_s: float | None = None
+    """A period, s: also decide every `tick_s` seconds (None: no timer)."""
+
+    amend: Callable[[SystemState, list[Action]], Sequence[Action]] | None = None
+    """An adjuster's hook (power caps, demand response), None for a scheduler:
+    `amend(state, actions)` receives the actions planned by the policies before it in a
+    `chain` and returns the actions to apply (caps added, starts held back, actions
+    added). See `policies.kit.Adjuster`."""
+
+    from_params: Callable[..., Policy] | None = None
+    """A composite's constructor from the scenario's `[policy.params]`, None for a policy
+    built from its dataclass fields (validated by name and type): a classmethod
+    `from_params(params, build)` that builds its members with `build(name, params, key)`
+    and raises ValueError naming the key of a bad parameter (see `policies.chain`)."""
+
+    def decide(self, state: SystemState) -> Sequence[Action]:
+        """The actions to apply now, checked and applied in order; [] to do nothing. Read
+        `state`, never change it; keep attributes of your own if you need memory."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyHooks:
+    """A policy's optional hooks as the engine and `chain` read them, once per run."""
+
+    signal_steps: bool
+    tick_s: float | None
+    amend: Callable[[SystemState, list[Action]], Sequence[Action]] | None
+
+    @classmethod
+    def of(cls, policy: object) -> PolicyHooks:
+        """The hooks `policy` declares (a `Policy` subclass, or any object with `decide`),
+        the defaults of `Policy` for those it does not."""
+        tick_s = getattr(policy, "tick_s", Policy.tick_s)
+        return cls(
+            signal_steps=bool(getattr(policy, "signal_steps", Policy.signal_steps)),
+            tick_s=float(tick_s) if tick_s else None,
+            amend=getattr(policy, "amend", Policy.amend),
+        )
 
 
 # --- read-only views ------------------------------------------------------------------------
