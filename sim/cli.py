@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -111,11 +112,18 @@ def sweep(
         int | None, typer.Option(help="Parallel runs (default: the number of CPUs)")
     ] = None,
     dask: Annotated[
-        bool, typer.Option("--dask", help="Run on a Dask LocalCluster of --workers processes")
+        bool,
+        typer.Option(
+            "--dask",
+            help="Run on a Dask LocalCluster of --workers processes (needs the dask extra)",
+        ),
     ] = False,
     scheduler: Annotated[
         str | None,
-        typer.Option(help="Run on the Dask cluster at this address, e.g. tcp://host:8786"),
+        typer.Option(
+            help="Run on the Dask cluster at this address, e.g. tcp://host:8786 "
+            "(needs the dask extra)"
+        ),
     ] = None,
 ) -> None:
     """Run a scenario over a grid of parameters and seeds; finished runs are reused."""
@@ -449,8 +457,7 @@ class _LazyProgress:
     def __init__(self, label: str, after_s: float = 2.0):
         self._label, self._after_s = label, after_s
         self._t0 = time.perf_counter()
-        self._bar: Progress | None = None
-        self._task = None
+        self._bar: tuple[Progress, TaskID] | None = None  # once shown: the bar, its task
 
     def __enter__(self) -> _LazyProgress:
         return self
@@ -459,7 +466,7 @@ class _LazyProgress:
         if self._bar is None:
             if time.perf_counter() - self._t0 < self._after_s or not err_console.is_terminal:
                 return
-            self._bar = Progress(
+            bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 TextColumn("{task.percentage:>3.0f}%"),
@@ -467,13 +474,14 @@ class _LazyProgress:
                 console=err_console,
                 transient=True,
             )
-            self._bar.start()
-            self._task = self._bar.add_task(self._label, total=1.0)
-        self._bar.update(self._task, completed=fraction)
+            bar.start()
+            self._bar = bar, bar.add_task(self._label, total=1.0)
+        bar, task = self._bar
+        bar.update(task, completed=fraction)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
-            self._bar.stop()
+            self._bar[0].stop()
 
 
 def main() -> None:
@@ -490,9 +498,10 @@ def main() -> None:
     except Exception as e:
         # Usage errors of the command-line library (unknown option, missing argument): they
         # print themselves. Recognised by shape, as typer may or may not use click for them.
-        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
-            sys.exit(e.exit_code)
+        show, exit_code = getattr(e, "show", None), getattr(e, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()
+            sys.exit(exit_code)
         raise
     if isinstance(code, int) and code:
         sys.exit(code)

@@ -50,13 +50,17 @@ def dr_events(scenario: Scenario, signals: Sequence[CarbonSignal]) -> list[DrEve
     signals (for the high_carbon generator)."""
     names = scenario.site_names()
     horizon_s = scenario.horizon_s
-    out = []
+    out: list[DrEvent] = []
     for k, ev in enumerate(scenario.demand_response):
         site = names.index(ev.site)
         if ev.generator is None:
+            # Both are required for a single event (DemandResponseEvent._one_limit).
+            assert ev.start is not None and ev.duration_h is not None
             start_s = (ev.start - scenario.start).total_seconds()
             windows = [(start_s, start_s + ev.duration_h * 3600.0)]
         elif ev.generator == "daily_peak":
+            # Both are required for daily_peak (DemandResponseEvent._one_limit).
+            assert ev.hour is not None and ev.duration_h is not None
             windows = daily_windows(scenario.start, horizon_s, ev.hour, ev.duration_h, ev.timezone)
         else:
             windows = high_carbon_windows(
@@ -84,7 +88,7 @@ def daily_windows(
     """[start_s, end_s) of an event at local `hour` every day, wholly inside [0, horizon_s]."""
     tz = ZoneInfo(timezone or "UTC")
     day = start.astimezone(tz).date()
-    out = []
+    out: list[tuple[float, float]] = []
     while True:
         local = datetime.combine(day, time(0), tzinfo=tz) + timedelta(hours=hour)
         start_s = (local - start).total_seconds()

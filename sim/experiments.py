@@ -29,6 +29,9 @@ Runs execute on the workers (each with its own copy of the scenario), which send
 result files back; only the process that called `sweep` writes into the output folder, one
 run folder at a time (written under a temporary name, then renamed). Remote Dask workers
 therefore need dcsim installed and the files the scenario names at the same paths.
+
+The dask backend needs the `dask` extra (`pip install 'dcsim[dask]'`); Dask is imported
+only when that backend is chosen.
 """
 
 from __future__ import annotations
@@ -51,13 +54,14 @@ from typing import Any
 
 import pandas as pd
 
-from sim.errors import ScenarioError
+from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy
 from sim.results import SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
 from sim.run import simulate
 from sim.scenario import Scenario, apply_override, parse_value, scenario_from_dict, set_value
 
 BACKENDS = ("local", "dask")
+DASK_INSTALL = "pip install 'dcsim[dask]'"
 RUN_FILE = "run.json"
 ERROR_FILE = "error.txt"
 SUMMARY_FILE = "summary.parquet"
@@ -109,7 +113,8 @@ def sweep(
 
     Finished runs found in `out/runs/` are reused, not recomputed; failed ones are retried.
     A run that fails is recorded (status "failed", its error) and the sweep goes on.
-    Raises ScenarioError before running anything if a combination is not a valid scenario.
+    Raises ScenarioError before running anything if a combination is not a valid scenario,
+    and DcsimError if the dask backend is asked for without Dask installed.
     The frame's `attrs` hold `params` (the grid keys), `runs_executed`, `runs_cached` and
     `runs_failed`.
     """
@@ -119,6 +124,8 @@ def sweep(
         raise ScenarioError("a scheduler address needs the dask backend")
     if workers is not None and workers < 1:
         raise ScenarioError(f"workers must be >= 1, got {workers}")
+    if backend == "dask":
+        require_dask()
     out = Path(out)
     grid = {k: list(v) for k, v in (grid or {}).items()}
     seeds = list(seeds)
@@ -233,7 +240,7 @@ def plan(
         apply_override(base, item)
     stamp = f"{package_version()} {git_revision()}"
     checked_policies: set[str] = set()
-    specs = []
+    specs: list[RunSpec] = []
     combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     for params, seed in itertools.product(combos, seeds):
         raw = copy.deepcopy(base)
@@ -295,7 +302,10 @@ def _label(params: Mapping[str, Any]) -> str:
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, quote, current = [], 0, None, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    quote: str | None = None
     for ch in text:
         if quote:
             quote = None if ch == quote else quote
@@ -361,6 +371,17 @@ def _execute_processes(specs: list[RunSpec], workers: int) -> Iterator[tuple[Run
         finally:
             for future in futures:
                 future.cancel()
+
+
+def require_dask() -> None:
+    """Raise DcsimError, saying what to install, if Dask's distributed scheduler is missing."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as e:
+        raise DcsimError(
+            f"the dask backend (--dask, --scheduler) needs Dask, which is not installed: "
+            f"{DASK_INSTALL} ({e})"
+        ) from None
 
 
 def _execute_dask(

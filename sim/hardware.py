@@ -195,7 +195,9 @@ def _read(name: str) -> dict[str, Any]:
 def _load_catalog() -> tuple[dict[str, GpuSpec], dict[str, Mapping[str, str]]]:
     raw = _read("gpus.toml")
     specs = {gid: gpu_spec_from_dict(gid, f) for gid, f in raw.items()}
-    sources = {gid: MappingProxyType(dict(f.get("sources", {}))) for gid, f in raw.items()}
+    sources: dict[str, Mapping[str, str]] = {
+        gid: MappingProxyType(dict(f.get("sources", {}))) for gid, f in raw.items()
+    }
     return specs, sources
 
 

@@ -12,28 +12,33 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.rcsetup import cycler
 
 from sim import hardware
 from sim.results import Results, operational_carbon_over_time_kg
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "figure.dpi": 150,
     "savefig.dpi": 200,
     "axes.grid": True,
     "grid.alpha": 0.3,
     "font.size": 9,
     "legend.frameon": False,
-    "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
+    "axes.prop_cycle": cycler(color=OKABE_ITO),
 }
 SEQUENTIAL_CMAP = "cividis"
 """Colour map for heatmaps: perceptually uniform and readable with colour-vision deficiency."""
-SHADE = {"color": OKABE_ITO[3], "alpha": 0.15, "lw": 0}
+SHADE: dict[str, Any] = {"color": OKABE_ITO[3], "alpha": 0.15, "lw": 0}
 """How demand-response events are shaded."""
 
 METRIC_LABELS = {

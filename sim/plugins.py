@@ -72,9 +72,11 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> obje
     cls = policy_class(name, key)
     if not isinstance(params, dict):
         raise ScenarioError(f"{key}.params: expected a table, got {params!r}")
-    if hasattr(cls, "from_params"):
+    # A `sim.api.Policy` subclass inherits from_params = None: built from its fields.
+    from_params = getattr(cls, "from_params", None)
+    if from_params is not None:
         try:
-            return cls.from_params(params, build_policy)
+            return from_params(params, build_policy)
         except ValueError as e:
             raise ScenarioError(str(e)) from None
     if dataclasses.is_dataclass(cls):

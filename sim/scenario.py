@@ -14,7 +14,7 @@ import math
 import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tomli_w
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sim.errors import ScenarioError
 from sim.hardware import GPU_CATALOG, PROFILES, gpu_spec_from_dict, register_gpu
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 def _known(what: str, name: str, known: dict) -> str:
@@ -567,6 +567,12 @@ class DemandResponseEvent(_Model):
                 raise ValueError(f"timezone: unknown time zone {self.timezone!r}") from None
         return self
 
+    def window(self) -> tuple[datetime, datetime]:
+        """[start, end) of a single event (an entry without a generator)."""
+        if self.start is None or self.duration_h is None:
+            raise ValueError(f"a {self.generator} entry has no single start and duration")
+        return self.start, self.start + timedelta(hours=self.duration_h)
+
 
 class Scenario(_Model):
     """A complete, validated study input. Times inside the engine are seconds since `start`."""
@@ -634,10 +640,10 @@ class Scenario(_Model):
                 raise ValueError(f"demand_response[{i}].site: unknown site {ev.site!r}")
             if ev.generator is not None:
                 continue
-            end = ev.start + timedelta(hours=ev.duration_h)
-            if ev.start < self.start or end > self.end:
+            start, end = ev.window()
+            if start < self.start or end > self.end:
                 raise ValueError(
-                    f"demand_response[{i}]: event {ev.start.isoformat()} .. {end.isoformat()} "
+                    f"demand_response[{i}]: event {start.isoformat()} .. {end.isoformat()} "
                     f"is outside the scenario {self.start.isoformat()} .. {self.end.isoformat()}"
                 )
         return self

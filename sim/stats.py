@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as scipy_stats
 
 DEFAULT_METRICS = ("carbon_total_kg", "energy_facility_kwh", "wait_mean_h", "jct_mean_h")
 
@@ -104,5 +103,7 @@ def _t_interval(x: np.ndarray, level: float) -> tuple[float, float, float]:
     mean = float(x.mean())
     if len(x) < 2:
         return mean, float("nan"), float("nan")
+    from scipy import stats as scipy_stats  # here: importing sim stays free of scipy
+
     half = scipy_stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
     return mean, mean - float(half), mean + float(half)

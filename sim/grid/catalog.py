@@ -159,7 +159,7 @@ def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
                 what = f"{key} (zone {c.zone} blended with {c.blend_zone})"
         except ScenarioError as e:
             raise ScenarioError(f"{key}.zone: {e}") from None
-    else:
+    elif c.file is not None:
         series = load_trace(
             c.file,
             format=c.format,
@@ -170,4 +170,6 @@ def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
             variant=c.variant,
         )
         what = f"{key} (file {c.file})"
+    else:  # CarbonConfig._one_source requires exactly one of the three
+        raise ValueError("one of zone, file or constant_g_per_kwh is required")
     return CarbonSignal.from_series(series, start, horizon_s, what=what, kind=c.signal_kind)

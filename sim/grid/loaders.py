@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -158,7 +158,8 @@ class _Table:
     def __init__(self, path: Path, text: str | None = None) -> None:
         self.path = path
         self.header, self.rows, lines = _read_rows(path, text)
-        self.where = _Where(path, lines=np.asarray(lines, dtype=np.int64))
+        self.lines = np.asarray(lines, dtype=np.int64)
+        self.where = _Where(path, lines=self.lines)
 
     def columns_message(self) -> str:
         return f"the columns are: {', '.join(repr(h) for h in self.header)}"
@@ -169,6 +170,10 @@ class _Table:
             raise TraceError(f"{self.path}:1: no column {name!r}; {self.columns_message()}")
         return self.header.index(name)
 
+    @overload
+    def find(self, names: Sequence[str], what: str, *, required: Literal[True] = ...) -> int: ...
+    @overload
+    def find(self, names: Sequence[str], what: str, *, required: bool) -> int | None: ...
     def find(self, names: Sequence[str], what: str, *, required: bool = True) -> int | None:
         """Index of the first column whose name matches one of `names`, ignoring case, spacing
         and the subscript in gCO₂; a `TraceError` naming line 1 if `required` and none does."""
@@ -186,13 +191,13 @@ class _Table:
     def check_shape(self) -> None:
         """Every row as wide as the header, and at least 2 rows."""
         width = len(self.header)
-        for row, line in zip(self.rows, self.where.lines, strict=True):
+        for row, line in zip(self.rows, self.lines, strict=True):
             if len(row) != width:
                 raise TraceError(
                     f"{self.path}:{line}: expected {width} fields like the header, got {len(row)}"
                 )
         if len(self.rows) < 2:
-            line = self.where.lines[-1] if len(self.rows) else 1
+            line = self.lines[-1] if len(self.rows) else 1
             raise TraceError(
                 f"{self.path}:{line}: a trace needs at least 2 data rows, got {len(self.rows)}"
             )
@@ -798,7 +803,8 @@ def _mtu_to_utc(raw: pd.Series, where: _Where, field: str) -> tuple[pd.DatetimeI
     if nat.any():
         k = int(np.argmax(nat))
         raise TraceError(f"{where.at(k, field)} has an invalid date or time: {_short(raw[k])}")
-    header_zone = _MTU_HEADER.match(field)["zone"]
+    header = _MTU_HEADER.match(field)
+    header_zone = header["zone"] if header else None
     assumed = bool(header_zone is None and m["z0"].isna().all() and m["z1"].isna().all())
     label = m["z0"].fillna(m["z1"]).fillna(header_zone or "CET/CEST").str.strip().str.upper()
     naive_idx = pd.DatetimeIndex(naive)

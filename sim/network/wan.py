@@ -198,11 +198,13 @@ class Wan:
         self.start = start
         self.horizon_s = float(horizon_s)
         self.year = start.astimezone(UTC).year
-        self.topology: Topology = (
-            load_topohub(config.topology)
-            if config.topology is not None
-            else load_topology_file(config.topology_file)
-        )
+        self.topology: Topology
+        if config.topology is not None:
+            self.topology = load_topohub(config.topology)
+        elif config.topology_file is not None:
+            self.topology = load_topology_file(config.topology_file)
+        else:  # WanConfig requires exactly one of the two
+            raise ValueError("give exactly one of topology, topology_file (got none)")
         self.devices: DeviceModel = device_model()
         self.network_pue = config.network_pue or DEFAULT_NETWORK_PUE
         self.redundancy = config.redundancy or DEFAULT_REDUNDANCY
@@ -222,7 +224,8 @@ class Wan:
                 )
             self.attachments[s.name] = Attachment(s.name, node, name, km)
         self._check_connected()
-        self._routes: dict[tuple[str, str], tuple[Route, ...]] = {}
+        # Routes found so far; a trailing None: there are no more than those.
+        self._routes: dict[tuple[str, str], tuple[Route | None, ...]] = {}
         self._energy: dict[tuple[str, str, tuple], RouteEnergy] = {}
         self._solo: dict[tuple[str, str], tuple[float, float, tuple[tuple[str, float], ...]]] = {}
         """Per (src, dst): the shortest route's solo rate (Gbit/s), propagation delay (s) and
@@ -268,6 +271,7 @@ class Wan:
             return tuple(r for r in cached[:k] if r is not None)
         g = self.topology.graph
         a, b = self.attachments[src].node, self.attachments[dst].node
+        found: tuple[Route, ...]
         if src == dst:
             found = (self._make_route(src, dst, ()),)
         elif a == b:
@@ -301,7 +305,7 @@ class Wan:
                 spans.append(run)
                 run = 0.0
         # Links are full duplex: each direction is its own capacity.
-        links = [(("up", src), link)]
+        links: list[tuple[Hashable, float]] = [(("up", src), link)]
         links += [(("edge", h.a, h.b), h.gbps) for h in hops]
         links.append((("down", dst), link))
         return Route(

@@ -417,10 +417,11 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         if (col := column(name)) is not None:
             values, missing, _ = _numbers(col)
             values[missing] = 0.0
-            check(
-                ~(np.isfinite(values) & (values >= 0)),
-                lambda i, name=name: f"{name} must be a number >= 0 (GB), got {shown(name, i)}",
-            )
+
+            def message(i: int, name: str = name) -> str:
+                return f"{name} must be a number >= 0 (GB), got {shown(name, i)}"
+
+            check(~(np.isfinite(values) & (values >= 0)), message)
             sizes[name] = values
         else:
             sizes[name] = np.zeros(n)

@@ -110,6 +110,7 @@ def generate_synthetic(
 def draw_durations(dist: DurationDist, n: int, rng: np.random.Generator) -> np.ndarray:
     """n i.i.d. durations, hours (> 0), of `dist` (step 2 of `generate_synthetic`)."""
     if dist.dist == "exponential":
+        assert dist.mean_h is not None
         duration_h = rng.exponential(dist.mean_h, n)
     elif dist.dist == "lognormal":
         assert dist.median_h is not None

@@ -13,9 +13,9 @@ Python object per job: runs hold hundreds of thousands of jobs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -69,7 +69,7 @@ def site_mask(indices: Sequence[int]) -> int:
     return mask
 
 
-def mask_sites(mask: int, site_names: Sequence[str]) -> tuple[str, ...]:
+def mask_sites(mask: int, site_names: Iterable[str]) -> tuple[str, ...]:
     """The names of the sites an `allowed_sites` mask allows, in scenario order."""
     return tuple(name for i, name in enumerate(site_names) if (mask >> i) & 1)
 
@@ -121,7 +121,9 @@ class JobTable:
     """float64 >= 0, input data read from the origin site, GB."""
     origin_site: np.ndarray
     """int64 >= 0, index into `scenario.sites` of the site the job is submitted to."""
-    allowed_sites: np.ndarray | None = None
+    # None may be given (every job may run anywhere): __post_init__ turns it into an array,
+    # so the field's type is the array every reader sees.
+    allowed_sites: np.ndarray = cast(np.ndarray, None)
     """int64 bit mask of the sites the job may run on (bit i: `scenario.sites[i]`; data
     residency); `ANY_SITE` (-1): anywhere. None: every job may run anywhere."""
 

@@ -93,6 +93,7 @@ def import_philly(
     last_end_missing = np.zeros(len(jobs), bool)
     last_end_missing[has_att] = pd.isna(end[last_idx[has_att]])
 
+    run_s: np.ndarray
     if runtime == "sum":
         run_s = np.bincount(owner[complete], dur_s[complete], minlength=len(jobs))
         any_complete = np.bincount(owner[complete], minlength=len(jobs)) > 0
