@@ -1,7 +1,8 @@
 """Scheduling policies. `REGISTRY` maps the names a scenario may use to policy classes.
 
-Policies import only `sim.api` (and numpy): see `sim/api.py` for the contract, and
-docs/policies.md for each policy's parameters and source.
+Policies import only `sim.api`, the kit of shared tools `policies.kit` (and numpy), never
+each other: see `sim/api.py` for the contract (`Policy`), and docs/policies.md for each
+policy's parameters and source.
 """
 
 from policies.carbon_threshold import CarbonThreshold

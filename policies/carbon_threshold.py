@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.carbon_windows import time_weighted_percentile
-from policies.time_shifting import (
+from policies.kit import (
     MIN_DEFER_S,
     TimeShifter,
     forecast_from_now,
     latest_start_s,
     runtime_s,
+    time_weighted_percentile,
 )
 from sim.api import JobView, SystemState
 

@@ -32,22 +32,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from policies.run_now import FreeGpus
-from sim.api import Action, JobView, SetCap, SystemState
+from policies.kit import FreeGpus, job_of
+from sim.api import Action, Policy, PolicyHooks, SetCap, SystemState
+
+__all__ = ["Chain"]
 
 
-class Chain:
-    def __init__(self, members: Sequence[object]):
+class Chain(Policy):
+    def __init__(self, members: Sequence[Policy]):
         if not members:
             raise ValueError("a chain needs at least one policy")
         self.members = list(members)
-        self.signal_steps = any(getattr(m, "signal_steps", False) for m in self.members)
-        ticks = [t for m in self.members if (t := getattr(m, "tick_s", None))]
+        self._hooks = [PolicyHooks.of(m) for m in self.members]
+        self.signal_steps = any(h.signal_steps for h in self._hooks)
+        ticks = [h.tick_s for h in self._hooks if h.tick_s]
         self.tick_s = min(ticks) if ticks else None
 
     @classmethod
     def from_params(
-        cls, params: dict[str, Any], build: Callable[[str, dict[str, Any], str], object]
+        cls, params: dict[str, Any], build: Callable[[str, dict[str, Any], str], Policy]
     ) -> Chain:
         """Build from `[policy.params]`: `policies = [{name, params}, ...]` (only that key);
         `build(name, params, key)` builds one member, naming `key` in its errors."""
@@ -73,8 +76,8 @@ class Chain:
     def decide(self, state: SystemState) -> list[Action]:
         first, *rest = self.members
         actions = list(first.decide(state))
-        for member in rest:
-            amend = getattr(member, "amend", None)
+        for member, hooks in zip(rest, self._hooks[1:], strict=True):
+            amend = hooks.amend
             if amend is not None:
                 actions = list(amend(state, actions))
                 continue
@@ -92,10 +95,3 @@ class Chain:
                 if free.book(a):
                     actions.append(a)
         return actions
-
-
-def job_of(action: Action) -> JobView | None:
-    """The job an action concerns (None for a site's SetCap)."""
-    if isinstance(action, SetCap):
-        return action.target if isinstance(action.target, JobView) else None
-    return action.job

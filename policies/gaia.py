@@ -39,8 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.carbon_windows import best_window_start, window_candidates, window_means
-from policies.time_shifting import PlannedStart
+from policies.kit import PlannedStart, best_window_start, window_candidates, window_means
 from sim.api import JobView, SystemState
 
 __all__ = ["CarbonTime", "LowestWindow"]

@@ -1,6 +1,6 @@
 """Power-capping policies: `static_cap`, `energy_optimal_cap`, `carbon_aware_cap`.
 
-All three are adjusters (`policies.adjusting.Adjuster`): they add GPU power caps to the
+All three are adjusters (`policies.kit.Adjuster`): they add GPU power caps to the
 `Start`s and `Resume`s a scheduler planned that carry no cap of their own (alone: to what
 `run_now` would do; in a `chain`: to what the members before them planned), and
 `carbon_aware_cap` also re-caps running jobs with `SetCap(job, watts)`. A cap the
@@ -43,9 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from policies.adjusting import Adjuster
-from policies.chain import job_of
-from policies.run_now import FreeGpus
+from policies.kit import Adjuster, FreeGpus, job_of
 from sim.api import Action, GpuSpec, JobView, PolicyError, Resume, SetCap, Start, SystemState
 
 __all__ = ["CarbonAwareCap", "EnergyOptimalCap", "StaticCap", "cap_grid"]
@@ -390,14 +388,14 @@ class CarbonAwareCap(Adjuster):
     signal_steps = True  # class attribute, not a parameter: decide at every signal step
 
     def __post_init__(self) -> None:
-        absolute = (self.low_g_per_kwh, self.high_g_per_kwh)
-        if (absolute[0] is None) != (absolute[1] is None):
+        low, high = self.low_g_per_kwh, self.high_g_per_kwh
+        if (low is None) != (high is None):
             raise ValueError(
                 "give both low_g_per_kwh and high_g_per_kwh, or neither (quantile thresholds), "
                 f"got low_g_per_kwh={self.low_g_per_kwh!r}, high_g_per_kwh={self.high_g_per_kwh!r}"
             )
-        if absolute[0] is not None:
-            if not 0.0 <= self.low_g_per_kwh < self.high_g_per_kwh:
+        if low is not None and high is not None:
+            if not 0.0 <= low < high:
                 raise ValueError(
                     "low_g_per_kwh must be >= 0 and below high_g_per_kwh, got "
                     f"low_g_per_kwh={self.low_g_per_kwh!r}, high_g_per_kwh={self.high_g_per_kwh!r}"
@@ -428,8 +426,9 @@ class CarbonAwareCap(Adjuster):
     def _thresholds(self, state: SystemState, site: str) -> tuple[float, float, float]:
         """(low, high, until when the level they give holds, s: the end of the forecast's
         current step; now with absolute thresholds, cheap enough to apply at every call)."""
-        if self.low_g_per_kwh is not None:
-            return float(self.low_g_per_kwh), float(self.high_g_per_kwh), state.now_s
+        low, high = self.low_g_per_kwh, self.high_g_per_kwh
+        if low is not None and high is not None:  # both or neither (__post_init__)
+            return float(low), float(high), state.now_s
         window_s = self.window_h * 3600.0
         t, v = state.forecast(site, window_s)
         if len(v) == 0:
@@ -503,23 +502,24 @@ class CarbonAwareCap(Adjuster):
             return cap
 
         out = _cap_placements(state, actions, recorded_cap)
-        out.extend(self._recap(state, {job_of(a) for a in out} - {None}))
+        out.extend(self._recap(state, {j for a in out if (j := job_of(a)) is not None}))
         return out
 
     def _recap(self, state: SystemState, concerned: set[JobView]) -> list[Action]:
         """SetCaps for the running jobs of sites whose level changed since their last re-cap."""
         changed = set()
-        for site in state.sites:
-            lvl = self.level(state, site)
-            if self._recapped_level.get(site) != lvl:
-                self._recapped_level[site] = lvl
-                changed.add(site)
+        for name in state.sites:
+            lvl = self.level(state, name)
+            if self._recapped_level.get(name) != lvl:
+                self._recapped_level[name] = lvl
+                changed.add(name)
         if not changed:
             return []
         out: list[Action] = []
         kept: dict[JobView, float | None] = {}
         for job in state.running:
-            site = job.site
+            site, model = job.site, job.gpu_model
+            assert site is not None and model is not None  # running
             own = job.cap_w
             managed = own is None or (job in self._set and self._set[job] == own)
             if not managed:
@@ -527,7 +527,7 @@ class CarbonAwareCap(Adjuster):
             if site not in changed or job in concerned:
                 kept[job] = own
                 continue
-            cap = self.cap_for(state, job, site, job.gpu_model)
+            cap = self.cap_for(state, job, site, model)
             kept[job] = cap
             if cap != own:
                 out.append(SetCap(job, cap))

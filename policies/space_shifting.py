@@ -17,7 +17,7 @@
   then, where `forecast_site` would start it. Jobs without a deadline run as in
   `forecast_site`. Planned once, when the job is first seen (Hanafy et al.'s joint
   spatio-temporal shifting, "Going Green for Less Green", 2023, here with WAN costs).
-- `migrate`: an adjuster (see `policies.adjusting`): alone it adjusts `run_now`, in a
+- `migrate`: an adjuster (see `policies.kit.Adjuster`): alone it adjusts `run_now`, in a
   `chain` the members before it. At every decision (and every signal step) it moves each
   interruptible running job that the plan leaves alone to the (site, GPU model) with the
   largest expected saving, if that saving exceeds `min_saving_kg`:
@@ -37,17 +37,23 @@ the facility energy, so each site's PUE counts; embodied carbon is not weighed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from policies.adjusting import Adjuster
-from policies.carbon_windows import WindowMean, best_window_start
-from policies.chain import job_of
-from policies.run_now import FreeGpus, RunNow
-from policies.time_shifting import MIN_DEFER_S, TimeShifter, forecast_from_now
-from sim.api import Action, JobView, Migrate, Start, SystemState
+from policies.kit import (
+    MIN_DEFER_S,
+    Adjuster,
+    FreeGpus,
+    TimeShifter,
+    WindowMean,
+    best_window_start,
+    first_come_first_served,
+    forecast_from_now,
+    job_of,
+)
+from sim.api import Action, JobView, Migrate, Policy, Start, SystemState
 
 __all__ = ["ForecastSite", "LowestCarbonSite", "MigrateWhenWorth", "SpaceTime"]
 
@@ -56,16 +62,24 @@ _WS_PER_KWH = 3.6e6
 
 
 @dataclass
-class LowestCarbonSite(RunNow):
+class _StartNow(Policy):
+    """Start the pending jobs now, in queue order (`first_come_first_served`), each on the
+    site a subclass ranks best."""
+
+    backfill: bool = False
+    """Let later jobs that fit start while the head of the queue waits."""
+
+
+@dataclass
+class LowestCarbonSite(_StartNow):
     """Start each job on the allowed site with the lowest carbon intensity now that fits."""
 
     def decide(self, state: SystemState) -> list[Action]:
         # sorted() is stable: sites with equal intensity keep the scenario's order
-        self._by_carbon = sorted(state.sites, key=state.carbon_intensity)
-        return super().decide(state)
-
-    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
-        return free.place(job, self._by_carbon)
+        by_carbon = sorted(state.sites, key=state.carbon_intensity)
+        return first_come_first_served(
+            state, self.backfill, lambda free, job: free.place(job, by_carbon)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +143,7 @@ class Outlook:
                 fixed_kg = move_kg + hold_kwh * state.carbon_intensity(site) / _KWH_G_PER_KG
                 run_s = now + move_s  # the run begins once the data is there
                 latest_run_s = -np.inf if shift_until_s is None else shift_until_s - runtime_s
-                if latest_run_s - run_s >= MIN_DEFER_S:
+                if shift_until_s is not None and latest_run_s - run_s >= MIN_DEFER_S:
                     times, values = self.forecast(site, shift_until_s)
                     run_s, mean = best_window_start(times, values, run_s, latest_run_s, runtime_s)
                 else:
@@ -158,16 +172,15 @@ def take_first(
 
 
 @dataclass
-class ForecastSite(RunNow):
+class ForecastSite(_StartNow):
     """Start each job now where its run, its data transfer included, is expected to emit
     least."""
 
     def decide(self, state: SystemState) -> list[Action]:
-        self._outlook = Outlook(state)
-        return super().decide(state)
-
-    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
-        return take_first(free, job, self._outlook.options(job))
+        outlook = Outlook(state)
+        return first_come_first_served(
+            state, self.backfill, lambda free, job: take_first(free, job, outlook.options(job))
+        )
 
 
 class Bookings:
@@ -283,7 +296,7 @@ class MigrateWhenWorth(Adjuster):
             raise ValueError(f"margin_s must be >= 0 s, got {self.margin_s}")
         self.signal_steps = True
 
-    def amend(self, state: SystemState, actions: list[Action]) -> list[Action]:
+    def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
         planned = {job_of(a) for a in actions}
         free = FreeGpus(state)
         for a in actions:

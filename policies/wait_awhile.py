@@ -8,7 +8,7 @@ Shifting Can Reduce Carbon Emissions in the Cloud", Middleware 2021
   window [t, t + runtime] has the lowest mean forecast intensity at its origin site
   (runtime: `state.estimate` there). The mean over a sliding window of a step function is
   piecewise linear in t, so the minimum is found exactly among the starts where t or
-  t + runtime meets a forecast breakpoint (`carbon_windows.best_window_start`); the paper's
+  t + runtime meets a forecast breakpoint (`policies.kit.best_window_start`); the paper's
   artifact takes the argmin of a rolling mean on its 30-minute grid. Planned once, when the
   job arrives; the job is deferred to t and started when the deferral expires.
 - With `interruptible = true`, an interruptible job with a deadline runs in the cheapest
@@ -37,9 +37,16 @@ from typing import Literal
 
 import numpy as np
 
-from policies.carbon_windows import SLIVER_S, best_window_start, cheapest_slots
-from policies.run_now import FreeGpus
-from policies.time_shifting import MIN_DEFER_S, PlannedStart, forecast_from_now, runtime_s
+from policies.kit import (
+    MIN_DEFER_S,
+    SLIVER_S,
+    FreeGpus,
+    PlannedStart,
+    best_window_start,
+    cheapest_slots,
+    forecast_from_now,
+    runtime_s,
+)
 from sim.api import Action, JobView, Resume, Suspend, SystemState
 
 __all__ = ["WaitAwhile"]

@@ -17,7 +17,7 @@ import pytest
 import sim
 from policies.chain import Chain
 from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, DrUniformCap
-from policies.run_now import FreeGpus
+from policies.kit import FreeGpus
 from sim.api import Migrate, Reject, Resume, SetCap, Start, Suspend
 from sim.errors import ScenarioError
 from sim.hardware import GPU_CATALOG, estimate

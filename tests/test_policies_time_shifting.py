@@ -1,6 +1,6 @@
 """Specification of the time-shifting policies: wait_awhile, carbon_threshold, lowest_window,
 carbon_time (policies/wait_awhile.py, carbon_threshold.py, gaia.py; shared pieces in
-time_shifting.py and carbon_windows.py).
+policies/kit: time_shifting.py and windows.py).
 
 Unit tests drive a real engine by hand (`PolicyHarness`) on one site whose grid follows a
 hand-made hourly trace, so every expected action can be worked out on paper; end-to-end
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from policies.carbon_threshold import CarbonThreshold
-from policies.carbon_windows import (
+from policies.kit import (
     WindowMean,
     best_window_start,
     cheapest_slots,

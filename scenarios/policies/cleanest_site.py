@@ -7,11 +7,12 @@ deadline may wait up to `max_wait_h` for a site under `clean_g_per_kwh`.
 
 from dataclasses import dataclass
 
-from sim.api import Action, Start, SystemState
+from policies.kit import FreeGpus
+from sim.api import Action, JobView, Policy, SystemState
 
 
 @dataclass
-class CleanestSite:
+class CleanestSite(Policy):
     clean_g_per_kwh: float = 150.0
     """A site at or under this carbon intensity is clean enough to start on, g/kWh."""
     max_wait_h: float = 6.0
@@ -20,22 +21,18 @@ class CleanestSite:
     def decide(self, state: SystemState) -> list[Action]:
         if not state.pending:
             return []
-        free = {site: state.free_gpus(site) for site in state.sites}
+        free = FreeGpus(state)  # free GPUs per site and model, less those handed out below
         by_carbon = sorted(state.sites, key=state.carbon_intensity)
+        clean = [s for s in by_carbon if state.carbon_intensity(s) <= self.clean_g_per_kwh]
         actions: list[Action] = []
         for job in state.pending:
-            sites = by_carbon if self._may_start_anywhere(state, job) else [
-                s for s in by_carbon if state.carbon_intensity(s) <= self.clean_g_per_kwh
-            ]
-            for site in (s for s in sites if s in job.allowed_sites):
-                model = next((m for m, n in free[site].items() if n >= job.gpus), None)
-                if model is not None:
-                    free[site][model] -= job.gpus
-                    actions.append(Start(job, site, gpu_model=model))
-                    break
+            sites = by_carbon if self._may_start_anywhere(state, job) else clean
+            start = free.place(job, sites)  # on the first of `sites` it may use and fits on
+            if start is not None:
+                actions.append(start)
         return actions
 
-    def _may_start_anywhere(self, state: SystemState, job) -> bool:
+    def _may_start_anywhere(self, state: SystemState, job: JobView) -> bool:
         """A job without a deadline, or one that has waited long enough, takes any site."""
         if job.deadline_s is None:
             return True

@@ -1,5 +1,5 @@
-"""`TimeShifter`: the base of the time-shifting schedulers (wait_awhile, carbon_threshold,
-lowest_window, carbon_time).
+"""`TimeShifter`: the base of the schedulers that defer jobs (wait_awhile, carbon_threshold,
+lowest_window, carbon_time, and space_time, which also picks the site).
 
 A time shifter decides, for each pending job with a deadline, whether it starts now or is
 deferred to a later time (`defer_until`); everything else is `run_now`:
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.run_now import FreeGpus
-from sim.api import Action, Defer, JobView, Start, SystemState
+from policies.kit.gpus import FreeGpus
+from sim.api import Action, Defer, JobView, Policy, Start, SystemState
 
 __all__ = [
     "MIN_DEFER_S",
@@ -68,7 +68,7 @@ def latest_start_s(state: SystemState, job: JobView, runtime: float, margin_s: f
 
 
 @dataclass
-class TimeShifter:
+class TimeShifter(Policy):
     backfill: bool = False
     """Let later jobs that fit start while a job that should start now waits for GPUs."""
     margin_s: float = 60.0

@@ -1,0 +1,56 @@
+"""The policy kit: what more than one policy uses. A policy imports shared tools from here
+(and `sim.api`, numpy, the standard library), never from another policy's module.
+
+- `FreeGpus`: the free-GPU ledger of one decision; `first_come_first_served`: `run_now`'s
+  placement of the pending queue on it (`gpus.py`).
+- `Adjuster`: the base of the policies that amend a scheduler's plan; `job_of`: the job an
+  action concerns (`adjuster.py`).
+- `TimeShifter`, `PlannedStart`: the bases of the schedulers that defer jobs, with
+  `runtime_s`, `latest_start_s`, `forecast_from_now` and `MIN_DEFER_S`
+  (`time_shifting.py`).
+- Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
+  `best_window_start`, `window_candidates`, `cheapest_slots`, `forecast_slots`,
+  `time_weighted_percentile`, `SLIVER_S` (`windows.py`).
+"""
+
+from policies.kit.adjuster import Adjuster, job_of
+from policies.kit.gpus import FreeGpus, first_come_first_served
+from policies.kit.time_shifting import (
+    MIN_DEFER_S,
+    PlannedStart,
+    TimeShifter,
+    forecast_from_now,
+    latest_start_s,
+    runtime_s,
+)
+from policies.kit.windows import (
+    SLIVER_S,
+    WindowMean,
+    best_window_start,
+    cheapest_slots,
+    forecast_slots,
+    time_weighted_percentile,
+    window_candidates,
+    window_means,
+)
+
+__all__ = [
+    "MIN_DEFER_S",
+    "SLIVER_S",
+    "Adjuster",
+    "FreeGpus",
+    "PlannedStart",
+    "TimeShifter",
+    "WindowMean",
+    "best_window_start",
+    "cheapest_slots",
+    "first_come_first_served",
+    "forecast_from_now",
+    "forecast_slots",
+    "job_of",
+    "latest_start_s",
+    "runtime_s",
+    "time_weighted_percentile",
+    "window_candidates",
+    "window_means",
+]

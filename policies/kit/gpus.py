@@ -1,0 +1,88 @@
+"""The free-GPU ledger of one decision, and first-come-first-served placement on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from sim.api import Action, JobView, Migrate, Resume, Start, SystemState
+
+__all__ = ["FreeGpus", "first_come_first_served"]
+
+
+class FreeGpus:
+    """Free GPUs per site and model as actions are planned within one decision: read from
+    the state when a site is first needed, then decremented by each planned start."""
+
+    __slots__ = ("_free", "_order", "_state")
+
+    def __init__(self, state: SystemState):
+        self._state = state
+        self._free: dict[str, dict[str, int]] = {}
+        self._order: dict[str, tuple[str, ...]] = {}
+        """Per origin site: the sites in the order jobs from there try them."""
+
+    def at(self, site: str) -> dict[str, int]:
+        """Free GPUs per model at `site`, after the starts planned so far."""
+        site_free = self._free.get(site)
+        if site_free is None:
+            site_free = self._free[site] = self._state.free_gpus(site)
+        return site_free
+
+    def place(self, job: JobView, sites: Iterable[str] | None = None) -> Start | None:
+        """A `Start` of `job` on the first of `sites` (default: its origin, then the others in
+        order) that the job may use and that has a pool of enough free GPUs, taking them;
+        None if none fits."""
+        if sites is None:
+            origin = job.origin_site
+            sites = self._order.get(origin)
+            if sites is None:
+                others = (s for s in self._state.sites if s != origin)
+                sites = self._order[origin] = (origin, *others)
+        allowed = job.allowed_sites
+        for site in sites:
+            if site not in allowed:
+                continue
+            model = self.take(site, None, job.gpus)
+            if model is not None:
+                return Start(job, site, gpu_model=model)
+        return None
+
+    def book(self, action: Action) -> bool:
+        """Book the GPUs `action` places a job on; False if they are not free (GPUs a
+        suspension or migration leaves are not counted free: a checkpoint write holds them)."""
+        if not isinstance(action, Start | Resume | Migrate):
+            return True
+        return self.take(action.site, action.gpu_model, action.job.gpus) is not None
+
+    def take(self, site: str, model: str | None, gpus: int) -> str | None:
+        """Take `gpus` free GPUs of `model` at `site` (None: of the first pool with enough);
+        returns the model taken, or None if they are not free."""
+        site_free = self.at(site)
+        for m, n in site_free.items():
+            if (model is None or m == model) and n >= gpus:
+                site_free[m] = n - gpus
+                return m
+        return None
+
+
+def first_come_first_served(
+    state: SystemState,
+    backfill: bool = False,
+    place: Callable[[FreeGpus, JobView], Start | None] = FreeGpus.place,
+) -> list[Action]:
+    """Start the pending jobs now, in queue order, each where `place(free, job)` puts it
+    (default: the first site with a pool of enough free GPUs, the job's origin first),
+    taking its GPUs from one ledger `free`. A job that fits nowhere waits, and so do the
+    jobs behind it unless `backfill` (greedy backfilling without reservations: small jobs
+    can delay a large head job)."""
+    if not state.pending:
+        return []
+    free = FreeGpus(state)
+    actions: list[Action] = []
+    for job in state.pending:
+        placed = place(free, job)
+        if placed is not None:
+            actions.append(placed)
+        elif not backfill:
+            break
+    return actions
