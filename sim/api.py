@@ -1,16 +1,17 @@
 """The policy contract: what a policy sees (`SystemState`) and what it may return (actions).
 
-A policy is any object with ``decide(state) -> Sequence[Action]``. It may also set
-
-- ``signal_steps = True``: be called at every step of any site's carbon signal;
-- ``tick_s = 900.0``: be called periodically, every `tick_s` seconds.
+A policy is a `Policy`: it implements ``decide(state) -> Sequence[Action]`` and may set
+the optional hooks `Policy` declares with their defaults (`signal_steps`, `tick_s`,
+`amend`, `from_params`). Any object with a `decide` method is accepted too; its hooks are
+read by the same names (`PolicyHooks.of`).
 
 It is called at decision points: job arrival, completion, deferral expiry, the end of a
 checkpoint write (GPUs freed), demand-response notice/start/end, a PUE step during an
-event, and the two optional ones above. Several events at
-the same instant lead to one call. `SystemState` is a read-only view onto the engine:
-nothing is copied per call, so read what you need, when you need it. Policies never
-touch SimPy and never mutate the state; they may keep attributes of their own.
+event, every carbon-signal step (`signal_steps`) and every `tick_s`. Several events at
+the same instant lead to one call. `SystemState` is a read-only view onto the run, which
+it asks through `StateQueries`: nothing is copied per call, so read what you need, when
+you need it. Policies never touch SimPy and never mutate the state; they may keep
+attributes of their own.
 
 Actions are checked by the engine in order; an action that cannot be applied raises
 `PolicyError` naming it (capacity, cap range, job not in the right state, ...).
