@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, overload
 
 import numpy as np
 
@@ -347,7 +347,11 @@ class _JobSeq(Sequence[JobView]):
         q = self._q
         return (JobView(q, i) for i in self._members)
 
-    def __getitem__(self, k):  # type: ignore[override]
+    @overload
+    def __getitem__(self, k: int) -> JobView: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[JobView]: ...
+    def __getitem__(self, k: int | slice) -> JobView | list[JobView]:
         if isinstance(k, slice):
             return [JobView(self._q, i) for i in tuple(self._members)[k]]
         if k < 0:
