@@ -49,8 +49,8 @@ __all__ = [
     "Resume",
     "SetCap",
     "Start",
-    "Suspend",
     "StateQueries",
+    "Suspend",
     "SystemState",
 ]
 
