@@ -1,16 +1,17 @@
 """The policy contract: what a policy sees (`SystemState`) and what it may return (actions).
 
-A policy is any object with ``decide(state) -> Sequence[Action]``. It may also set
-
-- ``signal_steps = True``: be called at every step of any site's carbon signal;
-- ``tick_s = 900.0``: be called periodically, every `tick_s` seconds.
+A policy is a `Policy`: it implements ``decide(state) -> Sequence[Action]`` and may set
+the optional hooks `Policy` declares with their defaults (`signal_steps`, `tick_s`,
+`amend`, `from_params`). Any object with a `decide` method is accepted too; its hooks are
+read by the same names (`PolicyHooks.of`).
 
 It is called at decision points: job arrival, completion, deferral expiry, the end of a
 checkpoint write (GPUs freed), demand-response notice/start/end, a PUE step during an
-event, and the two optional ones above. Several events at
-the same instant lead to one call. `SystemState` is a read-only view onto the engine:
-nothing is copied per call, so read what you need, when you need it. Policies never
-touch SimPy and never mutate the state; they may keep attributes of their own.
+event, every carbon-signal step (`signal_steps`) and every `tick_s`. Several events at
+the same instant lead to one call. `SystemState` is a read-only view onto the run, which
+it asks through `StateQueries`: nothing is copied per call, so read what you need, when
+you need it. Policies never touch SimPy and never mutate the state; they may keep
+attributes of their own.
 
 Actions are checked by the engine in order; an action that cannot be applied raises
 `PolicyError` naming it (capacity, cap range, job not in the right state, ...).
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, overload
 
 import numpy as np
 
@@ -29,7 +30,8 @@ from sim.errors import PolicyError
 from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate, speed
 
 if TYPE_CHECKING:
-    from sim.engine import Engine
+    from sim.cluster import Site
+    from sim.workload import JobTable
 
 __all__ = [
     "Action",
@@ -47,6 +49,7 @@ __all__ = [
     "Resume",
     "SetCap",
     "Start",
+    "StateQueries",
     "Suspend",
     "SystemState",
 ]
@@ -182,134 +185,179 @@ class PolicyHooks:
 # --- read-only views ------------------------------------------------------------------------
 
 
+class StateQueries(Protocol):
+    """What `SystemState` and `JobView` ask the engine: the small interface between the
+    policy's views and the run (implemented by `sim.engine.queries.Queries`). Job
+    arguments `j` are job indices (`JobView.index`); times are s since the scenario start;
+    errors are `PolicyError` naming the query."""
+
+    jobs: JobTable
+    """The workload's columns (ids, submit times, GPUs, work, deadlines, ...)."""
+    site_names: tuple[str, ...]
+    pending: dict[int, None]
+    running: dict[int, None]
+    suspended: dict[int, None]
+
+    @property
+    def now_s(self) -> float: ...
+    @property
+    def horizon_s(self) -> float: ...
+    def site(self, name: str) -> Site: ...
+    def state_name(self, j: int) -> str: ...
+    def remaining_gpu_s(self, j: int) -> float: ...
+    def held(self, j: int) -> bool: ...
+    def allowed_sites(self, j: int) -> tuple[str, ...]: ...
+    def running_site(self, j: int) -> str | None: ...
+    def running_model(self, j: int) -> str | None: ...
+    def job_cap_w(self, j: int) -> float | None: ...
+    def job_draw_w(self, j: int) -> float: ...
+    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]: ...
+    def migration_cost(
+        self, j: int, site_name: str, model: str | None
+    ) -> tuple[float, float, float, float]: ...
+    def power_delta_w(
+        self, j: int, cap: float | None, site_name: str | None, model: str | None
+    ) -> float: ...
+    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
+    def announced_events(self, site: str | None) -> list[DemandResponseView]: ...
+    def estimate(
+        self, j: int, site_name: str, cap: float | None, model: str | None
+    ) -> tuple[float, float]: ...
+    def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
+
+
 class JobView:
     """A read-only view of one job. Times are seconds since the scenario start."""
 
-    __slots__ = ("_e", "index")
+    __slots__ = ("_q", "index")
 
-    def __init__(self, engine: Engine, index: int):
-        self._e = engine
+    def __init__(self, queries: StateQueries, index: int):
+        self._q = queries
         self.index = index
 
     def __repr__(self) -> str:
         return f"JobView({self.id!r}, {self.state})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, JobView) and other._e is self._e and other.index == self.index
+        return isinstance(other, JobView) and other._q is self._q and other.index == self.index
 
     def __hash__(self) -> int:
         return hash(self.index)
 
     @property
     def id(self) -> str:
-        return self._e.jobs.job_id[self.index]
+        return self._q.jobs.job_id[self.index]
 
     @property
     def submit_s(self) -> float:
-        return float(self._e.jobs.submit_s[self.index])
+        return float(self._q.jobs.submit_s[self.index])
 
     @property
     def gpus(self) -> int:
-        return int(self._e.jobs.gpus[self.index])
+        return int(self._q.jobs.gpus[self.index])
 
     @property
     def work_gpu_h(self) -> float:
         """Total work in reference GPU-hours (A100-80GB at its maximum power limit)."""
-        return float(self._e.jobs.work_gpu_h[self.index])
+        return float(self._q.jobs.work_gpu_h[self.index])
 
     @property
     def remaining_gpu_h(self) -> float:
         """Work left now, reference GPU-hours."""
-        return self._e.remaining_gpu_s(self.index) / 3600.0
+        return self._q.remaining_gpu_s(self.index) / 3600.0
 
     @property
     def profile(self) -> str:
-        return self._e.jobs.profile[self.index]
+        return self._q.jobs.profile[self.index]
 
     @property
     def deadline_s(self) -> float | None:
         """Latest completion time, or None for a job that must run as soon as possible."""
-        d = self._e.jobs.deadline_s[self.index]
+        d = self._q.jobs.deadline_s[self.index]
         return None if np.isnan(d) else float(d)
 
     @property
     def interruptible(self) -> bool:
-        return bool(self._e.jobs.interruptible[self.index])
+        return bool(self._q.jobs.interruptible[self.index])
 
     @property
     def checkpoint_gb(self) -> float:
-        return float(self._e.jobs.checkpoint_gb[self.index])
+        return float(self._q.jobs.checkpoint_gb[self.index])
 
     @property
     def data_gb(self) -> float:
-        return float(self._e.jobs.data_gb[self.index])
+        return float(self._q.jobs.data_gb[self.index])
 
     @property
     def origin_site(self) -> str:
-        return self._e.site_names[self._e.jobs.origin_site[self.index]]
+        return self._q.site_names[self._q.jobs.origin_site[self.index]]
 
     @property
     def held(self) -> bool:
         """True while a running job holds its GPUs at idle power before it computes: its
         data or checkpoint still crossing the WAN or loading, or its nodes booting."""
-        return self._e.held(self.index)
+        return self._q.held(self.index)
 
     @property
     def allowed_sites(self) -> tuple[str, ...]:
         """The sites the job may run on (data residency), in scenario order; every site
         unless the workload restricts it. The engine refuses a start, resume or migration
         anywhere else."""
-        return self._e.allowed_sites(self.index)
+        return self._q.allowed_sites(self.index)
 
     @property
     def state(self) -> str:
         """One of pending, deferred, running, suspended, completed, rejected."""
-        return self._e.state_name(self.index)
+        return self._q.state_name(self.index)
 
     @property
     def site(self) -> str | None:
         """The site the job runs on, None unless running."""
-        return self._e.running_site(self.index)
+        return self._q.running_site(self.index)
 
     @property
     def gpu_model(self) -> str | None:
-        return self._e.running_model(self.index)
+        return self._q.running_model(self.index)
 
     @property
     def cap_w(self) -> float | None:
         """The job's own power cap, W (None: the site's cap or uncapped)."""
-        return self._e.job_cap_w(self.index)
+        return self._q.job_cap_w(self.index)
 
     @property
     def gpu_power_w(self) -> float:
         """Active power of one of the job's GPUs now, W (0 unless running; idle power while
         its nodes boot)."""
-        return self._e.job_draw_w(self.index)
+        return self._q.job_draw_w(self.index)
 
 
 class _JobSeq(Sequence[JobView]):
     """A live, read-only sequence of jobs over one of the engine's ordered job sets."""
 
-    __slots__ = ("_e", "_members")
+    __slots__ = ("_q", "_members")
 
-    def __init__(self, engine: Engine, members: dict[int, None]):
-        self._e = engine
+    def __init__(self, queries: StateQueries, members: dict[int, None]):
+        self._q = queries
         self._members = members
 
     def __len__(self) -> int:
         return len(self._members)
 
     def __iter__(self) -> Iterator[JobView]:
-        e = self._e
-        return (JobView(e, i) for i in self._members)
+        q = self._q
+        return (JobView(q, i) for i in self._members)
 
-    def __getitem__(self, k):  # type: ignore[override]
+    @overload
+    def __getitem__(self, k: int) -> JobView: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[JobView]: ...
+    def __getitem__(self, k: int | slice) -> JobView | list[JobView]:
         if isinstance(k, slice):
-            return [JobView(self._e, i) for i in tuple(self._members)[k]]
+            return [JobView(self._q, i) for i in tuple(self._members)[k]]
         if k < 0:
             k += len(self._members)
         try:
-            return JobView(self._e, next(islice(self._members, k, None)))
+            return JobView(self._q, next(islice(self._members, k, None)))
         except StopIteration:
             raise IndexError(k) from None
 
@@ -342,26 +390,26 @@ class MigrationCost:
 class SystemState:
     """What a policy can see. Built once per run; every read is live."""
 
-    __slots__ = ("_e", "pending", "running", "suspended", "sites")
+    __slots__ = ("_q", "pending", "running", "suspended", "sites")
 
-    def __init__(self, engine: Engine):
-        self._e = engine
-        self.sites: tuple[str, ...] = tuple(engine.site_names)
-        self.pending: Sequence[JobView] = _JobSeq(engine, engine.pending)
+    def __init__(self, queries: StateQueries):
+        self._q = queries
+        self.sites: tuple[str, ...] = queries.site_names
+        self.pending: Sequence[JobView] = _JobSeq(queries, queries.pending)
         """Jobs waiting to start, in the order they became ready (arrival or deferral expiry)."""
-        self.running: Sequence[JobView] = _JobSeq(engine, engine.running)
-        self.suspended: Sequence[JobView] = _JobSeq(engine, engine.suspended)
+        self.running: Sequence[JobView] = _JobSeq(queries, queries.running)
+        self.suspended: Sequence[JobView] = _JobSeq(queries, queries.suspended)
 
     @property
     def now_s(self) -> float:
-        return self._e.env.now
+        return self._q.now_s
 
     @property
     def horizon_s(self) -> float:
-        return self._e.horizon_s
+        return self._q.horizon_s
 
     def gpu_models(self, site: str) -> tuple[str, ...]:
-        return tuple(p.model for p in self._e.site(site).pools)
+        return tuple(p.model for p in self._q.site(site).pools)
 
     def gpu_spec(self, model: str) -> GpuSpec:
         """Catalog entry of a GPU model: power limits (W), idle power, throughput, memory."""
@@ -369,45 +417,45 @@ class SystemState:
 
     def total_gpus(self, site: str) -> dict[str, int]:
         """Installed GPUs per model at `site`."""
-        return {p.model: p.count for p in self._e.site(site).pools}
+        return {p.model: p.count for p in self._q.site(site).pools}
 
     def free_gpus(self, site: str) -> dict[str, int]:
         """Free GPUs per model at `site`, powered on or off."""
-        return {p.model: p.free for p in self._e.site(site).pools}
+        return {p.model: p.free for p in self._q.site(site).pools}
 
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the
         site's `power_off.wake_s`."""
-        return {p.model: (p.nodes - p.nodes_on) * p.gpus_per_node for p in self._e.site(site).pools}
+        return {p.model: (p.nodes - p.nodes_on) * p.gpus_per_node for p in self._q.site(site).pools}
 
     def carbon_intensity(self, site: str) -> float:
         """Carbon intensity of `site`'s grid now, g/kWh."""
-        return self._e.site(site).signal.value_at(self._e.env.now)
+        return self._q.site(site).signal.value_at(self._q.now_s)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function
         (start times s, values g/kWh), with the scenario's forecast error model."""
-        return self._e.forecast(site, horizon_s)
+        return self._q.forecast(site, horizon_s)
 
     def site_power_kw(self, site: str) -> float:
         """Facility power of `site` now, kW."""
-        return self._e.site(site).facility_w(self._e.env.now) / 1000.0
+        return self._q.site(site).facility_w(self._q.now_s) / 1000.0
 
     def site_it_power_kw(self, site: str) -> float:
         """IT power of `site` now, kW (facility power = IT power x PUE)."""
-        return self._e.site(site).it_w / 1000.0
+        return self._q.site(site).it_w / 1000.0
 
     def host_w_per_gpu(self, site: str) -> float:
         """Host power (CPU, memory, network) per installed GPU at `site`, W, drawn always."""
-        return self._e.site(site).host_w_per_gpu
+        return self._q.site(site).host_w_per_gpu
 
     def pue(self, site: str) -> float:
         """`site`'s PUE now."""
-        return self._e.site(site).pue.value_at(self._e.env.now)
+        return self._q.site(site).pue.value_at(self._q.now_s)
 
     def site_cap_w(self, site: str) -> float | None:
         """The site-wide GPU cap set with `SetCap(site, watts)`, W, or None."""
-        return self._e.site(site).cap_w
+        return self._q.site(site).cap_w
 
     def operating_point(self, model: str, profile: str, cap_w: float | None = None) -> Estimate:
         """The hardware model: throughput fraction (relative to uncapped) and average active
@@ -420,7 +468,7 @@ class SystemState:
         energy kWh, carbon kg), each hop charged at its own grid's intensity; zeros for a
         same-site move or a scenario without `[wan]`. Starting a job away from its origin
         moves its `data_gb`; resuming or migrating it elsewhere moves its `checkpoint_gb`."""
-        return self._e.transfer_cost(src, dst, gb)
+        return self._q.transfer_cost(src, dst, gb)
 
     def migration_cost(
         self, job: JobView, site: str, gpu_model: str | None = None
@@ -432,7 +480,7 @@ class SystemState:
         the new site, and, for a held job, a checkpoint write still under way."""
         if job.state != "running":
             raise PolicyError(f"migration_cost: job {job.id} is {job.state}, not running")
-        stall_s, kwh, kg, lost_s = self._e.migration_cost(job.index, site, gpu_model)
+        stall_s, kwh, kg, lost_s = self._q.migration_cost(job.index, site, gpu_model)
         return MigrationCost(stall_s, kwh, kg, lost_s / 3600.0)
 
     def reference_speed(self, model: str, profile: str) -> float:
@@ -442,7 +490,7 @@ class SystemState:
 
     def idle_w(self, site: str, model: str) -> float:
         """Idle power of one `model` GPU at `site` (the site's override, else the catalog's), W."""
-        pool = self._e.site(site).pool(model)
+        pool = self._q.site(site).pool(model)
         if pool is None:
             raise PolicyError(f"idle_w: site {site} has no {model} GPUs")
         return pool.idle_w
@@ -458,11 +506,11 @@ class SystemState:
         there now under `cap_w` (None: the site's cap; `site` and `gpu_model` as in `Start`,
         waking powered-off nodes included), or, for a running job, if its own cap became
         `cap_w` (None: the site's cap, or uncapped)."""
-        return self._e.power_delta_w(job.index, cap_w, site, gpu_model)
+        return self._q.power_delta_w(job.index, cap_w, site, gpu_model)
 
     def demand_response(self, site: str | None = None) -> list[DemandResponseView]:
         """Announced events that have not ended (all sites, or one)."""
-        return self._e.announced_events(site)
+        return self._q.announced_events(site)
 
     def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
         """The jobs running on `site`'s `gpu_model` GPUs: when each is expected to finish at
@@ -470,7 +518,7 @@ class SystemState:
         out) and how many GPUs it holds, as two lists in start order. The same ends as
         `estimate(job, site, job.cap_w, gpu_model)`, read in O(1) per job: for policies that
         look at a whole pool's future (bookings, backfilling) at every decision."""
-        return self._e.expected_ends(site, gpu_model)
+        return self._q.expected_ends(site, gpu_model)
 
     def estimate(
         self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
@@ -478,4 +526,4 @@ class SystemState:
         """(runtime_s, facility energy kWh) to finish `job`'s remaining work on `site` from
         now, uninterrupted, under `cap_w` (None: the site's cap, or uncapped), on `gpu_model`
         (None: the site's first pool)."""
-        return self._e.estimate(job.index, site, cap_w, gpu_model)
+        return self._q.estimate(job.index, site, cap_w, gpu_model)

@@ -35,7 +35,7 @@ class PueProfile:
 
     def __init__(self, pue: float | list[float], start: datetime):
         self.constant = pue if isinstance(pue, float | int) else None
-        self._hourly = [float(pue)] * 24 if self.constant is not None else [float(x) for x in pue]
+        self._hourly = [float(x) for x in pue] if isinstance(pue, list) else [float(pue)] * 24
         start = start.astimezone(UTC)
         midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
         self._offset_s = (start - midnight).total_seconds()  # UTC seconds into the first day
@@ -275,6 +275,7 @@ class Site:
 
     def switch_off_idle(self, now_s: float) -> int:
         """Switch off every node idle for at least `power_off.idle_s`; returns how many."""
+        assert self.power_off is not None
         off = 0
         for pool in self.pools:
             pool._accrue(now_s)

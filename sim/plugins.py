@@ -12,14 +12,15 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
+from sim.api import Policy
 from sim.errors import ScenarioError
 
 
-def policy_class(name: str, key: str = "policy") -> type:
+def policy_class(name: str, key: str = "policy") -> type[Policy]:
     """The class a policy name refers to. Raises ScenarioError naming `key`.name."""
     from policies import REGISTRY
 
@@ -43,7 +44,9 @@ def policy_class(name: str, key: str = "policy") -> type:
         raise ScenarioError(f"{key}.name: {module_name!r} has no class {class_name!r}")
     if not callable(getattr(cls, "decide", None)):
         raise ScenarioError(f"{key}.name: {name} has no decide(state) method")
-    return cls
+    # A class with decide() is a policy, a `Policy` subclass or not (its hooks are read by
+    # name: `PolicyHooks.of`).
+    return cast(type[Policy], cls)
 
 
 def _import_file(path: Path):
@@ -64,7 +67,7 @@ def _import_file(path: Path):
     return module
 
 
-def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> object:
+def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> Policy:
     """Instantiate policy `name` with `params`, validating them; errors name `key`.params.
 
     A class with a `from_params(params, build)` classmethod (a composite such as `chain`)

@@ -12,7 +12,7 @@ import json
 import os
 import platform
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ import pandas as pd
 
 from sim import hardware
 from sim.grid import CarbonSignal
+from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
 
 TERMINAL_STATES = ("completed", "rejected", "unfinished")
@@ -140,61 +141,82 @@ def write_atomic(path: Path, write) -> None:
 # --- building results from a finished engine ---------------------------------------------
 
 
-def build_results(engine: Engine, wall_s: float) -> Results:
-    """The results of a finished run. Empties the engine's event and power logs (their
-    tables take their place)."""
-    scenario = engine.scenario
-    horizon_s = engine.horizon_s
-    jobs = jobs_table(engine)
-    power = engine.power_log.drain_frame(engine.site_names)
-    events = engine.events.drain_frame(engine.jobs.job_id, engine.site_names)
-    names = engine.site_names
-    energy_it = site_energy_kwh(power, names, horizon_s, "it_w")
-    energy_facility = site_energy_kwh(power, names, horizon_s, "facility_w")
-    facility_ci = [s.facility_ci for s in engine.sites]
-    carbon = site_operational_carbon_kg(power, names, facility_ci, horizon_s)
-    sites = site_table(engine, jobs, power, energy_facility, carbon)
-    idle_kwh = sum(s.idle_energy_kwh(horizon_s) for s in engine.sites)
+@dataclass(slots=True)
+class ResultParts:
+    """What a finished run's components write, assembled by `sim.results.build_results`.
 
-    summary: dict[str, Any] = {}
-    counts = jobs["state"].value_counts()
-    summary["jobs_submitted"] = len(jobs)
-    for state in TERMINAL_STATES:
-        summary[f"jobs_{state}"] = int(counts.get(state, 0))
-    summary["energy_it_kwh"] = float(sum(energy_it.values()))
-    summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
-    summary["energy_jobs_kwh"] = float(jobs["energy_kwh"].sum())
-    summary["energy_idle_kwh"] = float(idle_kwh)
-    summary["energy_checkpoint_kwh"] = float(jobs["checkpoint_kwh"].sum())
-    summary["work_lost_gpu_h"] = float(jobs["work_lost_gpu_h"].sum())
-    summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
-    summary["carbon_embodied_kg"] = embodied_carbon_kg(engine, jobs)
-    summary["carbon_wan_kg"] = float(jobs["wan_carbon_kg"].sum())
+    `power` (the site power step functions) and `events` (the event log) are built before
+    the hooks run; components add to the other three, in the core's component order, so a
+    component may read what an earlier one wrote (the demand-response meter reads the
+    runs' `slowdown`)."""
+
+    power: pd.DataFrame
+    events: pd.DataFrame
+    job_columns: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-job result columns, one value per job in the workload's order."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """Summary metrics, names with units (`sim.results.SUMMARY_KEYS` orders them)."""
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """Further result tables by name (`dr_events`)."""
+
+
+JOB_COLUMNS = (
+    "job_id",
+    "submit_s",
+    "start_s",
+    "end_s",
+    "site",
+    "gpu_model",
+    "gpus",
+    "profile",
+    "work_gpu_h",
+    "deadline_s",
+    "state",
+    "reason",
+    "wait_h",
+    "jct_h",
+    "gpu_h",
+    "energy_kwh",
+    "checkpoint_kwh",
+    "carbon_kg",
+    "embodied_kg",
+    "wan_gb",
+    "wan_energy_kwh",
+    "wan_carbon_kg",
+    "work_lost_gpu_h",
+    "slowdown",
+    "dr_slowdown",
+)
+"""The columns of `jobs.parquet`, in order; a new component's columns follow these."""
+
+
+def build_results(engine: Engine, wall_s: float) -> Results:
+    """The results of a finished run: the power and event logs drained into their tables
+    (emptying the engine's logs), then every component's `write_results` hook, then the
+    totals across components, in the documented column and key order."""
+    scenario = engine.scenario
+    names = engine.fleet.names
+    jt = engine.jobs
+    out = ResultParts(
+        power=engine.fleet.power_log.drain_frame(names),
+        events=engine.events.drain_frame(jt.job_id, names),
+    )
+    # The workload's own columns; text columns of few distinct values are categoricals.
+    out.job_columns.update(
+        job_id=jt.job_id,
+        submit_s=jt.submit_s,
+        gpus=jt.gpus,
+        profile=pd.Categorical(jt.profile),
+        work_gpu_h=jt.work_gpu_h,
+        deadline_s=jt.deadline_s,
+    )
+    engine.write_results(out)
+    summary = out.summary
     summary["carbon_total_kg"] = (
         summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
     )
-    summary["energy_wan_kwh"] = float(jobs["wan_energy_kwh"].sum())
-    summary["wan_data_gb"] = float(jobs["wan_gb"].sum())
-    ran = jobs["site"].notna()
-    origin = np.array(engine.site_names, dtype=object)[engine.jobs.origin_site]
-    away = ran & (jobs["site"] != origin)
-    summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
-    summary["wait_mean_h"] = _mean_or_none(jobs["wait_h"])
-    summary["jct_mean_h"] = _mean_or_none(jobs["jct_h"])
-    jct = jobs["jct_h"].dropna()
-    summary["jct_p95_h"] = float(np.percentile(jct, 95)) if len(jct) else None
-    summary["deadline_misses"] = deadline_misses(jobs, horizon_s)
-    summary["gpu_utilization"] = float(
-        (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
-    )
-    dr = demand_response_table(power, engine.site_names, engine.dr_windows, horizon_s)
-    summary.update(demand_response_metrics(dr))
-    summary.update(dr_job_metrics(engine.dr_job))
-    if engine.dr_windows:  # fairness of what the events did to the jobs they touched
-        summary["slowdown_jain_index"] = jain_index(1.0 / jobs["dr_slowdown"].dropna().to_numpy())
-    else:
-        summary["slowdown_jain_index"] = jain_index(1.0 / jobs["slowdown"].dropna().to_numpy())
     summary["sim_wall_s"] = wall_s
+    jobs = pd.DataFrame(_ordered(out.job_columns, JOB_COLUMNS))
 
     meta = {
         "dcsim_version": package_version(),
@@ -204,102 +226,31 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_name": scenario.name,
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
-        "carbon_signal_kind": {s.name: s.signal.kind for s in engine.sites},
-        "wan_model": "none" if engine.wan is None else engine.wan.config.energy_model,
+        "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
+        "wan_model": "none"
+        if engine.checkpoints.wan is None
+        else engine.checkpoints.wan.config.energy_model,
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
     }
-    return Results(scenario, summary, jobs, sites, power, events, dr, meta)
-
-
-def site_table(
-    engine: Engine,
-    jobs: pd.DataFrame,
-    power: pd.DataFrame,
-    energy_facility_kwh: dict[str, float],
-    carbon_kg: dict[str, float],
-) -> pd.DataFrame:
-    names, horizon_s = engine.site_names, engine.horizon_s
-    gpus = np.array([s.total_gpus for s in engine.sites])
-    busy = np.array([busy_gpu_s(power, [n], horizon_s) for n in names])
-    energy = np.array([energy_facility_kwh[n] for n in names])
-    carbon = np.array([carbon_kg[n] for n in names])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        intensity = np.where(energy > 0, carbon * 1000.0 / energy, np.nan)
-    return pd.DataFrame(
-        {
-            "site": names,
-            "gpus": gpus,
-            "gpu_utilization": busy / (gpus * horizon_s),
-            "energy_facility_kwh": energy,
-            "carbon_operational_kg": carbon,
-            "carbon_intensity_g_per_kwh": intensity,
-            "jobs_run": [int((jobs["site"] == n).sum()) for n in names],
-        }
+    return Results(
+        scenario,
+        _ordered(summary, SUMMARY_KEYS),
+        jobs,
+        out.tables["sites"],
+        out.power,
+        out.events,
+        out.tables["dr_events"],
+        meta,
     )
 
 
-def jobs_table(engine: Engine) -> pd.DataFrame:
-    """One row per job; times in s since the scenario start, NaN where they never happened.
-
-    `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU model
-    the job finished on: > 1 from caps and suspensions; a job migrated to a slower model
-    can show < 1. `dr_slowdown` = the job's uncapped speed / its actual speed, averaged over
-    its running time inside demand-response events at its site (NaN if it never ran in
-    one; inf if it was suspended through them)."""
-    jt = engine.jobs
-    submit = jt.submit_s
-    start = np.asarray(engine.start_s)
-    end = np.asarray(engine.end_s)
-    state = pd.Categorical(engine.terminal_states(), categories=TERMINAL_STATES)
-    model = np.asarray(engine.model, dtype=object)
-    ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile)
-    reason = np.full(len(jt), "", dtype=object)
-    for j, r in engine.reason.items():
-        reason[j] = r
-    checkpoint_kwh = np.zeros(len(jt))
-    for j, kwh in engine.checkpoint_kwh.items():
-        checkpoint_kwh[j] = kwh
-    work_lost_gpu_h = np.zeros(len(jt))
-    for j, gpu_s in engine.work_lost_gpu_s.items():
-        work_lost_gpu_h[j] = gpu_s / 3600.0
-    wan = np.zeros((len(jt), 3))  # GB, kWh, kg
-    for j, moved in engine.wan_moves.items():
-        wan[j] = moved
-    dr_slowdown = np.full(len(jt), np.nan)
-    for j, (_, done, uncapped, _) in engine.dr_job.items():
-        if uncapped > 0.0:
-            dr_slowdown[j] = uncapped / done if done > 0 else np.inf
-    # Text columns of few distinct values are categoricals: one byte a row, not a string.
-    return pd.DataFrame(
-        {
-            "job_id": jt.job_id,
-            "submit_s": submit,
-            "start_s": start,
-            "end_s": end,
-            "site": pd.Categorical.from_codes(engine.site_of, categories=engine.site_names),
-            "gpu_model": pd.Categorical(model),
-            "gpus": jt.gpus,
-            "profile": pd.Categorical(jt.profile),
-            "work_gpu_h": jt.work_gpu_h,
-            "deadline_s": jt.deadline_s,
-            "state": state,
-            "reason": pd.Categorical(reason),
-            "wait_h": (start - submit) / 3600.0,
-            "jct_h": (end - submit) / 3600.0,
-            "gpu_h": np.asarray(engine.gpu_s) / 3600.0,
-            "energy_kwh": np.asarray(engine.energy_kwh),
-            "checkpoint_kwh": checkpoint_kwh,
-            "carbon_kg": np.asarray(engine.carbon_kg),
-            "embodied_kg": np.asarray(engine.embodied_kg),
-            "wan_gb": wan[:, 0],
-            "wan_energy_kwh": wan[:, 1],
-            "wan_carbon_kg": wan[:, 2],
-            "work_lost_gpu_h": work_lost_gpu_h,
-            "slowdown": (end - start) / ideal_s,
-            "dr_slowdown": dr_slowdown,
-        }
-    )
+def _ordered(values: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    """`values` with the keys of `order` first, in that order, then any others as added."""
+    missing = [k for k in order if k not in values]
+    if missing:
+        raise RuntimeError(f"no component wrote {missing}")
+    return {**{k: values[k] for k in order}, **values}
 
 
 def ideal_runtime_s(work_gpu_h, gpus, model, profile) -> np.ndarray:
@@ -383,21 +334,6 @@ def operational_carbon_over_time_kg(results: Results, times_s: np.ndarray) -> np
     return total
 
 
-def embodied_carbon_kg(engine: Engine, jobs: pd.DataFrame) -> float:
-    """Embodied carbon charged to the run, kg: the jobs' allocated GPU-hours, or every
-    installed GPU over the horizon (`scenario.embodied`)."""
-    if engine.scenario.embodied == "allocated":
-        return float(jobs["embodied_kg"].sum())
-    horizon_h = engine.horizon_s / 3600.0
-    return float(
-        sum(
-            p.count * horizon_h * p.spec.embodied_kg_per_gpu_h
-            for site in engine.sites
-            for p in site.pools
-        )
-    )
-
-
 def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
     """Jobs with a deadline not completed by it (rejected jobs are counted apart)."""
     d = jobs["deadline_s"]
@@ -407,7 +343,7 @@ def deadline_misses(jobs: pd.DataFrame, horizon_s: float) -> int:
 
 
 def demand_response_table(
-    power: pd.DataFrame, sites: list[str], windows: list, horizon_s: float
+    power: pd.DataFrame, sites: list[str], windows: list[DrWindow], horizon_s: float
 ) -> pd.DataFrame:
     """One row per demand-response event, from the facility power step function:
 
@@ -488,19 +424,20 @@ def demand_response_metrics(dr: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def dr_job_metrics(dr_job: dict[int, list[float]]) -> dict[str, Any]:
+def dr_job_metrics(records: list[DrJobRecord]) -> dict[str, Any]:
     """What events did to the jobs at their sites: how many lost work (ran slower than
     uncapped, or were suspended, in events), how many were suspended in one, the reference
     GPU-hours of work not done compared with running uncapped, and the distribution of the
     in-event slowdown (uncapped / actual speed) of the jobs that lost work while running."""
-    acc = np.array(list(dr_job.values())).reshape(-1, 4)
-    done, uncapped = acc[:, 1], acc[:, 2]
+    done = np.array([r.done_gpu_s for r in records])
+    uncapped = np.array([r.uncapped_gpu_s for r in records])
+    paused = np.array([r.paused_s for r in records])
     lost = done < uncapped * (1.0 - 1e-9)
     ran = lost & (done > 0)
     slowdown = uncapped[ran] / done[ran]
     return {
         "dr_jobs_affected": int(lost.sum()),
-        "dr_jobs_paused": int((acc[:, 3] > 0).sum()),
+        "dr_jobs_paused": int((paused > 0).sum()),
         "dr_throughput_loss_gpu_h": float(np.sum(uncapped - done)) / 3600.0,
         "dr_slowdown_mean": float(slowdown.mean()) if len(slowdown) else None,
         "dr_slowdown_p95": float(np.percentile(slowdown, 95)) if len(slowdown) else None,
@@ -512,11 +449,6 @@ def jain_index(x: np.ndarray) -> float | None:
     if len(x) == 0 or not np.any(x):
         return None
     return float(x.sum() ** 2 / (len(x) * np.square(x).sum()))
-
-
-def _mean_or_none(col: pd.Series) -> float | None:
-    col = col.dropna()
-    return float(col.mean()) if len(col) else None
 
 
 def package_version() -> str:

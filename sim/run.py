@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from sim.api import Policy
 from sim.engine import Engine
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
 from sim.network import Wan
@@ -35,18 +36,9 @@ def build_world(
     return jobs, signals
 
 
-def simulate(
-    scenario: Scenario,
-    policy: object | None = None,
-    *,
-    progress: Callable[[float], None] | None = None,
-) -> Results:
-    """Run `scenario` to its horizon and return its results.
-
-    `policy`: None for the scenario's own `[policy]`, a registry name or `module:Class`
-    (built with the scenario's policy params), or a ready policy object.
-    `progress(fraction)` is called as the simulation advances.
-    """
+def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engine:
+    """The world of `scenario` with `policy` in charge, ready to run: the one construction
+    path of `simulate` and `sim.testing.PolicyHarness`. `policy` as in `simulate`."""
     streams = random_streams(scenario.seed)
     jobs, signals = build_world(scenario, streams)
     if policy is None:
@@ -54,7 +46,7 @@ def simulate(
     elif isinstance(policy, str):
         params = scenario.policy.params if policy == scenario.policy.name else {}
         policy = build_policy(policy, params)
-    engine = Engine(
+    return Engine(
         scenario,
         jobs,
         signals,
@@ -62,6 +54,22 @@ def simulate(
         Forecaster(scenario.forecast, streams["forecast"]),
         Wan.from_scenario(scenario),
     )
+
+
+def simulate(
+    scenario: Scenario,
+    policy: Policy | str | None = None,
+    *,
+    progress: Callable[[float], None] | None = None,
+) -> Results:
+    """Run `scenario` to its horizon and return its results.
+
+    `policy`: None for the scenario's own `[policy]`, a registry name or `module:Class`
+    (built with the scenario's policy params), or a ready policy object (a `sim.api.Policy`,
+    or any object with `decide(state)`).
+    `progress(fraction)` is called as the simulation advances.
+    """
+    engine = build_engine(scenario, policy)
     t0 = time.perf_counter()
     engine.run(progress)
     return build_results(engine, time.perf_counter() - t0)

@@ -1,9 +1,9 @@
 """Hand-built states for unit-testing a policy: `PolicyHarness`.
 
-A harness is a real engine on a scenario whose own policy does nothing, driven by hand:
-advance time (jobs arrive as the workload says), apply actions (checked exactly as in a
-run, so an invalid action raises `PolicyError`), and hand `harness.state` to the policy
-under test::
+A harness is a real engine, built exactly as `simulate` builds one, on a scenario whose
+own policy does nothing; the test drives it by hand: advance time (jobs arrive as the
+workload says), apply actions (checked exactly as in a run, so an invalid action raises
+`PolicyError`), and hand `harness.state` to the policy under test::
 
     h = PolicyHarness(scenario)
     h.advance(3600.0)                        # jobs submitted by 1 h are pending
@@ -11,24 +11,22 @@ under test::
     h.apply(actions)                         # raises PolicyError on an invalid action
     assert [a.job.id for a in actions] == ["j1"]
 
-`h.job("j1")` is the `JobView` of a job by id; `h.engine` the engine itself.
+`h.job("j1")` is the `JobView` of a job by id; `h.times("j1")` its first start and
+completion times; `h.engine` the engine itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sim.api import Action, JobView, SystemState
-from sim.engine import Engine
-from sim.grid import Forecaster
-from sim.network import Wan
-from sim.run import build_world, random_streams
+from sim.api import Action, JobView, Policy, SystemState
+from sim.run import build_engine
 from sim.scenario import Scenario
 
 __all__ = ["PolicyHarness"]
 
 
-class _Idle:
+class _Idle(Policy):
     """The harness's own policy: the test decides, by hand."""
 
     def decide(self, state: SystemState) -> Sequence[Action]:
@@ -39,16 +37,7 @@ class PolicyHarness:
     """A paused simulation of `scenario` whose decisions are made by hand."""
 
     def __init__(self, scenario: Scenario):
-        streams = random_streams(scenario.seed)
-        jobs, signals = build_world(scenario, streams)
-        self.engine = Engine(
-            scenario,
-            jobs,
-            signals,
-            _Idle(),
-            Forecaster(scenario.forecast, streams["forecast"]),
-            Wan.from_scenario(scenario),
-        )
+        self.engine = build_engine(scenario, _Idle())
         self.engine.start_processes()
         self.state: SystemState = self.engine.state_view
 
@@ -69,13 +58,19 @@ class PolicyHarness:
     def apply(self, actions: Iterable[Action]) -> PolicyHarness:
         """Apply actions now, checked as in a run (PolicyError if one is invalid)."""
         for action in list(actions):
-            self.engine._apply(action)
+            self.engine.apply(action)
         return self
 
     def job(self, job_id: str) -> JobView:
         """The view of the job with id `job_id`."""
-        ids = self.engine.jobs.job_id
-        for j, jid in enumerate(ids):
+        for j, jid in enumerate(self.engine.jobs.job_id):
             if jid == job_id:
-                return JobView(self.engine, j)
+                return JobView(self.engine.queries, j)
         raise KeyError(f"no job {job_id!r}")
+
+    def times(self, job_id: str) -> tuple[float, float]:
+        """(first start, completion) of the job with id `job_id`, s since the scenario
+        start; NaN for what has not happened yet."""
+        j = self.job(job_id).index
+        book = self.engine.book
+        return book.start_s[j], book.end_s[j]

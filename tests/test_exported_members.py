@@ -36,7 +36,8 @@ SIM_NAMES = [
 SIM_SUBMODULES = ["sim.stats", "sim.plots"]
 
 # The policy contract (docs/writing-a-policy.md): the actions, the policy protocol and its
-# hooks, the read-only views of the state, and the error a bad action raises.
+# hooks, the read-only views of the state and the interface they ask, and the error a bad
+# action raises.
 API_NAMES = [
     "Action",
     "Defer",
@@ -53,6 +54,7 @@ API_NAMES = [
     "Resume",
     "SetCap",
     "Start",
+    "StateQueries",
     "Suspend",
     "SystemState",
 ]

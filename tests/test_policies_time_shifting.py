@@ -145,7 +145,7 @@ def test_wait_awhile_defers_a_job_to_the_cleanest_window_and_starts_it_then(tmp_
     assert actions == [start(h, "j")]  # back from its deferral: started, not planned again
     h.apply(actions).advance(9 * H + 1)
     assert h.job("j").state == "completed"
-    assert h.engine.end_s[h.job("j").index] == pytest.approx(9 * H)
+    assert h.times("j")[1] == pytest.approx(9 * H)
 
 
 def test_wait_awhile_finds_the_exact_best_start_between_breakpoints(tmp_path):
@@ -235,7 +235,7 @@ def test_interruptible_jobs_run_in_the_cheapest_hours_and_are_suspended_in_betwe
         (12, [Resume(j, "a", gpu_model="A100-80GB")]),
     ]
     h.advance(13 * H + 1)
-    assert j.state == "completed" and h.engine.end_s[j.index] == pytest.approx(13 * H)
+    assert j.state == "completed" and h.times(j.id)[1] == pytest.approx(13 * H)
 
 
 def test_only_the_needed_part_of_the_dearest_chosen_hour_is_used_at_its_end(tmp_path):
@@ -268,7 +268,7 @@ def test_a_job_behind_its_plan_is_planned_again_and_still_meets_its_deadline(tmp
     assert actions == [start(h, "j")]
     h.apply(actions).advance(14 * H)
     assert h.job("j").state == "completed"
-    assert h.engine.end_s[h.job("j").index] <= 14 * H
+    assert h.times("j")[1] <= 14 * H
 
 
 def test_jobs_suspended_by_others_are_left_to_them(tmp_path):
@@ -327,7 +327,7 @@ def test_a_percentile_threshold_is_taken_over_the_jobs_window_weighted_by_time(t
         h.advance(t * H)
         h.apply(policy.decide(h.state))
     assert j.state == "running"  # 06:00: 100 is at or below the 10th percentile
-    assert h.engine.start_s[j.index] == 6 * H
+    assert h.times(j.id)[0] == 6 * H
 
 
 # --- lowest_window and carbon_time (GAIA) -------------------------------------------------

@@ -1,0 +1,8 @@
+"""The engine: a small event core (`core.Engine`) and the components that own the state of a
+run (`component.Component` and its subclasses). See docs/architecture.md."""
+
+from sim.engine.component import Component
+from sim.engine.core import Engine
+from sim.results import ResultParts
+
+__all__ = ["Component", "Engine", "ResultParts"]

@@ -1,0 +1,36 @@
+"""The base of the engine's components, and what they write their results into.
+
+A component has one responsibility (the job lifecycle, job runs, the fleet's power,
+checkpoints and WAN moves, demand-response metering, ...). It owns its state, as named
+per-job columns (lists and typed arrays on the component itself, declared in
+`__slots__`: no Python object per job), charges its own energy and carbon as exact
+integrals, and writes its own result columns and summary keys through one hook,
+`write_results` (desmod's `get_result_hook`). The core calls the hooks; see
+docs/architecture.md for which component owns what, and how to add one.
+"""
+
+from __future__ import annotations
+
+from sim.results import ResultParts
+
+__all__ = ["Component", "ResultParts"]
+
+
+class Component:
+    """A part of the engine. Every hook has a default that does nothing:
+
+    - `start()`: at time 0, start the component's SimPy processes and timers;
+    - `close(now_s)`: at the horizon, close open intervals and charge what is due;
+    - `write_results(out)`: add the component's per-job columns, summary keys and tables.
+    """
+
+    __slots__ = ()
+
+    def start(self) -> None:
+        """Start processes and timers at time 0."""
+
+    def close(self, now_s: float) -> None:
+        """The run reached its horizon `now_s`: charge what is still open."""
+
+    def write_results(self, out: ResultParts) -> None:
+        """Add this component's columns, summary keys and tables to `out`."""

@@ -1,0 +1,302 @@
+"""The event core: the SimPy environment, the event loop, decision points, action dispatch.
+
+Every concept is a SimPy event: an arrival is a timeout of the arrivals process, a job's
+completion a timeout carrying a callback, a decision point a zero-delay timeout, so that
+all the events of one instant lead to a single `policy.decide` call. Everything with
+state is a component (`sim.engine.component`): the core builds them, starts them, asks
+the policy, checks each action and hands it to the component that carries it out.
+
+Components, in the order their hooks run:
+
+- `book` (`JobBook`): job states, the pending/running/suspended sets, deferrals, arrivals;
+- `runs` (`Runs`): progress, speed and power of running jobs, their energy and carbon;
+- `checkpoints` (`Checkpoints`): checkpoint writes and reads, WAN moves;
+- `dr` (`DemandResponseMeter`): demand-response events and their per-job accounting;
+- `fleet` (`Fleet`): the sites, their power log, power-off and PUE timers;
+- `queries` (`Queries`): the answers behind `SystemState` and `JobView`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import simpy
+
+from sim import hardware
+from sim.api import (
+    Defer,
+    JobView,
+    Migrate,
+    Policy,
+    PolicyHooks,
+    Reject,
+    Resume,
+    SetCap,
+    Start,
+    Suspend,
+    SystemState,
+)
+from sim.cluster import Pool, Site
+from sim.engine.checkpoints import Checkpoints
+from sim.engine.component import Component
+from sim.engine.demand_response import DemandResponseMeter
+from sim.engine.fleet import Fleet
+from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
+from sim.engine.queries import Queries
+from sim.engine.runs import Runs
+from sim.errors import PolicyError, ScenarioError
+from sim.grid import CarbonSignal, Forecaster
+from sim.network import Wan
+from sim.records import EventLog
+from sim.results import ResultParts
+from sim.scenario import Scenario
+from sim.workload import JobTable
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """One simulation run. Build it with `simulate`, which also turns it into `Results`."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        jobs: JobTable,
+        signals: list[CarbonSignal],
+        policy: Policy,
+        forecaster: Forecaster,
+        wan: Wan | None = None,
+    ):
+        if wan is not None and wan.config.contention:
+            raise ScenarioError(
+                "wan.contention = true: shared link capacity is modelled in sim.network but "
+                "the engine does not drive it yet; set contention = false"
+            )
+        self.scenario = scenario
+        self.horizon_s = scenario.horizon_s
+        self.env = simpy.Environment()
+        self.jobs = jobs
+        self.policy = policy
+        self.hooks = PolicyHooks.of(policy)
+        self.forecaster = forecaster
+        self.events = EventLog()
+        self.book = JobBook(self)
+        self.fleet = Fleet(self, signals)
+        self.runs = Runs(self)
+        self.checkpoints = Checkpoints(self, wan)
+        self.dr = DemandResponseMeter(self, signals)
+        self.queries = Queries(self)
+        self.components: tuple[Component, ...] = (
+            self.book,
+            self.runs,
+            self.checkpoints,
+            self.dr,
+            self.fleet,
+            self.queries,
+        )
+        """Every component, in the order their hooks run."""
+        self.state_view = SystemState(self.queries)
+        self._decision_scheduled = False
+
+    # --- running -------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[float], None] | None = None) -> None:
+        """Run to the horizon; `progress(fraction)` is called along the way."""
+        self.start_processes()
+        chunks = 100 if progress else 1
+        for k in range(1, chunks + 1):
+            self.env.run(until=self.horizon_s * k / chunks)
+            if progress:
+                progress(k / chunks)
+        for component in self.components:
+            component.close(self.horizon_s)
+
+    def start_processes(self) -> None:
+        """Start every component's processes, and the policy's signal steps and ticks."""
+        for component in self.components:
+            component.start()
+        if self.hooks.signal_steps:
+            self.env.process(self._signal_steps())
+        if self.hooks.tick_s:
+            self.env.process(self._ticks(self.hooks.tick_s))
+
+    def write_results(self, out: ResultParts) -> None:
+        """Every component writes its results into `out`, in order."""
+        for component in self.components:
+            component.write_results(out)
+
+    def _signal_steps(self):
+        sites = self.fleet.sites
+        steps = np.unique(
+            np.concatenate([s.signal.breakpoints_between(0.0, self.horizon_s) for s in sites])
+        )
+        for t in steps.tolist():
+            yield self.env.timeout(t - self.env.now)
+            self.request_decision()
+
+    def _ticks(self, tick_s: float):
+        while True:
+            yield self.env.timeout(tick_s)
+            self.request_decision()
+
+    # --- decisions -----------------------------------------------------------------------
+
+    def request_decision(self) -> None:
+        """Ask the policy to decide at the end of this instant (once, however often asked)."""
+        if not self._decision_scheduled:
+            self._decision_scheduled = True
+            self.env.timeout(0).callbacks.append(self._decide)
+
+    def _decide(self, _event: simpy.Event) -> None:
+        self._decision_scheduled = False
+        actions = self.policy.decide(self.state_view)
+        if actions is None:
+            raise PolicyError(
+                f"{type(self.policy).__name__}.decide returned None; return a list of actions"
+            )
+        # All actions exist before any is applied: the state does not move under a policy
+        # that yields them lazily while iterating over it.
+        for action in list(actions):
+            self.apply(action)
+
+    def apply(self, a: object) -> None:
+        """Check action `a` and carry it out now; PolicyError naming it if it cannot be."""
+        book, runs, checkpoints, now = self.book, self.runs, self.checkpoints, self.env.now
+        match a:
+            case Start(job, site, cap, model):
+                j = self._job(a, job, (PENDING, DEFERRED))
+                dest = self._allowed_site(a, j, site)
+                book.leave_queue(j)
+                origin = self.fleet.sites[self.jobs.origin_site[j]]
+                move_s = checkpoints.move(j, origin, dest, float(self.jobs.data_gb[j]), now)
+                self._place(a, j, dest, cap, model, "start", move_s)
+            case Resume(job, site, cap, model):
+                j = self._job(a, job, (SUSPENDED,))
+                dest = self._allowed_site(a, j, site)
+                book.suspended.pop(j)
+                self.dr.end_pause(j, now)
+                self._place(a, j, dest, cap, model, "resume", checkpoints.load_s(j, dest, True))
+            case Defer(job, until_s):
+                j = self._job(a, job, (PENDING, DEFERRED))
+                if not until_s > now:
+                    raise PolicyError(f"{a}: until_s must be after now ({now} s)")
+                book.defer(j, until_s)
+            case Suspend(job):
+                j = self._job(a, job, (RUNNING,))
+                self._check_interruptible(a, j)
+                self.dr.suspending(j)
+                self.events.append(now, "suspend", j, runs.site_of[j])
+                checkpoints.leave(j)
+                book.state[j] = SUSPENDED
+                book.suspended[j] = None
+            case Migrate(job, site, model):
+                j = self._job(a, job, (RUNNING,))
+                dest = self._allowed_site(a, j, site)
+                self._check_interruptible(a, j)
+                if dest is runs.site[j] and model in (None, runs.model[j]):
+                    raise PolicyError(f"{a}: job {self.jobs.job_id[j]} already runs there")
+                pool = self._choose_pool(a, j, dest, model)
+                cap = runs.cap_w[j]
+                if cap is not None:
+                    self._check_cap(a, pool.spec, cap)
+                checkpoints.leave(j)
+                runs.run_on(j, dest, pool, cap, "migrate", checkpoints.load_s(j, dest, True))
+            case SetCap(target, watts):
+                if isinstance(target, str):
+                    site_ = self._site(a, target)
+                    if watts is not None:
+                        for p in site_.pools:
+                            self._check_cap(a, p.spec, watts)
+                    runs.set_site_cap(site_, watts)
+                else:
+                    j = self._job(a, target, (RUNNING,))
+                    held_pool = runs.pool[j]
+                    if watts is not None and held_pool is not None:
+                        self._check_cap(a, held_pool.spec, watts)
+                    runs.set_job_cap(j, watts)
+            case Reject(job, reason):
+                j = self._job(a, job, (PENDING, DEFERRED, SUSPENDED))
+                book.leave_queue(j)
+                book.suspended.pop(j, None)
+                self.dr.end_pause(j, now)
+                book.reject(j, str(reason))
+            case _:
+                raise PolicyError(f"{type(self.policy).__name__} returned {a!r}, not an action")
+
+    def _place(
+        self,
+        a: object,
+        j: int,
+        site: Site,
+        cap: float | None,
+        model: str | None,
+        kind: str,
+        hold_s: float,
+    ) -> None:
+        pool = self._choose_pool(a, j, site, model)
+        if cap is not None:
+            self._check_cap(a, pool.spec, cap)
+        self.runs.cap_w[j] = cap
+        self.runs.run_on(j, site, pool, cap, kind, hold_s)
+
+    # --- action checks -------------------------------------------------------------------
+
+    def _job(self, action: object, job: object, allowed: tuple[int, ...]) -> int:
+        if not isinstance(job, JobView) or job._q is not self.queries:
+            raise PolicyError(f"{action}: job must be a JobView taken from the state")
+        j = job.index
+        state = self.book.state[j]
+        if state not in allowed:
+            want = " or ".join(STATE_NAMES[s] for s in allowed)
+            raise PolicyError(
+                f"{action}: job {self.jobs.job_id[j]} is {STATE_NAMES[state]}, not {want}"
+            )
+        return j
+
+    def _site(self, action: object, name: str) -> Site:
+        site = self.fleet.find(name)
+        if site is None:
+            raise PolicyError(f"{action}: unknown site {name!r} (sites: {self.fleet.names})")
+        return site
+
+    def _allowed_site(self, action: object, j: int, name: str) -> Site:
+        """The site `name`, which job `j` must be allowed to run on (data residency)."""
+        site = self._site(action, name)
+        if not self.queries.may_run_on(j, site.index):
+            raise PolicyError(
+                f"{action}: job {self.jobs.job_id[j]} may not run on {site.name} "
+                f"(allowed sites: {', '.join(self.queries.allowed_sites(j))})"
+            )
+        return site
+
+    def _check_interruptible(self, action: object, j: int) -> None:
+        if not self.jobs.interruptible[j]:
+            raise PolicyError(f"{action}: job {self.jobs.job_id[j]} is not interruptible")
+
+    @staticmethod
+    def _check_cap(action: object, spec: hardware.GpuSpec, watts: float) -> None:
+        if not spec.min_cap_w <= watts <= spec.max_cap_w:
+            raise PolicyError(
+                f"{action}: cap {watts} W is outside {spec.id}'s settable range "
+                f"{spec.min_cap_w:g}-{spec.max_cap_w:g} W"
+            )
+
+    def _choose_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
+        gpus = self.runs.gpus[j]
+        if model is not None:
+            pool = site.pool(model)
+            if pool is None:
+                raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
+            if pool.free < gpus:
+                raise PolicyError(
+                    f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}"
+                )
+            return pool
+        for pool in site.pools:
+            if pool.free >= gpus:
+                return pool
+        free = ", ".join(f"{p.model}={p.free}" for p in site.pools)
+        raise PolicyError(
+            f"{action}: job needs {gpus} GPUs of one model, {site.name} has {free} free"
+        )

@@ -1,0 +1,188 @@
+"""The fleet: every site's GPU pools, IT and facility power, PUE steps, powered-off nodes
+and site-wide caps, and the site results computed from the power log.
+
+The GPU ledger itself (free GPUs per pool, busy nodes, IT power) lives in
+`sim.cluster.Site`; this component owns the sites, logs their power, runs the timers that
+switch idle nodes off and that log facility power where an hourly PUE steps, and answers
+"which site is that" for every other component.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim.cluster import Pool, Site
+from sim.engine.component import Component
+from sim.errors import PolicyError
+from sim.grid import CarbonSignal
+from sim.records import PowerLog
+from sim.results import ResultParts, busy_gpu_s, site_energy_kwh, site_operational_carbon_kg
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+
+__all__ = ["Fleet"]
+
+
+class Fleet(Component):
+    """The sites of a run and their power."""
+
+    __slots__ = ("_core", "names", "power_log", "sites", "_by_name")
+
+    def __init__(self, core: Engine, signals: list[CarbonSignal]):
+        self._core = core
+        scenario = core.scenario
+        self.names: list[str] = scenario.site_names()
+        self.power_log = PowerLog(len(scenario.sites))
+        """Per site, every change of IT and facility power and busy GPUs (a step function)."""
+        self.sites = [
+            Site(i, cfg, scenario.start, signals[i], self.power_log)
+            for i, cfg in enumerate(scenario.sites)
+        ]
+        self._by_name = {s.name: s for s in self.sites}
+
+    def site(self, name: str) -> Site:
+        """The site called `name`; PolicyError naming the sites if there is none."""
+        site = self._by_name.get(name)
+        if site is None:
+            raise PolicyError(f"unknown site {name!r} (sites: {self.names})")
+        return site
+
+    def find(self, name: str) -> Site | None:
+        return self._by_name.get(name)
+
+    def pool(self, site: Site, model: str | None, asker: str) -> Pool:
+        """`site`'s pool of `model` (None: its first); PolicyError naming `asker` if none."""
+        pool = site.pools[0] if model is None else site.pool(model)
+        if pool is None:
+            raise PolicyError(f"{asker}: site {site.name} has no {model} GPUs")
+        return pool
+
+    @property
+    def largest_pool(self) -> int:
+        return max(p.count for s in self.sites for p in s.pools)
+
+    # --- timers ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        env = self._core.env
+        for site in self.sites:
+            if site.power_off is not None:  # every node is idle at the start
+                self._switch_off_later(site)
+        if any(s.pue.constant is None for s in self.sites):
+            env.process(self._pue_steps())
+
+    def _pue_steps(self):
+        """Log facility power wherever a site's hourly PUE changes."""
+        core = self._core
+        steps = sorted(
+            {(t, s.index) for s in self.sites for t in s.pue.steps_between(0.0, core.horizon_s)}
+        )
+        for t, i in steps:
+            if t > core.env.now:
+                yield core.env.timeout(t - core.env.now)
+            self.sites[i].log_power(t)
+            if core.dr.active(i, t):  # the limit in IT watts moved
+                core.request_decision()
+
+    def release(self, site: Site, pool: Pool, gpus: int, draw_w: float) -> None:
+        """Free `gpus` GPUs of `pool` that drew `draw_w` W each; nodes left idle switch off
+        after the site's `power_off.idle_s`."""
+        if site.release(self._core.env.now, pool, gpus, draw_w):
+            self._switch_off_later(site)
+
+    def _switch_off_later(self, site: Site) -> None:
+        """Switch off the site's nodes still idle after its `power_off.idle_s`."""
+        assert site.power_off is not None
+        timer = self._core.env.timeout(site.power_off.idle_s)
+        timer.callbacks.append(lambda _e: self._switch_off_check(site))
+
+    def _switch_off_check(self, site: Site) -> None:
+        now = self._core.env.now
+        off = site.switch_off_idle(now)
+        if off:
+            self._core.events.append(now, "power_off", -1, site.index, value=off)
+
+    @staticmethod
+    def needs_wake(site: Site, pool: Pool, gpus: int) -> bool:
+        """True if `gpus` more busy GPUs of `pool` need a powered-off node."""
+        return site.power_off is not None and pool.nodes_to_wake(gpus) > 0
+
+    @staticmethod
+    def wake_s(site: Site, pool: Pool, gpus: int) -> float:
+        """Boot time before `gpus` more busy GPUs of `pool` can compute, s: the site's
+        `power_off.wake_s` if they need a powered-off node, else 0."""
+        if site.power_off is None or pool.nodes_to_wake(gpus) == 0:
+            return 0.0
+        return site.power_off.wake_s
+
+    def mean_facility_kw(self, site: Site, t0_s: float, t1_s: float) -> float:
+        """Mean facility power of `site` over [t0, t1] (t0 clipped at 0), kW; the current
+        power if the window is empty."""
+        t0_s = max(0.0, t0_s)
+        if t1_s <= t0_s:
+            return site.facility_w(t1_s) / 1000.0
+        log = self.power_log
+        energy_ws, t_next, i = 0.0, t1_s, len(log.time_s) - 1
+        while i >= 0:
+            if log.site[i] == site.index and log.time_s[i] < t1_s:
+                t = max(log.time_s[i], t0_s)
+                energy_ws += log.facility_w[i] * (t_next - t)
+                t_next = t
+                if t <= t0_s:
+                    break
+            i -= 1
+        return energy_ws / (t1_s - t0_s) / 1000.0
+
+    # --- results ---------------------------------------------------------------------------
+
+    def write_results(self, out: ResultParts) -> None:
+        """Site energy (IT, facility, idle), operational carbon and GPU utilisation, exact
+        integrals of the power log; the `sites` table; installed embodied carbon."""
+        core, power, names = self._core, out.power, self.names
+        horizon_s = core.horizon_s
+        energy_it = site_energy_kwh(power, names, horizon_s, "it_w")
+        energy_facility = site_energy_kwh(power, names, horizon_s, "facility_w")
+        carbon = site_operational_carbon_kg(
+            power, names, [s.facility_ci for s in self.sites], horizon_s
+        )
+        gpus = np.array([s.total_gpus for s in self.sites])
+        busy = np.array([busy_gpu_s(power, [n], horizon_s) for n in names])
+        energy = np.array([energy_facility[n] for n in names])
+        carbon_kg = np.array([carbon[n] for n in names])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            intensity = np.where(energy > 0, carbon_kg * 1000.0 / energy, np.nan)
+        ran_at = out.job_columns["site"]
+        sites = pd.DataFrame(
+            {
+                "site": names,
+                "gpus": gpus,
+                "gpu_utilization": busy / (gpus * horizon_s),
+                "energy_facility_kwh": energy,
+                "carbon_operational_kg": carbon_kg,
+                "carbon_intensity_g_per_kwh": intensity,
+                "jobs_run": [int((ran_at == n).sum()) for n in names],
+            }
+        )
+        out.tables["sites"] = sites
+        out.summary["energy_it_kwh"] = float(sum(energy_it.values()))
+        out.summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
+        out.summary["energy_idle_kwh"] = float(
+            sum(s.idle_energy_kwh(horizon_s) for s in self.sites)
+        )
+        out.summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
+        out.summary["gpu_utilization"] = float(
+            (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
+        )
+        if core.scenario.embodied == "installed":
+            horizon_h = horizon_s / 3600.0
+            out.summary["carbon_embodied_kg"] = float(
+                sum(
+                    p.count * horizon_h * p.spec.embodied_kg_per_gpu_h
+                    for site in self.sites
+                    for p in site.pools
+                )
+            )

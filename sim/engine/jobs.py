@@ -1,0 +1,184 @@
+"""The job lifecycle: arrivals, the pending, running and suspended sets the policy sees,
+deferrals, rejections, and each job's terminal state.
+
+States: not yet submitted -> pending <-> deferred -> running <-> suspended, ending
+completed or rejected; at the horizon every other state is "unfinished". Every job ends in
+exactly one terminal state, so the counts add up to the jobs submitted.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim.engine.component import Component
+from sim.results import TERMINAL_STATES, ResultParts, deadline_misses
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+
+__all__ = [
+    "COMPLETED",
+    "DEFERRED",
+    "PENDING",
+    "REJECTED",
+    "RUNNING",
+    "STATE_NAMES",
+    "SUBMITTED_LATER",
+    "SUSPENDED",
+    "JobBook",
+]
+
+SUBMITTED_LATER, PENDING, DEFERRED, RUNNING, SUSPENDED, COMPLETED, REJECTED = range(7)
+STATE_NAMES = (
+    "not submitted",
+    "pending",
+    "deferred",
+    "running",
+    "suspended",
+    "completed",
+    "rejected",
+)
+_OPEN = (PENDING, DEFERRED, RUNNING, SUSPENDED)
+
+
+class JobBook(Component):
+    """Each job's state, the ordered job sets, deferrals and the lifecycle's times."""
+
+    __slots__ = (
+        "_core",
+        "state",
+        "pending",
+        "running",
+        "suspended",
+        "deferred_until",
+        "reason",
+        "start_s",
+        "end_s",
+    )
+
+    def __init__(self, core: Engine):
+        self._core = core
+        n = len(core.jobs)
+        self.state = [SUBMITTED_LATER] * n
+        """Per job, one of the state codes above."""
+        # Ordered job sets (dicts as insertion-ordered sets), viewed by the policy.
+        self.pending: dict[int, None] = {}
+        self.running: dict[int, None] = {}
+        self.suspended: dict[int, None] = {}
+        self.deferred_until: dict[int, float] = {}
+        """Deferred jobs: the time each becomes pending again, s."""
+        self.reason: dict[int, str] = {}
+        """Rejected jobs: the reason given."""
+        self.start_s = array("d", [math.nan]) * n
+        """First start, s (NaN: never started)."""
+        self.end_s = array("d", [math.nan]) * n
+        """Completion, s (NaN: not completed)."""
+
+    def start(self) -> None:
+        self._core.env.process(self._arrivals())
+
+    def _arrivals(self):
+        core = self._core
+        env = core.env
+        gpus = core.jobs.gpus.tolist()
+        largest = core.fleet.largest_pool
+        for j, t in enumerate(core.jobs.submit_s.tolist()):
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            core.events.append(t, "submit", j)
+            if gpus[j] > largest:
+                self.reject(j, f"needs {gpus[j]} GPUs; the largest pool has {largest}")
+                continue
+            self.state[j] = PENDING
+            self.pending[j] = None
+            core.request_decision()
+
+    def name(self, j: int) -> str:
+        return STATE_NAMES[self.state[j]]
+
+    def leave_queue(self, j: int) -> None:
+        """`j` starts or is rejected: out of the pending set, its deferral forgotten."""
+        self.deferred_until.pop(j, None)
+        self.pending.pop(j, None)
+
+    def defer(self, j: int, until_s: float) -> None:
+        core = self._core
+        now = core.env.now
+        self.pending.pop(j, None)
+        self.state[j] = DEFERRED
+        self.deferred_until[j] = until_s
+        core.events.append(now, "defer", j, value=until_s)
+        if until_s < core.horizon_s:
+            core.env.timeout(until_s - now).callbacks.append(
+                lambda _e: self._deferral_expired(j, until_s)
+            )
+
+    def _deferral_expired(self, j: int, until_s: float) -> None:
+        if self.deferred_until.get(j) != until_s:
+            return  # started, rejected or deferred again meanwhile
+        del self.deferred_until[j]
+        self.state[j] = PENDING
+        self.pending[j] = None
+        self._core.events.append(self._core.env.now, "ready", j)
+        self._core.request_decision()
+
+    def reject(self, j: int, reason: str) -> None:
+        self.state[j] = REJECTED
+        self.reason[j] = reason
+        self._core.events.append(self._core.env.now, "reject", j, detail=reason)
+
+    def close(self, now_s: float) -> None:
+        site_of = self._core.runs.site_of
+        for j, st in enumerate(self.state):
+            if st in _OPEN:
+                self._core.events.append(now_s, "unfinished", j, site_of[j])
+
+    def terminal_states(self) -> list[str]:
+        """Each job's terminal state: completed, rejected, or unfinished (at the horizon)."""
+        return [
+            "completed" if s == COMPLETED else "rejected" if s == REJECTED else "unfinished"
+            for s in self.state
+        ]
+
+    def write_results(self, out: ResultParts) -> None:
+        """Columns `start_s`, `end_s`, `state`, `reason`, `wait_h`, `jct_h`; the job counts,
+        waits, completion times and deadline misses."""
+        jt = self._core.jobs
+        start, end = np.asarray(self.start_s), np.asarray(self.end_s)
+        reason = np.full(len(jt), "", dtype=object)
+        for j, r in self.reason.items():
+            reason[j] = r
+        state = pd.Categorical(self.terminal_states(), categories=TERMINAL_STATES)
+        wait_h = (start - jt.submit_s) / 3600.0
+        jct_h = (end - jt.submit_s) / 3600.0
+        out.job_columns.update(
+            start_s=start,
+            end_s=end,
+            state=state,
+            reason=pd.Categorical(reason),
+            wait_h=wait_h,
+            jct_h=jct_h,
+        )
+        summary = out.summary
+        counts = pd.Series(state).value_counts()
+        summary["jobs_submitted"] = len(jt)
+        for name in TERMINAL_STATES:
+            summary[f"jobs_{name}"] = int(counts.get(name, 0))
+        summary["wait_mean_h"] = _mean_or_none(wait_h)
+        summary["jct_mean_h"] = _mean_or_none(jct_h)
+        jct = jct_h[~np.isnan(jct_h)]
+        summary["jct_p95_h"] = float(np.percentile(jct, 95)) if len(jct) else None
+        summary["deadline_misses"] = deadline_misses(
+            pd.DataFrame({"deadline_s": jt.deadline_s, "end_s": end, "state": state}),
+            self._core.horizon_s,
+        )
+
+
+def _mean_or_none(values: np.ndarray) -> float | None:
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if len(values) else None

@@ -1,0 +1,212 @@
+"""The query service: the engine's answers to what `SystemState` and `JobView` ask.
+
+Policies read the run only through `sim.api.SystemState` and `sim.api.JobView`; both
+get their answers here, through the interface `sim.api.StateQueries`. Every answer is
+read live from the components that own the state; nothing is copied per decision.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sim.api import DemandResponseView
+from sim.cluster import Site
+from sim.engine.component import Component
+from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
+from sim.engine.runs import WS_PER_KWH
+from sim.errors import PolicyError
+from sim.workload import JobTable
+from sim.workload.table import mask_sites
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+
+__all__ = ["Queries"]
+
+
+class Queries(Component):
+    """Answers for the policy's views (an implementation of `sim.api.StateQueries`)."""
+
+    __slots__ = (
+        "_core",
+        "jobs",
+        "site_names",
+        "pending",
+        "running",
+        "suspended",
+        "_names_by_mask",
+        "_allowed",
+    )
+
+    def __init__(self, core: Engine):
+        self._core = core
+        self.jobs: JobTable = core.jobs
+        self.site_names: tuple[str, ...] = tuple(core.fleet.names)
+        self.pending = core.book.pending
+        self.running = core.book.running
+        self.suspended = core.book.suspended
+        allowed = core.jobs.allowed_sites
+        assert allowed is not None  # JobTable fills it in
+        self._allowed: list[int] = allowed.tolist()
+        """Per job, bit mask of the sites it may run on (data residency)."""
+        self._names_by_mask: dict[int, tuple[str, ...]] = {}
+
+    @property
+    def now_s(self) -> float:
+        return self._core.env.now
+
+    @property
+    def horizon_s(self) -> float:
+        return self._core.horizon_s
+
+    def site(self, name: str) -> Site:
+        return self._core.fleet.site(name)
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def state_name(self, j: int) -> str:
+        return STATE_NAMES[self._core.book.state[j]]
+
+    def remaining_gpu_s(self, j: int) -> float:
+        return self._core.runs.remaining_gpu_s(j)
+
+    def held(self, j: int) -> bool:
+        return j in self._core.runs.holding
+
+    def may_run_on(self, j: int, site_index: int) -> bool:
+        return bool((self._allowed[j] >> site_index) & 1)
+
+    def allowed_sites(self, j: int) -> tuple[str, ...]:
+        mask = self._allowed[j]
+        names = self._names_by_mask.get(mask)
+        if names is None:
+            names = self._names_by_mask[mask] = mask_sites(mask, list(self.site_names))
+        return names
+
+    def running_site(self, j: int) -> str | None:
+        site = self._core.runs.site[j]
+        return site.name if site is not None and self._core.book.state[j] == RUNNING else None
+
+    def running_model(self, j: int) -> str | None:
+        return self._core.runs.model[j] if self._core.book.state[j] == RUNNING else None
+
+    def job_cap_w(self, j: int) -> float | None:
+        return self._core.runs.cap_w[j]
+
+    def job_draw_w(self, j: int) -> float:
+        return self._core.runs.draw_w[j] if self._core.book.state[j] == RUNNING else 0.0
+
+    # --- what-ifs ----------------------------------------------------------------------------
+
+    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
+        a, b = self.site(src), self.site(dst)
+        wan = self._core.checkpoints.wan
+        if wan is None or a is b or gb <= 0.0:
+            return 0.0, 0.0, 0.0
+        return wan.totals(a.name, b.name, gb, self._core.env.now)
+
+    def migration_cost(
+        self, j: int, site_name: str, model: str | None
+    ) -> tuple[float, float, float, float]:
+        """(stall s, facility kWh, kg CO2, lost reference GPU-s) of migrating running job `j`
+        to `site_name`'s `model` pool (None: its first) now, as `Migrate` would: the
+        checkpoint write on the GPUs it leaves (none with periodic checkpoints: it falls back
+        to its last one, losing the work since), the WAN transfer, and the read, during
+        which it holds the new GPUs at idle power. GPU and host energy at each site's PUE and
+        carbon intensity now; the transfer's as `transfer_cost`."""
+        core = self._core
+        runs, checkpoints = core.runs, core.checkpoints
+        src, pool = runs.site[j], runs.pool[j]
+        assert src is not None and pool is not None
+        dest = self.site(site_name)
+        dest_pool = core.fleet.pool(dest, model, "migration_cost")
+        now = core.env.now
+        gb = float(self.jobs.checkpoint_gb[j])
+        lost_s = 0.0
+        write_s = 0.0
+        if checkpoints.interval_s is not None:
+            lost_s = checkpoints.work_since_checkpoint(j, now)
+        elif j not in runs.holding:
+            write_s = checkpoints.write_s(j, src)
+        move_s, move_kwh, move_kg = self.transfer_cost(src.name, dest.name, gb)
+        hold_s = write_s + move_s + gb / dest.checkpoint_read_gbps
+        gpus = runs.gpus[j]
+        kwh = kg = 0.0
+        for site, p, dt in ((src, pool, write_s), (dest, dest_pool, hold_s)):
+            site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / WS_PER_KWH
+            kwh += site_kwh
+            kg += site_kwh * site.signal.value_at(now) / 1000.0
+        return hold_s, kwh + move_kwh, kg + move_kg, lost_s
+
+    def power_delta_w(
+        self, j: int, cap: float | None, site_name: str | None, model: str | None
+    ) -> float:
+        core = self._core
+        runs = core.runs
+        gpus = runs.gpus[j]
+        if core.book.state[j] == RUNNING:
+            site, pool = runs.site[j], runs.pool[j]
+            assert site is not None and pool is not None
+            if j in runs.holding:
+                return 0.0  # takes its cap when its nodes are up
+            _, draw_w = runs.speed(pool.model, runs.profile[j], runs.effective_cap(site, cap))
+            return gpus * (draw_w - runs.draw_w[j])
+        if site_name is None:
+            raise PolicyError(
+                "power_delta_w: give the site a job that is not running would start on"
+            )
+        site = self.site(site_name)
+        pool = core.fleet.pool(site, model, "power_delta_w")
+        _, draw_w = runs.speed(pool.model, runs.profile[j], runs.effective_cap(site, cap))
+        if core.fleet.needs_wake(site, pool, gpus):
+            return pool.nodes_to_wake(gpus) * pool.node_w  # held at idle power while booting
+        return gpus * (draw_w - pool.idle_w)
+
+    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        core = self._core
+        return core.forecaster.forecast(self.site(site).signal, core.env.now, horizon_s)
+
+    def announced_events(self, site: str | None) -> list[DemandResponseView]:
+        return [v for v in self._core.dr.announced if site is None or v.site == site]
+
+    def estimate(
+        self, j: int, site_name: str, cap: float | None, model: str | None
+    ) -> tuple[float, float]:
+        core = self._core
+        runs = core.runs
+        site = self.site(site_name)
+        pool = core.fleet.pool(site, model, "estimate")
+        rate, draw_w = runs.rate_and_draw(j, site, pool, cap)
+        gpus = runs.gpus[j]
+        now = core.env.now
+        hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
+        hold_s = max(hold_s, core.fleet.wake_s(site, pool, gpus))
+        runtime_s = runs.remaining_gpu_s(j) / rate
+        energy_kwh = (
+            gpus
+            * (
+                (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
+                + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
+            )
+            / WS_PER_KWH
+        )
+        return hold_s + runtime_s, energy_kwh
+
+    def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
+        core = self._core
+        runs = core.runs
+        site = self.site(site_name)
+        pool = core.fleet.pool(site, model, "expected_ends")
+        now = core.env.now
+        ends, gpus = [], []
+        for j in pool.jobs:
+            if j in runs.holding:  # its rate once it computes; the hold left is not counted
+                rate = runs.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
+                end = now + runs.remaining_s[j] / rate
+            else:  # when its completion is scheduled
+                end = runs.seg_start_s[j] + runs.remaining_s[j] / runs.rate[j]
+            ends.append(end)
+            gpus.append(runs.gpus[j])
+        return ends, gpus

@@ -1,0 +1,346 @@
+"""Job runs: where each running job computes, how fast, at what power, and what it costs.
+
+Progress is exact under changing speed: a running job's speed is constant between
+changes (start, cap change, suspend, migrate), so at each change the run closes a
+segment, subtracts speed x duration from the work left, charges the segment's energy and
+carbon (power x the exact integral of PUE, and of PUE x carbon intensity), and schedules
+the completion from the work left. A completion is one timeout carrying a callback,
+cancelled by bumping the job's version number.
+
+Work is counted in reference GPU-seconds (A100-80GB at its maximum power limit); a job on
+`g` GPUs of model `m` under cap `c` advances at g x speed(m, profile) x throughput(m,
+profile, c) reference GPU-seconds per second.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim import hardware
+from sim.cluster import Pool, Site
+from sim.engine.component import Component
+from sim.engine.jobs import COMPLETED, RUNNING
+from sim.results import ResultParts, ideal_runtime_s
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+
+__all__ = ["Runs", "WS_PER_KWH"]
+
+WS_PER_KWH = 3.6e6
+_GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
+
+
+class Runs(Component):
+    """Per-job run state and charges, as columns indexed by job."""
+
+    __slots__ = (
+        "_core",
+        "_book",
+        "gpus",
+        "profile",
+        "remaining_s",
+        "site",
+        "pool",
+        "cap_w",
+        "rate",
+        "draw_w",
+        "seg_start_s",
+        "version",
+        "holding",
+        "loading",
+        "model",
+        "site_of",
+        "energy_kwh",
+        "carbon_kg",
+        "embodied_kg",
+        "gpu_s",
+        "_speeds",
+    )
+
+    def __init__(self, core: Engine):
+        self._core = core
+        self._book = core.book
+        jobs = core.jobs
+        n = len(jobs)
+        self.gpus: list[int] = jobs.gpus.tolist()
+        self.profile: list[str] = jobs.profile.tolist()
+        self.remaining_s: list[float] = (jobs.work_gpu_h * 3600.0).tolist()
+        """Work left, reference GPU-seconds (as of the start of the current segment)."""
+        self.site: list[Site | None] = [None] * n
+        self.pool: list[Pool | None] = [None] * n
+        self.cap_w: list[float | None] = [None] * n
+        """The job's own cap, W (None: the site's cap, or uncapped)."""
+        self.rate = [0.0] * n
+        """Progress, reference GPU-seconds per second (while running)."""
+        self.draw_w = [0.0] * n
+        """Active power of one of the job's GPUs, W (while running)."""
+        self.seg_start_s = [0.0] * n
+        self.version = [0] * n
+        """Bumped to cancel a scheduled completion or end of hold."""
+        self.holding: set[int] = set()
+        """Running jobs held at idle power: nodes booting for them, or a checkpoint loading."""
+        self.loading: set[int] = set()
+        """Held jobs reading their checkpoint (resumed or migrated)."""
+        # Per-job results, in typed arrays (8 bytes a value, not a float object and a slot).
+        self.model: list[str | None] = [None] * n
+        """The GPU model the job last ran on."""
+        self.site_of = array("q", [-1]) * n
+        """The index of the site the job last ran on (-1: never ran)."""
+        self.energy_kwh = array("d", [0.0]) * n
+        """Facility energy of the job's GPUs and their host share, kWh."""
+        self.carbon_kg = array("d", [0.0]) * n
+        """Operational carbon of that energy, kg."""
+        self.embodied_kg = array("d", [0.0]) * n
+        self.gpu_s = array("d", [0.0]) * n
+        self._speeds: dict[tuple[str, str, float | None], tuple[float, float]] = {}
+
+    # --- speed and power -------------------------------------------------------------------
+
+    def remaining_gpu_s(self, j: int) -> float:
+        """Work left now, reference GPU-s."""
+        if self._book.state[j] == RUNNING:
+            return max(
+                0.0, self.remaining_s[j] - self.rate[j] * (self._core.env.now - self.seg_start_s[j])
+            )
+        return self.remaining_s[j]
+
+    @staticmethod
+    def effective_cap(site: Site, own_cap: float | None) -> float | None:
+        return own_cap if own_cap is not None else site.cap_w
+
+    def speed(self, model: str, profile: str, cap: float | None) -> tuple[float, float]:
+        """(reference GPU-s per s of one GPU, active W of one GPU), cached."""
+        key = (model, profile, cap)
+        hit = self._speeds.get(key)
+        if hit is None:
+            est = hardware.estimate(model, profile, cap)
+            hit = (hardware.speed(model, profile) * est.throughput_fraction, est.power_w)
+            self._speeds[key] = hit
+        return hit
+
+    def rate_and_draw(
+        self, j: int, site: Site, pool: Pool, cap: float | None
+    ) -> tuple[float, float]:
+        """(progress in reference GPU-s per s, active W per GPU) of `j` on `pool` under its
+        own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
+        of time they stall the job (a fluid model of the stalls)."""
+        per_gpu, draw_w = self.speed(pool.model, self.profile[j], self.effective_cap(site, cap))
+        checkpoints = self._core.checkpoints
+        if checkpoints.interval_s is None:
+            return self.gpus[j] * per_gpu, draw_w
+        return self.gpus[j] * per_gpu * checkpoints.duty(j, site), draw_w
+
+    def uncapped_rate(self, j: int, pool: Pool) -> float:
+        """Progress of `j` on `pool` with no cap (periodic checkpoint stalls included)."""
+        site = self.site[j]
+        assert site is not None
+        return self.rate_and_draw(j, site, pool, math.inf)[0]
+
+    # --- starting, changing and stopping runs ----------------------------------------------
+
+    def run_on(
+        self, j: int, site: Site, pool: Pool, cap: float | None, kind: str, hold_s: float = 0.0
+    ) -> None:
+        """Run `j` on `pool`; first held at idle power for `hold_s` (a checkpoint loading)
+        or for the boot of powered-off nodes it needs, whichever is longer."""
+        core = self._core
+        now = core.env.now
+        gpus = self.gpus[j]
+        if hold_s > 0.0:
+            self.loading.add(j)
+        hold_s = max(hold_s, core.fleet.wake_s(site, pool, gpus))
+        if hold_s > 0.0:
+            rate, draw_w = 0.0, pool.idle_w
+        else:
+            rate, draw_w = self.rate_and_draw(j, site, pool, cap)
+        woken = site.allocate(now, pool, gpus, draw_w)
+        book = self._book
+        book.state[j] = RUNNING
+        book.running[j] = None
+        pool.jobs[j] = None
+        self.site[j], self.pool[j] = site, pool
+        self.site_of[j], self.model[j] = site.index, pool.model
+        self.rate[j] = rate
+        self.draw_w[j] = draw_w
+        self.seg_start_s[j] = now
+        core.checkpoints.started(j)
+        if math.isnan(book.start_s[j]):
+            book.start_s[j] = now
+        cap_w = self.effective_cap(site, cap)
+        core.events.append(
+            now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model
+        )
+        if woken:
+            core.events.append(now, "wake", j, site.index, value=woken)
+        if hold_s > 0.0:
+            self.version[j] += 1
+            v = self.version[j]
+            self.holding.add(j)
+            core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, v))
+        else:
+            self._schedule_finish(j)
+
+    def _held(self, j: int, version: int) -> None:
+        if self.version[j] != version:
+            return  # stopped while held
+        self.retime(j)  # charges the hold first
+        self.holding.discard(j)
+        self.loading.discard(j)
+
+    def _schedule_finish(self, j: int) -> None:
+        self.version[j] += 1
+        v = self.version[j]
+        delay = self.remaining_s[j] / self.rate[j]
+        self._core.env.timeout(delay).callbacks.append(lambda _e: self._finish(j, v))
+
+    def _finish(self, j: int, version: int) -> None:
+        if self.version[j] != version:
+            return  # re-timed or stopped since this completion was scheduled
+        self.stop(j)
+        # Shared constants in place of the job's own float objects (memory at 1M jobs).
+        self.remaining_s[j] = self.rate[j] = self.draw_w[j] = self.seg_start_s[j] = 0.0
+        core = self._core
+        self._book.state[j] = COMPLETED
+        self._book.end_s[j] = core.env.now
+        core.events.append(core.env.now, "finish", j, self.site_of[j])
+        core.request_decision()
+
+    def retime(self, j: int) -> None:
+        """The cap of running job `j` changed (or its hold ended): new speed and power from
+        now on."""
+        now = self._core.env.now
+        self.close_segment(j, now)
+        site, pool = self.site[j], self.pool[j]
+        assert site is not None and pool is not None
+        rate, draw_w = self.rate_and_draw(j, site, pool, self.cap_w[j])
+        site.change_power(now, self.gpus[j] * (draw_w - self.draw_w[j]))
+        self.draw_w[j] = draw_w
+        self.rate[j] = rate
+        self._schedule_finish(j)
+
+    def set_site_cap(self, site: Site, watts: float | None) -> None:
+        """Cap every GPU of `site` (None: remove the cap): running jobs without a cap of
+        their own are re-timed, later starts take it."""
+        site.cap_w = watts
+        now = self._core.env.now
+        self._core.events.append(
+            now, "setcap", -1, site.index, math.nan if watts is None else watts
+        )
+        for j in tuple(self._book.running):
+            if self.site[j] is site and self.cap_w[j] is None and j not in self.holding:
+                self.retime(j)
+
+    def set_job_cap(self, j: int, watts: float | None) -> None:
+        """Cap running job `j`'s GPUs (None: the site's cap, or uncapped)."""
+        self.cap_w[j] = watts
+        if j not in self.holding:  # a held job takes its cap when it starts
+            self.retime(j)
+        now = self._core.env.now
+        self._core.events.append(
+            now, "setcap", j, self.site_of[j], math.nan if watts is None else watts
+        )
+
+    def stop(self, j: int) -> None:
+        """Close the run and free the GPUs (suspend, migrate, finish)."""
+        core = self._core
+        self.close_segment(j, core.env.now)
+        self.version[j] += 1  # cancels the pending completion (or wake)
+        self.holding.discard(j)
+        self.loading.discard(j)
+        site, pool = self.site[j], self.pool[j]
+        assert site is not None and pool is not None
+        core.fleet.release(site, pool, self.gpus[j], self.draw_w[j])
+        del self._book.running[j]
+        del pool.jobs[j]
+        core.checkpoints.stopped(j)
+
+    def set_down(self, j: int) -> None:
+        """Running `j` stops computing but keeps its GPUs at idle power (a checkpoint
+        write follows): its run is closed and its completion cancelled."""
+        core = self._core
+        now = core.env.now
+        self.close_segment(j, now)
+        self.version[j] += 1  # cancels the pending completion
+        site, pool = self.site[j], self.pool[j]
+        assert site is not None and pool is not None
+        site.change_power(now, self.gpus[j] * (pool.idle_w - self.draw_w[j]))
+        del self._book.running[j]
+        del pool.jobs[j]
+
+    # --- charges -----------------------------------------------------------------------------
+
+    def close_segment(self, j: int, now: float) -> None:
+        """Charge the run since the last change: progress, energy, carbon, GPU time; the
+        checkpoint and demand-response meters take their share."""
+        t0 = self.seg_start_s[j]
+        dt = now - t0
+        if dt <= 0.0:
+            return
+        site, pool = self.site[j], self.pool[j]
+        assert site is not None and pool is not None
+        self.remaining_s[j] = max(0.0, self.remaining_s[j] - self.rate[j] * dt)
+        energy_kwh = self.charge(j, site, pool, self.draw_w[j], t0, now)
+        self.seg_start_s[j] = now
+        core = self._core
+        if j in self.loading:
+            core.checkpoints.add_kwh(j, energy_kwh)
+        elif core.checkpoints.interval_s is not None and j not in self.holding:
+            core.checkpoints.periodic_segment(j, site, energy_kwh, dt)
+        if core.dr.site_windows[site.index]:
+            core.dr.metered_segment(j, site, pool, t0, now)
+
+    def charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
+        """Charge `j` for its GPUs on `pool` drawing `draw_w` W each over [t0, t1]: energy,
+        carbon, GPU time, embodied carbon. Returns the facility energy, kWh."""
+        gpus = self.gpus[j]
+        it_w = gpus * (draw_w + pool.host_w)
+        energy_kwh = it_w * site.pue.integral(t0, t1) / WS_PER_KWH
+        self.energy_kwh[j] += energy_kwh
+        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
+        self.gpu_s[j] += gpus * (t1 - t0)
+        self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
+        return energy_kwh
+
+    def close(self, now_s: float) -> None:
+        for j in self._book.running:
+            self.close_segment(j, now_s)
+
+    # --- results -----------------------------------------------------------------------------
+
+    def write_results(self, out: ResultParts) -> None:
+        """Columns `site`, `gpu_model`, `gpu_h`, `energy_kwh`, `carbon_kg`, `embodied_kg` and
+        `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU
+        model the job finished on (> 1 from caps and suspensions; a job migrated to a slower
+        model can show < 1); the jobs' energy, allocated embodied carbon, the share of jobs
+        that ran away from their origin."""
+        core = self._core
+        jt = core.jobs
+        names = core.fleet.names
+        model = np.asarray(self.model, dtype=object)
+        site = pd.Categorical.from_codes(self.site_of, categories=names)
+        ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile)
+        cols = out.job_columns
+        energy = np.asarray(self.energy_kwh)
+        embodied = np.asarray(self.embodied_kg)
+        cols.update(
+            site=site,
+            gpu_model=pd.Categorical(model),
+            gpu_h=np.asarray(self.gpu_s) / 3600.0,
+            energy_kwh=energy,
+            carbon_kg=np.asarray(self.carbon_kg),
+            embodied_kg=embodied,
+            slowdown=(cols["end_s"] - cols["start_s"]) / ideal_s,
+        )
+        out.summary["energy_jobs_kwh"] = float(pd.Series(energy).sum())
+        if core.scenario.embodied == "allocated":
+            out.summary["carbon_embodied_kg"] = float(pd.Series(embodied).sum())
+        ran = pd.Series(site).notna()
+        origin = np.array(names, dtype=object)[jt.origin_site]
+        away = ran & (pd.Series(site) != origin)
+        out.summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
