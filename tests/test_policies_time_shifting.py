@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from policies.carbon_threshold import CarbonThreshold
+from policies.gaia import CarbonTime, LowestWindow
 from policies.kit import (
     WindowMean,
     best_window_start,
@@ -24,7 +25,6 @@ from policies.kit import (
     time_weighted_percentile,
     window_means,
 )
-from policies.gaia import CarbonTime, LowestWindow
 from policies.run_now import RunNow
 from policies.wait_awhile import WaitAwhile
 from sim.api import Defer, Resume, Start, Suspend
