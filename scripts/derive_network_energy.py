@@ -9,7 +9,7 @@ Writes the intensities with their source, and the model's placement rules, which
 ones of the same repository's path model (`api/models/network_device.py` there): at every
 router site 1 router, 2 WDM switches, 1 transponder and 1 muxponder; along the fibre
 between two router sites an amplifier every 80 km and a regenerator every 1,500 km.
-The output is deterministic (no date), so `tests/test_network.py` can re-derive it and
+The output is deterministic (no date), so `tests/network/test_wan.py` can re-derive it and
 compare.
 
 Usage: python scripts/derive_network_energy.py [--data FILE] [--out TOML]

@@ -18,7 +18,9 @@ import nbclient
 import nbformat
 import pytest
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+from tests.conftest import REPO
+
+NOTEBOOKS_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 TIMEOUT_S = 300
 """Per cell, s: a hung kernel fails the test instead of stalling the suite. (Run times are

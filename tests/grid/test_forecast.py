@@ -7,7 +7,6 @@ import math
 import timeit
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,9 +18,9 @@ from sim.errors import ScenarioError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.forecast import DAY_S, shipped_calibration
 from sim.scenario import ForecastConfig
-from tests.conftest import make_scenario, site
+from tests.conftest import SHARED_DATA, make_scenario, site
 
-WATTTIME = Path(__file__).resolve().parents[2] / "shared" / "data" / "watttime-caiso-north"
+WATTTIME = SHARED_DATA / "watttime-caiso-north"
 HOUR = 3600.0
 
 

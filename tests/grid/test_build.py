@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,8 +19,9 @@ from sim.grid.factors import (
     MIX_FUELS,
     intensity_from_generation,
 )
+from tests.conftest import REPO
 
-GRID_DATA = Path(__file__).resolve().parents[1] / "grid_data"
+GRID_DATA = REPO / "grid_data"
 
 # --------------------------------------------------------------------------- the catalog
 
