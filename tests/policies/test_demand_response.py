@@ -1,4 +1,4 @@
-"""Demand-response policies (policies/demand_response.py), as specifications.
+"""Demand-response policies (policies/demand_response/), as specifications.
 
 Unit tests drive a real engine by hand (`PolicyHarness`): a site of eight A100-80GB
 (PUE 1.5, host 40 W/GPU) runs a compute-bound and a memory-bound 2-GPU job; an event from
