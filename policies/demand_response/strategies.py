@@ -346,9 +346,8 @@ class DrPause(DemandResponse):
                 idle = e.gpus * state.idle_w(site, e.model)
                 used += idle - e.power_w(e.curve.top)
                 suspend.append(e)
-            hold = True
             if used <= budget_w + TOL_W:
-                return SitePlan(idx, None, used, suspend=suspend, hold_starts=hold)
+                return SitePlan(idx, None, used, suspend=suspend, hold_starts=True)
             rest = [e for e in running if e not in suspend]
             idle_w = used - sum(e.power_w(e.curve.top) for e in rest)
             if not self.fallback_uniform_cap:
@@ -362,7 +361,7 @@ class DrPause(DemandResponse):
                 capped.used_w + idle_w,
                 feasible=capped.feasible,
                 suspend=suspend,
-                hold_starts=hold,
+                hold_starts=True,
             )
         # Under the target: paused jobs come back, least slack first, while they fit; starts
         # wait until every paused job of the site is back.

@@ -93,11 +93,11 @@ class Checkpoints(Component):
         """Per job that moved data over the WAN."""
 
     def started(self, j: int) -> None:
-        """`j` starts running (or computing again)."""
-        if self.interval_s is not None:
-            self.since_last[j] = PeriodicCheckpoint(0.0, self._core.runs.remaining_s[j])
+        """With periodic checkpoints: `j` starts running (or computing again)."""
+        self.since_last[j] = PeriodicCheckpoint(0.0, self._core.runs.remaining_s[j])
 
     def stopped(self, j: int) -> None:
+        """With periodic checkpoints: `j` stopped running."""
         self.since_last.pop(j, None)
 
     def add_kwh(self, j: int, kwh: float) -> None:

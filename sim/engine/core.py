@@ -255,7 +255,7 @@ class Engine:
         return j
 
     def _site(self, action: object, name: str) -> Site:
-        site = self.fleet.find(name)
+        site = self.fleet.by_name.get(name)
         if site is None:
             raise PolicyError(f"{action}: unknown site {name!r} (sites: {self.fleet.names})")
         return site
@@ -263,7 +263,7 @@ class Engine:
     def _allowed_site(self, action: object, j: int, name: str) -> Site:
         """The site `name`, which job `j` must be allowed to run on (data residency)."""
         site = self._site(action, name)
-        if not self.queries.may_run_on(j, site.index):
+        if not (self.book.allowed[j] >> site.index) & 1:
             raise PolicyError(
                 f"{action}: job {self.jobs.job_id[j]} may not run on {site.name} "
                 f"(allowed sites: {', '.join(self.queries.allowed_sites(j))})"

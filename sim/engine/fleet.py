@@ -30,7 +30,7 @@ __all__ = ["Fleet"]
 class Fleet(Component):
     """The sites of a run and their power."""
 
-    __slots__ = ("_core", "names", "power_log", "sites", "_by_name")
+    __slots__ = ("_core", "names", "power_log", "sites", "by_name")
 
     def __init__(self, core: Engine, signals: list[CarbonSignal]):
         self._core = core
@@ -42,17 +42,15 @@ class Fleet(Component):
             Site(i, cfg, scenario.start, signals[i], self.power_log)
             for i, cfg in enumerate(scenario.sites)
         ]
-        self._by_name = {s.name: s for s in self.sites}
+        self.by_name = {s.name: s for s in self.sites}
+        """The sites by name."""
 
     def site(self, name: str) -> Site:
         """The site called `name`; PolicyError naming the sites if there is none."""
-        site = self._by_name.get(name)
+        site = self.by_name.get(name)
         if site is None:
             raise PolicyError(f"unknown site {name!r} (sites: {self.names})")
         return site
-
-    def find(self, name: str) -> Site | None:
-        return self._by_name.get(name)
 
     def pool(self, site: Site, model: str | None, asker: str) -> Pool:
         """`site`'s pool of `model` (None: its first); PolicyError naming `asker` if none."""

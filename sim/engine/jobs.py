@@ -57,6 +57,7 @@ class JobBook(Component):
         "suspended",
         "deferred_until",
         "reason",
+        "allowed",
         "start_s",
         "end_s",
     )
@@ -74,6 +75,8 @@ class JobBook(Component):
         """Deferred jobs: the time each becomes pending again, s."""
         self.reason: dict[int, str] = {}
         """Rejected jobs: the reason given."""
+        self.allowed: list[int] = core.jobs.allowed_sites.tolist()
+        """Per job, bit mask of the sites it may run on (data residency)."""
         self.start_s = array("d", [math.nan]) * n
         """First start, s (NaN: never started)."""
         self.end_s = array("d", [math.nan]) * n
@@ -97,9 +100,6 @@ class JobBook(Component):
             self.state[j] = PENDING
             self.pending[j] = None
             core.request_decision()
-
-    def name(self, j: int) -> str:
-        return STATE_NAMES[self.state[j]]
 
     def leave_queue(self, j: int) -> None:
         """`j` starts or is rejected: out of the pending set, its deferral forgotten."""

@@ -47,10 +47,7 @@ class Queries(Component):
         self.pending = core.book.pending
         self.running = core.book.running
         self.suspended = core.book.suspended
-        allowed = core.jobs.allowed_sites
-        assert allowed is not None  # JobTable fills it in
-        self._allowed: list[int] = allowed.tolist()
-        """Per job, bit mask of the sites it may run on (data residency)."""
+        self._allowed = core.book.allowed
         self._names_by_mask: dict[int, tuple[str, ...]] = {}
 
     @property
@@ -74,9 +71,6 @@ class Queries(Component):
 
     def held(self, j: int) -> bool:
         return j in self._core.runs.holding
-
-    def may_run_on(self, j: int, site_index: int) -> bool:
-        return bool((self._allowed[j] >> site_index) & 1)
 
     def allowed_sites(self, j: int) -> tuple[str, ...]:
         mask = self._allowed[j]

@@ -169,7 +169,8 @@ class Runs(Component):
         self.rate[j] = rate
         self.draw_w[j] = draw_w
         self.seg_start_s[j] = now
-        core.checkpoints.started(j)
+        if core.checkpoints.interval_s is not None:
+            core.checkpoints.started(j)
         if math.isnan(book.start_s[j]):
             book.start_s[j] = now
         cap_w = self.effective_cap(site, cap)
@@ -258,7 +259,8 @@ class Runs(Component):
         core.fleet.release(site, pool, self.gpus[j], self.draw_w[j])
         del self._book.running[j]
         del pool.jobs[j]
-        core.checkpoints.stopped(j)
+        if core.checkpoints.interval_s is not None:
+            core.checkpoints.stopped(j)
 
     def set_down(self, j: int) -> None:
         """Running `j` stops computing but keeps its GPUs at idle power (a checkpoint
