@@ -1,0 +1,36 @@
+"""LLM serving: a performance and power model of one replica, calibrated on the ML.ENERGY
+leaderboard v3 measurements (docs/serving.md).
+
+`performance(model, gpu, num_gpus, max_batch, ...)` returns a `ServingPoint`; `MODELS`
+lists the catalog ids; `ModelSpec` describes a model the catalog lacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.serving.models import ARCHITECTURES, PRECISION_BYTES, ModelSpec
+from sim.serving.performance import (
+    ServingPoint,
+    load_serving_model,
+    performance,
+    serving_model,
+)
+
+__all__ = [
+    "ARCHITECTURES",
+    "MODELS",
+    "PRECISION_BYTES",
+    "ModelSpec",
+    "ServingPoint",
+    "load_serving_model",
+    "performance",
+    "serving_model",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """`MODELS`: the catalog model ids (the leaderboard's short names), read on first use."""
+    if name == "MODELS":
+        return tuple(sorted(serving_model().models))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

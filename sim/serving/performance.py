@@ -1,0 +1,282 @@
+"""`performance`: throughput, latency, power and energy per token of one LLM replica.
+
+Reads `sim/data/serving_model.toml` (written by `scripts/calibrate_serving.py` from the
+ML.ENERGY leaderboard v3 measurements): the fitted constants, the model catalog and the
+specifications of the calibration GPUs that `sim/data/gpus.toml` lacks (B200). The
+equations are in `sim.serving.roofline`; docs/serving.md explains them.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from sim.hardware import GPU_CATALOG
+from sim.serving.models import PRECISION_BYTES, ModelSpec, check_model_spec
+from sim.serving.roofline import Inputs, Params, evaluate
+
+__all__ = [
+    "ServingGpu",
+    "ServingModel",
+    "ServingPoint",
+    "load_serving_model",
+    "performance",
+    "serving_model",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ServingGpu:
+    """What the serving model reads of a GPU (one device)."""
+
+    id: str
+    memory_gb: float
+    mem_bw_gbps: float
+    fp16_tflops: float
+    """Dense FP16/BF16 tensor throughput, TFLOP/s."""
+    tdp_w: float
+    idle_w: float
+    measured: bool
+    """True for the GPUs of the calibration data (H100 SXM, B200)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogModel:
+    """A catalog model: its `ModelSpec` plus what the calibration data tell about it."""
+
+    spec: ModelSpec
+    hf_id: str
+    expert_share: float
+    """Routed experts per token / routed experts (k / E); 1 for a dense model."""
+    layers: int
+    avg_output_tokens: float
+    """Mean output length on lm-arena-chat over the model's runs, tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServingModel:
+    """The contents of serving_model.toml."""
+
+    params: Params
+    models: Mapping[str, CatalogModel]
+    gpus: Mapping[str, ServingGpu]
+    """The calibration GPUs missing from GPU_CATALOG (B200)."""
+    gpu_aliases: Mapping[str, str]
+    """Names the leaderboard uses for catalog GPUs (H100 -> H100-SXM)."""
+    measured_gpus: tuple[str, ...]
+    rules: Mapping[str, Any]
+    """Rules for a ModelSpec without catalog entry: KV bytes, layers, expert share."""
+    default_output_tokens: float
+    meta: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPoint:
+    """One replica saturated at its maximum batch size (all figures for the whole replica)."""
+
+    model: str
+    gpu: str
+    num_gpus: int
+    max_batch: int
+    batch: float
+    """Mean sequences in the batch: `max_batch`, or fewer when the KV cache is full."""
+    kv_capacity_seqs: float
+    """Sequences of this context the KV cache holds."""
+    input_tokens: float
+    output_tokens: float
+    context_tokens: float
+    """Mean context of a sequence in the batch (input + kappa x output), tokens."""
+    throughput_tokens_per_s: float
+    """Output tokens per second of the replica."""
+    itl_median_ms: float
+    """Median inter-token latency (one decode iteration), ms."""
+    prefill_s: float
+    """Prefill of one request's input alone on the replica, s (time to first token
+    without queueing and without a batch to share the GPUs with)."""
+    power_w: float
+    """GPU power of all GPUs of the replica, W."""
+    energy_per_token_j: float
+    """GPU energy per output token, J."""
+    extrapolated: bool
+    """True when the GPU was not measured (only H100 SXM and B200 were): the figures come
+    from its specifications through the fitted constants."""
+
+
+def load_serving_model(path: Path | None = None) -> ServingModel:
+    """The serving model from `path` (default: the shipped serving_model.toml)."""
+    if path is None:
+        text = resources.files("sim").joinpath("data/serving_model.toml").read_text("utf-8")
+    else:
+        text = path.read_text("utf-8")
+    raw = tomllib.loads(text)
+    models = {}
+    for mid, m in raw["models"].items():
+        spec = ModelSpec(
+            m["total_params_b"],
+            m["active_params_b"],
+            m["precision"],
+            m["architecture"],
+            m["kv_bytes_per_token"],
+        )
+        models[mid] = CatalogModel(
+            spec, m["hf_id"], m["expert_share"], m["layers"], m["avg_output_tokens"]
+        )
+    gpus = {
+        gid: ServingGpu(
+            gid, g["memory_gb"], g["mem_bw_gbps"], g["fp16_tflops"], g["tdp_w"], g["idle_w"], True
+        )
+        for gid, g in raw["calibration_gpus"].items()
+    }
+    return ServingModel(
+        params=Params(**raw["parameters"]),
+        models=MappingProxyType(models),
+        gpus=MappingProxyType(gpus),
+        gpu_aliases=MappingProxyType(dict(raw["gpu_aliases"])),
+        measured_gpus=tuple(raw["measured_gpus"]),
+        rules=MappingProxyType(dict(raw["rules"])),
+        default_output_tokens=raw["rules"]["default_output_tokens"],
+        meta=MappingProxyType({k: raw[k] for k in ("source", "generated_by") if k in raw}),
+    )
+
+
+@cache
+def serving_model() -> ServingModel:
+    """The shipped serving model, read on first use."""
+    return load_serving_model()
+
+
+def _gpu(sm: ServingModel, gpu: str) -> ServingGpu:
+    gid = sm.gpu_aliases.get(gpu, gpu)
+    if gid in sm.gpus:
+        return sm.gpus[gid]
+    if gid in GPU_CATALOG:
+        g = GPU_CATALOG[gid]
+        return ServingGpu(
+            gid,
+            g.memory_gb,
+            g.mem_bw_gbps,
+            g.fp16_tflops,
+            g.tdp_w,
+            g.idle_w,
+            gid in sm.measured_gpus,
+        )
+    known = sorted({*GPU_CATALOG, *sm.gpus, *sm.gpu_aliases})
+    raise ValueError(f"gpu must be one of {known}, got {gpu!r}")
+
+
+def _catalog_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, CatalogModel]:
+    """The model's name and its catalog entry (rules fill in what a ModelSpec lacks)."""
+    if isinstance(model, str):
+        if model not in sm.models:
+            raise ValueError(
+                f"model must be one of {sorted(sm.models)} or a ModelSpec, got {model!r}"
+            )
+        return model, sm.models[model]
+    if not isinstance(model, ModelSpec):
+        raise ValueError(f"model must be a catalog id or a ModelSpec, got {model!r}")
+    check_model_spec(model)
+    r = sm.rules
+    arch = model.architecture
+    kv = model.kv_bytes_per_token
+    if kv is None:
+        kv = r["kv_bytes_per_sqrt_b"][arch] * math.sqrt(model.active_params_b)
+    share = 1.0
+    if model.active_params_b < model.total_params_b:
+        share = model.active_params_b / model.total_params_b
+    layers = round(r["layers_per_cbrt_b"] * model.total_params_b ** (1.0 / 3.0))
+    spec = ModelSpec(model.total_params_b, model.active_params_b, model.precision, arch, kv)
+    entry = CatalogModel(spec, "", share, max(1, layers), sm.default_output_tokens)
+    return "ModelSpec", entry
+
+
+def _positive(name: str, value: Any, *, integer: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if not ok or not math.isfinite(value) or value <= 0:
+        kind = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    return float(value)
+
+
+def performance(
+    model: str | ModelSpec,
+    gpu: str,
+    num_gpus: int,
+    max_batch: int,
+    avg_input_tokens: float | None = None,
+    avg_output_tokens: float | None = None,
+) -> ServingPoint:
+    """Throughput, latency and power of one replica saturated at `max_batch`.
+
+    `model`: a catalog id (`sim.serving.MODELS`) or a `ModelSpec`. `gpu`: a GPU id of
+    `sim.hardware.GPU_CATALOG`, `B200`, or `H100` (the H100 SXM). `num_gpus`: GPUs of the
+    replica (tensor or expert parallel). `max_batch`: the maximum number of sequences in
+    flight (vLLM's `max_num_seqs`). `avg_input_tokens` / `avg_output_tokens`: mean prompt
+    and answer lengths, tokens (None: the lm-arena-chat figures, the model's own mean
+    output length for a catalog model). Raises ValueError naming a bad argument, and when
+    the weights do not fit in the replica's memory (`num_gpus` too small).
+    """
+    sm = serving_model()
+    name, entry = _catalog_entry(sm, model)
+    g = _gpu(sm, gpu)
+    n = _positive("num_gpus", num_gpus, integer=True)
+    b = _positive("max_batch", max_batch, integer=True)
+    l_in = sm.params.input_tokens if avg_input_tokens is None else avg_input_tokens
+    l_out = entry.avg_output_tokens if avg_output_tokens is None else avg_output_tokens
+    l_in = _positive("avg_input_tokens", l_in)
+    l_out = _positive("avg_output_tokens", l_out)
+    spec = entry.spec
+    assert spec.kv_bytes_per_token is not None
+    x = Inputs(
+        total_params_b=np.asarray(spec.total_params_b),
+        active_params_b=np.asarray(spec.active_params_b),
+        bytes_per_param=np.asarray(PRECISION_BYTES[spec.precision]),
+        kv_bytes_per_token=np.asarray(spec.kv_bytes_per_token),
+        expert_share=np.asarray(entry.expert_share),
+        layers=np.asarray(entry.layers),
+        hybrid=np.asarray(float(spec.architecture == "Mamba-Transformer Hybrid")),
+        num_gpus=np.asarray(n),
+        memory_gb=np.asarray(g.memory_gb),
+        mem_bw_gbps=np.asarray(g.mem_bw_gbps),
+        fp16_tflops=np.asarray(g.fp16_tflops),
+        tdp_w=np.asarray(g.tdp_w),
+        idle_w=np.asarray(g.idle_w),
+        max_batch=np.asarray(b),
+        input_tokens=np.asarray(l_in),
+        output_tokens=np.asarray(l_out),
+    )
+    o = evaluate(sm.params, x)
+    if float(o.kv_capacity_seqs) < 1.0:
+        raise ValueError(
+            f"num_gpus={num_gpus!r}: {name} does not fit on {int(n)} x {g.id} with room for "
+            f"one sequence of {float(o.context_tokens):.0f} tokens of context"
+        )
+    throughput = float(o.throughput_tokens_per_s)
+    power = float(o.power_w)
+    return ServingPoint(
+        model=name,
+        gpu=g.id,
+        num_gpus=int(n),
+        max_batch=int(b),
+        batch=float(o.batch),
+        kv_capacity_seqs=float(o.kv_capacity_seqs),
+        input_tokens=l_in,
+        output_tokens=l_out,
+        context_tokens=float(o.context_tokens),
+        throughput_tokens_per_s=throughput,
+        itl_median_ms=float(o.itl_median_ms),
+        prefill_s=float(o.prefill_s),
+        power_w=power,
+        energy_per_token_j=power / throughput,
+        extrapolated=not g.measured,
+    )

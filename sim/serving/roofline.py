@@ -1,0 +1,188 @@
+"""The equations of the serving model, vectorised over numpy arrays.
+
+One replica of `n` GPUs serves a model with continuous batching at its maximum batch
+size (docs/serving.md has the derivation and the sources). Per decode iteration of the
+batch `B`:
+
+    ctx        = L_in + kappa L_out                         tokens in context, per sequence
+    B          = softmin(max_batch, KV capacity / (ctx kv)) sequences in the batch
+    weights    = bpp (A - R s + R (1 - (1 - s)^B))          bytes read (MoE: experts touched)
+    t_mem      = (f8 weights + B ctx kv) / (n BW eta_mem)    (f8: fp8_read_factor for FP8)
+    t_compute  = 2 A B / (n F eta_compute)
+    t_step     = tau_step + tau_coll L log2(n) + (tau_seq + tau_ssm) B + |t_mem, t_compute|_2
+    t_prefill  = 2 A L_in / (n F eta_prefill)               per request
+    t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
+    throughput = B / t_iter,   ITL median = t_step
+    P_gpu      = P_idle + (TDP - P_idle) (1 - exp(-z)),  z = pi_0 + pi_mem u_mem
+                 + pi_compute u_compute + pi_seq u_seq
+
+with u_mem, u_compute the shares of peak bandwidth and peak FLOP/s achieved over the
+iteration and u_seq its share in per-sequence work ((tau_seq + tau_ssm) B). T, A: total
+and active parameters; bpp: bytes per parameter; kv: KV bytes per token; L: layers;
+s = k / E: the share of routed experts one token uses and R = (T - A) / (1 - s) the
+routed parameters (dense: s = 1, R = 0); BW: memory bandwidth; F: dense FP16 FLOP/s;
+|a, b|_2 = sqrt(a^2 + b^2), a smooth roofline maximum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+__all__ = ["FITTED", "Inputs", "Outputs", "Params", "evaluate"]
+
+SOFTMIN_POWER = 8.0
+"""Sharpness of the soft minimum between the maximum batch and the KV-cache capacity."""
+ROOFLINE_POWER = 2.0
+"""Sharpness of the soft maximum of memory and compute time (the roofline's corner)."""
+GPU_MEMORY_UTILIZATION = 0.9
+"""Share of GPU memory vLLM takes for weights, activations and the KV cache (its default
+`gpu_memory_utilization`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    """The model's constants: fitted ones (`FITTED`) and those set from the data."""
+
+    eta_mem: float
+    """Achieved share of peak memory bandwidth while reading weights and KV cache."""
+    eta_compute: float
+    """Achieved share of dense FP16 peak in the decode GEMMs."""
+    eta_prefill: float
+    """Achieved share of dense FP16 peak in prefill."""
+    tau_step_ms: float
+    """Fixed time per decode iteration (scheduling, kernel launches, sampling), ms."""
+    tau_collective_us: float
+    """Time per iteration per layer per doubling of the GPU count (collectives), us."""
+    tau_seq_us: float
+    """Time per iteration per sequence in the batch (host-side bookkeeping), us."""
+    tau_ssm_seq_us: float
+    """Hybrid models only: time per iteration per sequence for the Mamba layers' state
+    update (small kernels bound neither by bandwidth nor by FLOP/s), us."""
+    fp8_read_factor: float
+    """Time to stream an FP8 weight, in units of one byte at the achieved bandwidth (1: as
+    fast as its size; more: the FP8 kernels reach less bandwidth than BF16 ones). Power
+    sees the bytes actually read."""
+    reserve_gb: float
+    """GPU memory per GPU held by activations and CUDA graphs, outside the KV cache, GB."""
+    pi_0: float
+    pi_mem: float
+    pi_compute: float
+    pi_seq: float
+    """Power: the dynamic share (1 - exp(-z)) of TDP - idle, z = pi_0 + pi_mem u_mem +
+    pi_compute u_compute + pi_seq u_seq (u_seq: the share of time in per-sequence work)."""
+    kappa: float
+    """In-flight context per sequence = input + kappa x mean output tokens (from the
+    output-length histograms: E[L^2] / (2 E[L]^2); 1 for an exponential distribution)."""
+    input_tokens: float
+    """Mean input tokens of an lm-arena-chat request (the default prompt length)."""
+
+
+FITTED = tuple(f.name for f in fields(Params) if f.name not in ("kappa", "eta_prefill"))
+"""The parameters the calibration fits, in the order of its parameter vector."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """One or many configurations (scalars or equal-length arrays)."""
+
+    total_params_b: np.ndarray
+    active_params_b: np.ndarray
+    bytes_per_param: np.ndarray
+    kv_bytes_per_token: np.ndarray
+    expert_share: np.ndarray
+    """MoE: routed experts per token / routed experts (k / E); dense: 1."""
+    layers: np.ndarray
+    hybrid: np.ndarray
+    """1 for a Mamba-Transformer hybrid, else 0."""
+    num_gpus: np.ndarray
+    memory_gb: np.ndarray
+    """Memory of one GPU, GB."""
+    mem_bw_gbps: np.ndarray
+    """Memory bandwidth of one GPU, GB/s."""
+    fp16_tflops: np.ndarray
+    """Dense FP16/BF16 tensor throughput of one GPU, TFLOP/s."""
+    tdp_w: np.ndarray
+    idle_w: np.ndarray
+    max_batch: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """The model's figures for `Inputs` (arrays)."""
+
+    batch: np.ndarray
+    """Mean sequences in the batch (the maximum, or fewer when the KV cache is full)."""
+    kv_capacity_seqs: np.ndarray
+    """Sequences of the in-flight context the KV cache holds (<= 0: the weights do not fit)."""
+    context_tokens: np.ndarray
+    throughput_tokens_per_s: np.ndarray
+    itl_median_ms: np.ndarray
+    prefill_s: np.ndarray
+    """Prefill time of one request alone on the replica, s."""
+    power_w: np.ndarray
+    """Power of all GPUs of the replica, W."""
+    mem_utilization: np.ndarray
+    compute_utilization: np.ndarray
+
+
+def evaluate(p: Params, x: Inputs) -> Outputs:
+    """The model's throughput, latency and power for each configuration of `x`."""
+    n = np.asarray(x.num_gpus, dtype=float)
+    total = np.asarray(x.total_params_b, dtype=float) * 1e9
+    active = np.asarray(x.active_params_b, dtype=float) * 1e9
+    bpp = np.asarray(x.bytes_per_param, dtype=float)
+    read_bpp = np.where(bpp < 2.0, bpp * p.fp8_read_factor, bpp)
+    kv = np.asarray(x.kv_bytes_per_token, dtype=float)
+    bw = np.asarray(x.mem_bw_gbps, dtype=float) * 1e9 * n
+    flops = np.asarray(x.fp16_tflops, dtype=float) * 1e12 * n
+    l_in = np.asarray(x.input_tokens, dtype=float)
+    l_out = np.asarray(x.output_tokens, dtype=float)
+    max_batch = np.asarray(x.max_batch, dtype=float)
+
+    ctx = l_in + p.kappa * l_out
+    kv_budget = n * (np.asarray(x.memory_gb) * GPU_MEMORY_UTILIZATION - p.reserve_gb) * 1e9
+    capacity = (kv_budget - total * bpp) / (ctx * kv)
+    safe_capacity = np.maximum(capacity, 1e-9)
+    batch = (max_batch**-SOFTMIN_POWER + safe_capacity**-SOFTMIN_POWER) ** (-1.0 / SOFTMIN_POWER)
+
+    share = np.asarray(x.expert_share, dtype=float)
+    routed = np.where(share < 1.0, (total - active) / np.maximum(1.0 - share, 1e-12), 0.0)
+    touched = routed * (1.0 - (1.0 - share) ** batch)
+    weights_read = active - routed * share + touched
+    kv_read = batch * ctx * kv
+    bytes_read = bpp * weights_read + kv_read
+    flop_step = 2.0 * active * batch
+    t_mem = (read_bpp * weights_read + kv_read) / (bw * p.eta_mem)
+    t_compute = flop_step / (flops * p.eta_compute)
+    layers = np.asarray(x.layers, dtype=float)
+    t_seq = 1e-6 * (p.tau_seq_us + p.tau_ssm_seq_us * np.asarray(x.hybrid)) * batch
+    t_step = (
+        1e-3 * p.tau_step_ms
+        + 1e-6 * layers * p.tau_collective_us * np.log2(n)
+        + t_seq
+        + (t_mem**ROOFLINE_POWER + t_compute**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
+    )
+    flop_prefill = 2.0 * active * l_in
+    t_prefill = flop_prefill / (flops * p.eta_prefill)
+    t_iter = t_step + batch / l_out * t_prefill
+
+    u_mem = bytes_read / (bw * t_iter)
+    u_compute = (flop_step + batch / l_out * flop_prefill) / (flops * t_iter)
+    z = p.pi_0 + p.pi_mem * u_mem + p.pi_compute * u_compute + p.pi_seq * t_seq / t_iter
+    idle = np.asarray(x.idle_w, dtype=float)
+    power = n * (idle + (np.asarray(x.tdp_w) - idle) * (1.0 - np.exp(-z)))
+    return Outputs(
+        batch=batch,
+        kv_capacity_seqs=capacity,
+        context_tokens=ctx,
+        throughput_tokens_per_s=batch / t_iter,
+        itl_median_ms=1e3 * t_step,
+        prefill_s=t_prefill,
+        power_w=power,
+        mem_utilization=u_mem,
+        compute_utilization=u_compute,
+    )

@@ -1,0 +1,189 @@
+"""sim.serving.performance: what a replica of an LLM delivers, and how well it is calibrated.
+
+The accuracy and shipped-file tests read the ML.ENERGY leaderboard data in
+../shared/data/mlenergy-leaderboard and skip without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import asdict
+
+import pytest
+
+import sim.serving as serving
+from sim.serving import ModelSpec, performance, serving_model
+from tests.conftest import REPO, SHARED_DATA
+
+LEADERBOARD = SHARED_DATA / "mlenergy-leaderboard"
+needs_data = pytest.mark.skipif(
+    not (LEADERBOARD / "README.md").exists(),
+    reason=f"the ML.ENERGY leaderboard data is not in {LEADERBOARD}",
+)
+LOMO_TARGET = 0.15
+
+
+def calibration():
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_serving", REPO / "scripts" / "calibrate_serving.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lomo():
+    """Leave-one-model-out predictions: one row per lm-arena-chat configuration."""
+    cal = calibration()
+    f, catalog = cal.load_models(LEADERBOARD)
+    out = cal.leave_one_model_out(f, catalog, serving_model().params.kappa)
+    assert len(out) == 328 and out["model"].nunique() == 18
+    return out
+
+
+@needs_data
+def test_leave_one_model_out_throughput_is_within_the_target(lomo):
+    """Refit without each model, predict its configurations: throughput MAPE <= 15%."""
+    assert lomo["throughput_ape"].mean() <= LOMO_TARGET
+
+
+@needs_data
+@pytest.mark.xfail(
+    strict=True,
+    reason="energy per token misses the 15% target (17.0%: FP8 kernels, Maverick's power; "
+    "docs/serving.md); this test passes, and must be unmarked, once the model meets it",
+)
+def test_leave_one_model_out_energy_per_token_is_within_the_target(lomo):
+    assert lomo["energy_ape"].mean() <= LOMO_TARGET
+
+
+@needs_data
+def test_leave_one_model_out_energy_per_token_does_not_regress(lomo):
+    """Until the target is met: no worse than the shipped model's 17.0% (+0.5 points)."""
+    assert lomo["energy_ape"].mean() <= 0.175
+
+
+@needs_data
+def test_shipped_parameters_are_what_the_script_fits():
+    cal = calibration()
+    f, catalog = cal.load_models(LEADERBOARD)
+    shipped = serving_model().params
+    refit = cal.fit(f, catalog, shipped.kappa)
+    for name in cal.FITTED:
+        assert getattr(refit, name) == pytest.approx(getattr(shipped, name), rel=1e-3, abs=1e-3)
+
+
+def test_shipped_file_loads_with_finite_parameters():
+    sm = serving_model()
+    assert all(math.isfinite(v) and v >= 0 for v in asdict(sm.params).values())
+    assert len(serving.MODELS) == 18 and "Llama-3.1-70B-Instruct" in serving.MODELS
+    assert "ml-energy/leaderboard" in sm.meta["source"]
+
+
+# --- behaviour --------------------------------------------------------------------------------
+
+
+def test_a_point_has_consistent_units():
+    pt = performance("Llama-3.1-70B-Instruct", "H100", 4, 256)
+    assert pt.gpu == "H100-SXM" and not pt.extrapolated
+    assert pt.energy_per_token_j == pytest.approx(pt.power_w / pt.throughput_tokens_per_s)
+    assert 4 * 70 < pt.power_w <= 4 * 700
+    assert pt.batch == pytest.approx(256, rel=1e-3)
+    # every sequence gets one token per iteration: throughput <= batch / ITL
+    assert pt.throughput_tokens_per_s <= pt.batch / (pt.itl_median_ms / 1e3)
+
+
+@pytest.mark.parametrize("model", ["Llama-3.1-8B-Instruct", "Qwen3-30B-A3B-Instruct-2507"])
+def test_larger_batches_raise_throughput_and_latency_and_lower_energy_per_token(model):
+    points = [performance(model, "H100-SXM", 1, b) for b in (1, 8, 32, 128, 512)]
+    for a, b in zip(points, points[1:], strict=False):
+        assert b.throughput_tokens_per_s > a.throughput_tokens_per_s
+        assert b.itl_median_ms > a.itl_median_ms
+        assert b.energy_per_token_j < a.energy_per_token_j
+
+
+def test_large_max_batch_saturates_at_the_kv_cache_capacity():
+    big = performance("Llama-3.1-8B-Instruct", "H100-SXM", 1, 100_000)
+    bigger = performance("Llama-3.1-8B-Instruct", "H100-SXM", 1, 200_000)
+    assert big.batch < 0.05 * big.max_batch
+    assert big.batch == pytest.approx(big.kv_capacity_seqs, rel=0.01)
+    assert bigger.throughput_tokens_per_s == pytest.approx(big.throughput_tokens_per_s, rel=1e-3)
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM", "B200", "A100-80GB"])
+def test_longer_answers_lower_throughput_and_raise_energy_per_token(gpu):
+    """At the lm-arena-chat prompt length the KV cache read per token grows with the context,
+    far beyond the measured answers (370-1,460 tokens). Below ~400 tokens energy per token
+    is flat (within 0.5%). (With a long prompt, short answers
+    are slower per token: the prompt's prefill is shared by fewer tokens.)"""
+    lengths = (400, 1000, 2000, 8000, 32000)
+    points = [performance("Llama-3.1-70B-Instruct", gpu, 8, 256, None, n) for n in lengths]
+    for a, b in zip(points, points[1:], strict=False):
+        assert math.isfinite(b.throughput_tokens_per_s) and math.isfinite(b.energy_per_token_j)
+        assert b.throughput_tokens_per_s < a.throughput_tokens_per_s
+        assert b.energy_per_token_j > a.energy_per_token_j
+        assert b.context_tokens > a.context_tokens
+
+
+def test_longer_prompts_lower_throughput_and_lengthen_prefill():
+    a = performance("Qwen3-8B", "H100", 1, 64, 100, 500)
+    b = performance("Qwen3-8B", "H100", 1, 64, 4000, 500)
+    assert b.throughput_tokens_per_s < a.throughput_tokens_per_s
+    assert b.prefill_s == pytest.approx(40 * a.prefill_s)
+
+
+def test_other_gpus_are_extrapolated_from_their_specs():
+    h100 = performance("Llama-3.1-8B-Instruct", "H100-SXM", 1, 64)
+    a100 = performance("Llama-3.1-8B-Instruct", "A100-80GB", 1, 64)
+    b200 = performance("Llama-3.1-8B-Instruct", "B200", 1, 64)
+    assert not h100.extrapolated and not b200.extrapolated and a100.extrapolated
+    assert a100.throughput_tokens_per_s < h100.throughput_tokens_per_s
+    assert a100.power_w <= 400.0
+    for gpu in ("A100-40GB", "L40S", "L4", "V100", "H200", "H100-PCIe"):
+        pt = performance("Llama-3.1-8B-Instruct", gpu, 1, 16)
+        assert pt.extrapolated and pt.throughput_tokens_per_s > 0
+    assert performance("Llama-3.1-8B-Instruct", "H200", 1, 64).throughput_tokens_per_s > (
+        h100.throughput_tokens_per_s
+    )
+
+
+def test_a_model_spec_for_a_model_not_in_the_catalog():
+    dense = performance(ModelSpec(20.0, 20.0, "bfloat16", "Dense Transformer"), "H100", 1, 64)
+    assert dense.model == "ModelSpec" and dense.throughput_tokens_per_s > 0
+    # between the catalog's 14B and 32B dense models
+    q14 = performance("Qwen3-14B", "H100", 1, 64, None, dense.output_tokens)
+    q32 = performance("Qwen3-32B", "H100", 1, 64, None, dense.output_tokens)
+    assert q32.throughput_tokens_per_s < dense.throughput_tokens_per_s
+    assert dense.throughput_tokens_per_s < q14.throughput_tokens_per_s
+    moe = performance(ModelSpec(100.0, 10.0, "fp8", "MoE"), "B200", 1, 64)
+    assert moe.throughput_tokens_per_s > 0
+    hybrid = ModelSpec(9.0, 9.0, "bfloat16", "Mamba-Transformer Hybrid", 16384)
+    assert performance(hybrid, "L40S", 1, 8).extrapolated
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model": "GPT-5"}, "model must be one of"),
+        ({"gpu": "TPUv5"}, "gpu must be one of"),
+        ({"num_gpus": 0}, "num_gpus must be a positive integer, got 0"),
+        ({"num_gpus": 1.5}, "num_gpus must be a positive integer, got 1.5"),
+        ({"max_batch": -4}, "max_batch must be a positive integer, got -4"),
+        ({"avg_input_tokens": float("nan")}, "avg_input_tokens must be a positive number"),
+        ({"avg_output_tokens": 0}, "avg_output_tokens must be a positive number, got 0"),
+        ({"model": "Llama-3.1-405B-Instruct", "num_gpus": 2}, "num_gpus=2: "),
+        ({"model": ModelSpec(8, 9, "bfloat16", "Dense Transformer")}, "active_params_b"),
+        ({"model": ModelSpec(8, 8, "int4", "Dense Transformer")}, "precision must be one of"),
+        ({"model": ModelSpec(8, 8, "fp8", "RNN")}, "architecture must be one of"),
+    ],
+)
+def test_bad_arguments_raise_value_errors_naming_them(kwargs, message):
+    args = {"model": "Llama-3.1-8B-Instruct", "gpu": "H100", "num_gpus": 1, "max_batch": 8}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        performance(**{**args, **kwargs})
