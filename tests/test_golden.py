@@ -1,8 +1,9 @@
-"""Refactors keep results: each golden case gives the recorded summary and jobs table.
+"""Refactors keep results: each golden case gives the recorded summary and result tables.
 
 The references were recorded with `python -m tests.golden.record` (see
 `tests/golden/cases.py`). Summary values agree to a relative 1e-9 (float summation
-order may differ); the jobs table column by column, to the same tolerance.
+order may differ); the result tables (jobs, sites, power, events, demand-response events)
+column by column and row by row, to the same tolerance.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import pandas as pd
 import pytest
 
-from tests.golden.cases import CASES, GOLDEN_DIR, SKIPPED_SUMMARY_KEYS
+from tests.golden.cases import CASES, GOLDEN_DIR, SKIPPED_SUMMARY_KEYS, TABLES
 from tests.golden.record import run_case
 
 REL = 1e-9
@@ -41,5 +42,8 @@ def test_results_match_the_recorded_golden_run(name, scenario_file, policy, over
         k: (summary[k], expected[k]) for k in expected if not _same_number(summary[k], expected[k])
     }
     assert differ == {}
-    jobs = pd.read_parquet(GOLDEN_DIR / name / "jobs.parquet")
-    pd.testing.assert_frame_equal(results.jobs, jobs, check_exact=False, rtol=REL, atol=1e-12)
+    for table in TABLES:
+        expected_table = pd.read_parquet(GOLDEN_DIR / name / f"{table}.parquet")
+        pd.testing.assert_frame_equal(
+            getattr(results, table), expected_table, check_exact=False, rtol=REL, atol=1e-12
+        )

@@ -2,9 +2,10 @@
 
 Each case is (name, scenario file, policy, overrides): `policy` None runs the scenario's
 own `[policy]`; a name runs that policy with its defaults, as `dcsim run --policy` does.
-`python -m tests.golden.record` writes each case's `summary.json` and `jobs.parquet` into
-`tests/golden/<name>/`; `tests/test_golden.py` runs each case and compares. Record again
-only for a change that is meant to change results, and say so in the commit.
+`python -m tests.golden.record` writes each case's `summary.json` and result tables
+(`TABLES`) into `tests/golden/<name>/`; `tests/test_golden.py` runs each case and
+compares. Record again only for a change that is meant to change results, and say so in
+the commit.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from pathlib import Path
 
 GOLDEN_DIR = Path(__file__).parent
 SCENARIOS = GOLDEN_DIR.parent.parent / "scenarios"
+
+ADVERSARY = "tests.golden.adversary:Adversary"
+"""A policy that drives the rare paths: held jobs capped and migrated, suspensions and
+rejections during events, resumes elsewhere."""
 
 CASES: list[tuple[str, str, str | None, list[str]]] = [
     ("quickstart", "quickstart.toml", None, []),
@@ -40,9 +45,30 @@ CASES: list[tuple[str, str, str | None, list[str]]] = [
         "wait_awhile",
         [f"sites[{i}].power_off={{idle_s=900, wake_s=300, off_w=10}}" for i in (0, 1)],
     ),
+    (
+        "adversary_demand_response",
+        "demand_response.toml",
+        ADVERSARY,
+        [
+            *[f"sites[{i}].power_off={{idle_s=600, wake_s=300, off_w=10}}" for i in (0, 1)],
+            "workload.checkpoint_interval_h=1",
+        ],
+    ),
+    (
+        "adversary_space_time",
+        "space_time_study.toml",
+        ADVERSARY,
+        [
+            *[f"sites[{i}].power_off={{idle_s=600, wake_s=300, off_w=10}}" for i in range(5)],
+            "duration_h=48",
+        ],
+    ),
 ]
-"""The study scenarios, each policy family, a chain with migrations, periodic checkpoints
-and powered-off nodes."""
+"""The study scenarios, each policy family, a chain with migrations, periodic checkpoints,
+powered-off nodes, and the adversary on two of them."""
+
+TABLES = ("jobs", "sites", "power", "events", "dr_events")
+"""The result tables each case records and compares, besides the summary."""
 
 SKIPPED_SUMMARY_KEYS = ("sim_wall_s",)
 """Summary values that measure the machine, not the simulation."""
