@@ -94,7 +94,7 @@ class Checkpoints(Component):
 
     def started(self, j: int) -> None:
         """With periodic checkpoints: `j` starts running (or computing again)."""
-        self.since_last[j] = PeriodicCheckpoint(0.0, self._core.runs.remaining_s[j])
+        self.since_last[j] = PeriodicCheckpoint(0.0, self._core.runs.remaining_gpu_s[j])
 
     def stopped(self, j: int) -> None:
         """With periodic checkpoints: `j` stopped running."""
@@ -110,6 +110,17 @@ class Checkpoints(Component):
             return 1.0
         return self.interval_s / (self.interval_s + self.write_s(j, site))
 
+    def segment_closed(
+        self, j: int, site: Site, pool: Pool, t0_s: float, t1_s: float, energy_kwh: float
+    ) -> None:
+        """A loading hold's energy is all checkpoint energy; a computing segment with
+        periodic checkpoints gives the writes their share (`periodic_segment`)."""
+        runs = self._core.runs
+        if j in runs.loading:
+            self.add_kwh(j, energy_kwh)
+        elif self.interval_s is not None and j not in runs.holding:
+            self.periodic_segment(j, site, energy_kwh, t1_s - t0_s)
+
     def periodic_segment(self, j: int, site: Site, energy_kwh: float, dt: float) -> None:
         """A computing segment of `dt` s with periodic checkpoints: the writes' share of its
         energy; the running time since the last checkpoint advances, and when one (or more)
@@ -121,29 +132,23 @@ class Checkpoints(Component):
         if since.running_s >= self.interval_s:
             since.running_s %= self.interval_s
             runs = self._core.runs
-            since.remaining_gpu_s = runs.remaining_s[j] + runs.rate[j] * since.running_s
+            since.remaining_gpu_s = runs.remaining_gpu_s[j] + runs.rate[j] * since.running_s
 
     def work_since_checkpoint(self, j: int, now: float) -> float:
         """With periodic checkpoints: work running job `j` did since its last checkpoint,
         reference GPU-s (what it loses if it stops now)."""
         assert self.interval_s is not None
         runs = self._core.runs
-        since = self.since_last.get(j)
-        since_s, at_ckpt = (
-            (0.0, runs.remaining_s[j])
-            if since is None
-            else (
-                since.running_s,
-                since.remaining_gpu_s,
-            )
-        )
+        since = self.since_last[j]  # every running job has one
+        since_s, at_ckpt = since.running_s, since.remaining_gpu_s
         if j not in runs.holding:
             since_s += now - runs.seg_start_s[j]
             if since_s >= self.interval_s:
                 return runs.rate[j] * (since_s % self.interval_s)
-        return max(0.0, at_ckpt - runs.remaining_gpu_s(j))
+        return max(0.0, at_ckpt - runs.remaining_now_gpu_s(j))
 
     def write_s(self, j: int, site: Site) -> float:
+        """Time to write `j`'s checkpoint at `site`'s storage bandwidth, s."""
         return float(self._core.jobs.checkpoint_gb[j]) / site.checkpoint_write_gbps
 
     def leave(self, j: int) -> None:
@@ -158,10 +163,10 @@ class Checkpoints(Component):
         if self.interval_s is not None:
             runs.close_segment(j, now)
             at_ckpt = self.since_last.pop(j).remaining_gpu_s
-            lost = at_ckpt - runs.remaining_s[j]
+            lost = at_ckpt - runs.remaining_gpu_s[j]
             if lost > 0.0:
                 self.work_lost_gpu_s[j] = self.work_lost_gpu_s.get(j, 0.0) + lost
-                runs.remaining_s[j] = at_ckpt
+                runs.rewind(j, at_ckpt)
             runs.stop(j)
             return
         write_s = self.write_s(j, site)

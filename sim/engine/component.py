@@ -11,9 +11,14 @@ docs/architecture.md for which component owns what, and how to add one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sim.results import ResultParts
 
-__all__ = ["Component", "ResultParts"]
+if TYPE_CHECKING:
+    from sim.cluster import Pool, Site
+
+__all__ = ["Component"]
 
 
 class Component:
@@ -21,6 +26,8 @@ class Component:
 
     - `start()`: at time 0, start the component's SimPy processes and timers;
     - `close(now_s)`: at the horizon, close open intervals and charge what is due;
+    - `segment_closed(j, site, pool, t0_s, t1_s, energy_kwh)`: a running job's segment of
+      constant speed was charged (`Runs.close_segment`); a meter takes its share;
     - `write_results(out)`: add the component's per-job columns, summary keys and tables.
     """
 
@@ -31,6 +38,13 @@ class Component:
 
     def close(self, now_s: float) -> None:
         """The run reached its horizon `now_s`: charge what is still open."""
+
+    def segment_closed(
+        self, j: int, site: Site, pool: Pool, t0_s: float, t1_s: float, energy_kwh: float
+    ) -> None:
+        """Running job `j` computed on `pool` of `site` over [t0_s, t1_s] at constant speed
+        and power, and was charged `energy_kwh` of facility energy for it. Only components
+        that override this hook are called (`Engine.meters`)."""
 
     def write_results(self, out: ResultParts) -> None:
         """Add this component's columns, summary keys and tables to `out`."""

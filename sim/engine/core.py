@@ -96,6 +96,10 @@ class Engine:
             self.queries,
         )
         """Every component, in the order their hooks run."""
+        self.meters: tuple[Component, ...] = tuple(
+            c for c in self.components if type(c).segment_closed is not Component.segment_closed
+        )
+        """The components that take a share of each closed run segment, in order."""
         self.state_view = SystemState(self.queries)
         self._decision_scheduled = False
 
@@ -167,16 +171,18 @@ class Engine:
             case Start(job, site, cap, model):
                 j = self._job(a, job, (PENDING, DEFERRED))
                 dest = self._allowed_site(a, j, site)
+                pool = self._pool_under_cap(a, j, dest, model, cap)
                 book.leave_queue(j)
                 origin = self.fleet.sites[self.jobs.origin_site[j]]
                 move_s = checkpoints.move(j, origin, dest, float(self.jobs.data_gb[j]), now)
-                self._place(a, j, dest, cap, model, "start", move_s)
+                runs.run_on(j, dest, pool, cap, "start", move_s)
             case Resume(job, site, cap, model):
                 j = self._job(a, job, (SUSPENDED,))
                 dest = self._allowed_site(a, j, site)
-                book.suspended.pop(j)
+                pool = self._pool_under_cap(a, j, dest, model, cap)
+                book.unsuspend(j)
                 self.dr.end_pause(j, now)
-                self._place(a, j, dest, cap, model, "resume", checkpoints.load_s(j, dest, True))
+                runs.run_on(j, dest, pool, cap, "resume", checkpoints.load_s(j, dest, move=True))
             case Defer(job, until_s):
                 j = self._job(a, job, (PENDING, DEFERRED))
                 if not until_s > now:
@@ -188,57 +194,38 @@ class Engine:
                 self.dr.suspending(j)
                 self.events.append(now, "suspend", j, runs.site_of[j])
                 checkpoints.leave(j)
-                book.state[j] = SUSPENDED
-                book.suspended[j] = None
+                book.suspend(j)
             case Migrate(job, site, model):
                 j = self._job(a, job, (RUNNING,))
                 dest = self._allowed_site(a, j, site)
                 self._check_interruptible(a, j)
                 if dest is runs.site[j] and model in (None, runs.model[j]):
                     raise PolicyError(f"{a}: job {self.jobs.job_id[j]} already runs there")
-                pool = self._choose_pool(a, j, dest, model)
                 cap = runs.cap_w[j]
-                if cap is not None:
-                    self._check_cap(a, pool.spec, cap)
+                pool = self._pool_under_cap(a, j, dest, model, cap)
                 checkpoints.leave(j)
-                runs.run_on(j, dest, pool, cap, "migrate", checkpoints.load_s(j, dest, True))
+                runs.run_on(j, dest, pool, cap, "migrate", checkpoints.load_s(j, dest, move=True))
             case SetCap(target, watts):
                 if isinstance(target, str):
-                    site_ = self._site(a, target)
+                    capped = self.fleet.site(target, a)
                     if watts is not None:
-                        for p in site_.pools:
+                        for p in capped.pools:
                             self._check_cap(a, p.spec, watts)
-                    runs.set_site_cap(site_, watts)
+                    self.fleet.set_cap(capped, watts)
+                    runs.site_cap_changed(capped)
                 else:
                     j = self._job(a, target, (RUNNING,))
-                    held_pool = runs.pool[j]
-                    if watts is not None and held_pool is not None:
-                        self._check_cap(a, held_pool.spec, watts)
+                    job_pool = runs.pool[j]
+                    assert job_pool is not None  # a running job has its pool
+                    if watts is not None:
+                        self._check_cap(a, job_pool.spec, watts)
                     runs.set_job_cap(j, watts)
             case Reject(job, reason):
                 j = self._job(a, job, (PENDING, DEFERRED, SUSPENDED))
-                book.leave_queue(j)
-                book.suspended.pop(j, None)
                 self.dr.end_pause(j, now)
                 book.reject(j, str(reason))
             case _:
                 raise PolicyError(f"{type(self.policy).__name__} returned {a!r}, not an action")
-
-    def _place(
-        self,
-        a: object,
-        j: int,
-        site: Site,
-        cap: float | None,
-        model: str | None,
-        kind: str,
-        hold_s: float,
-    ) -> None:
-        pool = self._choose_pool(a, j, site, model)
-        if cap is not None:
-            self._check_cap(a, pool.spec, cap)
-        self.runs.cap_w[j] = cap
-        self.runs.run_on(j, site, pool, cap, kind, hold_s)
 
     # --- action checks -------------------------------------------------------------------
 
@@ -254,15 +241,9 @@ class Engine:
             )
         return j
 
-    def _site(self, action: object, name: str) -> Site:
-        site = self.fleet.by_name.get(name)
-        if site is None:
-            raise PolicyError(f"{action}: unknown site {name!r} (sites: {self.fleet.names})")
-        return site
-
     def _allowed_site(self, action: object, j: int, name: str) -> Site:
         """The site `name`, which job `j` must be allowed to run on (data residency)."""
-        site = self._site(action, name)
+        site = self.fleet.site(name, action)
         if not (self.book.allowed[j] >> site.index) & 1:
             raise PolicyError(
                 f"{action}: job {self.jobs.job_id[j]} may not run on {site.name} "
@@ -281,6 +262,16 @@ class Engine:
                 f"{action}: cap {watts} W is outside {spec.id}'s settable range "
                 f"{spec.min_cap_w:g}-{spec.max_cap_w:g} W"
             )
+
+    def _pool_under_cap(
+        self, action: object, j: int, site: Site, model: str | None, cap_w: float | None
+    ) -> Pool:
+        """The pool of `site` that `action` puts job `j` on, with `cap_w` in its GPUs'
+        settable range."""
+        pool = self._choose_pool(action, j, site, model)
+        if cap_w is not None:
+            self._check_cap(action, pool.spec, cap_w)
+        return pool
 
     def _choose_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
         gpus = self.runs.gpus[j]

@@ -109,8 +109,13 @@ class DemandResponseMeter(Component):
         """Time of [t0_s, t1_s] inside `site_index`'s demand-response events, s."""
         return sum(max(0.0, min(t1_s, e) - max(t0_s, s)) for s, e in self.site_windows[site_index])
 
-    def metered_segment(self, j: int, site: Site, pool: Pool, t0_s: float, t1_s: float) -> None:
-        """Running job `j` computed on `pool` over [t0_s, t1_s] at its current rate."""
+    def segment_closed(
+        self, j: int, site: Site, pool: Pool, t0_s: float, t1_s: float, energy_kwh: float
+    ) -> None:
+        """The time of the segment inside events at the site: the work `j` did then at its
+        rate, and what it would have done uncapped."""
+        if not self.site_windows[site.index]:
+            return
         in_event_s = self.overlap_s(site.index, t0_s, t1_s)
         if in_event_s > 0.0:
             runs = self._core.runs

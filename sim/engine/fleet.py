@@ -9,6 +9,7 @@ switch idle nodes off and that log facility power where an hourly PUE steps, and
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,11 +46,13 @@ class Fleet(Component):
         self.by_name = {s.name: s for s in self.sites}
         """The sites by name."""
 
-    def site(self, name: str) -> Site:
-        """The site called `name`; PolicyError naming the sites if there is none."""
+    def site(self, name: str, asker: object = None) -> Site:
+        """The site called `name`; PolicyError naming the sites if there is none (and
+        `asker`, the action or query, if given)."""
         site = self.by_name.get(name)
         if site is None:
-            raise PolicyError(f"unknown site {name!r} (sites: {self.names})")
+            prefix = "" if asker is None else f"{asker}: "
+            raise PolicyError(f"{prefix}unknown site {name!r} (sites: {self.names})")
         return site
 
     def pool(self, site: Site, model: str | None, asker: str) -> Pool:
@@ -106,16 +109,26 @@ class Fleet(Component):
 
     @staticmethod
     def needs_wake(site: Site, pool: Pool, gpus: int) -> bool:
-        """True if `gpus` more busy GPUs of `pool` need a powered-off node."""
+        """True if `gpus` more busy GPUs of `pool` need a powered-off node (booting, even
+        for a `wake_s` of 0, holds them at idle power)."""
         return site.power_off is not None and pool.nodes_to_wake(gpus) > 0
 
-    @staticmethod
-    def wake_s(site: Site, pool: Pool, gpus: int) -> float:
+    @classmethod
+    def wake_s(cls, site: Site, pool: Pool, gpus: int) -> float:
         """Boot time before `gpus` more busy GPUs of `pool` can compute, s: the site's
         `power_off.wake_s` if they need a powered-off node, else 0."""
-        if site.power_off is None or pool.nodes_to_wake(gpus) == 0:
+        if site.power_off is None or not cls.needs_wake(site, pool, gpus):
             return 0.0
         return site.power_off.wake_s
+
+    def set_cap(self, site: Site, watts: float | None) -> None:
+        """Cap every GPU of `site`, W (None: no cap): jobs without a cap of their own and
+        later starts run under it."""
+        site.cap_w = watts
+        now = self._core.env.now
+        self._core.events.append(
+            now, "setcap", -1, site.index, math.nan if watts is None else watts
+        )
 
     def mean_facility_kw(self, site: Site, t0_s: float, t1_s: float) -> float:
         """Mean facility power of `site` over [t0, t1] (t0 clipped at 0), kW; the current

@@ -88,7 +88,7 @@ class JobBook(Component):
     def _arrivals(self):
         core = self._core
         env = core.env
-        gpus = core.jobs.gpus.tolist()
+        gpus = core.runs.gpus
         largest = core.fleet.largest_pool
         for j, t in enumerate(core.jobs.submit_s.tolist()):
             if t > env.now:
@@ -102,9 +102,32 @@ class JobBook(Component):
             core.request_decision()
 
     def leave_queue(self, j: int) -> None:
-        """`j` starts or is rejected: out of the pending set, its deferral forgotten."""
+        """`j` starts: out of the pending set, its deferral forgotten."""
         self.deferred_until.pop(j, None)
         self.pending.pop(j, None)
+
+    def run(self, j: int, now_s: float) -> None:
+        """`j` starts, resumes or moves: it is running (first start time kept)."""
+        self.state[j] = RUNNING
+        self.running[j] = None
+        if math.isnan(self.start_s[j]):
+            self.start_s[j] = now_s
+
+    def stop_running(self, j: int) -> None:
+        """`j` no longer computes (suspended, moving, completed): out of the running set."""
+        del self.running[j]
+
+    def complete(self, j: int, now_s: float) -> None:
+        self.state[j] = COMPLETED
+        self.end_s[j] = now_s
+
+    def suspend(self, j: int) -> None:
+        self.state[j] = SUSPENDED
+        self.suspended[j] = None
+
+    def unsuspend(self, j: int) -> None:
+        """Suspended `j` resumes: out of the suspended set."""
+        del self.suspended[j]
 
     def defer(self, j: int, until_s: float) -> None:
         core = self._core
@@ -128,6 +151,10 @@ class JobBook(Component):
         self._core.request_decision()
 
     def reject(self, j: int, reason: str) -> None:
+        """`j` ends rejected with `reason`, out of whichever queue held it."""
+        self.pending.pop(j, None)
+        self.suspended.pop(j, None)
+        self.deferred_until.pop(j, None)
         self.state[j] = REJECTED
         self.reason[j] = reason
         self._core.events.append(self._core.env.now, "reject", j, detail=reason)

@@ -67,7 +67,7 @@ class Queries(Component):
         return STATE_NAMES[self._core.book.state[j]]
 
     def remaining_gpu_s(self, j: int) -> float:
-        return self._core.runs.remaining_gpu_s(j)
+        return self._core.runs.remaining_now_gpu_s(j)
 
     def held(self, j: int) -> bool:
         return j in self._core.runs.holding
@@ -76,7 +76,7 @@ class Queries(Component):
         mask = self._allowed[j]
         names = self._names_by_mask.get(mask)
         if names is None:
-            names = self._names_by_mask[mask] = mask_sites(mask, list(self.site_names))
+            names = self._names_by_mask[mask] = mask_sites(mask, self.site_names)
         return names
 
     def running_site(self, j: int) -> str | None:
@@ -177,7 +177,7 @@ class Queries(Component):
         now = core.env.now
         hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
         hold_s = max(hold_s, core.fleet.wake_s(site, pool, gpus))
-        runtime_s = runs.remaining_gpu_s(j) / rate
+        runtime_s = runs.remaining_now_gpu_s(j) / rate
         energy_kwh = (
             gpus
             * (
@@ -192,15 +192,17 @@ class Queries(Component):
         core = self._core
         runs = core.runs
         site = self.site(site_name)
-        pool = core.fleet.pool(site, model, "expected_ends")
+        pool = site.pool(model)
+        if pool is None:
+            raise PolicyError(f"expected_ends: site {site_name} has no {model} GPUs")
         now = core.env.now
         ends, gpus = [], []
         for j in pool.jobs:
             if j in runs.holding:  # its rate once it computes; the hold left is not counted
                 rate = runs.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
-                end = now + runs.remaining_s[j] / rate
+                end = now + runs.remaining_gpu_s[j] / rate
             else:  # when its completion is scheduled
-                end = runs.seg_start_s[j] + runs.remaining_s[j] / runs.rate[j]
+                end = runs.seg_start_s[j] + runs.remaining_gpu_s[j] / runs.rate[j]
             ends.append(end)
             gpus.append(runs.gpus[j])
         return ends, gpus

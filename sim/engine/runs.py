@@ -24,7 +24,7 @@ import pandas as pd
 from sim import hardware
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
-from sim.engine.jobs import COMPLETED, RUNNING
+from sim.engine.jobs import RUNNING
 from sim.results import ResultParts, ideal_runtime_s
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class Runs(Component):
         "_book",
         "gpus",
         "profile",
-        "remaining_s",
+        "remaining_gpu_s",
         "site",
         "pool",
         "cap_w",
@@ -70,14 +70,14 @@ class Runs(Component):
         n = len(jobs)
         self.gpus: list[int] = jobs.gpus.tolist()
         self.profile: list[str] = jobs.profile.tolist()
-        self.remaining_s: list[float] = (jobs.work_gpu_h * 3600.0).tolist()
+        self.remaining_gpu_s: list[float] = (jobs.work_gpu_h * 3600.0).tolist()
         """Work left, reference GPU-seconds (as of the start of the current segment)."""
         self.site: list[Site | None] = [None] * n
         self.pool: list[Pool | None] = [None] * n
         self.cap_w: list[float | None] = [None] * n
         """The job's own cap, W (None: the site's cap, or uncapped)."""
         self.rate = [0.0] * n
-        """Progress, reference GPU-seconds per second (while running)."""
+        """Progress, reference GPU-seconds per second (while running; 0 while held)."""
         self.draw_w = [0.0] * n
         """Active power of one of the job's GPUs, W (while running)."""
         self.seg_start_s = [0.0] * n
@@ -97,21 +97,29 @@ class Runs(Component):
         self.carbon_kg = array("d", [0.0]) * n
         """Operational carbon of that energy, kg."""
         self.embodied_kg = array("d", [0.0]) * n
+        """Embodied carbon of the GPU-hours the job held (allocated accounting), kg."""
         self.gpu_s = array("d", [0.0]) * n
+        """GPU-seconds the job held (computing, held, or writing a checkpoint), s."""
         self._speeds: dict[tuple[str, str, float | None], tuple[float, float]] = {}
 
     # --- speed and power -------------------------------------------------------------------
 
-    def remaining_gpu_s(self, j: int) -> float:
+    def remaining_now_gpu_s(self, j: int) -> float:
         """Work left now, reference GPU-s."""
         if self._book.state[j] == RUNNING:
             return max(
-                0.0, self.remaining_s[j] - self.rate[j] * (self._core.env.now - self.seg_start_s[j])
+                0.0,
+                self.remaining_gpu_s[j] - self.rate[j] * (self._core.env.now - self.seg_start_s[j]),
             )
-        return self.remaining_s[j]
+        return self.remaining_gpu_s[j]
+
+    def rewind(self, j: int, remaining_gpu_s: float) -> None:
+        """Stopped `j` falls back to a checkpoint: `remaining_gpu_s` of work left again."""
+        self.remaining_gpu_s[j] = remaining_gpu_s
 
     @staticmethod
     def effective_cap(site: Site, own_cap: float | None) -> float | None:
+        """The cap a job's GPUs run under, W: its own, else the site's (None: uncapped)."""
         return own_cap if own_cap is not None else site.cap_w
 
     def speed(self, model: str, profile: str, cap: float | None) -> tuple[float, float]:
@@ -152,6 +160,7 @@ class Runs(Component):
         core = self._core
         now = core.env.now
         gpus = self.gpus[j]
+        self.cap_w[j] = cap
         if hold_s > 0.0:
             self.loading.add(j)
         hold_s = max(hold_s, core.fleet.wake_s(site, pool, gpus))
@@ -160,9 +169,7 @@ class Runs(Component):
         else:
             rate, draw_w = self.rate_and_draw(j, site, pool, cap)
         woken = site.allocate(now, pool, gpus, draw_w)
-        book = self._book
-        book.state[j] = RUNNING
-        book.running[j] = None
+        self._book.run(j, now)
         pool.jobs[j] = None
         self.site[j], self.pool[j] = site, pool
         self.site_of[j], self.model[j] = site.index, pool.model
@@ -171,8 +178,6 @@ class Runs(Component):
         self.seg_start_s[j] = now
         if core.checkpoints.interval_s is not None:
             core.checkpoints.started(j)
-        if math.isnan(book.start_s[j]):
-            book.start_s[j] = now
         cap_w = self.effective_cap(site, cap)
         core.events.append(
             now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model
@@ -197,7 +202,7 @@ class Runs(Component):
     def _schedule_finish(self, j: int) -> None:
         self.version[j] += 1
         v = self.version[j]
-        delay = self.remaining_s[j] / self.rate[j]
+        delay = self.remaining_gpu_s[j] / self.rate[j]
         self._core.env.timeout(delay).callbacks.append(lambda _e: self._finish(j, v))
 
     def _finish(self, j: int, version: int) -> None:
@@ -205,10 +210,9 @@ class Runs(Component):
             return  # re-timed or stopped since this completion was scheduled
         self.stop(j)
         # Shared constants in place of the job's own float objects (memory at 1M jobs).
-        self.remaining_s[j] = self.rate[j] = self.draw_w[j] = self.seg_start_s[j] = 0.0
+        self.remaining_gpu_s[j] = self.rate[j] = self.draw_w[j] = self.seg_start_s[j] = 0.0
         core = self._core
-        self._book.state[j] = COMPLETED
-        self._book.end_s[j] = core.env.now
+        self._book.complete(j, core.env.now)
         core.events.append(core.env.now, "finish", j, self.site_of[j])
         core.request_decision()
 
@@ -225,14 +229,9 @@ class Runs(Component):
         self.rate[j] = rate
         self._schedule_finish(j)
 
-    def set_site_cap(self, site: Site, watts: float | None) -> None:
-        """Cap every GPU of `site` (None: remove the cap): running jobs without a cap of
-        their own are re-timed, later starts take it."""
-        site.cap_w = watts
-        now = self._core.env.now
-        self._core.events.append(
-            now, "setcap", -1, site.index, math.nan if watts is None else watts
-        )
+    def site_cap_changed(self, site: Site) -> None:
+        """`site`'s cap changed (`Fleet.set_cap`): its running jobs without a cap of their
+        own run at the new one from now."""
         for j in tuple(self._book.running):
             if self.site[j] is site and self.cap_w[j] is None and j not in self.holding:
                 self.retime(j)
@@ -257,7 +256,7 @@ class Runs(Component):
         site, pool = self.site[j], self.pool[j]
         assert site is not None and pool is not None
         core.fleet.release(site, pool, self.gpus[j], self.draw_w[j])
-        del self._book.running[j]
+        self._book.stop_running(j)
         del pool.jobs[j]
         if core.checkpoints.interval_s is not None:
             core.checkpoints.stopped(j)
@@ -272,30 +271,25 @@ class Runs(Component):
         site, pool = self.site[j], self.pool[j]
         assert site is not None and pool is not None
         site.change_power(now, self.gpus[j] * (pool.idle_w - self.draw_w[j]))
-        del self._book.running[j]
+        self._book.stop_running(j)
         del pool.jobs[j]
 
     # --- charges -----------------------------------------------------------------------------
 
     def close_segment(self, j: int, now: float) -> None:
-        """Charge the run since the last change: progress, energy, carbon, GPU time; the
-        checkpoint and demand-response meters take their share."""
+        """Charge the run since the last change: progress, energy, carbon, GPU time; then
+        every meter (the checkpoints, the demand-response meter) takes its share."""
         t0 = self.seg_start_s[j]
         dt = now - t0
         if dt <= 0.0:
             return
         site, pool = self.site[j], self.pool[j]
         assert site is not None and pool is not None
-        self.remaining_s[j] = max(0.0, self.remaining_s[j] - self.rate[j] * dt)
+        self.remaining_gpu_s[j] = max(0.0, self.remaining_gpu_s[j] - self.rate[j] * dt)
         energy_kwh = self.charge(j, site, pool, self.draw_w[j], t0, now)
         self.seg_start_s[j] = now
-        core = self._core
-        if j in self.loading:
-            core.checkpoints.add_kwh(j, energy_kwh)
-        elif core.checkpoints.interval_s is not None and j not in self.holding:
-            core.checkpoints.periodic_segment(j, site, energy_kwh, dt)
-        if core.dr.site_windows[site.index]:
-            core.dr.metered_segment(j, site, pool, t0, now)
+        for meter in self._core.meters:
+            meter.segment_closed(j, site, pool, t0, now, energy_kwh)
 
     def charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
         """Charge `j` for its GPUs on `pool` drawing `draw_w` W each over [t0, t1]: energy,
