@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sim
 from sim import hardware as hw
 from sim.hardware import GPU_CATALOG, PROFILES, REFERENCE_GPU, estimate, speed
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import REPO, SHARED_DATA, make_scenario, site
 
 GPU_IDS = [
     "P100", "V100", "T4", "RTX6000", "A40", "A100-40GB", "A100-80GB",
@@ -326,3 +327,64 @@ def test_docs_carry_the_figure_and_the_current_fit_table():
     raw = tomllib.loads((REPO / "sim" / "data" / "power_model.toml").read_text("utf-8"))
     v100 = raw["fit"]["V100"]["resnet50"]
     assert f"| V100 | resnet50 | {v100['points']} | {100 * v100['time_mape']:.1f}% |" in doc
+
+
+# --- scenario GPU models join the catalog ---------------------------------------------
+
+
+MI250X = {
+    "name": "AMD Instinct MI250X (example)",
+    "tdp_w": 560,
+    "min_cap_w": 200,
+    "max_cap_w": 560,
+    "idle_w": 90,
+    "memory_gb": 128,
+    "memory_type": "HBM2e",
+    "memory_devices": 8,
+    "mem_bw_gbps": 3277,
+    "fp16_tflops": 383,
+    "fp32_tflops": 47.9,
+    "die_mm2": 1448,
+    "process_nm": 7,
+    "release_year": 2021,
+    "host_embodied_kg": 312.5,
+    "service_life_years": 6,
+}
+
+
+@pytest.fixture
+def catalog_restored():
+    """Scenario GPU models join the process-wide catalog; take them out again."""
+    before = set(GPU_CATALOG)
+    yield
+    for gid in set(GPU_CATALOG) - before:
+        del GPU_CATALOG[gid]
+
+
+def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path, catalog_restored):
+    scenario = make_scenario(
+        tmp_path,
+        [
+            {
+                "job_id": "j1",
+                "submit_time": 0.0,
+                "gpus": 1,
+                "work_gpu_h": 1.0,
+                "profile": "compute-bound",
+            }
+        ],
+        gpu_models={"MI250X-test": MI250X},
+        sites=[site(gpus=[{"model": "MI250X-test", "count": 2}])],
+    )
+    r = sim.simulate(scenario, "run_now")
+    row = r.jobs.iloc[0]
+    assert row["gpu_model"] == "MI250X-test" and row["state"] == "completed"
+    assert row["end_s"] == pytest.approx(3600 / speed("MI250X-test", "compute-bound"))
+    assert GPU_CATALOG["MI250X-test"].embodied_kg > 0  # by the catalog's rule
+
+
+def test_a_scenario_gpu_model_may_not_redefine_a_built_in_one(catalog_restored):
+    with pytest.raises(sim.ScenarioError, match="gpu_models.A100-80GB: .*built-in GPU"):
+        make_scenario(gpu_models={"A100-80GB": MI250X})
+    with pytest.raises(sim.ScenarioError, match="gpu_models.X: .*missing fields"):
+        make_scenario(gpu_models={"X": {"name": "half a GPU"}})

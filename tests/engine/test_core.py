@@ -10,6 +10,7 @@ import pytest
 import sim
 from sim.api import Defer, Migrate, Reject, Resume, SetCap, Start, Suspend
 from sim.hardware import GPU_CATALOG, PROFILES, estimate, speed
+from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 
 A100 = GPU_CATALOG["A100-80GB"]
@@ -264,51 +265,16 @@ def test_embodied_carbon_is_charged_per_allocated_or_per_installed_gpu_hour(tmp_
     assert installed.jobs["embodied_kg"].sum() == pytest.approx(2 * 3 * per_gpu_h)
 
 
-MI250X = {
-    "name": "AMD Instinct MI250X (example)",
-    "tdp_w": 560,
-    "min_cap_w": 200,
-    "max_cap_w": 560,
-    "idle_w": 90,
-    "memory_gb": 128,
-    "memory_type": "HBM2e",
-    "memory_devices": 8,
-    "mem_bw_gbps": 3277,
-    "fp16_tflops": 383,
-    "fp32_tflops": 47.9,
-    "die_mm2": 1448,
-    "process_nm": 7,
-    "release_year": 2021,
-    "host_embodied_kg": 312.5,
-    "service_life_years": 6,
-}
-
-
-@pytest.fixture
-def catalog_restored():
-    """Scenario GPU models join the process-wide catalog; take them out again."""
-    before = set(GPU_CATALOG)
-    yield
-    for gid in set(GPU_CATALOG) - before:
-        del GPU_CATALOG[gid]
-
-
-def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path, catalog_restored):
-    scenario = make_scenario(
-        tmp_path,
-        [job()],
-        gpu_models={"MI250X-test": MI250X},
-        sites=[site(gpus=[{"model": "MI250X-test", "count": 2}])],
-    )
-    r = sim.simulate(scenario, "run_now")
-    row = r.jobs.iloc[0]
-    assert row["gpu_model"] == "MI250X-test" and row["state"] == "completed"
-    assert row["end_s"] == pytest.approx(3600 / speed("MI250X-test", "compute-bound"))
-    assert GPU_CATALOG["MI250X-test"].embodied_kg > 0  # by the catalog's rule
-
-
-def test_a_scenario_gpu_model_may_not_redefine_a_built_in_one(catalog_restored):
-    with pytest.raises(sim.ScenarioError, match="gpu_models.A100-80GB: .*built-in GPU"):
-        make_scenario(gpu_models={"A100-80GB": MI250X})
-    with pytest.raises(sim.ScenarioError, match="gpu_models.X: .*missing fields"):
-        make_scenario(gpu_models={"X": {"name": "half a GPU"}})
+def test_an_action_that_fails_its_checks_changes_nothing(tmp_path):
+    h = PolicyHarness(make_scenario(tmp_path, [job("x"), job("y", interruptible=True)]))
+    h.advance(0.0)
+    x, y = h.job("x"), h.job("y")
+    with pytest.raises(sim.PolicyError, match="outside A100-80GB's settable range"):
+        h.apply([Start(x, "a", gpu_cap_w=10_000.0)])
+    assert [j.id for j in h.state.pending] == ["x", "y"] and x.state == "pending"
+    h.apply([Start(x, "a"), Start(y, "a")])
+    h.advance(600.0)
+    h.apply([Suspend(y)])
+    with pytest.raises(sim.PolicyError, match="outside A100-80GB's settable range"):
+        h.apply([Resume(y, "a", gpu_cap_w=10_000.0)])
+    assert [j.id for j in h.state.suspended] == ["y"] and y.state == "suspended"

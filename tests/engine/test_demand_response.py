@@ -8,11 +8,8 @@ import pytest
 
 import sim
 from sim.api import Resume, SetCap, Start, Suspend
-from sim.dr_events import dr_events
-from sim.errors import ScenarioError
 from sim.hardware import estimate
-from sim.run import build_world, random_streams
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, write_jobs
 
 # Four 1-GPU jobs fill the base site's four A100s for ten hours.
 JOBS = [
@@ -166,58 +163,6 @@ def test_without_events_the_event_metrics_are_empty(tmp_path):
 
 
 # --- event generators ------------------------------------------------------------------
-
-
-def generated(tmp_path, entry: dict, **overrides) -> list[tuple[str, float, float]]:
-    """(key, start h, end h) of the events one generator entry makes."""
-    scenario = make_scenario(tmp_path, JOBS, demand_response=[{"site": "a", **entry}], **overrides)
-    _, signals = build_world(scenario, random_streams(scenario.seed))
-    return [(e.key, e.start_s / 3600, e.end_s / 3600) for e in dr_events(scenario, signals)]
-
-
-def test_a_daily_peak_event_recurs_at_the_local_hour_each_day(tmp_path):
-    entry = {"generator": "daily_peak", "hour": 17, "duration_h": 3, "timezone": "Europe/Berlin"}
-    # June in Berlin is UTC+2: 17:00 local is 15:00 UTC; the third day's event ends at 66 h.
-    assert generated(tmp_path, {**entry, "limit_kw": 1.0}, duration_h=66) == [
-        ("demand_response[0]#0", 15.0, 18.0),
-        ("demand_response[0]#1", 39.0, 42.0),
-        ("demand_response[0]#2", 63.0, 66.0),
-    ]
-    # An event that would run past the horizon is not generated.
-    assert len(generated(tmp_path, {**entry, "limit_kw": 1.0}, duration_h=65)) == 2
-
-
-def test_high_carbon_events_cover_the_stretches_above_the_percentile(tmp_path):
-    trace = tmp_path / "trace.csv"
-    hours = [3, 1, 9, 10, 2, 4, 5, 8, 6, 7]  # g/kWh, hour by hour from the start
-    trace.write_text(
-        "time,ci\n" + "".join(f"2020-06-01 {h:02d}:00,{v}\n" for h, v in enumerate(hours))
-    )
-    carbon = {"file": str(trace), "time_column": "time", "column": "ci", "unit": "g/kWh"}
-    entry = {"generator": "high_carbon", "percentile": 70, "limit_kw": 1.0}
-    # The top 30% of the hours (values 8, 9, 10) fall in hours 2-4 and 7-8.
-    assert generated(tmp_path, entry, sites=[site(carbon=carbon)], duration_h=10) == [
-        ("demand_response[0]#0", 2.0, 4.0),
-        ("demand_response[0]#1", 7.0, 8.0),
-    ]
-    longer = {**entry, "min_duration_h": 1.5}
-    assert generated(tmp_path, longer, sites=[site(carbon=carbon)], duration_h=10) == [
-        ("demand_response[0]#0", 2.0, 4.0)
-    ]
-
-
-@pytest.mark.parametrize(
-    ("entry", "message"),
-    [
-        ({"generator": "daily_peak", "duration_h": 2}, "hour is required"),
-        ({"generator": "high_carbon", "duration_h": 2}, "duration_h does not apply"),
-        ({"generator": "daily_peak", "hour": 17, "duration_h": 2, "timezone": "Mars/Base"}, "Mars"),
-        ({"duration_h": 2}, "start is required for a single event"),
-    ],
-)
-def test_generator_entries_are_validated(tmp_path, entry, message):
-    with pytest.raises(ScenarioError, match=message):
-        make_scenario(tmp_path, JOBS, demand_response=[{"site": "a", "limit_kw": 1, **entry}])
 
 
 def test_periodic_checkpoint_stalls_are_not_counted_as_event_losses(tmp_path):
