@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sim.errors import DcsimError, ScenarioError
+from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
 from sim.run import build_world, random_streams, simulate
 from sim.scenario import Scenario, load_scenario, parse_value
@@ -309,7 +309,9 @@ def grid_build(
     out_console.print(f"built {len(cat)} zone-years of {cat['zone'].nunique()} zones")
 
 
-workload_app = typer.Typer(no_args_is_help=True, help="Job traces: import and describe.")
+workload_app = typer.Typer(
+    no_args_is_help=True, help="Job and request traces: import and describe."
+)
 app.add_typer(workload_app, name="workload")
 
 
@@ -318,11 +320,18 @@ def workload_import(
     fmt: Annotated[
         str,
         typer.Argument(
-            metavar="FORMAT", help="philly, helios, pai2020, alibaba2023, swf, gaia or native"
+            metavar="FORMAT",
+            help="Jobs: philly, helios, pai2020, alibaba2023, swf, gaia or native; "
+            "requests (docs/request-format.md): azure-llm or requests-csv",
         ),
     ],
     file: Annotated[Path, typer.Argument(help="The trace file")],
-    out: Annotated[Path, typer.Option(help="Native job file to write (.parquet or .csv)")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Native job file to write (.parquet or .csv); for requests a .parquet file"
+        ),
+    ],
     option: Annotated[
         list[str] | None,
         typer.Option(
@@ -342,10 +351,22 @@ def workload_import(
         str | None, typer.Option(help="UTC time of submit_time 0, for --flex slack=next_workday")
     ] = None,
 ) -> None:
-    """Convert a public GPU-cluster trace to the native job format and report every row."""
-    from sim.workload.importers import import_trace, write_native
+    """Convert a public GPU-cluster trace to the native job format, or an LLM request trace
+    to requests.parquet, and report every row."""
+    from sim.serving.importers import REQUEST_FORMATS
+    from sim.workload.importers import FORMATS, import_trace, write_native
 
     options = dict(_parse_option(o) for o in option or [])
+    if fmt in REQUEST_FORMATS:
+        if flex:
+            raise ScenarioError(f"--flex applies to job traces, not to request format {fmt}")
+        _import_requests(fmt, file, out, options)
+        return
+    if fmt not in FORMATS:
+        raise TraceError(
+            f"unknown trace format {fmt!r}; job formats: {', '.join(FORMATS)}; "
+            f"request formats: {', '.join(REQUEST_FORMATS)}"
+        )
     frame, report = import_trace(fmt, file, **options)
     if flex:
         flex_options = dict(_parse_option(f) for f in flex)
@@ -354,6 +375,21 @@ def workload_import(
     write_native(frame, out)
     out_console.print(report.render(), markup=False, highlight=False)
     out_console.print(f"{len(frame):,} jobs written to {out}")
+
+
+def _import_requests(fmt: str, file: Path, out: Path, options: dict) -> None:
+    from sim.serving.importers import import_requests
+    from sim.serving.requests import write_requests
+
+    if out.suffix != ".parquet":
+        raise TraceError(f"{out}: requests are written as .parquet (e.g. requests.parquet)")
+    table, report = import_requests(fmt, file, **options)
+    meta = {"format": fmt, "source": str(file)}
+    if report.trace_start:
+        meta["trace_start"] = report.trace_start
+    write_requests(table, out, metadata=meta)
+    out_console.print(report.render(), markup=False, highlight=False)
+    out_console.print(f"{len(table):,} requests written to {out}")
 
 
 def _apply_flex(frame, flex: dict, seed: int, start: str | None):
@@ -388,11 +424,16 @@ def _parse_option(item: str) -> tuple[str, object]:
 
 
 @workload_app.command("describe")
-def workload_describe(file: Annotated[Path, typer.Argument(help="A native job file")]) -> None:
-    """Counts, GPU mix, and duration and arrival histograms of a native job file."""
+def workload_describe(
+    file: Annotated[Path, typer.Argument(help="A native job file or a requests.parquet")],
+) -> None:
+    """Counts, GPU mix, and duration and arrival histograms of a native job file; counts,
+    token statistics and arrival rates of a request file."""
+    from sim.serving.importers import describe_requests
+    from sim.serving.requests import is_request_file
     from sim.workload.describe import describe
 
-    for table in describe(file):
+    for table in describe_requests(file) if is_request_file(file) else describe(file):
         out_console.print(table)
 
 

@@ -34,3 +34,23 @@ def __getattr__(name: str) -> Any:
     if name == "MODELS":
         return tuple(sorted(serving_model().models))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Requests (docs/request-format.md): the request table, its file, the synthetic generator.
+from sim.serving.requests import (  # noqa: E402
+    RequestTable,
+    TokenDistribution,
+    read_requests,
+    request_presets,
+    synthetic_requests,
+    write_requests,
+)
+
+__all__ += [
+    "RequestTable",
+    "TokenDistribution",
+    "read_requests",
+    "request_presets",
+    "synthetic_requests",
+    "write_requests",
+]

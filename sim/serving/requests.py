@@ -1,0 +1,398 @@
+"""LLM inference requests: the columnar `RequestTable`, its file (`requests.parquet`), and a
+seeded synthetic generator with daily and weekly cycles (docs/request-format.md).
+
+A request arrives at `arrival_s` (seconds since the trace start or the scenario start),
+brings `input_tokens` of prompt (prefill) and asks for `output_tokens` of generation
+(decode). Per-request data is columnar (one numpy array per attribute), never one Python
+object per request: a day of a busy service holds millions of requests.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sim.errors import TraceError
+
+REQUEST_COLUMNS: tuple[str, ...] = ("arrival_s", "input_tokens", "output_tokens")
+"""Columns of `requests.parquet`, in the order `RequestTable.to_frame` writes them."""
+
+MAX_TOKENS = 10**9
+"""Largest token count a request may carry (no model has a context near it): larger values
+in a trace are treated as bad numbers."""
+
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
+
+_META_PREFIX = b"dcsim."
+_DTYPES: dict[str, Any] = {
+    "arrival_s": np.float64,
+    "input_tokens": np.int64,
+    "output_tokens": np.int64,
+}
+_ACCEPTED_KINDS = {np.float64: "fiu", np.int64: "iu"}
+
+
+@dataclass(frozen=True, eq=False)
+class RequestTable:
+    """All requests of a trace, columnar, sorted by arrival (index = request number).
+
+    Every field is a 1-D numpy array of the same length. The constructor accepts sequences
+    and losslessly convertible dtypes (int32 -> int64, int -> float64), stores read-only
+    views and checks the invariants below (ValueError naming the first bad request).
+    """
+
+    arrival_s: np.ndarray
+    """float64, arrival time, seconds since the trace or scenario start; finite, >= 0,
+    non-decreasing."""
+    input_tokens: np.ndarray
+    """int64 >= 0, prompt (context) tokens, processed in the prefill."""
+    output_tokens: np.ndarray
+    """int64 >= 1, tokens generated (decode steps)."""
+
+    def __post_init__(self) -> None:
+        n: int | None = None
+        for f in fields(self):
+            arr = _as_column(f.name, getattr(self, f.name), _DTYPES[f.name])
+            object.__setattr__(self, f.name, arr)
+            if n is None:
+                n = len(arr)
+            elif len(arr) != n:
+                raise ValueError(f"RequestTable.{f.name} has {len(arr)} entries, arrival_s has {n}")
+        self._check_invariants()
+
+    def _check_invariants(self) -> None:
+        def require(ok: np.ndarray, what: str, values: np.ndarray) -> None:
+            if not np.all(ok):
+                bad = int(np.flatnonzero(~ok)[0])
+                raise ValueError(f"RequestTable: {what} (request {bad}: {values[bad].item()!r})")
+
+        if len(self) == 0:
+            return
+        t = self.arrival_s
+        require(np.isfinite(t) & (t >= 0), "arrival_s must be finite and >= 0", t)
+        step = np.diff(t) < 0
+        if step.any():
+            i = int(np.flatnonzero(step)[0]) + 1
+            raise ValueError(
+                f"RequestTable: arrival_s must be non-decreasing "
+                f"(request {i}: {t[i].item()!r} after {t[i - 1].item()!r})"
+            )
+        inp, out = self.input_tokens, self.output_tokens
+        require((inp >= 0) & (inp <= MAX_TOKENS), f"input_tokens must be 0..{MAX_TOKENS}", inp)
+        require((out >= 1) & (out <= MAX_TOKENS), f"output_tokens must be 1..{MAX_TOKENS}", out)
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def equals(self, other: RequestTable) -> bool:
+        """Whether both tables hold the same requests in the same order."""
+        return all(
+            np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)
+        )
+
+    @property
+    def span_s(self) -> float:
+        """Time from the first to the last arrival, s (0 for fewer than two requests)."""
+        return float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) > 1 else 0.0
+
+    def to_frame(self) -> pd.DataFrame:
+        """The requests as a DataFrame with the columns `REQUEST_COLUMNS`."""
+        return pd.DataFrame({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> RequestTable:
+        """A table from a frame with the columns `REQUEST_COLUMNS` (others are ignored);
+        token counts held as whole floats are accepted."""
+        missing = [c for c in REQUEST_COLUMNS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"requests need column(s) {', '.join(missing)}")
+        cols: dict[str, np.ndarray] = {}
+        for name in REQUEST_COLUMNS:
+            arr = frame[name].to_numpy()
+            if name != "arrival_s" and arr.dtype.kind == "f":
+                whole = np.isfinite(arr) & (arr == np.round(arr)) & (np.abs(arr) <= MAX_TOKENS)
+                if not whole.all():
+                    bad = int(np.flatnonzero(~whole)[0])
+                    raise ValueError(
+                        f"RequestTable: {name} must be whole numbers "
+                        f"(request {bad}: {arr[bad].item()!r})"
+                    )
+                arr = arr.astype(np.int64)
+            cols[name] = arr
+        return cls(**cols)
+
+
+def _as_column(name: str, value: Any, dtype: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1:
+        raise ValueError(f"RequestTable.{name} must be 1-D, got shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in _ACCEPTED_KINDS[dtype]:
+        raise TypeError(f"RequestTable.{name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
+    if arr.dtype != np.dtype(dtype):
+        if arr.size and not np.can_cast(arr.dtype, dtype, "safe"):
+            raise TypeError(f"RequestTable.{name}: cannot convert {arr.dtype} to {np.dtype(dtype)}")
+        arr = arr.astype(dtype)
+    view = arr.view()
+    view.flags.writeable = False
+    return view
+
+
+# ------------------------------------------------------------------------ the file
+
+
+def write_requests(
+    table: RequestTable, out: str | Path, *, metadata: dict[str, str] | None = None
+) -> Path:
+    """Write `table` to a `.parquet` file, atomically (a temporary file in the same folder,
+    then a rename: a failed write leaves `out` as it was). `metadata` (e.g. `trace_start`,
+    `source`) is stored in the file's key-value metadata and read by `request_file_metadata`.
+    """
+    out = Path(out)
+    if out.suffix != ".parquet":
+        raise TraceError(f"{out}: requests are written as .parquet (e.g. requests.parquet)")
+    arrow = pa.Table.from_pandas(table.to_frame(), preserve_index=False)
+    meta = dict(arrow.schema.metadata or {})
+    for key, value in (metadata or {}).items():
+        meta[_META_PREFIX + key.encode()] = str(value).encode()
+    arrow = arrow.replace_schema_metadata(meta)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(arrow, tmp)
+        os.replace(tmp, out)
+    except OSError as e:
+        raise TraceError(f"{out}: cannot write: {e.strerror or e}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def is_request_file(path: str | Path) -> bool:
+    """Whether `path` is a parquet file with the request columns (not a job file)."""
+    path = Path(path)
+    if path.suffix != ".parquet" or not path.is_file():
+        return False
+    try:
+        names = set(pq.read_schema(path).names)
+    except (pa.ArrowException, OSError):
+        return False
+    return {"arrival_s", "output_tokens"} <= names
+
+
+def read_requests(path: str | Path) -> RequestTable:
+    """The requests of a `requests.parquet` file; `TraceError` naming the file if it is not
+    one or breaks an invariant."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such file")
+    try:
+        frame = pq.read_table(path).to_pandas()
+    except (pa.ArrowException, OSError) as e:
+        raise TraceError(f"{path}: not a readable parquet file ({e})") from None
+    missing = [c for c in REQUEST_COLUMNS if c not in frame.columns]
+    if missing:
+        raise TraceError(
+            f"{path}: missing column(s) {', '.join(missing)} of a request file "
+            f"(columns present: {', '.join(map(str, frame.columns))})"
+        )
+    try:
+        return RequestTable.from_frame(frame)
+    except (TypeError, ValueError) as e:
+        raise TraceError(f"{path}: {e}") from None
+
+
+def request_file_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata `write_requests` stored (e.g. `trace_start`, `source`, `format`)."""
+    meta = pq.read_schema(path).metadata or {}
+    n = len(_META_PREFIX)
+    return {k[n:].decode(): v.decode() for k, v in meta.items() if k.startswith(_META_PREFIX)}
+
+
+# ------------------------------------------------------------------------ the generator
+
+
+@dataclass(frozen=True)
+class TokenDistribution:
+    """Token counts of a request: round(exp(N(mu, sigma))), clipped to [min, max].
+
+    `mu` and `sigma` are the mean and standard deviation of the natural log of the count
+    (a log-normal); `min` and `max` bound it (the fitted trace's extremes for a preset).
+    """
+
+    mu: float
+    sigma: float
+    min: int = 1
+    max: int = MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mu) and math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValueError(f"TokenDistribution: need finite mu and sigma >= 0, got {self}")
+        if not 0 <= self.min <= self.max <= MAX_TOKENS:
+            raise ValueError(f"TokenDistribution: need 0 <= min <= max <= {MAX_TOKENS}")
+
+    @property
+    def median(self) -> float:
+        """The median of the unclipped log-normal, tokens."""
+        return math.exp(self.mu)
+
+    def sample_from_normal(self, z: np.ndarray) -> np.ndarray:
+        """Counts for standard normal draws `z` (int64)."""
+        x = np.rint(np.exp(self.mu + self.sigma * z))
+        return np.clip(x, self.min, self.max).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class RequestPreset:
+    """Fitted token distributions of a trace (sim/data/request_presets.toml)."""
+
+    name: str
+    input_tokens: TokenDistribution
+    output_tokens: TokenDistribution
+    log_correlation: float
+    """Pearson correlation of log input and log output tokens in the trace."""
+    rate_per_s: float
+    """The trace's mean arrival rate (requests / span), for reference."""
+    source: str
+
+
+@cache
+def request_presets() -> dict[str, RequestPreset]:
+    """The shipped presets (`azure-code`, `azure-conv`), name -> `RequestPreset`."""
+    text = resources.files("sim").joinpath("data/request_presets.toml").read_text("utf-8")
+    raw = tomllib.loads(text)
+    out = {}
+    for name, p in raw["presets"].items():
+        dists = {
+            key: TokenDistribution(
+                float(p[key]["mu"]), float(p[key]["sigma"]), int(p[key]["min"]), int(p[key]["max"])
+            )
+            for key in ("input_tokens", "output_tokens")
+        }
+        out[name] = RequestPreset(
+            name,
+            dists["input_tokens"],
+            dists["output_tokens"],
+            float(p["log_correlation"]),
+            float(p["rate_per_s"]),
+            str(raw["source"]),
+        )
+    return out
+
+
+TokenSpec = str | TokenDistribution | int
+
+
+def _token_dist(spec: TokenSpec, which: str) -> TokenDistribution:
+    if isinstance(spec, TokenDistribution):
+        return spec
+    if isinstance(spec, str):
+        presets = request_presets()
+        if spec not in presets:
+            raise ValueError(f"{which}: unknown preset {spec!r}; presets: {', '.join(presets)}")
+        return getattr(presets[spec], which)
+    if isinstance(spec, int | np.integer) and not isinstance(spec, bool):
+        return TokenDistribution(math.log(max(int(spec), 1)), 0.0, int(spec), int(spec))
+    raise TypeError(f"{which}: expected a preset name, a TokenDistribution or an int, got {spec!r}")
+
+
+def rate_at(
+    t_s: np.ndarray | float,
+    rate_per_s: float,
+    *,
+    daily_amplitude: float = 0.0,
+    weekly_amplitude: float = 0.0,
+    daily_peak_s: float = 14 * 3600.0,
+    weekly_peak_s: float = 2.5 * DAY_S,
+) -> np.ndarray:
+    """The generator's arrival rate at `t_s` (seconds since the start), requests/s:
+
+    rate_per_s x (1 + a_d cos(2 pi (t - daily_peak_s) / 1 day))
+               x (1 + a_w cos(2 pi (t - weekly_peak_s) / 1 week)).
+
+    Its mean over whole weeks is `rate_per_s` (and over whole days when a_w = 0).
+    """
+    t = np.asarray(t_s, dtype=np.float64)
+    day = 1.0 + daily_amplitude * np.cos(2 * np.pi * (t - daily_peak_s) / DAY_S)
+    week = 1.0 + weekly_amplitude * np.cos(2 * np.pi * (t - weekly_peak_s) / WEEK_S)
+    return rate_per_s * day * week
+
+
+def synthetic_requests(
+    rate_per_s: float,
+    duration_s: float,
+    rng: np.random.Generator | int,
+    *,
+    daily_amplitude: float = 0.0,
+    weekly_amplitude: float = 0.0,
+    daily_peak_s: float = 14 * 3600.0,
+    weekly_peak_s: float = 2.5 * DAY_S,
+    input_tokens: TokenSpec = "azure-conv",
+    output_tokens: TokenSpec = "azure-conv",
+    correlated: bool = True,
+) -> RequestTable:
+    """Requests of a non-homogeneous Poisson process over [0, duration_s), by thinning.
+
+    The rate is `rate_at(t, rate_per_s, ...)`: a mean of `rate_per_s` requests/s with a
+    daily cycle (relative amplitude `daily_amplitude` in [0, 1), peak `daily_peak_s`
+    after the start, default 14:00 when the start is midnight) and a weekly cycle
+    (`weekly_amplitude`, peak `weekly_peak_s` after the start). Amplitudes 0 (the default)
+    give a homogeneous Poisson process. Candidates arrive at the peak rate and each is kept
+    with probability rate(t) / peak rate.
+
+    Token counts: `input_tokens` and `output_tokens` are a preset name (`azure-code`,
+    `azure-conv`: the log-normals fitted to the Azure LLM inference traces 2023), a
+    `TokenDistribution`, or an int (every request the same). When both name the same
+    preset and `correlated` is true, log input and log output tokens are drawn with the
+    preset's fitted correlation. `rng` is a numpy Generator or a seed: the same seed gives
+    the same requests.
+    """
+    if not (math.isfinite(rate_per_s) and rate_per_s >= 0):
+        raise ValueError(f"rate_per_s must be a finite number >= 0, got {rate_per_s!r}")
+    if not (math.isfinite(duration_s) and duration_s >= 0):
+        raise ValueError(f"duration_s must be a finite number >= 0, got {duration_s!r}")
+    for name, a in (("daily_amplitude", daily_amplitude), ("weekly_amplitude", weekly_amplitude)):
+        if not (math.isfinite(a) and 0 <= a < 1):
+            raise ValueError(f"{name} must be in [0, 1), got {a!r}")
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    dist_in = _token_dist(input_tokens, "input_tokens")
+    dist_out = _token_dist(output_tokens, "output_tokens")
+    if dist_out.min < 1:
+        raise ValueError(f"output_tokens: a request generates >= 1 token, got min {dist_out.min}")
+    rho = 0.0
+    if correlated and isinstance(input_tokens, str) and input_tokens == output_tokens:
+        rho = request_presets()[input_tokens].log_correlation
+
+    peak = rate_per_s * (1 + daily_amplitude) * (1 + weekly_amplitude)
+    cycles = dict(
+        daily_amplitude=daily_amplitude,
+        weekly_amplitude=weekly_amplitude,
+        daily_peak_s=daily_peak_s,
+        weekly_peak_s=weekly_peak_s,
+    )
+    chunks: list[np.ndarray] = []
+    if peak > 0 and duration_s > 0:
+        t = 0.0
+        block = int(min(max(peak * duration_s * 1.05 + 100, 1000), 1 << 22))
+        while t < duration_s:
+            times = t + np.cumsum(gen.exponential(1.0 / peak, block))
+            t = float(times[-1])
+            times = times[times < duration_s]
+            keep = gen.random(len(times)) * peak < rate_at(times, rate_per_s, **cycles)
+            chunks.append(times[keep])
+    arrival = np.concatenate(chunks) if chunks else np.zeros(0)
+    z = gen.standard_normal((2, len(arrival)))
+    z_out = rho * z[0] + math.sqrt(1 - rho * rho) * z[1]
+    return RequestTable(
+        arrival, dist_in.sample_from_normal(z[0]), dist_out.sample_from_normal(z_out)
+    )
