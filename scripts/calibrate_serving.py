@@ -9,8 +9,8 @@ SXM and B200. Then
    data), its layers, KV bytes per token and routed-expert share (from its Hugging Face
    config.json, transcribed below), its mean output length (from the data);
 2. computes kappa (in-flight context per output token) from the output-length histograms;
-3. fits the model's constants (least squares on log errors of throughput and power, and
-   of median ITL at a low weight) on every configuration;
+3. fits the model's constants (least squares on log errors of throughput, power and
+   energy per token, and of median ITL at a low weight) on every configuration;
 4. leave-one-model-out: refits without each model and predicts its configurations;
 
 and writes
@@ -108,6 +108,11 @@ ARCH = {
     "NVIDIA-Nemotron-Nano-12B-v2": (62, 6, 8, 128, 1, 1),
 }
 MLA_KV_BYTES = {"DeepSeek-V3.1": (61, 61 * (512 + 64) * 2, 8, 256)}  # layers, bytes, k, E
+# Layers with routed experts, where not every layer has them (the others: all layers of an
+# MoE): Llama 4 Maverick alternates dense and MoE layers (interleave_moe_layer_step 2),
+# DeepSeek-V3 keeps its first 3 layers dense (first_num_dense_layers 3); MaxText configs
+# llama4-17b-128e.yml @ 48445cf0 and deepseek3-671b.yml @ ac708cd5.
+MOE_LAYERS = {"Llama-4-Maverick-17B-128E-Instruct-FP8": 24, "DeepSeek-V3.1": 58}
 
 # B200 (HGX/DGX B200, one GPU): not in gpus.toml, which holds deployable catalog GPUs with
 # embodied-carbon data; here only what the serving model reads.
@@ -117,6 +122,7 @@ B200 = {
     "fp16_tflops": 2250.0,
     "tdp_w": 1000.0,
     "idle_w": 100.0,
+    "architecture": "Blackwell",
     "sources": {
         "memory_gb": "NVIDIA DGX B200 User Guide: 8 GPUs, 1,440 GB total GPU memory",
         "mem_bw_gbps": "NVIDIA DGX B200 datasheet: 64 TB/s HBM3e bandwidth over 8 GPUs",
@@ -130,20 +136,24 @@ GPU_ALIASES = {"H100": "H100-SXM"}  # the leaderboard's H100 is the 80 GB HBM3 S
 ETA_PREFILL = 0.5
 BOUNDS = {
     "eta_mem": (0.05, 1.0, 0.6),
+    "eta_mem_blackwell": (0.05, 1.0, 0.6),
     "eta_compute": (0.02, 1.0, 0.5),
     "tau_step_ms": (0.0, 50.0, 3.0),
     "tau_collective_us": (0.0, 500.0, 20.0),
+    "tau_expert_parallel_us": (0.0, 2000.0, 20.0),
     "tau_seq_us": (0.0, 500.0, 20.0),
     "tau_ssm_seq_us": (0.0, 1000.0, 20.0),
     "fp8_read_factor": (1.0, 4.0, 1.2),
     "reserve_gb": (0.0, 30.0, 4.0),
     "pi_0": (0.0, 5.0, 0.3),
+    "pi_0_blackwell": (0.0, 5.0, 0.3),
     "pi_mem": (0.0, 20.0, 1.0),
     "pi_compute": (0.0, 20.0, 1.0),
     "pi_seq": (0.0, 20.0, 1.0),
     "input_tokens": (10.0, 3000.0, 200.0),
 }
 ITL_WEIGHT = 0.1
+ENERGY_WEIGHT = 1.0
 FIGURE_MODELS = ("Llama-3.1-8B-Instruct", "Llama-3.1-70B-Instruct", "Qwen3-30B-A3B-Instruct-2507")
 
 
@@ -176,6 +186,7 @@ def load_models(data: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
             "precision": d["weight_precision"],
             "architecture": d["architecture"],
             "layers": layers,
+            "moe_layers": MOE_LAYERS.get(name, layers) if e > 1 else 0,
             "kv_bytes_per_token": float(kv),
             "expert_share": k / e,
             "avg_output_tokens": float(np.mean([c["avg_output_len"] for c in d["configurations"]])),
@@ -203,7 +214,8 @@ def load_models(data: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
 
 def gpu_specs(gid: str) -> dict[str, float]:
     if gid == "B200":
-        return {k: v for k, v in B200.items() if k != "sources"}  # type: ignore[misc]
+        spec = {k: v for k, v in B200.items() if k not in ("sources", "architecture")}
+        return {**spec, "blackwell": 1.0}  # type: ignore[dict-item]
     g = GPU_CATALOG[gid]
     return {
         "memory_gb": g.memory_gb,
@@ -211,6 +223,7 @@ def gpu_specs(gid: str) -> dict[str, float]:
         "fp16_tflops": g.fp16_tflops,
         "tdp_w": g.tdp_w,
         "idle_w": g.idle_w,
+        "blackwell": 0.0,
     }
 
 
@@ -229,6 +242,7 @@ def inputs(f: pd.DataFrame, catalog: dict[str, dict], input_tokens: float) -> In
         kv_bytes_per_token=col(m, "kv_bytes_per_token"),
         expert_share=col(m, "expert_share"),
         layers=col(m, "layers"),
+        moe_layers=col(m, "moe_layers"),
         hybrid=np.array([float(r["architecture"] == "Mamba-Transformer Hybrid") for r in m]),
         num_gpus=f["num_gpus"].to_numpy(dtype=float),
         memory_gb=col(g, "memory_gb"),
@@ -236,6 +250,7 @@ def inputs(f: pd.DataFrame, catalog: dict[str, dict], input_tokens: float) -> In
         fp16_tflops=col(g, "fp16_tflops"),
         tdp_w=col(g, "tdp_w"),
         idle_w=col(g, "idle_w"),
+        blackwell=col(g, "blackwell"),
         max_batch=f["max_batch"].to_numpy(dtype=float),
         input_tokens=np.full(len(f), input_tokens),
         output_tokens=f["output_tokens"].to_numpy(dtype=float),
@@ -271,7 +286,8 @@ def predict(p: Params, f: pd.DataFrame, catalog: dict[str, dict]) -> pd.DataFram
 
 
 def fit(f: pd.DataFrame, catalog: dict[str, dict], kappa: float) -> Params:
-    """Least squares on log errors of throughput, power and (weight ITL_WEIGHT) median ITL."""
+    """Least squares on log errors of throughput, power, energy per token (weight
+    ENERGY_WEIGHT) and median ITL (weight ITL_WEIGHT)."""
     lo, hi, x0 = (np.array([BOUNDS[k][i] for k in FITTED]) for i in range(3))
 
     def residuals(v):
@@ -281,6 +297,10 @@ def fit(f: pd.DataFrame, catalog: dict[str, dict], kappa: float) -> Params:
             [
                 np.log(o.throughput_tokens_per_s / f["throughput"].to_numpy()),
                 np.log(o.power_w / f["power_w"].to_numpy()),
+                ENERGY_WEIGHT
+                * np.log(
+                    o.power_w / o.throughput_tokens_per_s / f["energy_per_token_j"].to_numpy()
+                ),
                 ITL_WEIGHT * np.log(o.itl_median_ms / f["itl_ms"].to_numpy()),
             ]
         )

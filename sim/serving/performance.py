@@ -47,6 +47,9 @@ class ServingGpu:
     idle_w: float
     measured: bool
     """True for the GPUs of the calibration data (H100 SXM, B200)."""
+    blackwell: bool = False
+    """True for a Blackwell GPU (B200): its own bandwidth efficiency and active power
+    floor. Every other GPU takes the Hopper constants."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class CatalogModel:
     expert_share: float
     """Routed experts per token / routed experts (k / E); 1 for a dense model."""
     layers: int
+    moe_layers: int
+    """Layers with routed experts (0 for a dense model)."""
     avg_output_tokens: float
     """Mean output length on lm-arena-chat over the model's runs, tokens."""
 
@@ -128,11 +133,23 @@ def load_serving_model(path: Path | None = None) -> ServingModel:
             m["kv_bytes_per_token"],
         )
         models[mid] = CatalogModel(
-            spec, m["hf_id"], m["expert_share"], m["layers"], m["avg_output_tokens"]
+            spec,
+            m["hf_id"],
+            m["expert_share"],
+            m["layers"],
+            m["moe_layers"],
+            m["avg_output_tokens"],
         )
     gpus = {
         gid: ServingGpu(
-            gid, g["memory_gb"], g["mem_bw_gbps"], g["fp16_tflops"], g["tdp_w"], g["idle_w"], True
+            gid,
+            g["memory_gb"],
+            g["mem_bw_gbps"],
+            g["fp16_tflops"],
+            g["tdp_w"],
+            g["idle_w"],
+            True,
+            g.get("architecture") == "Blackwell",
         )
         for gid, g in raw["calibration_gpus"].items()
     }
@@ -192,9 +209,10 @@ def _catalog_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, Catal
     share = 1.0
     if model.active_params_b < model.total_params_b:
         share = model.active_params_b / model.total_params_b
-    layers = round(r["layers_per_cbrt_b"] * model.total_params_b ** (1.0 / 3.0))
+    layers = max(1, round(r["layers_per_cbrt_b"] * model.total_params_b ** (1.0 / 3.0)))
+    moe_layers = layers if arch == "MoE" else 0
     spec = ModelSpec(model.total_params_b, model.active_params_b, model.precision, arch, kv)
-    entry = CatalogModel(spec, "", share, max(1, layers), sm.default_output_tokens)
+    entry = CatalogModel(spec, "", share, layers, moe_layers, sm.default_output_tokens)
     return "ModelSpec", entry
 
 
@@ -244,6 +262,7 @@ def performance(
         kv_bytes_per_token=np.asarray(spec.kv_bytes_per_token),
         expert_share=np.asarray(entry.expert_share),
         layers=np.asarray(entry.layers),
+        moe_layers=np.asarray(entry.moe_layers),
         hybrid=np.asarray(float(spec.architecture == "Mamba-Transformer Hybrid")),
         num_gpus=np.asarray(n),
         memory_gb=np.asarray(g.memory_gb),
@@ -251,6 +270,7 @@ def performance(
         fp16_tflops=np.asarray(g.fp16_tflops),
         tdp_w=np.asarray(g.tdp_w),
         idle_w=np.asarray(g.idle_w),
+        blackwell=np.asarray(float(g.blackwell)),
         max_batch=np.asarray(b),
         input_tokens=np.asarray(l_in),
         output_tokens=np.asarray(l_out),

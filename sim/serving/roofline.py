@@ -7,20 +7,25 @@ batch `B`:
     ctx        = L_in + kappa L_out                         tokens in context, per sequence
     B          = softmin(max_batch, KV capacity / (ctx kv)) sequences in the batch
     weights    = bpp (A - R s + R (1 - (1 - s)^B))          bytes read (MoE: experts touched)
-    t_mem      = (f8 weights + B ctx kv) / (n BW eta_mem)    (f8: fp8_read_factor for FP8)
+    t_mem      = (f8 weights + B ctx kv) / (n BW eta_mem)    (f8: fp8_read_factor for FP8;
+                                                             eta_mem_blackwell on Blackwell)
     t_compute  = 2 A B / (n F eta_compute)
-    t_step     = tau_step + tau_coll L log2(n) + (tau_seq + tau_ssm) B + |t_mem, t_compute|_2
+    t_coll     = (tau_coll L + tau_ep L_moe) log2(n)         collectives: per layer (tensor
+                                                             parallel) and per MoE layer
+                                                             (expert-parallel dispatch/combine)
+    t_step     = tau_step + t_coll + (tau_seq + tau_ssm) B + |t_mem, t_compute|_2
     t_prefill  = 2 A L_in / (n F eta_prefill)               per request
     t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
     throughput = B / t_iter,   ITL median = t_step
     P_gpu      = P_idle + (TDP - P_idle) (1 - exp(-z)),  z = pi_0 + pi_mem u_mem
-                 + pi_compute u_compute + pi_seq u_seq
+                 + pi_compute u_compute + pi_seq u_seq      (pi_0_blackwell on Blackwell)
 
 with u_mem, u_compute the shares of peak bandwidth and peak FLOP/s achieved over the
 iteration and u_seq its share in per-sequence work ((tau_seq + tau_ssm) B). T, A: total
 and active parameters; bpp: bytes per parameter; kv: KV bytes per token; L: layers;
 s = k / E: the share of routed experts one token uses and R = (T - A) / (1 - s) the
-routed parameters (dense: s = 1, R = 0); BW: memory bandwidth; F: dense FP16 FLOP/s;
+routed parameters (dense: s = 1, R = 0); L_moe: the layers with routed experts (dense: 0);
+BW: memory bandwidth; F: dense FP16 FLOP/s;
 |a, b|_2 = sqrt(a^2 + b^2), a smooth roofline maximum.
 """
 
@@ -46,7 +51,10 @@ class Params:
     """The model's constants: fitted ones (`FITTED`) and those set from the data."""
 
     eta_mem: float
-    """Achieved share of peak memory bandwidth while reading weights and KV cache."""
+    """Achieved share of peak memory bandwidth while reading weights and KV cache (Hopper
+    and every GPU that is not Blackwell)."""
+    eta_mem_blackwell: float
+    """The same on a Blackwell GPU (B200): its own kernels and dual-die memory system."""
     eta_compute: float
     """Achieved share of dense FP16 peak in the decode GEMMs."""
     eta_prefill: float
@@ -55,6 +63,9 @@ class Params:
     """Fixed time per decode iteration (scheduling, kernel launches, sampling), ms."""
     tau_collective_us: float
     """Time per iteration per layer per doubling of the GPU count (collectives), us."""
+    tau_expert_parallel_us: float
+    """MoE on several GPUs (expert parallel): time per iteration per MoE layer per doubling
+    of the GPU count (token dispatch and combine), us."""
     tau_seq_us: float
     """Time per iteration per sequence in the batch (host-side bookkeeping), us."""
     tau_ssm_seq_us: float
@@ -67,11 +78,13 @@ class Params:
     reserve_gb: float
     """GPU memory per GPU held by activations and CUDA graphs, outside the KV cache, GB."""
     pi_0: float
+    pi_0_blackwell: float
     pi_mem: float
     pi_compute: float
     pi_seq: float
     """Power: the dynamic share (1 - exp(-z)) of TDP - idle, z = pi_0 + pi_mem u_mem +
-    pi_compute u_compute + pi_seq u_seq (u_seq: the share of time in per-sequence work)."""
+    pi_compute u_compute + pi_seq u_seq (u_seq: the share of time in per-sequence work;
+    pi_0_blackwell replaces pi_0 on a Blackwell GPU: its floor when active)."""
     kappa: float
     """In-flight context per sequence = input + kappa x mean output tokens (from the
     output-length histograms: E[L^2] / (2 E[L]^2); 1 for an exponential distribution)."""
@@ -94,6 +107,8 @@ class Inputs:
     expert_share: np.ndarray
     """MoE: routed experts per token / routed experts (k / E); dense: 1."""
     layers: np.ndarray
+    moe_layers: np.ndarray
+    """Layers with routed experts (dense: 0)."""
     hybrid: np.ndarray
     """1 for a Mamba-Transformer hybrid, else 0."""
     num_gpus: np.ndarray
@@ -105,6 +120,8 @@ class Inputs:
     """Dense FP16/BF16 tensor throughput of one GPU, TFLOP/s."""
     tdp_w: np.ndarray
     idle_w: np.ndarray
+    blackwell: np.ndarray
+    """1 for a Blackwell GPU (B200), else 0 (Hopper constants)."""
     max_batch: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
@@ -136,6 +153,8 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     active = np.asarray(x.active_params_b, dtype=float) * 1e9
     bpp = np.asarray(x.bytes_per_param, dtype=float)
     read_bpp = np.where(bpp < 2.0, bpp * p.fp8_read_factor, bpp)
+    blackwell = np.asarray(x.blackwell, dtype=float) > 0.5
+    eta_mem = np.where(blackwell, p.eta_mem_blackwell, p.eta_mem)
     kv = np.asarray(x.kv_bytes_per_token, dtype=float)
     bw = np.asarray(x.mem_bw_gbps, dtype=float) * 1e9 * n
     flops = np.asarray(x.fp16_tflops, dtype=float) * 1e12 * n
@@ -156,13 +175,15 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     kv_read = batch * ctx * kv
     bytes_read = bpp * weights_read + kv_read
     flop_step = 2.0 * active * batch
-    t_mem = (read_bpp * weights_read + kv_read) / (bw * p.eta_mem)
+    t_mem = (read_bpp * weights_read + kv_read) / (bw * eta_mem)
     t_compute = flop_step / (flops * p.eta_compute)
     layers = np.asarray(x.layers, dtype=float)
     t_seq = 1e-6 * (p.tau_seq_us + p.tau_ssm_seq_us * np.asarray(x.hybrid)) * batch
+    moe_layers = np.asarray(x.moe_layers, dtype=float)
+    t_coll = 1e-6 * (layers * p.tau_collective_us + moe_layers * p.tau_expert_parallel_us)
     t_step = (
         1e-3 * p.tau_step_ms
-        + 1e-6 * layers * p.tau_collective_us * np.log2(n)
+        + t_coll * np.log2(n)
         + t_seq
         + (t_mem**ROOFLINE_POWER + t_compute**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
     )
@@ -172,7 +193,8 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
 
     u_mem = bytes_read / (bw * t_iter)
     u_compute = (flop_step + batch / l_out * flop_prefill) / (flops * t_iter)
-    z = p.pi_0 + p.pi_mem * u_mem + p.pi_compute * u_compute + p.pi_seq * t_seq / t_iter
+    pi_0 = np.where(blackwell, p.pi_0_blackwell, p.pi_0)
+    z = pi_0 + p.pi_mem * u_mem + p.pi_compute * u_compute + p.pi_seq * t_seq / t_iter
     idle = np.asarray(x.idle_w, dtype=float)
     power = n * (idle + (np.asarray(x.tdp_w) - idle) * (1.0 - np.exp(-z)))
     return Outputs(
