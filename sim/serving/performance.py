@@ -3,7 +3,9 @@
 Reads `sim/data/serving_model.toml` (written by `scripts/calibrate_serving.py` from the
 ML.ENERGY leaderboard v3 measurements): the fitted constants, the model catalog and the
 specifications of the calibration GPUs that `sim/data/gpus.toml` lacks (B200). The
-equations are in `sim.serving.roofline`; docs/serving.md explains them.
+equations are in `sim.serving.roofline`; docs/serving.md explains them. A power cap goes
+through `sim.hardware`'s calibrated cap model (docs/power-model.md) with the serving
+model's own draw as the uncapped power.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.hardware import GPU_CATALOG
+from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
 from sim.serving.models import PRECISION_BYTES, ModelSpec, check_model_spec
 from sim.serving.roofline import Inputs, Params, evaluate
 
@@ -114,6 +116,9 @@ class ServingPoint:
     extrapolated: bool
     """True when the GPU was not measured (only H100 SXM and B200 were): the figures come
     from its specifications through the fitted constants."""
+    gpu_cap_w: float | None = None
+    """The per-GPU power limit the point is at, W (None: the GPU's default, maximum limit).
+    Below the maximum, power and speed follow `sim.hardware`'s cap model."""
 
 
 def load_serving_model(path: Path | None = None) -> ServingModel:
@@ -226,6 +231,50 @@ def _positive(name: str, value: Any, *, integer: bool = False) -> float:
     return float(value)
 
 
+def _cap(g: ServingGpu, cap_w: Any) -> float:
+    """`cap_w` checked against the settable power-limit range of `g` (a catalog GPU)."""
+    if g.id not in GPU_CATALOG:
+        raise ValueError(
+            f"cap_w={cap_w!r}: power caps need a GPU of sim.hardware.GPU_CATALOG (its "
+            f"settable power-limit range and cap-model floor); {g.id} has none, run it "
+            f"with cap_w=None"
+        )
+    spec = GPU_CATALOG[g.id]
+    ok = isinstance(cap_w, int | float) and not isinstance(cap_w, bool)
+    if not ok or not spec.min_cap_w <= cap_w <= spec.max_cap_w:
+        raise ValueError(
+            f"cap_w must be within {g.id}'s settable power-limit range "
+            f"{spec.min_cap_w:g}-{spec.max_cap_w:g} W, got {cap_w!r}"
+        )
+    return float(cap_w)
+
+
+def _capped(pt: ServingPoint, cap_w: float) -> ServingPoint:
+    """`pt` (at the maximum limit) under a per-GPU limit `cap_w` below the maximum.
+
+    `sim.hardware.cap_response` with the serving model's per-GPU draw as the uncapped
+    power and the `inference` profile's curve: a throughput fraction `r` and a capped
+    per-GPU draw. Every time of the iteration stretches by `1 / r` (the clock drops).
+    """
+    spec = GPU_CATALOG[pt.gpu]
+    shape, _ = curve(pt.gpu, "inference")
+    uncapped_w = pt.power_w / pt.num_gpus
+    r, gpu_w = cap_response(
+        cap_w, uncapped_w, spec.max_cap_w, floor_w(spec), shape.n, shape.a, shape.b
+    )
+    throughput = pt.throughput_tokens_per_s * r
+    power = pt.num_gpus * gpu_w
+    return replace(
+        pt,
+        throughput_tokens_per_s=throughput,
+        itl_median_ms=pt.itl_median_ms / r,
+        prefill_s=pt.prefill_s / r,
+        power_w=power,
+        energy_per_token_j=power / throughput,
+        gpu_cap_w=cap_w,
+    )
+
+
 def performance(
     model: str | ModelSpec,
     gpu: str,
@@ -233,6 +282,7 @@ def performance(
     max_batch: int,
     avg_input_tokens: float | None = None,
     avg_output_tokens: float | None = None,
+    cap_w: float | None = None,
 ) -> ServingPoint:
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
@@ -241,8 +291,12 @@ def performance(
     replica (tensor or expert parallel). `max_batch`: the maximum number of sequences in
     flight (vLLM's `max_num_seqs`). `avg_input_tokens` / `avg_output_tokens`: mean prompt
     and answer lengths, tokens (None: the lm-arena-chat figures, the model's own mean
-    output length for a catalog model). Raises ValueError naming a bad argument, and when
-    the weights do not fit in the replica's memory (`num_gpus` too small).
+    output length for a catalog model). `cap_w`: a per-GPU power limit, W, within the
+    GPU's settable range (None: the default, maximum limit; a catalog GPU only, not B200):
+    power, throughput, ITL, prefill and energy per token follow `sim.hardware`'s cap model;
+    a cap at the maximum gives the uncapped figures exactly. Raises ValueError naming a bad
+    argument, and when the weights do not fit in the replica's memory (`num_gpus` too
+    small).
     """
     sm = serving_model()
     name, entry = _catalog_entry(sm, model)
@@ -253,6 +307,7 @@ def performance(
     l_out = entry.avg_output_tokens if avg_output_tokens is None else avg_output_tokens
     l_in = _positive("avg_input_tokens", l_in)
     l_out = _positive("avg_output_tokens", l_out)
+    cap = None if cap_w is None else _cap(g, cap_w)
     spec = entry.spec
     assert spec.kv_bytes_per_token is not None
     x = Inputs(
@@ -283,7 +338,7 @@ def performance(
         )
     throughput = float(o.throughput_tokens_per_s)
     power = float(o.power_w)
-    return ServingPoint(
+    pt = ServingPoint(
         model=name,
         gpu=g.id,
         num_gpus=int(n),
@@ -300,3 +355,8 @@ def performance(
         energy_per_token_j=power / throughput,
         extrapolated=not g.measured,
     )
+    if cap is None:
+        return pt
+    if cap >= GPU_CATALOG[g.id].max_cap_w:
+        return replace(pt, gpu_cap_w=cap)
+    return _capped(pt, cap)

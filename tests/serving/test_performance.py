@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import numpy as np
 import pytest
@@ -225,3 +225,93 @@ def test_bad_arguments_raise_value_errors_naming_them(kwargs, message):
     args = {"model": "Llama-3.1-8B-Instruct", "gpu": "H100", "num_gpus": 1, "max_batch": 8}
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         performance(**{**args, **kwargs})
+
+
+# --- power caps -------------------------------------------------------------------------------
+
+CAP_CASE = ("Llama-3.1-70B-Instruct", "H100", 4, 64)
+"""A memory-bound decode: a 70B dense model on 4 H100 at batch 64 (draws ~585 W per GPU)."""
+
+
+def test_no_cap_and_a_cap_at_the_maximum_give_the_same_point():
+    free = performance(*CAP_CASE)
+    at_max = performance(*CAP_CASE, cap_w=700)
+    assert free.gpu_cap_w is None and at_max.gpu_cap_w == 700.0
+    assert replace(at_max, gpu_cap_w=None) == free  # every figure bit-identical
+    assert performance(*CAP_CASE, cap_w=None) == free
+
+
+def test_lower_caps_lower_power_and_throughput_and_never_exceed_the_cap():
+    caps = (700, 650, 600, 550, 500, 450, 400, 350, 300, 250, 200)
+    points = [performance(*CAP_CASE, cap_w=c) for c in caps]
+    for cap, pt in zip(caps, points, strict=True):
+        assert pt.gpu_cap_w == cap
+        assert pt.power_w / pt.num_gpus <= cap
+        assert pt.energy_per_token_j == pytest.approx(pt.power_w / pt.throughput_tokens_per_s)
+        # the clock slows every part of the iteration alike
+        assert pt.throughput_tokens_per_s * pt.itl_median_ms == pytest.approx(
+            points[0].throughput_tokens_per_s * points[0].itl_median_ms
+        )
+    for hi, lo in zip(points, points[1:], strict=False):
+        assert lo.power_w < hi.power_w
+        assert lo.throughput_tokens_per_s < hi.throughput_tokens_per_s
+        assert lo.itl_median_ms > hi.itl_median_ms
+        assert lo.batch == hi.batch and lo.kv_capacity_seqs == hi.kv_capacity_seqs
+
+
+def test_the_cap_follows_the_calibrated_cap_model():
+    """The serving model's own per-GPU draw is the uncapped power of sim.hardware's cap
+    model, with the `inference` profile's curve and the GPU's floor."""
+    from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
+
+    free = performance(*CAP_CASE)
+    pt = performance(*CAP_CASE, cap_w=400)
+    spec = GPU_CATALOG["H100-SXM"]
+    shape, _ = curve("H100-SXM", "inference")
+    r, gpu_w = cap_response(
+        400, free.power_w / 4, spec.max_cap_w, floor_w(spec), shape.n, shape.a, shape.b
+    )
+    assert pt.power_w == pytest.approx(4 * gpu_w)
+    assert pt.throughput_tokens_per_s == pytest.approx(r * free.throughput_tokens_per_s)
+    assert pt.prefill_s == pytest.approx(free.prefill_s / r)
+
+
+def test_a_moderate_cap_lowers_energy_per_token():
+    """What the cap model says (docs/serving.md, Power caps): at 60-70% of the H100's
+    maximum limit the draw falls faster than the throughput (generic cap curve, throughput
+    1 - a (1 - x)^b of the clock-scalable power share x), so energy per token falls, by
+    15-25% here; it bottoms out near 300 W and rises again towards the 200 W minimum."""
+    free = performance(*CAP_CASE)
+    for cap in (420, 455, 490):
+        pt = performance(*CAP_CASE, cap_w=cap)
+        saving = 1 - pt.energy_per_token_j / free.energy_per_token_j
+        assert 0.15 < saving < 0.25
+        assert pt.throughput_tokens_per_s > 0.85 * free.throughput_tokens_per_s
+    at = {c: performance(*CAP_CASE, cap_w=c).energy_per_token_j for c in (200, 300, 420)}
+    assert at[300] < at[420] and at[300] < at[200] < free.energy_per_token_j
+
+
+@pytest.mark.parametrize(
+    ("gpu", "cap", "message"),
+    [
+        (
+            "H100",
+            150,
+            "cap_w must be within H100-SXM's settable power-limit range 200-700 W, got 150",
+        ),
+        ("H100-SXM", 701, "range 200-700 W, got 701"),
+        ("A100-80GB", 50.0, "A100-80GB's settable power-limit range 100-400 W, got 50.0"),
+        ("H100", float("nan"), "cap_w must be within .* got nan"),
+        ("H100", True, "cap_w must be within .* got True"),
+        ("H100", "300", "cap_w must be within .* got '300'"),
+        ("B200", 800, "cap_w=800: power caps need a GPU of sim.hardware.GPU_CATALOG"),
+    ],
+)
+def test_caps_outside_the_settable_range_raise(gpu, cap, message):
+    with pytest.raises(ValueError, match=message):
+        performance("Llama-3.1-8B-Instruct", gpu, 1, 8, cap_w=cap)
+
+
+def test_b200_runs_uncapped():
+    pt = performance("Llama-3.1-8B-Instruct", "B200", 1, 8, cap_w=None)
+    assert pt.gpu_cap_w is None and pt.power_w > 0
