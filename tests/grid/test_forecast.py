@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import timeit
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -292,13 +291,3 @@ def test_good_forecast_configs():
     assert ForecastConfig(model="calibrated").scale is None  # means 1
     assert ForecastConfig(model="calibrated", scale=0).scale == 0
     assert ForecastConfig(model="persistence").model == "persistence"
-
-
-@pytest.mark.parametrize("model", ["gaussian", "calibrated", "persistence"])
-def test_a_24_h_hourly_forecast_takes_under_50_us(model):
-    sig = hourly(np.full(24 * 365, 300.0))
-    f = forecaster(model, **({"sigma_frac": 0.1} if model == "gaussian" else {}))
-    t = iter(np.arange(100_000) * 61.0)
-    f.forecast(sig, 0.5, DAY_S)  # first call builds the per-signal state
-    best = min(timeit.repeat(lambda: f.forecast(sig, next(t), DAY_S), number=200, repeat=5))
-    assert best / 200 < 50e-6
