@@ -133,6 +133,11 @@ B200 = {
     },
 }
 GPU_ALIASES = {"H100": "H100-SXM"}  # the leaderboard's H100 is the 80 GB HBM3 SXM5
+# EST: share of dense FP16 peak reached by prefill (large GEMMs over the prompt's tokens).
+# Not identifiable from these runs (lm-arena prompts are short and their length is not in
+# the data: the fit drives the prompt to its 10-token bound, docs/serving.md Limits). 0.5 is
+# a round estimate: prefill GEMMs are compute-bound and run at or above the fitted decode
+# GEMMs' eta_compute (~0.5), below peak for attention, layer norms and launch overheads.
 ETA_PREFILL = 0.5
 BOUNDS = {
     "eta_mem": (0.05, 1.0, 0.6),

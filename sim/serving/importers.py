@@ -48,7 +48,8 @@ TIME_COLUMNS = ("time_s", "timestamp")
 
 
 class RequestImportReport(ImportReport):
-    """An `ImportReport` of requests: `trace_start` is what arrival_s 0 is."""
+    """An `ImportReport` of requests: `trace_start` is the UTC time of arrival_s 0, set only
+    when the source has clock times (None for `time_s` files)."""
 
     def render(self) -> str:
         lines = [
@@ -69,6 +70,8 @@ def import_requests(
     if fmt not in REQUEST_FORMATS:
         raise TraceError(f"unknown request format {fmt!r}; formats: {', '.join(REQUEST_FORMATS)}")
     path = Path(path)
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a request trace file")
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
     module, func = REQUEST_FORMATS[fmt].split(":")
@@ -132,7 +135,7 @@ def import_requests_csv(path: Path) -> tuple[RequestTable, RequestImportReport]:
     why.fill(report)
     keep = why.ok
     if time_col == "time_s":
-        report.trace_start = "time_s 0 of the file (times kept as they are)"
+        report.notes.append("times kept as they are: arrival_s 0 is time_s 0 of the file")
         arrival = t
     else:
         report.notes.append("timestamps without a time zone are read as UTC")
@@ -214,7 +217,7 @@ def describe_requests(path: str | Path) -> list[Any]:
     summary.add_row(
         f"{n:,}",
         f"{span / 3600:.3g}",
-        f"{n / span:.4g}" if span > 0 else "-",
+        f"{(n - 1) / span:.4g}" if span > 0 else "-",  # n arrivals span n - 1 gaps
         f"{int(table.input_tokens.sum()):,}",
         f"{int(table.output_tokens.sum()):,}",
     )
@@ -249,7 +252,8 @@ def _rate_table(table: RequestTable, trace_start: str | None) -> Any:
     caption = None
     if span > 2 * 86400:
         title = "arrival rate by hour of day"
-        clock = pd.Timestamp(trace_start) if trace_start and trace_start[0].isdigit() else None
+        # trace_start is stored only when arrival_s 0 is a clock time (timestamp imports)
+        clock = pd.Timestamp(trace_start) if trace_start else None
         if clock is not None:
             hour0 = clock.hour + clock.minute / 60 + clock.second / 3600
             title += " (UTC)"

@@ -9,6 +9,7 @@ models the ML.ENERGY leaderboard v3 measured on lm-arena-chat) is read from
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 __all__ = ["ARCHITECTURES", "PRECISION_BYTES", "ModelSpec", "check_model_spec"]
@@ -37,26 +38,46 @@ class ModelSpec:
     kv_bytes_per_token: float | None = None
 
 
+def _positive(value: object) -> bool:
+    """True for a positive, finite real number (numpy's included; bool and numpy's bool
+    are not numbers.Real)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        x = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return False
+    return math.isfinite(x) and x > 0
+
+
 def check_model_spec(spec: ModelSpec) -> None:
     """Raise ValueError naming the first bad field of `spec`."""
     for name in ("total_params_b", "active_params_b"):
         value = getattr(spec, name)
-        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        if not _positive(value):
             raise ValueError(f"ModelSpec.{name} must be a positive number, got {value!r}")
-    if spec.active_params_b > spec.total_params_b:
+    if float(spec.active_params_b) > float(spec.total_params_b):
         raise ValueError(
             f"ModelSpec.active_params_b must not exceed total_params_b, got "
             f"{spec.active_params_b!r} > {spec.total_params_b!r}"
         )
-    if spec.precision not in PRECISION_BYTES:
+    if not isinstance(spec.precision, str) or spec.precision not in PRECISION_BYTES:
         raise ValueError(
             f"ModelSpec.precision must be one of {sorted(PRECISION_BYTES)}, got {spec.precision!r}"
         )
-    if spec.architecture not in ARCHITECTURES:
+    if not isinstance(spec.architecture, str) or spec.architecture not in ARCHITECTURES:
         raise ValueError(
             f"ModelSpec.architecture must be one of {list(ARCHITECTURES)}, "
             f"got {spec.architecture!r}"
         )
+    if spec.architecture == "Dense Transformer" and float(spec.active_params_b) != float(
+        spec.total_params_b
+    ):
+        raise ValueError(
+            f"ModelSpec.active_params_b must equal total_params_b for a Dense Transformer "
+            f"(every weight is used per token), got {spec.active_params_b!r} != "
+            f"{spec.total_params_b!r}"
+        )
     kv = spec.kv_bytes_per_token
-    if kv is not None and not (isinstance(kv, int | float) and math.isfinite(kv) and kv > 0):
+    if kv is not None and not _positive(kv):
         raise ValueError(f"ModelSpec.kv_bytes_per_token must be a positive number, got {kv!r}")

@@ -11,6 +11,7 @@ model's own draw as the uncapped power.
 from __future__ import annotations
 
 import math
+import numbers
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -177,6 +178,9 @@ def serving_model() -> ServingModel:
 
 
 def _gpu(sm: ServingModel, gpu: str) -> ServingGpu:
+    known = sorted({*GPU_CATALOG, *sm.gpus, *sm.gpu_aliases})
+    if not isinstance(gpu, str):
+        raise ValueError(f"gpu must be one of {known}, got {gpu!r}")
     gid = sm.gpu_aliases.get(gpu, gpu)
     if gid in sm.gpus:
         return sm.gpus[gid]
@@ -191,7 +195,6 @@ def _gpu(sm: ServingModel, gpu: str) -> ServingGpu:
             g.idle_w,
             gid in sm.measured_gpus,
         )
-    known = sorted({*GPU_CATALOG, *sm.gpus, *sm.gpu_aliases})
     raise ValueError(f"gpu must be one of {known}, got {gpu!r}")
 
 
@@ -208,27 +211,45 @@ def _catalog_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, Catal
     check_model_spec(model)
     r = sm.rules
     arch = model.architecture
+    total = float(model.total_params_b)
+    active = float(model.active_params_b)
     kv = model.kv_bytes_per_token
     if kv is None:
-        kv = r["kv_bytes_per_sqrt_b"][arch] * math.sqrt(model.active_params_b)
+        kv = r["kv_bytes_per_sqrt_b"][arch] * math.sqrt(active)
     share = 1.0
-    if model.active_params_b < model.total_params_b:
-        share = model.active_params_b / model.total_params_b
-    layers = max(1, round(r["layers_per_cbrt_b"] * model.total_params_b ** (1.0 / 3.0)))
+    if active < total:
+        share = active / total
+    layers = max(1, round(r["layers_per_cbrt_b"] * total ** (1.0 / 3.0)))
     moe_layers = layers if arch == "MoE" else 0
-    spec = ModelSpec(model.total_params_b, model.active_params_b, model.precision, arch, kv)
+    spec = ModelSpec(total, active, model.precision, arch, float(kv))
     entry = CatalogModel(spec, "", share, layers, moe_layers, sm.default_output_tokens)
     return "ModelSpec", entry
 
 
-def _positive(name: str, value: Any, *, integer: bool = False) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
+def _real(value: Any) -> float | None:
+    """`value` as a finite float if it is a real number (numpy's included, bool not), else
+    None (also for values too large for a float)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool | np.bool_):
+        return None
+    try:
+        x = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> float:
+    x = _real(value)
+    ok = x is not None and (x >= minimum if minimum > 0 else x > 0)
     if ok and integer:
-        ok = float(value).is_integer()
-    if not ok or not math.isfinite(value) or value <= 0:
+        ok = float(x).is_integer()  # type: ignore[arg-type]
+    if not ok:
         kind = "a positive integer" if integer else "a positive number"
+        if minimum > 0:
+            kind = f"a number >= {minimum:g}"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
-    return float(value)
+    assert x is not None
+    return x
 
 
 def _cap(g: ServingGpu, cap_w: Any) -> float:
@@ -240,13 +261,13 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
             f"with cap_w=None"
         )
     spec = GPU_CATALOG[g.id]
-    ok = isinstance(cap_w, int | float) and not isinstance(cap_w, bool)
-    if not ok or not spec.min_cap_w <= cap_w <= spec.max_cap_w:
+    cap = _real(cap_w)
+    if cap is None or not spec.min_cap_w <= cap <= spec.max_cap_w:
         raise ValueError(
             f"cap_w must be within {g.id}'s settable power-limit range "
             f"{spec.min_cap_w:g}-{spec.max_cap_w:g} W, got {cap_w!r}"
         )
-    return float(cap_w)
+    return cap
 
 
 def _capped(pt: ServingPoint, cap_w: float) -> ServingPoint:
@@ -295,8 +316,9 @@ def performance(
     GPU's settable range (None: the default, maximum limit; a catalog GPU only, not B200):
     power, throughput, ITL, prefill and energy per token follow `sim.hardware`'s cap model;
     a cap at the maximum gives the uncapped figures exactly. Raises ValueError naming a bad
-    argument, and when the weights do not fit in the replica's memory (`num_gpus` too
-    small).
+    argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
+    when the weights do not fit in the replica's memory (`num_gpus` too small), and when
+    they fit but one sequence's context does not fit the KV cache (naming the token counts).
     """
     sm = serving_model()
     name, entry = _catalog_entry(sm, model)
@@ -306,7 +328,7 @@ def performance(
     l_in = sm.params.input_tokens if avg_input_tokens is None else avg_input_tokens
     l_out = entry.avg_output_tokens if avg_output_tokens is None else avg_output_tokens
     l_in = _positive("avg_input_tokens", l_in)
-    l_out = _positive("avg_output_tokens", l_out)
+    l_out = _positive("avg_output_tokens", l_out, minimum=1.0)  # at least one token
     cap = None if cap_w is None else _cap(g, cap_w)
     spec = entry.spec
     assert spec.kv_bytes_per_token is not None
@@ -331,10 +353,17 @@ def performance(
         output_tokens=np.asarray(l_out),
     )
     o = evaluate(sm.params, x)
-    if float(o.kv_capacity_seqs) < 1.0:
+    capacity = float(o.kv_capacity_seqs)
+    ctx = float(o.context_tokens)
+    if capacity <= 0.0:
         raise ValueError(
-            f"num_gpus={num_gpus!r}: {name} does not fit on {int(n)} x {g.id} with room for "
-            f"one sequence of {float(o.context_tokens):.0f} tokens of context"
+            f"num_gpus={num_gpus!r}: the weights of {name} do not fit on {int(n)} x {g.id}"
+        )
+    if capacity < 1.0:
+        raise ValueError(
+            f"avg_input_tokens={l_in:g}, avg_output_tokens={l_out:g}: one sequence of "
+            f"{ctx:.0f} tokens of context does not fit the KV cache of {name} on {int(n)} x "
+            f"{g.id}, which holds {capacity * ctx:.0f} tokens"
         )
     throughput = float(o.throughput_tokens_per_s)
     power = float(o.power_w)

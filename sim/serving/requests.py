@@ -10,6 +10,7 @@ object per request: a day of a busy service holds millions of requests.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -328,6 +329,22 @@ def rate_at(
     return rate_per_s * day * week
 
 
+MAX_SYNTHETIC_REQUESTS = 1e9
+"""Most requests `synthetic_requests` will make (peak rate x duration): beyond, the columns
+alone would take tens of GB."""
+
+
+def _finite_real(value: Any) -> float | None:
+    """`value` as a finite float if it is a real number (numpy's included, bool not)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
 def synthetic_requests(
     rate_per_s: float,
     duration_s: float,
@@ -357,13 +374,24 @@ def synthetic_requests(
     preset's fitted correlation. `rng` is a numpy Generator or a seed: the same seed gives
     the same requests.
     """
-    if not (math.isfinite(rate_per_s) and rate_per_s >= 0):
+    rate = _finite_real(rate_per_s)
+    if rate is None or rate < 0:
         raise ValueError(f"rate_per_s must be a finite number >= 0, got {rate_per_s!r}")
-    if not (math.isfinite(duration_s) and duration_s >= 0):
+    duration = _finite_real(duration_s)
+    if duration is None or duration < 0:
         raise ValueError(f"duration_s must be a finite number >= 0, got {duration_s!r}")
     for name, a in (("daily_amplitude", daily_amplitude), ("weekly_amplitude", weekly_amplitude)):
-        if not (math.isfinite(a) and 0 <= a < 1):
+        x = _finite_real(a)
+        if x is None or not 0 <= x < 1:
             raise ValueError(f"{name} must be in [0, 1), got {a!r}")
+    rate_per_s, duration_s = rate, duration
+    expected = rate * (1 + daily_amplitude) * (1 + weekly_amplitude) * duration
+    if expected > MAX_SYNTHETIC_REQUESTS:
+        raise ValueError(
+            f"rate_per_s={rate_per_s!r}, duration_s={duration_s!r} (with the cycles' peak): "
+            f"about {expected:.3g} requests expected, more than the {MAX_SYNTHETIC_REQUESTS:.0e} "
+            f"the generator makes in memory"
+        )
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     dist_in = _token_dist(input_tokens, "input_tokens")
     dist_out = _token_dist(output_tokens, "output_tokens")

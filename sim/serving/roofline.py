@@ -13,19 +13,23 @@ batch `B`:
     t_coll     = (tau_coll L + tau_ep L_moe) log2(n)         collectives: per layer (tensor
                                                              parallel) and per MoE layer
                                                              (expert-parallel dispatch/combine)
-    t_step     = tau_step + t_coll + (tau_seq + tau_ssm) B + |t_mem, t_compute|_2
-    t_prefill  = 2 A L_in / (n F eta_prefill)               per request
+    t_step     = tau_step + t_coll + (tau_seq + h tau_ssm) B + |t_mem, t_compute|_2
+    t_prefill  = 2 A L_in / (n F eta_prefill)               per request, compute only
     t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
     throughput = B / t_iter,   ITL median = t_step
+    prefill_s  = tau_step + t_coll + |t_mem_pf, t_prefill|_2   one prompt alone (reported)
+    t_mem_pf   = (f8 bpp weights(L_in) + L_in kv) / (n BW eta_mem)
+                                                            weights(L_in): the weights term
+                                                            above with L_in tokens for B
     P_gpu      = P_idle + (TDP - P_idle) (1 - exp(-z)),  z = pi_0 + pi_mem u_mem
                  + pi_compute u_compute + pi_seq u_seq      (pi_0_blackwell on Blackwell)
 
 with u_mem, u_compute the shares of peak bandwidth and peak FLOP/s achieved over the
-iteration and u_seq its share in per-sequence work ((tau_seq + tau_ssm) B). T, A: total
+iteration and u_seq its share in per-sequence work ((tau_seq + h tau_ssm) B). T, A: total
 and active parameters; bpp: bytes per parameter; kv: KV bytes per token; L: layers;
 s = k / E: the share of routed experts one token uses and R = (T - A) / (1 - s) the
 routed parameters (dense: s = 1, R = 0); L_moe: the layers with routed experts (dense: 0);
-BW: memory bandwidth; F: dense FP16 FLOP/s;
+h: 1 for a hybrid, else 0; BW: memory bandwidth; F: dense FP16 FLOP/s;
 |a, b|_2 = sqrt(a^2 + b^2), a smooth roofline maximum.
 """
 
@@ -38,12 +42,20 @@ import numpy as np
 __all__ = ["FITTED", "Inputs", "Outputs", "Params", "evaluate"]
 
 SOFTMIN_POWER = 8.0
-"""Sharpness of the soft minimum between the maximum batch and the KV-cache capacity."""
+"""Sharpness of the soft minimum between the maximum batch and the KV-cache capacity.
+A modelling choice (not fitted, not from a source): sharp enough that the batch follows
+`max_batch` until close to the capacity (1.2% below the smaller of the two when they
+differ by a third, 8% below where they are equal), smooth so the fit's gradients exist."""
 ROOFLINE_POWER = 2.0
-"""Sharpness of the soft maximum of memory and compute time (the roofline's corner)."""
+"""Sharpness of the soft maximum of memory and compute time (the roofline's corner).
+A modelling choice (not fitted, not from a source): an L2 combination, 41% above the
+larger term where the two are equal, since memory and compute overlap only partly."""
 GPU_MEMORY_UTILIZATION = 0.9
-"""Share of GPU memory vLLM takes for weights, activations and the KV cache (its default
-`gpu_memory_utilization`)."""
+"""Share of GPU memory vLLM takes for weights, activations and the KV cache: vLLM's default
+`gpu_memory_utilization` (`EngineArgs.gpu_memory_utilization` defaults to
+`CacheConfig.gpu_memory_utilization`, `Field(default=0.9, gt=0, le=1)` in
+vllm/config/cache.py, vllm-project/vllm commit c1d86421174a). Taken as the leaderboard's
+setting: its data do not record the value used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +202,17 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     flop_prefill = 2.0 * active * l_in
     t_prefill = flop_prefill / (flops * p.eta_prefill)
     t_iter = t_step + batch / l_out * t_prefill
+    # One prompt alone: a step of its own that reads the weights its L_in tokens touch and
+    # writes their KV, against the prefill FLOPs (t_iter above keeps the fitted,
+    # compute-only prefill term: in a full batch the weights are read by the decode anyway).
+    touched_prefill = routed * (1.0 - (1.0 - share) ** l_in)
+    weights_prefill = active - routed * share + touched_prefill
+    t_mem_prefill = (read_bpp * weights_prefill + l_in * kv) / (bw * eta_mem)
+    prefill_alone = (
+        1e-3 * p.tau_step_ms
+        + t_coll * np.log2(n)
+        + (t_mem_prefill**ROOFLINE_POWER + t_prefill**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
+    )
 
     u_mem = bytes_read / (bw * t_iter)
     u_compute = (flop_step + batch / l_out * flop_prefill) / (flops * t_iter)
@@ -203,7 +226,7 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         context_tokens=ctx,
         throughput_tokens_per_s=batch / t_iter,
         itl_median_ms=1e3 * t_step,
-        prefill_s=t_prefill,
+        prefill_s=prefill_alone,
         power_w=power,
         mem_utilization=u_mem,
         compute_utilization=u_compute,

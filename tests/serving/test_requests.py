@@ -6,6 +6,7 @@ generator (rate, cycles, determinism)."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import math
 import re
 import tomllib
@@ -192,7 +193,8 @@ def test_requests_csv_time_s(tmp_path):
     assert table.arrival_s.tolist() == [3.0, 10.5, 13.0]  # kept as they are, not shifted
     assert table.input_tokens.tolist() == [50, 100, 1000]
     assert table.output_tokens.tolist() == [5, 20, 2]
-    assert "times kept as they are" in (report.trace_start or "")
+    assert report.trace_start is None  # no clock time: nothing under trace_start
+    assert any("times kept as they are" in note for note in report.notes)
 
 
 def test_requests_csv_timestamp(tmp_path):
@@ -261,6 +263,36 @@ def test_cli_import_and_describe(tmp_path, capsys):
     csv.write_text("time_s,input_tokens,output_tokens\n0,1,1\n")
     code, cap = run_cli(["workload", "import", "requests-csv", str(csv), "--out", str(out)], capsys)
     assert code == 0 and "1 requests written" in cap.out
+    assert "trace_start" not in request_file_metadata(out)  # time_s: no clock time to store
+
+
+def test_describe_mean_rate_counts_gaps_and_time_s_files_have_no_clock(tmp_path):
+    out = tmp_path / "requests.parquet"
+    arrivals = [0.0, 10.0, 20.0]
+    write_requests(RequestTable(arrivals, [1, 1, 1], [1, 1, 1]), out)
+    summary, _, rates = importers.describe_requests(out)
+    assert summary.columns[2]._cells == ["0.1"]  # 3 arrivals over 20 s: 2 gaps of 10 s
+    csv = tmp_path / "r.csv"
+    rows = "".join(f"{t},5,5\n" for t in range(0, 3 * 86400, 3600))
+    csv.write_text("time_s,input_tokens,output_tokens\n" + rows)
+    table, report = importers.import_requests("requests-csv", csv)
+    assert report.trace_start is None
+    write_requests(table, out, metadata={"format": "requests-csv"})
+    *_, rates = importers.describe_requests(out)
+    assert rates.title == "arrival rate by hour of day (hours after arrival_s 0, mod 24)"
+
+
+def test_calibrate_requests_writes_atomically(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_requests", REPO / "scripts" / "calibrate_requests.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = tmp_path / "presets.toml"
+    path.write_text("old")
+    module.write_atomically(path, "new")
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["presets.toml"]
 
 
 def test_cli_bad_file_is_one_line_and_leaves_output(tmp_path, capsys):
@@ -284,6 +316,11 @@ def test_cli_bad_file_is_one_line_and_leaves_output(tmp_path, capsys):
     ]:
         code, cap = run_cli(["workload", "import", "azure-llm", str(good), *args], capsys)
         assert code == 2 and message in cap.err and cap.err.strip().count("\n") == 0
+    code, cap = run_cli(
+        ["workload", "import", "azure-llm", str(tmp_path), "--out", str(out)], capsys
+    )
+    assert code == 2 and cap.err.strip().count("\n") == 0
+    assert f"{tmp_path}: is a directory" in cap.err
     code, cap = run_cli(["workload", "import", "slurm", str(good), "--out", str(out)], capsys)
     assert code == 2 and "request formats: azure-llm, requests-csv" in cap.err
 
@@ -339,6 +376,9 @@ def test_generator_homogeneous_and_tokens():
     conv = synthetic_requests(1.0, 20_000.0, 4)  # both azure-conv, correlated logs
     rho = np.corrcoef(np.log(conv.input_tokens), np.log(conv.output_tokens))[0, 1]
     assert rho == pytest.approx(request_presets()["azure-conv"].log_correlation, abs=0.05)
+    free = synthetic_requests(1.0, 20_000.0, 4, correlated=False)
+    rho_free = np.corrcoef(np.log(free.input_tokens), np.log(free.output_tokens))[0, 1]
+    assert abs(rho_free) < 0.03
     custom = synthetic_requests(1.0, 1000.0, 5, output_tokens=TokenDistribution(3.0, 0.0, 1, 10))
     assert set(custom.output_tokens.tolist()) == {10}
     assert len(synthetic_requests(0.0, 1000.0, 1)) == 0
@@ -360,6 +400,20 @@ def test_generator_rejects_bad_parameters():
         (dict(daily_amplitude=1.0), r"daily_amplitude must be in \[0, 1\)"),
         (dict(input_tokens="azure-chat"), "unknown preset 'azure-chat'; presets: azure-code"),
         (dict(output_tokens=0), "output_tokens: a request generates >= 1 token"),
+        (dict(rate_per_s="1"), "rate_per_s must be a finite number >= 0, got '1'"),
+        (dict(rate_per_s=None), "rate_per_s must be a finite number >= 0, got None"),
+        (dict(rate_per_s=10**400), "rate_per_s must be a finite number"),
+        (dict(duration_s="10"), "duration_s must be a finite number"),
+        (dict(weekly_amplitude="0.1"), r"weekly_amplitude must be in \[0, 1\)"),
+        (
+            dict(rate_per_s=1e6, duration_s=DAY_S),
+            r"rate_per_s=1000000.0, duration_s=86400.0 .*8.64e\+10 requests expected, more "
+            r"than the 1e\+09",
+        ),
+        (
+            dict(rate_per_s=1e4, duration_s=DAY_S, daily_amplitude=0.5),
+            r"about 1.3e\+09 requests expected",
+        ),
     ]:
         args = {"rate_per_s": 1.0, "duration_s": 10.0, "rng": 0, **kwargs}
         with pytest.raises(ValueError, match=message):
