@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,7 @@ import tomli_w
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from sim.results import write_atomic  # noqa: E402
 from sim.serving.importers import import_requests  # noqa: E402
 from sim.serving.requests import TokenDistribution  # noqa: E402
 
@@ -88,14 +87,7 @@ def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` atomically (a temporary file in the same folder, then a
     rename): a failed run leaves the previous file as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def main() -> None:

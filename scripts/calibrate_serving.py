@@ -31,10 +31,8 @@ import dataclasses
 import datetime as dt
 import gzip
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sim.hardware import GPU_CATALOG  # noqa: E402
+from sim.results import write_atomic  # noqa: E402
 from sim.serving.models import PRECISION_BYTES  # noqa: E402
 from sim.serving.roofline import FITTED, Inputs, Params, evaluate  # noqa: E402
 
@@ -401,14 +400,8 @@ def write_toml(path: Path, p: Params, catalog, rule, source, fit_scores, lomo_sc
         "# (fractions, not %).\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(header + tomli_w.dumps(doc))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = header + tomli_w.dumps(doc)
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def markdown(lomo: pd.DataFrame, shipped: pd.DataFrame) -> str:

@@ -51,16 +51,8 @@ class RequestImportReport(ImportReport):
     """An `ImportReport` of requests: `trace_start` is the UTC time of arrival_s 0, set only
     when the source has clock times (None for `time_s` files)."""
 
-    def render(self) -> str:
-        lines = [
-            f"{self.source} ({self.format}): {self.rows_read:,} rows read, "
-            f"{self.imported:,} requests imported"
-        ]
-        lines += [f"  skipped {n:,}: {reason}" for reason, n in sorted(self.skipped.items())]
-        if self.trace_start:
-            lines.append(f"  arrival_s 0 = {self.trace_start}")
-        lines += [f"  note: {note}" for note in self.notes]
-        return "\n".join(lines)
+    ROWS = "requests"
+    TIME_ZERO = "arrival_s 0"
 
 
 def import_requests(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ARCHITECTURES", "PRECISION_BYTES", "ModelSpec", "check_model_spec"]
 
@@ -38,16 +39,22 @@ class ModelSpec:
     kv_bytes_per_token: float | None = None
 
 
-def _positive(value: object) -> bool:
-    """True for a positive, finite real number (numpy's included; bool and numpy's bool
-    are not numbers.Real)."""
+def finite_real(value: Any) -> float | None:
+    """`value` as a finite float if it is a real number (numpy's included, bool not), else
+    None (also for values too large for a float)."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        return False
+        return None
     try:
         x = float(value)
     except (OverflowError, TypeError, ValueError):
-        return False
-    return math.isfinite(x) and x > 0
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _positive(value: object) -> bool:
+    """True for a positive, finite real number."""
+    x = finite_real(value)
+    return x is not None and x > 0
 
 
 def check_model_spec(spec: ModelSpec) -> None:

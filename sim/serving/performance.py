@@ -11,7 +11,6 @@ model's own draw as the uncapped power.
 from __future__ import annotations
 
 import math
-import numbers
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
-from sim.serving.models import PRECISION_BYTES, ModelSpec, check_model_spec
+from sim.serving.models import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
 from sim.serving.roofline import Inputs, Params, evaluate
 
 __all__ = [
@@ -226,20 +225,8 @@ def _catalog_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, Catal
     return "ModelSpec", entry
 
 
-def _real(value: Any) -> float | None:
-    """`value` as a finite float if it is a real number (numpy's included, bool not), else
-    None (also for values too large for a float)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool | np.bool_):
-        return None
-    try:
-        x = float(value)
-    except (OverflowError, TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def _positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> float:
-    x = _real(value)
+    x = finite_real(value)
     ok = x is not None and (x >= minimum if minimum > 0 else x > 0)
     if ok and integer:
         ok = float(x).is_integer()  # type: ignore[arg-type]
@@ -261,7 +248,7 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
             f"with cap_w=None"
         )
     spec = GPU_CATALOG[g.id]
-    cap = _real(cap_w)
+    cap = finite_real(cap_w)
     if cap is None or not spec.min_cap_w <= cap <= spec.max_cap_w:
         raise ValueError(
             f"cap_w must be within {g.id}'s settable power-limit range "

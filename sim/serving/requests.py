@@ -10,8 +10,6 @@ object per request: a day of a busy service holds millions of requests.
 from __future__ import annotations
 
 import math
-import numbers
-import os
 import tomllib
 from dataclasses import dataclass, fields
 from functools import cache
@@ -24,7 +22,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.columns import freeze_columns
 from sim.errors import TraceError
+from sim.results import write_atomic
+from sim.serving.models import finite_real
 
 REQUEST_COLUMNS: tuple[str, ...] = ("arrival_s", "input_tokens", "output_tokens")
 """Columns of `requests.parquet`, in the order `RequestTable.to_frame` writes them."""
@@ -42,7 +43,6 @@ _DTYPES: dict[str, Any] = {
     "input_tokens": np.int64,
     "output_tokens": np.int64,
 }
-_ACCEPTED_KINDS = {np.float64: "fiu", np.int64: "iu"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,14 +63,7 @@ class RequestTable:
     """int64 >= 1, tokens generated (decode steps)."""
 
     def __post_init__(self) -> None:
-        n: int | None = None
-        for f in fields(self):
-            arr = _as_column(f.name, getattr(self, f.name), _DTYPES[f.name])
-            object.__setattr__(self, f.name, arr)
-            if n is None:
-                n = len(arr)
-            elif len(arr) != n:
-                raise ValueError(f"RequestTable.{f.name} has {len(arr)} entries, arrival_s has {n}")
+        freeze_columns(self, _DTYPES)
         self._check_invariants()
 
     def _check_invariants(self) -> None:
@@ -135,21 +128,6 @@ class RequestTable:
         return cls(**cols)
 
 
-def _as_column(name: str, value: Any, dtype: Any) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.ndim != 1:
-        raise ValueError(f"RequestTable.{name} must be 1-D, got shape {arr.shape}")
-    if arr.size and arr.dtype.kind not in _ACCEPTED_KINDS[dtype]:
-        raise TypeError(f"RequestTable.{name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
-    if arr.dtype != np.dtype(dtype):
-        if arr.size and not np.can_cast(arr.dtype, dtype, "safe"):
-            raise TypeError(f"RequestTable.{name}: cannot convert {arr.dtype} to {np.dtype(dtype)}")
-        arr = arr.astype(dtype)
-    view = arr.view()
-    view.flags.writeable = False
-    return view
-
-
 # ------------------------------------------------------------------------ the file
 
 
@@ -168,14 +146,10 @@ def write_requests(
     for key, value in (metadata or {}).items():
         meta[_META_PREFIX + key.encode()] = str(value).encode()
     arrow = arrow.replace_schema_metadata(meta)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        pq.write_table(arrow, tmp)
-        os.replace(tmp, out)
+        write_atomic(out, lambda tmp: pq.write_table(arrow, tmp))
     except OSError as e:
         raise TraceError(f"{out}: cannot write: {e.strerror or e}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -334,17 +308,6 @@ MAX_SYNTHETIC_REQUESTS = 1e9
 alone would take tens of GB."""
 
 
-def _finite_real(value: Any) -> float | None:
-    """`value` as a finite float if it is a real number (numpy's included, bool not)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (OverflowError, TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def synthetic_requests(
     rate_per_s: float,
     duration_s: float,
@@ -374,14 +337,14 @@ def synthetic_requests(
     preset's fitted correlation. `rng` is a numpy Generator or a seed: the same seed gives
     the same requests.
     """
-    rate = _finite_real(rate_per_s)
+    rate = finite_real(rate_per_s)
     if rate is None or rate < 0:
         raise ValueError(f"rate_per_s must be a finite number >= 0, got {rate_per_s!r}")
-    duration = _finite_real(duration_s)
+    duration = finite_real(duration_s)
     if duration is None or duration < 0:
         raise ValueError(f"duration_s must be a finite number >= 0, got {duration_s!r}")
     for name, a in (("daily_amplitude", daily_amplitude), ("weekly_amplitude", weekly_amplitude)):
-        x = _finite_real(a)
+        x = finite_real(a)
         if x is None or not 0 <= x < 1:
             raise ValueError(f"{name} must be in [0, 1), got {a!r}")
     rate_per_s, duration_s = rate, duration

@@ -20,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from sim.columns import freeze_columns
 from sim.hardware import PROFILES
 
 COLUMNS: tuple[str, ...] = (
@@ -87,8 +88,6 @@ _DTYPES: dict[str, Any] = {
     "origin_site": np.int64,
     "allowed_sites": np.int64,
 }
-# dtype kinds each field accepts (converted without loss to the field's dtype)
-_ACCEPTED_KINDS = {object: "OU", np.float64: "fiu", np.int64: "iu", np.bool_: "b"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,14 +129,7 @@ class JobTable:
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
             object.__setattr__(self, "allowed_sites", np.full(len(self.job_id), ANY_SITE))
-        n: int | None = None
-        for f in fields(self):
-            arr = _as_column(f.name, getattr(self, f.name), _DTYPES[f.name])
-            object.__setattr__(self, f.name, arr)
-            if n is None:
-                n = len(arr)
-            elif len(arr) != n:
-                raise ValueError(f"JobTable.{f.name} has {len(arr)} entries, job_id has {n}")
+        freeze_columns(self, _DTYPES)
         self._check_invariants()
 
     def _check_invariants(self) -> None:
@@ -211,18 +203,3 @@ class JobTable:
             },
             columns=list(COLUMNS),
         )
-
-
-def _as_column(name: str, value: Any, dtype: Any) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.ndim != 1:
-        raise ValueError(f"JobTable.{name} must be 1-D, got shape {arr.shape}")
-    if arr.size and arr.dtype.kind not in _ACCEPTED_KINDS[dtype]:
-        raise TypeError(f"JobTable.{name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
-    if arr.dtype != np.dtype(dtype):
-        if arr.size and dtype is not object and not np.can_cast(arr.dtype, dtype, "safe"):
-            raise TypeError(f"JobTable.{name}: cannot convert {arr.dtype} to {np.dtype(dtype)}")
-        arr = arr.astype(dtype)
-    view = arr.view()
-    view.flags.writeable = False
-    return view

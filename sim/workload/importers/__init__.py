@@ -19,7 +19,7 @@ import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -53,6 +53,11 @@ class ImportReport:
     trace_start: str | None = None
     """What submit_time 0 is: an ISO UTC time, or a description for traces with relative times."""
 
+    ROWS: ClassVar[str] = "jobs"
+    """What the imported rows are, in the printed report."""
+    TIME_ZERO: ClassVar[str] = "submit_time 0"
+    """What `trace_start` dates, in the printed report."""
+
     def skip(self, reason: str, rows: int) -> None:
         if rows:
             self.skipped[reason] = self.skipped.get(reason, 0) + int(rows)
@@ -69,11 +74,11 @@ class ImportReport:
     def render(self) -> str:
         lines = [
             f"{self.source} ({self.format}): {self.rows_read:,} rows read, "
-            f"{self.imported:,} jobs imported"
+            f"{self.imported:,} {self.ROWS} imported"
         ]
         lines += [f"  skipped {n:,}: {reason}" for reason, n in sorted(self.skipped.items())]
         if self.trace_start:
-            lines.append(f"  submit_time 0 = {self.trace_start}")
+            lines.append(f"  {self.TIME_ZERO} = {self.trace_start}")
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 

@@ -1,0 +1,49 @@
+"""Columnar tables: one read-only numpy array per field, checked and converted once.
+
+`JobTable` (`sim.workload.table`) and `RequestTable` (`sim.serving.requests`) are frozen
+dataclasses whose fields are columns; `freeze_columns` turns what they were given into
+typed, read-only, equally long arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+__all__ = ["freeze_columns"]
+
+_ACCEPTED_KINDS = {object: "OU", np.float64: "fiu", np.int64: "iu", np.bool_: "b"}
+"""Per column dtype, the dtype kinds it accepts (converted without loss)."""
+
+
+def freeze_columns(table: Any, dtypes: dict[str, Any]) -> None:
+    """Replace each dataclass field of `table` with a read-only 1-D array of its dtype in
+    `dtypes`; ValueError/TypeError naming the table and field if one cannot be, or if the
+    columns differ in length."""
+    name = type(table).__name__
+    n: int | None = None
+    first = ""
+    for f in fields(table):
+        arr = _as_column(name, f.name, getattr(table, f.name), dtypes[f.name])
+        object.__setattr__(table, f.name, arr)
+        if n is None:
+            n, first = len(arr), f.name
+        elif len(arr) != n:
+            raise ValueError(f"{name}.{f.name} has {len(arr)} entries, {first} has {n}")
+
+
+def _as_column(table: str, name: str, value: Any, dtype: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1:
+        raise ValueError(f"{table}.{name} must be 1-D, got shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in _ACCEPTED_KINDS[dtype]:
+        raise TypeError(f"{table}.{name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
+    if arr.dtype != np.dtype(dtype):
+        if arr.size and dtype is not object and not np.can_cast(arr.dtype, dtype, "safe"):
+            raise TypeError(f"{table}.{name}: cannot convert {arr.dtype} to {np.dtype(dtype)}")
+        arr = arr.astype(dtype)
+    view = arr.view()
+    view.flags.writeable = False
+    return view
