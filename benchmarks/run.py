@@ -4,6 +4,14 @@
         one run; prints one JSON line: jobs, sim_wall_s (the simulation), total_wall_s
         (trace generation + simulation + writing the result files), peak_rss_mb.
 
+    python benchmarks/run.py --jobs 500000 --services 20 --json
+        the same run with 20 LLM inference services (fluid, 60 s steps) on the 8 sites,
+        over at least a year (the horizon grows to 8,760 h if the jobs' is shorter).
+
+    python benchmarks/run.py --services-ratio 500000 --services 20 [--rounds 3]
+        interleaved pairs of fresh processes, without and with the services: prints the
+        medians and their ratio (the serving target: at most 2).
+
     python benchmarks/run.py --ratio 100000 500000 1000000 [--rounds 3]
         for each size, `rounds` interleaved pairs of fresh processes: this benchmark, then
         ../shared/bench/simpy_baseline.py N (the bare SimPy job lifecycle). Prints the
@@ -58,7 +66,41 @@ POLICIES = {
 }
 
 
-def standard_scenario(jobs: int, policy: str = "run_now"):
+SERVICE_MODELS = ("Llama-3.1-8B-Instruct", "Qwen3-8B", "gemma-3-12b-it", "Qwen3-14B")
+"""The services' models, in turn (each fits one GPU of every site's model)."""
+
+
+def standard_services(n: int) -> list[dict]:
+    """`n` LLM services spread over the 8 sites in turn: each on 2 replicas of one GPU of
+    its site's model, a synthetic source of 1-4 requests/s with daily and weekly cycles,
+    allowed on its own site and the next."""
+    services = []
+    for i in range(n):
+        site = SITES[i % len(SITES)]
+        other = SITES[(i + 1) % len(SITES)]
+        gpu = site[5]
+        sites = [site[1]] + ([other[1]] if other[5] == gpu else [])
+        services.append(
+            {
+                "name": f"svc{i}",
+                "model": SERVICE_MODELS[i % len(SERVICE_MODELS)],
+                "gpu": gpu,
+                "max_batch": 128,
+                "sites": sites,
+                "replicas": {site[1]: 2},
+                "slo": {"ttft_ms": 2000, "tpot_ms": 150},
+                "requests": {
+                    "rate_per_s": 1.0 + i % 4,
+                    "daily_amplitude": 0.5,
+                    "weekly_amplitude": 0.2,
+                    "tokens": "azure-conv" if i % 2 else "azure-code",
+                },
+            }
+        )
+    return services
+
+
+def standard_scenario(jobs: int, policy: str = "run_now", services: int = 0):
     from sim.scenario import SyntheticWorkload, scenario_from_dict
 
     synthetic = {
@@ -78,7 +120,8 @@ def standard_scenario(jobs: int, policy: str = "run_now"):
             "name": f"benchmark-{jobs}",
             "seed": 1,
             "start": "2019-01-01T00:00:00Z",
-            "duration_h": jobs / rate_per_h + 7 * 24,
+            # with services: at least a year of them (the serving target's setting)
+            "duration_h": max(jobs / rate_per_h + 7 * 24, 8760.0 if services else 0.0),
             "sites": [
                 {
                     "name": city,
@@ -93,15 +136,17 @@ def standard_scenario(jobs: int, policy: str = "run_now"):
             "wan": {"topology": "europe", "energy_model": "path"},
             "workload": {"synthetic": synthetic},
             "policy": POLICIES[policy],
+            "services": standard_services(services),
+            "serving": {"fidelity": "fluid", "step_s": 60.0},
         }
     )
 
 
-def run_once(jobs: int, policy: str) -> dict:
+def run_once(jobs: int, policy: str, services: int = 0) -> dict:
     import sim
 
     t0 = time.perf_counter()
-    scenario = standard_scenario(jobs, policy)
+    scenario = standard_scenario(jobs, policy, services)
     results = sim.simulate(scenario)
     with tempfile.TemporaryDirectory() as out:
         results.save(out)
@@ -115,6 +160,8 @@ def run_once(jobs: int, policy: str) -> dict:
         "horizon_h": round(scenario.duration_h, 1),
         "jobs_completed": results.summary["jobs_completed"],
         "gpu_utilization": round(results.summary["gpu_utilization"], 3),
+        "services": services,
+        "requests_total": results.summary["requests_total"],
     }
 
 
@@ -152,6 +199,24 @@ def ratio_table(sizes: list[int], rounds: int, policy: str) -> str:
     return "\n".join(rows)
 
 
+def services_ratio(jobs: int, services: int, rounds: int, policy: str) -> str:
+    """Interleaved rounds without and with `services` services; medians and their ratio."""
+    alone, together = [], []
+    for _ in range(rounds):
+        cmd = [sys.executable, __file__, "--jobs", str(jobs), "--policy", policy, "--json"]
+        alone.append(_subprocess_json(cmd))
+        together.append(_subprocess_json([*cmd, "--services", str(services)]))
+    a = statistics.median(r["sim_wall_s"] for r in alone)
+    b = statistics.median(r["sim_wall_s"] for r in together)
+    horizon_h = together[0]["horizon_h"]
+    return (
+        "| jobs | services | horizon h | requests | training alone sim_wall_s | "
+        "with services sim_wall_s | ratio |\n|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {jobs:,} | {services} | {horizon_h:,.0f} | {together[0]['requests_total']:,.0f} "
+        f"| {a:.2f} | {b:.2f} | {b / a:.2f} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -165,11 +230,18 @@ def main() -> None:
         help="measure R against the SimPy baseline at these sizes",
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--services", type=int, default=0, help="LLM services (fluid)")
+    parser.add_argument(
+        "--services-ratio", type=int, metavar="N", help="time N jobs without and with services"
+    )
     args = parser.parse_args()
     if args.ratio:
         print(ratio_table(args.ratio, args.rounds, args.policy))
         return
-    result = run_once(args.jobs, args.policy)
+    if args.services_ratio:
+        print(services_ratio(args.services_ratio, args.services, args.rounds, args.policy))
+        return
+    result = run_once(args.jobs, args.policy, args.services)
     print(json.dumps(result) if args.json else result)
 
 

@@ -11,6 +11,7 @@ from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, D
 from policies.gaia import CarbonTime, LowestWindow
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
+from policies.serve_autoscale import ServeAutoscale
 from policies.space_shifting import ForecastSite, LowestCarbonSite, MigrateWhenWorth, SpaceTime
 from policies.wait_awhile import WaitAwhile
 
@@ -32,6 +33,7 @@ REGISTRY: dict[str, type] = {
     "forecast_site": ForecastSite,
     "space_time": SpaceTime,
     "migrate": MigrateWhenWorth,
+    "serve_autoscale": ServeAutoscale,
 }
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "LowestWindow",
     "MigrateWhenWorth",
     "RunNow",
+    "ServeAutoscale",
     "SpaceTime",
     "StaticCap",
     "WaitAwhile",

@@ -31,6 +31,8 @@ from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate, speed
 
 if TYPE_CHECKING:
     from sim.cluster import Site
+    from sim.serving.config import ServiceConfig
+    from sim.serving.service_sim import LiveStats
     from sim.workload import JobTable
 
 __all__ = [
@@ -47,6 +49,9 @@ __all__ = [
     "PolicyHooks",
     "Reject",
     "Resume",
+    "Route",
+    "Scale",
+    "ServiceView",
     "SetCap",
     "Start",
     "StateQueries",
@@ -109,12 +114,36 @@ class Migrate:
 
 @dataclass(frozen=True, slots=True)
 class SetCap:
-    """Set the GPU power cap, W: of one running job (`target` a JobView), or of every GPU of
-    a site (`target` a site name: running jobs without a cap of their own, and later starts).
+    """Set the GPU power cap, W: of one running job (`target` a JobView), of a service's
+    replicas at every site (`target` a ServiceView), or of every GPU of a site (`target` a
+    site name: running jobs and services without a cap of their own, and later starts).
     `watts=None` removes the cap."""
 
-    target: JobView | str
+    target: JobView | ServiceView | str
     watts: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """Run `replicas` replicas of `service` at `site` (one of its sites). New replicas take
+    free GPUs of the service's GPU model there and serve after a cold start (the weights
+    read at the site's `checkpoint_read_gbps`, after booting powered-off nodes); replicas
+    taken away stop admitting requests and free their GPUs when their last one finishes."""
+
+    service: ServiceView
+    site: str
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """From now, send `service`'s requests to its sites in these shares (site -> weight >= 0,
+    normalised; sites left out get none); None: in proportion to the ready replicas (the
+    default). Requests served away from the service's origin pay the WAN round trip in
+    their time to first token."""
+
+    service: ServiceView
+    shares: dict[str, float] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +154,7 @@ class Reject:
     reason: str
 
 
-Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject
+Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject | Scale | Route
 
 
 class Policy:
@@ -224,6 +253,16 @@ class StateQueries(Protocol):
         self, j: int, site_name: str, cap: float | None, model: str | None
     ) -> tuple[float, float]: ...
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
+    def site_it_w(self, name: str) -> float: ...
+    service_names: tuple[str, ...]
+    def service_config(self, name: str) -> ServiceConfig: ...
+    def service_stats(self, name: str) -> LiveStats: ...
+    def service_replicas(self, name: str, site: str) -> tuple[int, int]: ...
+    def service_cap_w(self, name: str) -> float | None: ...
+    def service_capacity_rps(self, name: str, site: str) -> float: ...
+    def service_rate_forecast(
+        self, name: str, horizon_s: float
+    ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class JobView:
@@ -362,6 +401,65 @@ class _JobSeq(Sequence[JobView]):
             raise IndexError(k) from None
 
 
+class ServiceView:
+    """A read-only view of one inference service (`SystemState.service(name)`). Rates are
+    requests per second; latencies ms; `stats` describes the last completed step."""
+
+    __slots__ = ("_q", "name")
+
+    def __init__(self, queries: StateQueries, name: str):
+        self._q = queries
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ServiceView({self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ServiceView) and other._q is self._q and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def config(self) -> ServiceConfig:
+        """The service's `[[services]]` entry: model, GPU, GPUs per replica, sites, SLO."""
+        return self._q.service_config(self.name)
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        return tuple(self.config.sites)
+
+    @property
+    def stats(self) -> LiveStats:
+        """Rate, queue, requests in flight, p99 latencies, SLO attainment and drops of the
+        last completed step (`sim.serving.service_sim.LiveStats`)."""
+        return self._q.service_stats(self.name)
+
+    def replicas(self, site: str) -> int:
+        """Replicas serving at `site` now (after their cold start)."""
+        return self._q.service_replicas(self.name, site)[0]
+
+    def starting(self, site: str) -> int:
+        """Replicas at `site` in their cold start."""
+        return self._q.service_replicas(self.name, site)[1]
+
+    @property
+    def cap_w(self) -> float | None:
+        """The service's own GPU cap, W (None: its sites' caps, or uncapped)."""
+        return self._q.service_cap_w(self.name)
+
+    def capacity_rps(self, site: str) -> float:
+        """Requests per second one replica at `site` serves with its batch full, at the
+        service's mean token counts and its cap there."""
+        return self._q.service_capacity_rps(self.name, site)
+
+    def rate_forecast(self, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The service's arrival rate from now over `horizon_s`, as a step function (start
+        times s, requests/s per step): the request source's own rate, so a perfect
+        forecast."""
+        return self._q.service_rate_forecast(self.name, horizon_s)
+
+
 @dataclass(frozen=True, slots=True)
 class DemandResponseView:
     """An announced demand-response event: keep `site`'s facility power under `limit_kw`
@@ -390,7 +488,7 @@ class MigrationCost:
 class SystemState:
     """What a policy can see. Built once per run; every read is live."""
 
-    __slots__ = ("_q", "pending", "running", "suspended", "sites")
+    __slots__ = ("_q", "pending", "running", "suspended", "sites", "services")
 
     def __init__(self, queries: StateQueries):
         self._q = queries
@@ -399,6 +497,8 @@ class SystemState:
         """Jobs waiting to start, in the order they became ready (arrival or deferral expiry)."""
         self.running: Sequence[JobView] = _JobSeq(queries, queries.running)
         self.suspended: Sequence[JobView] = _JobSeq(queries, queries.suspended)
+        self.services: tuple[str, ...] = queries.service_names
+        """The names of the scenario's inference services."""
 
     @property
     def now_s(self) -> float:
@@ -438,12 +538,19 @@ class SystemState:
         return self._q.forecast(site, horizon_s)
 
     def site_power_kw(self, site: str) -> float:
-        """Facility power of `site` now, kW."""
-        return self._q.site(site).facility_w(self._q.now_s) / 1000.0
+        """Facility power of `site` now (jobs, services, idle GPUs and hosts), kW."""
+        q = self._q
+        return q.site_it_w(site) * q.site(site).pue.value_at(q.now_s) / 1000.0
 
     def site_it_power_kw(self, site: str) -> float:
         """IT power of `site` now, kW (facility power = IT power x PUE)."""
-        return self._q.site(site).it_w / 1000.0
+        return self._q.site_it_w(site) / 1000.0
+
+    def service(self, name: str) -> ServiceView:
+        """The inference service called `name` (one of `services`)."""
+        if name not in self.services:
+            raise PolicyError(f"service: unknown service {name!r} (services: {self.services})")
+        return ServiceView(self._q, name)
 
     def host_w_per_gpu(self, site: str) -> float:
         """Host power (CPU, memory, network) per installed GPU at `site`, W, drawn always."""

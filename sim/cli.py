@@ -442,9 +442,9 @@ def _toml_string(text: str) -> str:
 
 
 def _files(out: Path) -> list[str]:
-    from sim.results import FILES
+    from sim.results import FILES, OPTIONAL_FILES
 
-    return [f for f in FILES if (out / f).exists()]
+    return [f for f in (*FILES, *OPTIONAL_FILES) if (out / f).exists()]
 
 
 def _print_summary(summary: dict, scenario: Scenario) -> None:

@@ -57,6 +57,30 @@ class PueProfile:
             + self._hourly[hour] * (into - hour * 3600.0)
         )
 
+    def values_at(self, t_s: np.ndarray) -> np.ndarray:
+        """PUE at each of the times `t_s` (s), vectorised `value_at`."""
+        t = np.asarray(t_s, dtype=float)
+        if self.constant is not None:
+            return np.full(t.shape, float(self.constant))
+        hours = (((t + self._offset_s) % _DAY_S) // 3600.0).astype(np.int64)
+        return np.asarray(self._hourly)[hours]
+
+    def cumulative(self, t_s: np.ndarray) -> np.ndarray:
+        """Integral of PUE from time 0 to each of the times `t_s`, s (vectorised)."""
+        t = np.asarray(t_s, dtype=float)
+        if self.constant is not None:
+            return self.constant * t
+        u = t + self._offset_s
+        days, into = np.divmod(u, _DAY_S)
+        hour = np.minimum((into // 3600.0).astype(np.int64), 23)
+        prefix = np.asarray(self._prefix)
+        cum = (
+            days * prefix[24]
+            + prefix[hour]
+            + np.asarray(self._hourly)[hour] * (into - hour * 3600.0)
+        )
+        return cum - self._cumulative(0.0)
+
     def integral(self, t0_s: float, t1_s: float) -> float:
         """Exact integral of PUE over [t0_s, t1_s], s."""
         if self.constant is not None:

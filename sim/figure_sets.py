@@ -49,6 +49,9 @@ def _run_figures(results: Results, runs: dict[str, Results], out: Path) -> list[
     written += _draw(out, "wait_and_completion_cdfs", plots.wait_and_completion_cdfs, runs)
     for i in range(min(len(results.dr_events), MAX_DR_EVENTS)):
         written += _draw(out, f"dr_event_{i}", plots.dr_event_closeup, results, event=i)
+    if not results.services.empty:
+        written += _draw(out, "latency_cdfs", plots.latency_cdfs, results)
+        written += _draw(out, "carbon_per_1k_tokens", plots.carbon_per_1k_tokens, results)
     models = sorted({p.model for s in results.scenario.sites for p in s.gpus})
     written += _draw(out, "energy_time", plots.energy_time_curve, models)
     return written

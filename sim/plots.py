@@ -65,6 +65,8 @@ FIGURE_KINDS = (
     "savings_heatmap",
     "dr_event_closeup",
     "energy_time_curve",
+    "latency_cdfs",
+    "carbon_per_1k_tokens",
 )
 
 
@@ -322,6 +324,65 @@ def energy_time_curve(
     return _saved(fig, path)
 
 
+def latency_cdfs(results: Results, path: str | Path | None = None) -> Figure:
+    """Per service, the CDFs of time to first token and time per output token (ms) against
+    the service's targets (dashed). At the request level, over the served requests; at the
+    fluid level (no per-request records), over the steps' 99th percentiles."""
+    services = _need_services(results)
+    requests = results.requests
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(8, 3.2), layout="constrained")
+        axes = fig.subplots(1, 2, sharey=True)
+        share = "share of requests" if requests is not None else "share of steps"
+        for ax, metric, what in zip(
+            axes, ("ttft", "tpot"), ("time to first token", "time per output token"), strict=True
+        ):
+            for i, svc in enumerate(results.scenario.services):
+                if requests is not None:
+                    rows = requests[
+                        (requests["service"] == svc.name) & (requests["state"] == "served")
+                    ]
+                    values = rows[f"{metric}_ms"].to_numpy(float)
+                    label = svc.name
+                else:
+                    rows = services[services["service"] == svc.name]
+                    values = rows[f"{metric}_p99_ms"].dropna().to_numpy(float)
+                    label = f"{svc.name} (step p99)"
+                values = np.sort(values)
+                ax.step(values, np.arange(1, len(values) + 1) / max(len(values), 1),
+                        where="post", color=_colour(i), label=label)  # fmt: skip
+                target = getattr(svc.slo, f"{metric}_ms")
+                ax.axvline(target, color=_colour(i), ls="--", lw=1)
+            ax.set(xlabel=f"{what} (ms)", ylabel=share, title=what)
+            ax.set_xscale("log")
+        axes[0].set_ylim(0, 1.02)
+        axes[1].legend(fontsize=7, title="dashed: targets", title_fontsize=7)
+    return _saved(fig, path)
+
+
+def carbon_per_1k_tokens(results: Results, path: str | Path | None = None) -> Figure:
+    """Per service, the operational carbon of its GPUs per 1,000 output tokens generated
+    (gCO2e) in each step of services.parquet, over time (steps without tokens left out)."""
+    services = _need_services(results)
+    scale_s, unit = _time_unit(results.scenario.horizon_s)
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(8, 3.2), layout="constrained")
+        ax = fig.subplots()
+        for i, svc in enumerate(results.scenario.services):
+            rows = services[(services["service"] == svc.name) & (services["tokens"] > 0)]
+            g_per_1k = rows["carbon_kg"].to_numpy() * 1e6 / rows["tokens"].to_numpy()
+            ax.plot(rows["start_s"].to_numpy() / scale_s, g_per_1k, color=_colour(i),
+                    label=svc.name, lw=1)  # fmt: skip
+        ax.set(
+            xlabel=f"time ({unit} since start)",
+            ylabel="carbon per 1k tokens (gCO2e)",
+            title="carbon per 1,000 output tokens",
+        )
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    return _saved(fig, path)
+
+
 def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path) -> Path:
     """Daily profile (mean and 5-95% band by local hour), weekly profile (mean by local
     weekday) and the distribution of an hourly carbon-intensity series (g/kWh, UTC index),
@@ -391,6 +452,12 @@ def _time_unit(horizon_s: float) -> tuple[float, str]:
 
 def _colour(i: int) -> str:
     return OKABE_ITO[i % len(OKABE_ITO)]
+
+
+def _need_services(results: Results) -> pd.DataFrame:
+    if results.services.empty:
+        raise ValueError("this run has no inference services ([[services]])")
+    return results.services
 
 
 def _need_runs(runs: Mapping[str, Results]) -> None:

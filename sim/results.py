@@ -9,7 +9,6 @@ prefix sums). Files are written atomically: to a temporary name, then renamed.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from sim import hardware
+from sim.atomic import write_atomic
 from sim.grid import CarbonSignal
 from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
@@ -65,6 +65,17 @@ SUMMARY_KEYS = (
     "dr_slowdown_mean",
     "dr_slowdown_p95",
     "slowdown_jain_index",
+    "requests_total",
+    "requests_served",
+    "requests_dropped",
+    "slo_attainment",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    "tokens_generated",
+    "energy_serving_kwh",
+    "carbon_serving_kg",
+    "carbon_per_1k_tokens_g",
+    "serving_gpu_h",
     "sim_wall_s",
 )
 FILES = (
@@ -74,9 +85,13 @@ FILES = (
     "power.parquet",
     "events.parquet",
     "dr_events.parquet",
+    "services.parquet",
     "scenario.toml",
     "meta.json",
 )
+"""The files every run writes."""
+OPTIONAL_FILES = ("requests.parquet",)
+"""Files a run writes only when it has them (requests: the request-level fidelity)."""
 
 
 @dataclass
@@ -96,6 +111,10 @@ class Results:
     """One row per demand-response event: limit, baseline, energy, peak, compliance,
     overshoot, energy shed, rebound peak (see `demand_response_table`)."""
     meta: dict[str, Any]
+    services: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """One row per inference service and step (`sim.engine.services.SERVICE_COLUMNS`)."""
+    requests: pd.DataFrame | None = None
+    """One row per request of every service (request-level fidelity only; else None)."""
 
     def save(self, out_dir: str | Path) -> Path:
         """Write the result files into `out_dir` (created if needed), each atomically."""
@@ -106,6 +125,10 @@ class Results:
         write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
         write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
         write_atomic(out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False))
+        write_atomic(out / "services.parquet", lambda p: self.services.to_parquet(p, index=False))
+        requests = self.requests
+        if requests is not None:
+            write_atomic(out / "requests.parquet", lambda p: requests.to_parquet(p, index=False))
         write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         write_atomic(
@@ -126,16 +149,13 @@ class Results:
             events=pd.read_parquet(d / "events.parquet"),
             dr_events=pd.read_parquet(d / "dr_events.parquet"),
             meta=json.loads((d / "meta.json").read_text()),
+            services=pd.read_parquet(d / "services.parquet")
+            if (d / "services.parquet").exists()
+            else pd.DataFrame(),
+            requests=pd.read_parquet(d / "requests.parquet")
+            if (d / "requests.parquet").exists()
+            else None,
         )
-
-
-def write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # --- building results from a finished engine ---------------------------------------------
@@ -158,6 +178,8 @@ class ResultParts:
     """Summary metrics, names with units (`sim.results.SUMMARY_KEYS` orders them)."""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     """Further result tables by name (`dr_events`)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Entries for meta.json (how inputs were read)."""
 
 
 JOB_COLUMNS = (
@@ -227,11 +249,13 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
+        "serving_fidelity": scenario.serving.fidelity if scenario.services else None,
         "wan_model": "none"
         if engine.checkpoints.wan is None
         else engine.checkpoints.wan.config.energy_model,
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
+        **out.meta,
     }
     return Results(
         scenario,
@@ -242,6 +266,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         out.events,
         out.tables["dr_events"],
         meta,
+        out.tables["services"],
+        out.tables.get("requests"),
     )
 
 

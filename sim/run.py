@@ -9,21 +9,30 @@ import numpy as np
 
 from sim.api import Policy
 from sim.engine import Engine
+from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
 from sim.network import Wan
 from sim.plugins import build_policy
 from sim.results import Results, build_results
 from sim.scenario import Scenario
+from sim.serving.sources import RequestSource, build_source
 from sim.workload import JobTable, build_jobs
+
+STREAMS = ("workload", "forecast", "services")
+"""The random streams of a run, in spawn order: new components append theirs at the end,
+so that existing ones never move."""
+
+
+def seed_sequences(seed: int) -> dict[str, np.random.SeedSequence]:
+    """Independent seed sequences per component, spawned from one SeedSequence, so that
+    changing one component (say, the policy) never changes another's draws (the workload)."""
+    children = np.random.SeedSequence(seed).spawn(len(STREAMS))
+    return dict(zip(STREAMS, children, strict=True))
 
 
 def random_streams(seed: int) -> dict[str, np.random.Generator]:
-    """Independent random streams per component, spawned from one SeedSequence, so that
-    changing one component (say, the policy) never changes another's draws (the workload).
-    New components get new streams appended at the end; existing ones never move."""
-    names = ("workload", "forecast")
-    children = np.random.SeedSequence(seed).spawn(len(names))
-    return {n: np.random.default_rng(c) for n, c in zip(names, children, strict=True)}
+    """A random generator per component (`seed_sequences`)."""
+    return {n: np.random.default_rng(c) for n, c in seed_sequences(seed).items()}
 
 
 def build_world(
@@ -36,11 +45,26 @@ def build_world(
     return jobs, signals
 
 
+def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[RequestSource]:
+    """Each service's request source; a child of `seed` per service (in scenario order).
+    Raises ScenarioError naming the service for a bad request file."""
+    seeds = seed.spawn(len(scenario.services))
+    sources = []
+    for i, (svc, child) in enumerate(zip(scenario.services, seeds, strict=True)):
+        try:
+            sources.append(build_source(svc.requests, scenario.horizon_s, child))
+        except (TraceError, ValueError) as e:
+            raise ScenarioError(f"services[{i}].requests: {e}") from None
+    return sources
+
+
 def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engine:
     """The world of `scenario` with `policy` in charge, ready to run: the one construction
     path of `simulate` and `sim.testing.PolicyHarness`. `policy` as in `simulate`."""
-    streams = random_streams(scenario.seed)
+    seeds = seed_sequences(scenario.seed)
+    streams = {n: np.random.default_rng(s) for n, s in seeds.items()}
     jobs, signals = build_world(scenario, streams)
+    sources = build_sources(scenario, seeds["services"])
     if policy is None:
         policy = build_policy(scenario.policy.name, scenario.policy.params)
     elif isinstance(policy, str):
@@ -53,6 +77,7 @@ def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engi
         policy,
         Forecaster(scenario.forecast, streams["forecast"]),
         Wan.from_scenario(scenario),
+        sources,
     )
 
 

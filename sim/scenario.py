@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sim.errors import ScenarioError
 from sim.hardware import GPU_CATALOG, PROFILES, gpu_spec_from_dict, register_gpu
+from sim.serving.config import ServiceConfig, ServingConfig
 
 SCHEMA_VERSION: Final = 1
 
@@ -595,6 +596,9 @@ class Scenario(_Model):
     installed GPU-hour (the whole fleet over the horizon, used or not)."""
     wan: WanConfig | None = None
     """The wide-area network between the sites (docs/wan.md); None: no WAN model."""
+    services: list[ServiceConfig] = []
+    """LLM inference services (docs/serving.md)."""
+    serving: ServingConfig = ServingConfig()
 
     @field_validator("start")
     @classmethod
@@ -646,7 +650,39 @@ class Scenario(_Model):
                     f"demand_response[{i}]: event {start.isoformat()} .. {end.isoformat()} "
                     f"is outside the scenario {self.start.isoformat()} .. {self.end.isoformat()}"
                 )
+        self._check_services(names)
         return self
+
+    def _check_services(self, names: list[str]) -> None:
+        """Service names unique; their sites exist and have pools of their GPU; the weights
+        fit a replica; the starting replicas fit the pools (with every other service's)."""
+        from sim.serving import performance
+
+        seen = [s.name for s in self.services]
+        dupes = sorted({n for n in seen if seen.count(n) > 1})
+        if dupes:
+            raise ValueError(f"services: names must be unique, repeated: {dupes}")
+        taken: dict[tuple[str, str], int] = {}
+        pools = {(s.name, p.model): p.count for s in self.sites for p in s.gpus}
+        for i, svc in enumerate(self.services):
+            key = f"services[{i}]"
+            for site in svc.sites:
+                if site not in names:
+                    raise ValueError(f"{key}.sites: unknown site {site!r} (sites: {names})")
+                if (site, svc.gpu) not in pools:
+                    raise ValueError(f"{key}.gpu: site {site} has no {svc.gpu!r} GPUs")
+            try:
+                performance(svc.model, svc.gpu, svc.gpus_per_replica, svc.max_batch)
+            except ValueError as e:
+                raise ValueError(f"{key}: {e}") from None
+            for site, k in svc.initial_replicas().items():
+                taken[site, svc.gpu] = taken.get((site, svc.gpu), 0) + k * svc.gpus_per_replica
+                if taken[site, svc.gpu] > pools[site, svc.gpu]:
+                    raise ValueError(
+                        f"{key}.replicas.{site}: {k} replicas of {svc.gpus_per_replica} GPUs "
+                        f"do not fit {site}'s {pools[site, svc.gpu]} {svc.gpu} GPUs "
+                        f"(with the services before it: {taken[site, svc.gpu]} needed)"
+                    )
 
     @property
     def end(self) -> datetime:
@@ -717,6 +753,10 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     wl = raw.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("file"), str):
         wl["file"] = str(base / wl["file"])
+    for svc in raw.get("services", []) if isinstance(raw.get("services"), list) else []:
+        src = svc.get("requests") if isinstance(svc, dict) else None
+        if isinstance(src, dict) and isinstance(src.get("file"), str):
+            src["file"] = str(base / src["file"])
     wan = raw.get("wan")
     if isinstance(wan, dict) and isinstance(wan.get("topology_file"), str):
         wan["topology_file"] = str(base / wan["topology_file"])

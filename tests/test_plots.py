@@ -32,6 +32,18 @@ def without_dr() -> sim.Results:
     return sim.simulate(sim.load_scenario(QUICKSTART, ["duration_h=24", "demand_response=[]"]))
 
 
+@pytest.fixture(scope="module")
+def serving() -> sim.Results:
+    """Two hours of the serving scenario at the request level, with a synthetic source."""
+    overrides = [
+        "duration_h=2",
+        "serving.fidelity='request'",
+        "services[0].requests={rate_per_s=3.0}",
+        "services[1].requests={rate_per_s=1.0, tokens='azure-code'}",
+    ]
+    return sim.simulate(sim.load_scenario(REPO / "scenarios" / "serving.toml", overrides))
+
+
 def sweep_table() -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -42,7 +54,7 @@ def sweep_table() -> pd.DataFrame:
     )
 
 
-def figures(with_dr, shifted):
+def figures(with_dr, shifted, serving=None):
     runs = {"run_now": with_dr, "wait_awhile": shifted}
     heat = pd.DataFrame(
         [[5.0, 9.5], [1.0, 2.5]],
@@ -57,6 +69,8 @@ def figures(with_dr, shifted):
         "savings_heatmap": lambda p: plots.savings_heatmap(heat, p),
         "dr_event_closeup": lambda p: plots.dr_event_closeup(with_dr, p),
         "energy_time_curve": lambda p: plots.energy_time_curve(["V100", "H100-SXM"], p),
+        "latency_cdfs": lambda p: plots.latency_cdfs(serving, p),
+        "carbon_per_1k_tokens": lambda p: plots.carbon_per_1k_tokens(serving, p),
     }
 
 
@@ -65,8 +79,10 @@ def test_there_is_a_test_for_every_figure_kind(with_dr, shifted):
 
 
 @pytest.mark.parametrize("kind", plots.FIGURE_KINDS)
-def test_every_figure_writes_png_and_pdf_with_every_axis_labelled(kind, with_dr, shifted, tmp_path):
-    fig = figures(with_dr, shifted)[kind](tmp_path / "sub" / kind)
+def test_every_figure_writes_png_and_pdf_with_every_axis_labelled(
+    kind, with_dr, shifted, serving, tmp_path
+):
+    fig = figures(with_dr, shifted, serving)[kind](tmp_path / "sub" / kind)
     assert isinstance(fig, Figure)
     for suffix, magic in ((".png", b"\x89PNG"), (".pdf", b"%PDF")):
         path = tmp_path / "sub" / f"{kind}{suffix}"
@@ -90,9 +106,10 @@ def _shares_x_with_labelled(ax, fig) -> bool:
     return any(o is not ax and o.get_xlabel() for o in ax.get_shared_x_axes().get_siblings(ax))
 
 
-def test_labels_carry_units(with_dr, shifted):
+def test_labels_carry_units(with_dr, shifted, serving):
     units = ("(kW)", "(gCO2e/kWh)", "(kg CO2e)", "(h)", "(%)", "share of jobs", "relative to")
-    for kind, draw in figures(with_dr, shifted).items():
+    units += ("(ms)", "(gCO2e)")
+    for kind, draw in figures(with_dr, shifted, serving).items():
         fig = draw(None)
         labels = [a.get_xlabel() for a in fig.axes] + [a.get_ylabel() for a in fig.axes]
         assert any(u in label for label in labels for u in units), (kind, labels)

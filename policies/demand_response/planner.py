@@ -224,7 +224,7 @@ class Amendment:
             elif isinstance(a, SetCap):
                 if isinstance(a.target, str):
                     self.site_caps[a.target] = a.watts
-                elif a.target.site in limits:
+                elif isinstance(a.target, JobView) and a.target.site in limits:
                     self.wished[a.target] = a.watts
                     keep[i] = False  # the DR cap replaces it; the wish is restored later
 

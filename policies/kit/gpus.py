@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from sim.api import Action, JobView, Migrate, Resume, Start, SystemState
+from sim.api import Action, JobView, Migrate, Resume, Scale, Start, SystemState
 
 __all__ = ["FreeGpus", "first_come_first_served"]
 
@@ -48,8 +48,16 @@ class FreeGpus:
         return None
 
     def book(self, action: Action) -> bool:
-        """Book the GPUs `action` places a job on; False if they are not free (GPUs a
-        suspension or migration leaves are not counted free: a checkpoint write holds them)."""
+        """Book the GPUs `action` places a job on, or that new replicas of a service take
+        (`Scale` up); False if they are not free (GPUs a suspension, migration or scale-down
+        leaves are not counted free: a checkpoint write or draining requests hold them)."""
+        if isinstance(action, Scale):
+            svc, site = action.service, action.site
+            more = action.replicas - svc.replicas(site) - svc.starting(site)
+            if more <= 0:
+                return True
+            gpus = more * svc.config.gpus_per_replica
+            return self.take(site, svc.config.gpu, gpus) is not None
         if not isinstance(action, Start | Resume | Migrate):
             return True
         return self.take(action.site, action.gpu_model, action.job.gpus) is not None

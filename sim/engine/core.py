@@ -11,6 +11,7 @@ Components, in the order their hooks run:
 - `book` (`JobBook`): job states, the pending/running/suspended sets, deferrals, arrivals;
 - `runs` (`Runs`): progress, speed and power of running jobs, their energy and carbon;
 - `checkpoints` (`Checkpoints`): checkpoint writes and reads, WAN moves;
+- `services` (`Services`): inference services' replicas, their power, their requests;
 - `dr` (`DemandResponseMeter`): demand-response events and their per-job accounting;
 - `fleet` (`Fleet`): the sites, their power log, power-off and PUE timers;
 - `queries` (`Queries`): the answers behind `SystemState` and `JobView`.
@@ -32,6 +33,9 @@ from sim.api import (
     PolicyHooks,
     Reject,
     Resume,
+    Route,
+    Scale,
+    ServiceView,
     SetCap,
     Start,
     Suspend,
@@ -45,12 +49,14 @@ from sim.engine.fleet import Fleet
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.queries import Queries
 from sim.engine.runs import Runs
+from sim.engine.services import Services
 from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal, Forecaster
 from sim.network import Wan
 from sim.records import EventLog
 from sim.results import ResultParts
 from sim.scenario import Scenario
+from sim.serving.sources import RequestSource
 from sim.workload import JobTable
 
 __all__ = ["Engine"]
@@ -67,6 +73,7 @@ class Engine:
         policy: Policy,
         forecaster: Forecaster,
         wan: Wan | None = None,
+        sources: list[RequestSource] | None = None,
     ):
         if wan is not None and wan.config.contention:
             raise ScenarioError(
@@ -85,12 +92,14 @@ class Engine:
         self.fleet = Fleet(self, signals)
         self.runs = Runs(self)
         self.checkpoints = Checkpoints(self, wan)
+        self.services = Services(self, sources or [], wan)
         self.dr = DemandResponseMeter(self, signals)
         self.queries = Queries(self)
         self.components: tuple[Component, ...] = (
             self.book,
             self.runs,
             self.checkpoints,
+            self.services,
             self.dr,
             self.fleet,
             self.queries,
@@ -213,6 +222,12 @@ class Engine:
                             self._check_cap(a, p.spec, watts)
                     self.fleet.set_cap(capped, watts)
                     runs.site_cap_changed(capped)
+                    self.services.site_cap_changed(capped)
+                elif isinstance(target, ServiceView):
+                    i = self._service(a, target)
+                    if watts is not None:
+                        self.services.check_cap(i, watts, a)
+                    self.services.set_cap(i, watts)
                 else:
                     j = self._job(a, target, (RUNNING,))
                     job_pool = runs.pool[j]
@@ -220,6 +235,14 @@ class Engine:
                     if watts is not None:
                         self._check_cap(a, job_pool.spec, watts)
                     runs.set_job_cap(j, watts)
+            case Scale(service, site, replicas):
+                i = self._service(a, service)
+                level = self.services.level(i, site, a)
+                if not (isinstance(replicas, int) and replicas >= 0):
+                    raise PolicyError(f"{a}: replicas must be an int >= 0, got {replicas!r}")
+                self.services.scale(i, level, replicas, a)
+            case Route(service, shares):
+                self.services.route(self._service(a, service), shares, a)
             case Reject(job, reason):
                 j = self._job(a, job, (PENDING, DEFERRED, SUSPENDED))
                 self.dr.end_pause(j, now)
@@ -240,6 +263,11 @@ class Engine:
                 f"{action}: job {self.jobs.job_id[j]} is {STATE_NAMES[state]}, not {want}"
             )
         return j
+
+    def _service(self, action: object, service: object) -> int:
+        if not isinstance(service, ServiceView) or service._q is not self.queries:
+            raise PolicyError(f"{action}: service must be a ServiceView taken from the state")
+        return self.services.service(service.name, action)
 
     def _allowed_site(self, action: object, j: int, name: str) -> Site:
         """The site `name`, which job `j` must be allowed to run on (data residency)."""

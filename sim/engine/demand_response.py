@@ -74,7 +74,9 @@ class DemandResponseMeter(Component):
         site = core.fleet.sites[ev.site]
         start_s, end_s, notice_s = ev.start_s, ev.end_s, ev.notice_s
         yield env.timeout(notice_s)
-        baseline_kw = core.fleet.mean_facility_kw(site, notice_s - 3600.0, notice_s)
+        baseline_kw = core.fleet.mean_facility_kw(
+            site, notice_s - 3600.0, notice_s
+        ) + core.services.mean_extra_facility_kw(site, notice_s - 3600.0, notice_s)
         if ev.limit_kw is not None:
             limit_kw = ev.limit_kw
         else:

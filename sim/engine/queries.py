@@ -17,6 +17,8 @@ from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
 from sim.engine.runs import WS_PER_KWH
 from sim.errors import PolicyError
+from sim.serving.config import ServiceConfig
+from sim.serving.service_sim import LiveStats
 from sim.workload import JobTable
 from sim.workload.table import mask_sites
 
@@ -38,6 +40,7 @@ class Queries(Component):
         "suspended",
         "_names_by_mask",
         "_allowed",
+        "service_names",
     )
 
     def __init__(self, core: Engine):
@@ -49,6 +52,7 @@ class Queries(Component):
         self.suspended = core.book.suspended
         self._allowed = core.book.allowed
         self._names_by_mask: dict[int, tuple[str, ...]] = {}
+        self.service_names: tuple[str, ...] = core.services.names
 
     @property
     def now_s(self) -> float:
@@ -60,6 +64,38 @@ class Queries(Component):
 
     def site(self, name: str) -> Site:
         return self._core.fleet.site(name)
+
+    def site_it_w(self, name: str) -> float:
+        """IT power of site `name` now, services' power above idle included, W."""
+        site = self.site(name)
+        return site.it_w + self._core.services.extra_w(site)
+
+    # --- services ---------------------------------------------------------------------------
+
+    def _service(self, name: str) -> int:
+        return self._core.services.service(name, "service")
+
+    def service_config(self, name: str) -> ServiceConfig:
+        return self._core.services.configs[self._service(name)]
+
+    def service_stats(self, name: str) -> LiveStats:
+        return self._core.services.stats(self._service(name))
+
+    def service_replicas(self, name: str, site: str) -> tuple[int, int]:
+        services = self._core.services
+        level = services.level(self._service(name), site, "replicas")
+        return level.ready, level.loading
+
+    def service_cap_w(self, name: str) -> float | None:
+        return self._core.services.cap_w[self._service(name)]
+
+    def service_capacity_rps(self, name: str, site: str) -> float:
+        services = self._core.services
+        i = self._service(name)
+        return services.capacity_rps(i, services.level(i, site, "capacity_rps"))
+
+    def service_rate_forecast(self, name: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        return self._core.services.rate_forecast(self._service(name), horizon_s)
 
     # --- jobs -------------------------------------------------------------------------------
 

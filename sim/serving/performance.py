@@ -283,6 +283,56 @@ def _capped(pt: ServingPoint, cap_w: float) -> ServingPoint:
     )
 
 
+def _resolve(
+    sm: ServingModel,
+    model: str | ModelSpec,
+    gpu: str,
+    num_gpus: int,
+    max_batch: int,
+    avg_input_tokens: float | None,
+    avg_output_tokens: float | None,
+) -> tuple[str, CatalogModel, ServingGpu, float, float, float, float]:
+    """The arguments of `performance`, checked: (model name, catalog entry, GPU, GPUs,
+    maximum batch, input tokens, output tokens)."""
+    name, entry = _catalog_entry(sm, model)
+    g = _gpu(sm, gpu)
+    n = _positive("num_gpus", num_gpus, integer=True)
+    b = _positive("max_batch", max_batch, integer=True)
+    l_in = sm.params.input_tokens if avg_input_tokens is None else avg_input_tokens
+    l_out = entry.avg_output_tokens if avg_output_tokens is None else avg_output_tokens
+    l_in = _positive("avg_input_tokens", l_in)
+    l_out = _positive("avg_output_tokens", l_out, minimum=1.0)  # at least one token
+    return name, entry, g, n, b, l_in, l_out
+
+
+def _inputs(
+    entry: CatalogModel, g: ServingGpu, n: float, max_batch: np.ndarray, l_in: float, l_out: float
+) -> Inputs:
+    """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes."""
+    spec = entry.spec
+    assert spec.kv_bytes_per_token is not None
+    return Inputs(
+        total_params_b=np.asarray(spec.total_params_b),
+        active_params_b=np.asarray(spec.active_params_b),
+        bytes_per_param=np.asarray(PRECISION_BYTES[spec.precision]),
+        kv_bytes_per_token=np.asarray(spec.kv_bytes_per_token),
+        expert_share=np.asarray(entry.expert_share),
+        layers=np.asarray(entry.layers),
+        moe_layers=np.asarray(entry.moe_layers),
+        hybrid=np.asarray(float(spec.architecture == "Mamba-Transformer Hybrid")),
+        num_gpus=np.asarray(n),
+        memory_gb=np.asarray(g.memory_gb),
+        mem_bw_gbps=np.asarray(g.mem_bw_gbps),
+        fp16_tflops=np.asarray(g.fp16_tflops),
+        tdp_w=np.asarray(g.tdp_w),
+        idle_w=np.asarray(g.idle_w),
+        blackwell=np.asarray(float(g.blackwell)),
+        max_batch=max_batch,
+        input_tokens=np.asarray(l_in),
+        output_tokens=np.asarray(l_out),
+    )
+
+
 def performance(
     model: str | ModelSpec,
     gpu: str,
@@ -308,37 +358,11 @@ def performance(
     they fit but one sequence's context does not fit the KV cache (naming the token counts).
     """
     sm = serving_model()
-    name, entry = _catalog_entry(sm, model)
-    g = _gpu(sm, gpu)
-    n = _positive("num_gpus", num_gpus, integer=True)
-    b = _positive("max_batch", max_batch, integer=True)
-    l_in = sm.params.input_tokens if avg_input_tokens is None else avg_input_tokens
-    l_out = entry.avg_output_tokens if avg_output_tokens is None else avg_output_tokens
-    l_in = _positive("avg_input_tokens", l_in)
-    l_out = _positive("avg_output_tokens", l_out, minimum=1.0)  # at least one token
-    cap = None if cap_w is None else _cap(g, cap_w)
-    spec = entry.spec
-    assert spec.kv_bytes_per_token is not None
-    x = Inputs(
-        total_params_b=np.asarray(spec.total_params_b),
-        active_params_b=np.asarray(spec.active_params_b),
-        bytes_per_param=np.asarray(PRECISION_BYTES[spec.precision]),
-        kv_bytes_per_token=np.asarray(spec.kv_bytes_per_token),
-        expert_share=np.asarray(entry.expert_share),
-        layers=np.asarray(entry.layers),
-        moe_layers=np.asarray(entry.moe_layers),
-        hybrid=np.asarray(float(spec.architecture == "Mamba-Transformer Hybrid")),
-        num_gpus=np.asarray(n),
-        memory_gb=np.asarray(g.memory_gb),
-        mem_bw_gbps=np.asarray(g.mem_bw_gbps),
-        fp16_tflops=np.asarray(g.fp16_tflops),
-        tdp_w=np.asarray(g.tdp_w),
-        idle_w=np.asarray(g.idle_w),
-        blackwell=np.asarray(float(g.blackwell)),
-        max_batch=np.asarray(b),
-        input_tokens=np.asarray(l_in),
-        output_tokens=np.asarray(l_out),
+    name, entry, g, n, b, l_in, l_out = _resolve(
+        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
     )
+    cap = None if cap_w is None else _cap(g, cap_w)
+    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out)
     o = evaluate(sm.params, x)
     capacity = float(o.kv_capacity_seqs)
     ctx = float(o.context_tokens)

@@ -22,9 +22,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.atomic import write_atomic
 from sim.columns import freeze_columns
 from sim.errors import TraceError
-from sim.results import write_atomic
 from sim.serving.models import finite_real
 
 REQUEST_COLUMNS: tuple[str, ...] = ("arrival_s", "input_tokens", "output_tokens")

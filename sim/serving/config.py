@@ -1,0 +1,139 @@
+"""The scenario's `[[services]]` and `[serving]` tables (validated with the scenario).
+
+A service is one LLM deployment: a catalog model on replicas of `gpus_per_replica` GPUs
+of one model, at most `max_batch` sequences in flight per replica, allowed on some sites,
+with latency targets and a request source. Replicas take GPUs from the sites' pools, so
+services compete with training jobs for them (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["RequestSource", "ServiceConfig", "ServingConfig", "SloConfig"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SloConfig(_Frozen):
+    """Latency targets: time to first token and time per output token, each met by
+    `percentile` percent of the requests."""
+
+    ttft_ms: float = Field(gt=0, allow_inf_nan=False)
+    """Time to first token target (queueing + prefill + network), ms."""
+    tpot_ms: float = Field(gt=0, allow_inf_nan=False)
+    """Time per output token target (after the first), ms."""
+    percentile: float = Field(default=99.0, gt=0, le=100)
+
+
+class RequestSource(_Frozen):
+    """Where a service's requests come from: a request file (`dcsim workload import
+    azure-llm ...`, docs/request-format.md), or the synthetic generator.
+
+    `time_scale` multiplies a file's arrival times (0.5 doubles the rate; 24 stretches an
+    hour over a day); `repeat` tiles the file (its span, scaled) to cover the run. The
+    synthetic generator draws a Poisson process of mean `rate_per_s` with daily and weekly
+    cycles and token counts from `tokens` (a preset of `sim.serving.request_presets`).
+    """
+
+    file: Path | None = None
+    format: Literal["dcsim", "azure-llm", "requests-csv"] = "dcsim"
+    """The file's format: "dcsim" (a request file written by `dcsim workload import`), or a
+    trace imported as the run starts ("azure-llm", "requests-csv"; the rows it skips are
+    counted in meta.json's `request_imports`)."""
+    time_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    repeat: bool = False
+    rate_per_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    daily_amplitude: float = Field(default=0.0, ge=0, lt=1)
+    weekly_amplitude: float = Field(default=0.0, ge=0, lt=1)
+    tokens: str = "azure-conv"
+    """Token-count preset of the synthetic generator (`azure-conv`, `azure-code`)."""
+    origin: str | None = None
+    """The site the requests come from (default: the service's first site); requests served
+    elsewhere pay the WAN's round-trip propagation delay in their time to first token."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RequestSource:
+        if (self.file is None) == (self.rate_per_s is None):
+            raise ValueError("give exactly one of file or rate_per_s")
+        if self.file is None:
+            for key in ("time_scale", "repeat", "format"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} applies to a request file, not to rate_per_s")
+        else:
+            for key in ("daily_amplitude", "weekly_amplitude", "tokens"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} applies to rate_per_s, not to a request file")
+        return self
+
+
+class ServiceConfig(_Frozen):
+    """One `[[services]]` entry."""
+
+    name: str = Field(min_length=1)
+    model: str
+    """A serving catalog id (`sim.serving.MODELS`), e.g. "Llama-3.1-8B-Instruct"."""
+    gpu: str
+    """The GPU model of the replicas (a pool of that model at each of its sites)."""
+    gpus_per_replica: int = Field(default=1, gt=0)
+    max_batch: int = Field(default=256, gt=0)
+    """Most sequences in flight on one replica (vLLM's max_num_seqs)."""
+    sites: list[str] = Field(min_length=1)
+    """Sites the service may run on."""
+    replicas: dict[str, int] = {}
+    """Replicas per site at the start (default: one on the first site)."""
+    slo: SloConfig
+    requests: RequestSource
+    timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    """A request not started within this many seconds of its arrival is dropped (the
+    client gave up), as is one that arrives when no replica is ready."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ServiceConfig:
+        from sim.serving import serving_model
+
+        known = sorted(serving_model().models)
+        if self.model not in known:
+            raise ValueError(f"model: unknown serving model {self.model!r}; known: {known}")
+        for site, k in self.replicas.items():
+            if site not in self.sites:
+                raise ValueError(f"replicas.{site}: not one of the service's sites {self.sites}")
+            if k < 0:
+                raise ValueError(f"replicas.{site} must be >= 0, got {k}")
+        dupes = sorted({s for s in self.sites if self.sites.count(s) > 1})
+        if dupes:
+            raise ValueError(f"sites: repeated {dupes}")
+        if self.requests.origin is not None and self.requests.origin not in self.sites:
+            raise ValueError(
+                f"requests.origin: {self.requests.origin!r} is not one of the service's "
+                f"sites {self.sites}"
+            )
+        return self
+
+    @property
+    def origin(self) -> str:
+        return self.requests.origin or self.sites[0]
+
+    def initial_replicas(self) -> dict[str, int]:
+        """Replicas per site at the start."""
+        return dict(self.replicas) if self.replicas else {self.sites[0]: 1}
+
+
+class ServingConfig(_Frozen):
+    """How services are simulated (docs/serving.md).
+
+    - "fluid": in steps of `step_s`: each step's arrivals, replicas and load give its
+      served and dropped requests, latency percentiles from a queueing approximation and
+      power (constant over the step, so energy is exact); fast enough for a year.
+    - "request": every request is simulated: queueing, prefill, continuous batching as
+      processor sharing, completion; `requests.parquet` lists them.
+    """
+
+    fidelity: Literal["fluid", "request"] = "fluid"
+    step_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    """Length of a row of services.parquet, and of a fluid step, s."""

@@ -1,0 +1,126 @@
+"""One replica as both fidelities see it: iteration time and power as functions of the
+number of sequences in its batch, and the prefill time of a prompt.
+
+Under continuous batching (vLLM) every sequence in the batch gets one output token per
+iteration, so a replica with `n` sequences in flight is a processor-sharing server whose
+per-sequence token rate is `1 / iter_s[n]`. `iter_s[n]` and `power_w[n]` come from the
+calibrated roofline (`sim.serving.roofline.evaluate`) at a maximum batch of `n`: the
+decode step with the prefill of the batch's prompts amortised over their output tokens,
+at the service's mean input and output lengths. A prompt's own prefill (the time to its
+first token, `prefill_s`) is the roofline's prefill of that many input tokens alone.
+Power caps scale time and power by `sim.hardware`'s cap model, as in `performance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
+from sim.serving.models import PRECISION_BYTES
+from sim.serving.performance import _cap, _inputs, _resolve, serving_model
+from sim.serving.roofline import evaluate
+
+__all__ = ["ReplicaModel", "replica_model"]
+
+_PREFILL_GRID_TOKENS = np.unique(np.rint(np.geomspace(1, 4e6, 160)))
+"""Input lengths the prefill time is tabulated at (interpolated linearly in between)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ReplicaModel:
+    """How one replica of a service serves (all figures for the whole replica)."""
+
+    model: str
+    gpu: str
+    num_gpus: int
+    cap_w: float | None
+    """The per-GPU power limit, W (None: the maximum)."""
+    slots: int
+    """Most sequences in flight: the maximum batch, or fewer when the KV cache holds fewer
+    sequences of the mean context."""
+    iter_s: np.ndarray
+    """float64[slots + 1]: duration of one decode iteration with n sequences, s (index 0
+    repeats index 1)."""
+    power_w: np.ndarray
+    """float64[slots + 1]: GPU power of the replica with n sequences in flight, W; index 0
+    is the GPUs' idle power."""
+    idle_w: float
+    """Idle power of the replica's GPUs in the serving model, W (the site's pool may set
+    its own idle power; the extra power over idle is what a replica adds)."""
+    load_w: float
+    """GPU power while loading weights at a cold start (a batch of one streams the weights
+    from memory just as loading writes them), W."""
+    weights_gb: float
+    """The weights, GB, read from storage at a cold start."""
+    _prefill_grid_s: np.ndarray
+
+    def prefill_s(self, input_tokens: np.ndarray | float) -> np.ndarray:
+        """Prefill time of prompts of `input_tokens` tokens, each alone on the replica, s."""
+        x = np.asarray(input_tokens, dtype=float)
+        return np.interp(x, _PREFILL_GRID_TOKENS, self._prefill_grid_s)
+
+    def tokens_per_s(self, n: np.ndarray | int) -> np.ndarray:
+        """Output tokens per second of the replica with n sequences in flight."""
+        n = np.asarray(n)
+        return np.where(n > 0, n / self.iter_s[np.minimum(n, self.slots)], 0.0)
+
+
+@lru_cache(maxsize=256)
+def replica_model(
+    model: str,
+    gpu: str,
+    num_gpus: int,
+    max_batch: int,
+    avg_input_tokens: float,
+    avg_output_tokens: float,
+    cap_w: float | None = None,
+) -> ReplicaModel:
+    """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
+    `sim.serving.performance`); cached. ValueError as `performance` raises it."""
+    sm = serving_model()
+    name, entry, g, n, b, l_in, l_out = _resolve(
+        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
+    )
+    cap = None if cap_w is None else _cap(g, cap_w)
+    batches = np.arange(1, int(b) + 1, dtype=float)
+    o = evaluate(sm.params, _inputs(entry, g, n, batches, l_in, l_out))
+    capacity = float(np.min(o.kv_capacity_seqs))
+    if capacity < 1.0:
+        raise ValueError(
+            f"{name} on {int(n)} x {g.id}: one sequence of {float(np.max(o.context_tokens)):.0f} "
+            f"tokens of context does not fit the KV cache (or the weights do not fit)"
+        )
+    slots = int(min(b, np.floor(capacity)))
+    iter_s = (o.batch / o.throughput_tokens_per_s)[:slots]
+    power_w = o.power_w[:slots].astype(float)
+    grid = replace(
+        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out), input_tokens=_PREFILL_GRID_TOKENS
+    )
+    prefill = np.array(evaluate(sm.params, grid).prefill_s, dtype=float)
+    if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
+        gpu_spec = GPU_CATALOG[g.id]
+        shape, _ = curve(g.id, "inference")
+        r, gpu_w = cap_response(
+            cap, power_w / n, gpu_spec.max_cap_w, floor_w(gpu_spec), shape.n, shape.a, shape.b
+        )
+        iter_s = iter_s / r
+        power_w = n * np.asarray(gpu_w)
+        prefill = prefill / float(np.min(r))  # compute-bound: the clock of a full batch
+    idle = float(n * g.idle_w)
+    model_spec = entry.spec
+    return ReplicaModel(
+        model=name,
+        gpu=g.id,
+        num_gpus=int(n),
+        cap_w=cap,
+        slots=slots,
+        iter_s=np.concatenate([[iter_s[0]], iter_s]),
+        power_w=np.concatenate([[idle], power_w]),
+        idle_w=idle,
+        load_w=float(power_w[0]),
+        weights_gb=float(model_spec.total_params_b) * PRECISION_BYTES[model_spec.precision],
+        _prefill_grid_s=prefill,
+    )
