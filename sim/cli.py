@@ -21,7 +21,7 @@ from rich.table import Table
 
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
-from sim.run import build_world, random_streams, simulate
+from sim.run import build_sources, build_world, random_streams, seed_sequences, simulate
 from sim.scenario import Scenario, load_scenario, parse_value
 
 app = typer.Typer(
@@ -55,11 +55,15 @@ def validate(
     """Check a scenario and every file it names, without running it."""
     scenario = _load(file, set_)
     jobs, _signals = build_world(scenario, random_streams(scenario.seed))
+    build_sources(scenario, seed_sequences(scenario.seed)["services"])
     build_policy(scenario.policy.name, scenario.policy.params)
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
+    services = ""
+    if scenario.services:
+        services = f"{len(scenario.services)} services ({scenario.serving.fidelity}), "
     out_console.print(
         f"{file}: ok: {len(scenario.sites)} sites, {gpus} GPUs, {len(jobs)} jobs, "
-        f"{scenario.duration_h:g} h from {scenario.start.isoformat()}, "
+        f"{services}{scenario.duration_h:g} h from {scenario.start.isoformat()}, "
         f"policy {scenario.policy.name}"
     )
 

@@ -119,6 +119,22 @@ class _Level:
         self.extra_w.append(self.extra_now_w())
         self.gpus_log.append(self.gpus)
 
+    def record_many(self, t_s: np.ndarray, fidelity_w: np.ndarray) -> None:
+        """Log the fidelity's extra power `fidelity_w` from each of the increasing times
+        `t_s` (loading replicas and GPUs held are constant over them: a fidelity is always
+        advanced before either changes)."""
+        if not len(t_s):
+            return
+        if self.time_s and self.time_s[-1] == t_s[0]:
+            self.time_s.pop()
+            self.extra_w.pop()
+            self.gpus_log.pop()
+        self.fidelity_w = float(fidelity_w[-1])
+        loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
+        self.time_s.extend(np.asarray(t_s, dtype=float))
+        self.extra_w.extend(np.asarray(fidelity_w, dtype=float) + loading_w)
+        self.gpus_log.extend(np.full(len(t_s), self.gpus, dtype=np.int64))
+
     def it_w(self) -> np.ndarray:
         """IT power of the service's GPUs here at each log row, W (GPU idle + host share +
         extra)."""
@@ -170,8 +186,12 @@ class Services(Component):
 
     @staticmethod
     def _power_callback(levels: list[_Level]):
-        def on_power(k: int, t_s: float, extra_w: float) -> None:
+        def on_power(k: int, t_s, extra_w) -> None:
+            """One change (floats), or many (increasing times and powers, numpy arrays)."""
             level = levels[k]
+            if isinstance(t_s, np.ndarray):
+                level.record_many(t_s, extra_w)
+                return
             level.fidelity_w = extra_w
             level.record(t_s)
 
@@ -435,7 +455,9 @@ class Services(Component):
             gpu_s += g_step.sum()
             frame = pd.DataFrame(
                 {
-                    "service": cfg.name,
+                    "service": pd.Categorical.from_codes(
+                        np.full(len(steps), i), categories=list(self.names)
+                    ),
                     "step": steps["step"].to_numpy(),
                     "start_s": edges[:-1],
                     "rate_per_s": steps["arrived"].to_numpy() / np.diff(edges),
@@ -456,10 +478,11 @@ class Services(Component):
             if tables
             else pd.DataFrame({c: pd.Series(dtype=float) for c in SERVICE_COLUMNS})
         )
-        services["service"] = pd.Categorical(services["service"], categories=list(self.names))
         out.tables["services"] = services
         if requests:
-            out.tables["requests"] = pd.concat(requests, ignore_index=True)
+            table = pd.concat(requests, ignore_index=True)
+            table["service"] = pd.Categorical(table["service"], categories=list(self.names))
+            out.tables["requests"] = table
         out.summary.update(self._summary(energy_kwh, carbon_kg, gpu_s))
         imports = {
             cfg.name: {

@@ -31,6 +31,8 @@ Definitions both fidelities follow (docs/serving.md):
 - Power: the fidelity reports every change of the extra GPU power of the replicas
   serving at a site (sum over them of `model.power_w[n] - model.power_w[0]`, W) through
   `on_power(site, t_s, extra_w)`, in time order per site; exactly 0 with nothing in flight.
+  Many changes at once may be reported in one call with increasing times `t_s` and their
+  powers `extra_w` as numpy arrays.
 - `advance_to(t)` serves the arrivals before `t` and the completions up to and including
   `t` (an arrival at `t` sees a `configure(t)` made after it).
 - A new `model` (a cap) applies to the admitting replicas; draining ones keep theirs, so

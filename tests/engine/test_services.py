@@ -165,6 +165,13 @@ requests = { rate_per_s = 1 }
     (line,) = out.err.strip().splitlines()
     assert "services[0].max_batch" in line and "-3" in line
 
+    text = toml.read_text().replace("max_batch = -3", "max_batch = 8")
+    toml.write_text(text.replace("{ rate_per_s = 1 }", '{ file = "missing.parquet" }'))
+    code, out = run_cli(["validate", str(toml)], capsys)
+    assert code == 2
+    (line,) = out.err.strip().splitlines()
+    assert "services[0].requests" in line and "missing.parquet" in line
+
 
 class SendAllTo(sim.api.Policy):
     """Routes every request of every service to one site, once."""
