@@ -42,16 +42,13 @@ import math
 from array import array
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
 from heapq import heappop, heappush
 
 import numpy as np
 import pandas as pd
 
-from sim.serving.config import SloConfig
 from sim.serving.replica import ReplicaModel
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
-from sim.serving.sources import RequestSource
 
 __all__ = ["STATES", "RequestLevel"]
 
@@ -142,18 +139,7 @@ class RequestLevel(ServiceSim):
     """Every request simulated: queues, continuous batching as processor sharing, timeouts,
     draining replicas (module docstring)."""
 
-    def __init__(
-        self,
-        name: str,
-        source: RequestSource,
-        rtt_s: np.ndarray,
-        slo: SloConfig,
-        timeout_s: float,
-        step_s: float,
-        horizon_s: float,
-        on_power: Callable[[int, float, float], None],
-    ):
-        super().__init__(name, source, rtt_s, slo, timeout_s, step_s, horizon_s, on_power)
+    def setup(self) -> None:
         self._sites = [_Site() for _ in range(len(self.rtt_s))]
         self._models: list[ReplicaModel] = []
         self._tables: list[tuple[list[float], list[float]]] = []

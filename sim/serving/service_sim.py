@@ -108,7 +108,7 @@ class ServiceSim:
         timeout_s: float,
         step_s: float,
         horizon_s: float,
-        on_power: Callable[[int, float, float], None],
+        on_power: Callable[..., None],
     ):
         self.name = name
         self.source = source
@@ -120,6 +120,10 @@ class ServiceSim:
         self.horizon_s = horizon_s
         self.n_steps = int(np.ceil(horizon_s / step_s))
         self.on_power = on_power
+        self.setup()
+
+    def setup(self) -> None:
+        """Build the fidelity's own state; called once, at the end of `__init__`."""
 
     def configure(self, t_s: float, site: int, ready: int, model: ReplicaModel) -> float:
         """From `t_s`, `ready` replicas of `model` serve at `site`; returns when the GPUs of
