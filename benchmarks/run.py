@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import statistics
 import subprocess
@@ -36,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = REPO.parent / "shared" / "bench" / "simpy_baseline.py"
@@ -67,33 +70,46 @@ POLICIES = {
 
 
 SERVICE_MODELS = ("Llama-3.1-8B-Instruct", "Qwen3-8B", "gemma-3-12b-it", "Qwen3-14B")
-"""The services' models, in turn (each fits one GPU of every site's model)."""
+"""The services' models, in turn (on a V100's 32 GB, the 8B model)."""
 
 
 def standard_services(n: int) -> list[dict]:
-    """`n` LLM services spread over the 8 sites in turn: each on 2 replicas of one GPU of
-    its site's model, a synthetic source of 1-4 requests/s with daily and weekly cycles,
-    allowed on its own site and the next."""
+    """`n` LLM services spread over the 8 sites in turn: each on replicas of one GPU of its
+    site's model, provisioned for its peak rate with 25% headroom, a synthetic source of
+    1-4 requests/s with daily (0.5) and weekly (0.2) cycles, allowed on its own site and
+    the next with the same GPUs."""
+    from sim.serving import request_presets
+    from sim.serving.replica import replica_model
+
     services = []
     for i in range(n):
         site = SITES[i % len(SITES)]
         other = SITES[(i + 1) % len(SITES)]
         gpu = site[5]
         sites = [site[1]] + ([other[1]] if other[5] == gpu else [])
+        model = SERVICE_MODELS[i % len(SERVICE_MODELS)] if gpu != "V100" else SERVICE_MODELS[0]
+        tokens = "azure-conv" if i % 2 else "azure-code"
+        preset = request_presets()[tokens]
+        mean_in = float(np.exp(preset.input_tokens.mu + preset.input_tokens.sigma**2 / 2))
+        mean_out = float(np.exp(preset.output_tokens.mu + preset.output_tokens.sigma**2 / 2))
+        m = replica_model(model, gpu, 1, 128, mean_in, mean_out)
+        capacity_rps = m.slots / (mean_out * float(m.iter_s[m.slots]))
+        rate = 1.0 + i % 4
+        replicas = math.ceil(rate * 1.5 * 1.2 * 1.25 / capacity_rps)  # peak x headroom
         services.append(
             {
                 "name": f"svc{i}",
-                "model": SERVICE_MODELS[i % len(SERVICE_MODELS)],
+                "model": model,
                 "gpu": gpu,
                 "max_batch": 128,
                 "sites": sites,
-                "replicas": {site[1]: 2},
+                "replicas": {site[1]: replicas},
                 "slo": {"ttft_ms": 2000, "tpot_ms": 150},
                 "requests": {
-                    "rate_per_s": 1.0 + i % 4,
+                    "rate_per_s": rate,
                     "daily_amplitude": 0.5,
                     "weekly_amplitude": 0.2,
-                    "tokens": "azure-conv" if i % 2 else "azure-code",
+                    "tokens": tokens,
                 },
             }
         )

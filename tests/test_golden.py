@@ -14,7 +14,7 @@ import math
 import pandas as pd
 import pytest
 
-from tests.golden.cases import CASES, GOLDEN_DIR, SKIPPED_SUMMARY_KEYS, TABLES
+from tests.golden.cases import CASES, GOLDEN_DIR, SKIPPED_SUMMARY_KEYS, recorded_tables
 from tests.golden.record import run_case
 
 REL = 1e-9
@@ -42,7 +42,9 @@ def test_results_match_the_recorded_golden_run(name, scenario_file, policy, over
         k: (summary[k], expected[k]) for k in expected if not _same_number(summary[k], expected[k])
     }
     assert differ == {}
-    for table in TABLES:
+    tables = recorded_tables(results)
+    assert {p.stem for p in (GOLDEN_DIR / name).glob("*.parquet")} == set(tables)
+    for table in tables:
         expected_table = pd.read_parquet(GOLDEN_DIR / name / f"{table}.parquet")
         pd.testing.assert_frame_equal(
             getattr(results, table), expected_table, check_exact=False, rtol=REL, atol=1e-12

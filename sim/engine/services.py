@@ -131,9 +131,10 @@ class _Level:
             self.gpus_log.pop()
         self.fidelity_w = float(fidelity_w[-1])
         loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
-        self.time_s.extend(np.asarray(t_s, dtype=float))
-        self.extra_w.extend(np.asarray(fidelity_w, dtype=float) + loading_w)
-        self.gpus_log.extend(np.full(len(t_s), self.gpus, dtype=np.int64))
+        # frombytes copies the arrays' memory (extend would convert element by element)
+        self.time_s.frombytes(np.asarray(t_s, dtype=np.float64).tobytes())
+        self.extra_w.frombytes((np.asarray(fidelity_w, dtype=np.float64) + loading_w).tobytes())
+        self.gpus_log.frombytes(np.full(len(t_s), self.gpus, dtype=np.int64).tobytes())
 
     def it_w(self) -> np.ndarray:
         """IT power of the service's GPUs here at each log row, W (GPU idle + host share +
@@ -437,13 +438,11 @@ class Services(Component):
             out.power = _with_extra_power(out.power, core.fleet.sites, self.levels)
         step_s = core.scenario.serving.step_s
         edges = np.append(np.arange(0.0, horizon_s, step_s), horizon_s)
-        tables, requests = [], []
+        columns: dict[str, list[np.ndarray]] = {c: [] for c in SERVICE_COLUMNS}
         energy_kwh = carbon_kg = gpu_s = embodied_kg = 0.0
         for i, cfg in enumerate(self.configs):
             steps = self.sims[i].step_table()
-            e_step = np.zeros(len(edges) - 1)
-            c_step = np.zeros(len(edges) - 1)
-            g_step = np.zeros(len(edges) - 1)
+            e_step, c_step, g_step = (np.zeros(len(edges) - 1) for _ in range(3))
             for level in self.levels[i]:
                 e, c, g = _per_step(level, edges, horizon_s)
                 e_step += e
@@ -453,36 +452,23 @@ class Services(Component):
             energy_kwh += e_step.sum()
             carbon_kg += c_step.sum()
             gpu_s += g_step.sum()
-            frame = pd.DataFrame(
-                {
-                    "service": pd.Categorical.from_codes(
-                        np.full(len(steps), i), categories=list(self.names)
-                    ),
-                    "step": steps["step"].to_numpy(),
-                    "start_s": edges[:-1],
-                    "rate_per_s": steps["arrived"].to_numpy() / np.diff(edges),
-                    "replicas": g_step / np.diff(edges) / cfg.gpus_per_replica,
-                }
-            )
             for col in steps.columns:
-                if col != "step":
-                    frame[col] = steps[col].to_numpy()
-            frame["energy_kwh"] = e_step
-            frame["carbon_kg"] = c_step
-            tables.append(frame[list(SERVICE_COLUMNS)])
-            req = self.sims[i].request_table()
-            if req is not None:
-                requests.append(req)
-        services = (
-            pd.concat(tables, ignore_index=True)
-            if tables
-            else pd.DataFrame({c: pd.Series(dtype=float) for c in SERVICE_COLUMNS})
-        )
-        out.tables["services"] = services
+                columns[col].append(steps[col].to_numpy())
+            columns["service"].append(np.full(len(steps), i))
+            columns["start_s"].append(edges[:-1])
+            columns["rate_per_s"].append(steps["arrived"].to_numpy() / np.diff(edges))
+            columns["replicas"].append(g_step / np.diff(edges) / cfg.gpus_per_replica)
+            columns["energy_kwh"].append(e_step)
+            columns["carbon_kg"].append(c_step)
+        table = {c: np.concatenate(v) if v else np.zeros(0) for c, v in columns.items()}
+        codes = table["service"].astype(np.int64)
+        table["service"] = pd.Categorical.from_codes(codes, categories=list(self.names))
+        out.tables["services"] = pd.DataFrame(table)
+        requests = [r for sim in self.sims if (r := sim.request_table()) is not None]
         if requests:
-            table = pd.concat(requests, ignore_index=True)
-            table["service"] = pd.Categorical(table["service"], categories=list(self.names))
-            out.tables["requests"] = table
+            frame = pd.concat(requests, ignore_index=True)
+            frame["service"] = pd.Categorical(frame["service"], categories=list(self.names))
+            out.tables["requests"] = frame
         out.summary.update(self._summary(energy_kwh, carbon_kg, gpu_s))
         imports = {
             cfg.name: {

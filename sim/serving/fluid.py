@@ -127,6 +127,17 @@ _QUEUEING = 1e-3
 _SETTLED = 0.01
 """A piece whose batch, moving towards its fixed point, lags the load by less than this
 share of the capacity in tokens per second is taken as settled (no memory needed)."""
+_PASS_BIN_S = 0.25
+"""Bins of the fine pass of bursty arrivals (`_BatchPass`), s."""
+_PASS_TOKENS = 4.0
+"""A substep of the fine pass gives each sequence at most this many tokens."""
+_PASS_AHEAD_S = 120.0
+"""The fine pass looks this far past its block at least (no further arrivals), s: the
+waits of the requests still queued and the times in service of those in flight."""
+_PASS_LEVELS = np.array([0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0])
+"""Probability levels between which a piece's waits from the fine pass are uniform."""
+_PASS_NODES = 32
+"""Quantile nodes of the output tokens a request's time per token is taken at."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -389,6 +400,202 @@ class _Latency:
         return np.where(logged, in_log, sum(h[a, b] * wt for a, b, wt in corners))
 
 
+class _BatchPass:
+    """One site's batch and queue under bursty arrivals, followed bin by bin.
+
+    Processor sharing makes the fluid limit exact in one variable: every sequence in
+    flight gets a token per iteration, so all of them have received the same number of
+    tokens u(t) since any earlier instant (du/dt = 1 / iter_s[n / R], n in flight over R
+    replicas). A cohort of k requests admitted when the counter read u_i still holds
+    k P(out > u - u_i) of them, so the batch n = sum_i k_i P(out > u - u_i): the short
+    requests of a burst leave first, as in the request level. Per bin (`_PASS_BIN_S`, in
+    substeps that give at most `_PASS_TOKENS` tokens) the queue, FIFO, fills the free
+    slots c - n (c = R x slots) from its head; a request still queued `timeout_s` after
+    its arrival is dropped. The bin's arrivals are spread evenly over it, so a request's
+    wait is the time the cumulative admissions (and drops) reach its place in the queue
+    minus the time the cumulative arrivals did. Later arrivals never delay earlier ones, so
+    the waits of those queued at the end of a block are found by going on without arrivals
+    (`_PASS_AHEAD_S` at least, which also gives the times in service of those admitted
+    late); the state carried to the next block is the one at its end.
+
+    Units: times s, u and output tokens in tokens, counts in requests (fractional)."""
+
+    def __init__(self, output_sample: np.ndarray):
+        out = np.sort(np.asarray(output_sample, dtype=float))
+        top = int(math.ceil(out[-1]))
+        grid = np.arange(top + 2.0)
+        self._grid = grid
+        self._survival = 1.0 - np.searchsorted(out, grid, side="right") / len(out)
+        """P(out > u) at integer u (linear in between)."""
+        self._top = float(top + 1)
+        self.nodes = np.quantile(out, (np.arange(_PASS_NODES) + 0.5) / _PASS_NODES)
+        """Output tokens at the mid-levels of `_PASS_NODES` quantile bins."""
+        self.k = np.zeros(0)
+        """Requests admitted per cohort."""
+        self.cu = np.zeros(0)
+        """The token counter u when each cohort was admitted."""
+        self.u = 0.0
+        self.q_t = np.zeros(0)
+        self.q_w = np.zeros(0)
+        self.q_n = np.zeros(0)
+        """Requests queued: the start (s) and width (s) of the bin they arrived in, count."""
+
+    def in_flight(self) -> float:
+        return float(self.k @ np.interp(self.u - self.cu, self._grid, self._survival))
+
+    def queued(self) -> float:
+        return float(self.q_n.sum())
+
+    def scale(self, keep: float) -> None:
+        """Keep this share of the requests in flight (fewer replicas)."""
+        self.k = self.k * keep
+
+    def shed(self, keep: float) -> None:
+        """Keep this share of the queued requests."""
+        self.q_n = self.q_n * keep
+
+    def run(
+        self,
+        model: ReplicaModel,
+        replicas: int,
+        edges: np.ndarray,
+        arrivals: np.ndarray,
+        timeout_s: float,
+    ) -> dict[str, np.ndarray]:
+        """Bins [edges[j], edges[j + 1]) with `arrivals` each. Per bin: mean sequences in
+        flight `n`, mean extra power `extra_w` (W over idle, all replicas); per bin's
+        arrivals: `dropped`, waits `v0` of the first and `v1` of the last served (s),
+        admission time `admit_s` and, per output node (`nodes`), time in service
+        `service_s` (s)."""
+        r, s = replicas, model.slots
+        c = float(r * s)
+        iter_l, power_l = model.iter_s.tolist(), model.power_w.tolist()
+        grid, survival, top = self._grid, self._survival, self._top
+        nb = len(arrivals)
+        start = len(self.q_n)
+        times = np.concatenate([self.q_t, edges[:-1]])
+        counts = np.concatenate([self.q_n, arrivals])
+        widths = np.concatenate([self.q_w, np.diff(edges)])
+        cum_a = np.concatenate([[0.0], np.cumsum(counts)])
+        knots_t = np.stack([times, times + widths], axis=1).ravel()
+        knots_a = np.stack([cum_a[:-1], cum_a[1:]], axis=1).ravel()
+        total = float(cum_a[-1])
+        k, cu, u = list(self.k), list(self.cu), self.u
+        removed = 0.0
+        t_l = [float(edges[0])]
+        d_l = [0.0]  # cumulative admitted or dropped at each bin's end
+        drop_knots = [(0.0, 0.0)]  # (queue position, cumulative dropped)
+        dropped = 0.0
+        u_l: list[float] = []
+        n_mean, w_mean = np.zeros(nb), np.zeros(nb)
+        snapshot = None
+        b = 0
+        t = float(edges[0])
+        end = float(edges[-1])
+        while True:
+            if b == nb:
+                snapshot = (list(k), list(cu), u, removed)
+            if b < nb:
+                t1 = float(edges[b + 1])
+            else:
+                t1 = t + _PASS_BIN_S
+            ka, ca = np.array(k), np.array(cu)
+            n = float(ka @ np.interp(u - ca, grid, survival)) if k else 0.0
+            u_l.append(u)
+            seq_s = energy = 0.0
+            while t < t1 - 1e-12:
+                arrived = float(np.interp(t1, knots_t, knots_a, left=0.0, right=total))
+                want = arrived - removed
+                if n < 1e-9 and want < 1e-9:
+                    if k:
+                        k, cu = [], []
+                    t = t1
+                    break
+                if want > 0 and n < c:
+                    adm = min(want, c - n)
+                    k.append(adm)
+                    cu.append(u)
+                    removed += adm
+                    n += adm
+                m = n / r
+                j = min(int(m), s - 1)
+                f = m - j
+                it = iter_l[max(j, 1)] if j < 1 else iter_l[j] + f * (iter_l[j + 1] - iter_l[j])
+                h = min(t1 - t, _PASS_TOKENS * it)
+                seq_s += n * h
+                energy += r * (power_l[j] + f * (power_l[j + 1] - power_l[j]) - power_l[0]) * h
+                u += h / it
+                t += h
+                ka, ca = np.array(k), np.array(cu)
+                alive = u - ca < top
+                if not alive.all():
+                    k, cu = ka[alive].tolist(), ca[alive].tolist()
+                    ka, ca = ka[alive], ca[alive]
+                n = float(ka @ np.interp(u - ca, grid, survival)) if k else 0.0
+            late = float(np.interp(t1 - timeout_s, knots_t, knots_a, left=0.0, right=total))
+            if late > removed:
+                drop_knots.append((removed, dropped))
+                dropped += late - removed
+                removed = late
+                drop_knots.append((removed, dropped))
+            if b < nb:
+                n_mean[b] = seq_s / (t1 - float(edges[b]))
+                w_mean[b] = energy / (t1 - float(edges[b]))
+            t = t1
+            t_l.append(t)
+            d_l.append(removed)
+            b += 1
+            if b >= nb and removed >= total - 1e-9 and (t >= end + _PASS_AHEAD_S or not k):
+                break
+        if snapshot is None:
+            snapshot = (list(k), list(cu), u, removed)
+        k0, cu0, self.u, removed0 = snapshot
+        self.k, self.cu = np.array(k0), np.array(cu0)
+        left = np.maximum(cum_a[1:] - np.maximum(cum_a[:-1], removed0), 0.0)
+        keep = left > 1e-12
+        self.q_t, self.q_w = times[keep], widths[keep]
+        self.q_n = np.minimum(left, counts)[keep]
+        # the waits of the block's arrivals
+        t_a, d_a = np.array(t_l), np.array(d_l)
+        pos_lo, pos_hi = cum_a[start:-1], cum_a[start + 1 :]
+        v0 = np.maximum(_first_reach(t_a, d_a, pos_lo) - edges[:-1], 0.0)
+        v1 = np.maximum(_first_reach(t_a, d_a, pos_hi) - edges[1:], 0.0)
+        drop_knots.append((total + 1.0, dropped))
+        dp, dc = np.array(drop_knots).T
+        lost = np.interp(pos_hi, dp, dc) - np.interp(pos_lo, dp, dc)
+        v0, v1 = np.minimum(v0, timeout_s), np.minimum(v1, timeout_s)
+        admit_s = (edges[:-1] + edges[1:]) / 2 + (v0 + v1) / 2
+        # time in service of each output node: the counter's times, then its last pace
+        u_a = np.array(u_l + [u])
+        t_u = t_a[: len(u_a)]
+        u_adm = np.interp(admit_s, t_u, u_a)
+        goal = u_adm[:, None] + self.nodes[None, :]
+        pace = (t_u[-1] - t_u[-2]) / max(u_a[-1] - u_a[-2], 1e-12) if len(u_a) > 1 else 0.0
+        pace = pace if u_a[-1] > u_a[-2] else iter_l[1]
+        done = np.where(
+            goal <= u_a[-1],
+            _first_reach(t_u, u_a, goal.ravel()).reshape(goal.shape),
+            t_u[-1] + (goal - u_a[-1]) * pace,
+        )
+        return {
+            "n": n_mean,
+            "extra_w": w_mean,
+            "dropped": lost,
+            "v0": v0,
+            "v1": v1,
+            "admit_s": admit_s,
+            "service_s": done - admit_s[:, None],
+        }
+
+
+def _first_reach(t: np.ndarray, v: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The first time the nondecreasing, piecewise-linear v(t) (knots t, v) reaches x."""
+    i = np.clip(np.searchsorted(v, x, side="left"), 1, len(v) - 1)
+    lo, hi = v[i - 1], v[i]
+    f = np.clip((x - lo) / np.maximum(hi - lo, 1e-300), 0.0, 1.0)
+    return t[i - 1] + f * (t[i] - t[i - 1])
+
+
 @dataclass
 class _Stationary:
     """Arrivals of pieces at a site served by the chain at a load (arrays over rows)."""
@@ -475,6 +682,23 @@ class _Queued:
     def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
         full = self.pool.model.iter_s[self.pool.model.slots]
         return np.broadcast_to(v_s >= full, self.v0.shape).astype(float)
+
+
+@dataclass
+class _Passed(_Queued):
+    """Arrivals of pieces followed by the fine pass (`_BatchPass`): waits uniform on
+    [v0, v1] s, time per token `tpot_s` (arrays over rows)."""
+
+    tpot_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def rows(self, rows: np.ndarray) -> _Passed:
+        return _Passed(self.lat, self.pool, self.v0[rows], self.v1[rows], self.tpot_s[rows])
+
+    def tpot_pct(self, p: float) -> np.ndarray:
+        return self.tpot_s
+
+    def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
+        return (v_s >= self.tpot_s).astype(float)
 
 
 _Part = _Stationary | _Queued
@@ -569,6 +793,8 @@ class _TpotAcc:
     slots: int
     by_load: np.ndarray = field(init=False)
     full: float = 0.0
+    passed: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    """(time per token s, requests) of the fine pass."""
 
     def __post_init__(self) -> None:
         self.by_load = np.zeros((len(LOAD_GRID), self.slots + 1))
@@ -618,6 +844,8 @@ class Fluid(ServiceSim):
         """Allen-Cunneen factor (ca^2 + cs^2) / 2, Poisson arrivals (ca^2 = 1)."""
         self._mean_out = float(self.source.tokens.mean_output)
         self._excess = _burst_covariance(self.source, self.step_s, self.horizon_s)
+        self._passes: dict[int, _BatchPass] = {}
+        """The fine pass of each site (bursty arrivals)."""
         k = self.n_steps
         self._arrived = np.zeros(k)
         self._served = np.zeros(k)
@@ -643,6 +871,8 @@ class Fluid(ServiceSim):
         self._models[site] = model
         if ready < before:  # the fluid level frees the surplus replicas at once
             self._in_flight[site] *= ready / before
+            if site in self._passes:
+                self._passes[site].scale(ready / before)
         self._in_flight[site] = min(self._in_flight[site], ready * model.slots)
         most = (
             pool_table(model, int(ready)).capacity_tokens_per_s * self.timeout_s if ready else 0.0
@@ -650,6 +880,8 @@ class Fluid(ServiceSim):
         excess = max(self._backlog_tokens[site] - most, 0.0)
         if excess > 0:
             shed = self._backlog[site] * excess / self._backlog_tokens[site]
+            if site in self._passes:
+                self._passes[site].shed(1.0 - excess / self._backlog_tokens[site])
             self._backlog[site] -= shed
             self._backlog_tokens[site] -= excess
             self._take_back(shed, to_dropped=True)
@@ -684,7 +916,10 @@ class Fluid(ServiceSim):
                 self._report(site, edges[:1], np.zeros(1))
                 continue
             share = 0.0 if shares is None else float(shares[site])
-            res = self._serve(site, share, dur, share * arrivals, share * out_tokens)
+            if self._excess is None:
+                res = self._serve(site, share, dur, share * arrivals, share * out_tokens)
+            else:
+                res = self._serve_pass(site, share, edges, share * arrivals, share * out_tokens)
             results.append(res)
             served += res.served
             dropped += res.dropped
@@ -950,6 +1185,74 @@ class Fluid(ServiceSim):
             mixed=sequential | (h[:, 0] < 1.0),
         )
 
+    def _serve_pass(
+        self, site: int, share: float, edges: np.ndarray, a: np.ndarray, o: np.ndarray
+    ) -> _SiteResult:
+        """The pieces between `edges` at `site` (`share` of the arrivals, `a` of them with
+        `o` output tokens per piece) followed by the fine pass (`_BatchPass`, bursty
+        arrivals): per piece its mean power and batch, and its arrivals' waits as uniform
+        components between the quantiles `_PASS_LEVELS` of their waits, each with the
+        time per token at the same level (long waits come with full batches)."""
+        model = self._models[site]
+        assert model is not None
+        r = int(self._ready[site])
+        pool = pool_table(model, r)
+        lat = self._latency(site, model)
+        dur = np.diff(edges)
+        count = len(dur)
+        per = np.maximum(np.ceil(dur / _PASS_BIN_S - 1e-9), 1).astype(np.int64)
+        piece = np.repeat(np.arange(count), per)
+        within = np.arange(len(piece)) - np.repeat(np.cumsum(per) - per, per)
+        fine = np.append(edges[piece] + within * (dur / per)[piece], edges[-1])
+        arrivals = share * self.source.step_sums(fine)[0]
+        fpass = self._passes.setdefault(site, _BatchPass(self.source.tokens.output_sample))
+        out = fpass.run(model, r, fine, arrivals, self.timeout_s)
+        self._in_flight[site] = fpass.in_flight()
+        self._backlog[site] = fpass.queued()
+        self._backlog_tokens[site] = self._backlog[site] * self._mean_out
+        width = np.diff(fine)
+        extra_w = np.bincount(piece, out["extra_w"] * width, count) / dur
+        in_flight = np.bincount(piece, out["n"] * width, count) / dur
+        served_b = np.maximum(arrivals - out["dropped"], 0.0)
+        served = np.bincount(piece, served_b, count)
+        e_out = np.where(a > 0, o / np.maximum(a, 1e-300), self._mean_out)
+        tpot = out["service_s"] / fpass.nodes[None, :]
+        ok = (tpot <= self.slo.tpot_ms / 1e3).mean(axis=1)
+        v0, v1 = out["v0"], out["v1"]
+        met_b = served_b * ok * lat.uniform_wait_cdf(np.asarray(lat.ttft_target_s), v0, v1)
+        levels = len(_PASS_LEVELS) - 1
+        w_lo, w_hi = np.zeros((levels, count)), np.zeros((levels, count))
+        t_lvl = np.zeros((levels, count))
+        bounds = np.append(np.cumsum(per) - per, len(piece))
+        mid = (_PASS_LEVELS[:-1] + _PASS_LEVELS[1:]) / 2
+        for j in np.flatnonzero(served > 0):
+            lo_b, hi_b = bounds[j], bounds[j + 1]
+            n_b = served_b[lo_b:hi_b]
+            q = _uniform_mixture_quantiles(n_b, v0[lo_b:hi_b], v1[lo_b:hi_b], _PASS_LEVELS)
+            w_lo[:, j], w_hi[:, j] = q[:-1], q[1:]
+            t_j = tpot[lo_b:hi_b].ravel()
+            order = np.argsort(t_j, kind="stable")
+            cum = np.cumsum(np.repeat(n_b, _PASS_NODES)[order])
+            at = np.minimum(np.searchsorted(cum, mid * cum[-1]), len(cum) - 1)
+            t_lvl[:, j] = t_j[order][at]
+        parts: list[tuple[np.ndarray, _Part]] = [
+            (
+                served * (_PASS_LEVELS[k + 1] - _PASS_LEVELS[k]),
+                _Passed(lat, pool, w_lo[k], w_hi[k], t_lvl[k]),
+            )
+            for k in range(levels)
+        ]
+        return _SiteResult(
+            served=served,
+            dropped=np.bincount(piece, arrivals, count) - served,
+            tokens=served * e_out,
+            slo_met=np.bincount(piece, met_b, count),
+            extra_w=extra_w,
+            in_flight=in_flight,
+            parts=parts,
+            mixed=np.ones(count, dtype=bool),
+        )
+
     def _nodes(
         self, pool: PoolTable, batch: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -1164,7 +1467,10 @@ class Fluid(ServiceSim):
                 flat += np.bincount((comp.i + 1) * width + k, n * comp.w, size)
             elif n.any():
                 ttft.add_queued(n, comp.v0, comp.v1)
-                tpot.full += float(n.sum())
+                if isinstance(comp, _Passed):
+                    tpot.passed.append((comp.tpot_s, n))
+                else:
+                    tpot.full += float(n.sum())
 
     # -- accounting -------------------------------------------------------------------
 
@@ -1228,6 +1534,9 @@ class Fluid(ServiceSim):
             dist[s - 1] += acc.full
             values.append(pool.model.iter_s[1:])
             masses.append(dist)
+            for v, n in acc.passed:
+                values.append(v)
+                masses.append(n)
         if not values:
             return math.nan
         v = np.concatenate(values)
@@ -1237,6 +1546,27 @@ class Fluid(ServiceSim):
         order = np.argsort(v, kind="stable")
         cum = np.cumsum(m[order])
         return float(v[order][np.searchsorted(cum, 0.99 * cum[-1])])
+
+
+def _uniform_mixture_quantiles(
+    n: np.ndarray, v0: np.ndarray, v1: np.ndarray, levels: np.ndarray
+) -> np.ndarray:
+    """The quantiles at `levels` (0 and 1: the least and most) of a mixture of uniforms on
+    [v0, v1] (an atom where they meet) weighted by n, s: its CDF on 0 and
+    LATENCY_GRID_S, linear in between."""
+    lo, hi = np.minimum(v0, v1), np.maximum(v0, v1)
+    g = np.concatenate([[0.0], LATENCY_GRID_S])
+    width = hi - lo
+    f = np.where(
+        width[:, None] > 1e-9,
+        np.clip((g[None, :] - lo[:, None]) / np.maximum(width, 1e-9)[:, None], 0.0, 1.0),
+        (g[None, :] >= lo[:, None]).astype(float),
+    )
+    cdf = np.maximum.accumulate(n @ f / n.sum())
+    has = n > 0
+    least, most = float(lo[has].min()), float(hi[has].max())
+    out = np.interp(levels, cdf, g)
+    return np.clip(out, least, most)
 
 
 def _invert_grid(cdf: np.ndarray, p: float) -> float:

@@ -63,12 +63,38 @@ CASES: list[tuple[str, str, str | None, list[str]]] = [
             "duration_h=48",
         ],
     ),
+    *[
+        (
+            f"serving_{fidelity}",
+            "serving.toml",
+            None,
+            [
+                "duration_h=4",
+                f"serving.fidelity='{fidelity}'",
+                "services[0].requests={rate_per_s=6.0, daily_amplitude=0.5}",
+                "services[1].requests={rate_per_s=2.0, tokens='azure-code'}",
+            ],
+        )
+        for fidelity in ("request", "fluid")
+    ],
 ]
 """The study scenarios, each policy family, a chain with migrations, periodic checkpoints,
-powered-off nodes, and the adversary on two of them."""
+powered-off nodes, the adversary on two of them, and services at both fidelities (with
+synthetic requests, so the cases need no shared data)."""
 
 TABLES = ("jobs", "sites", "power", "events", "dr_events")
 """The result tables each case records and compares, besides the summary."""
+SERVING_TABLES = ("services", "requests")
+"""Recorded and compared for the cases that have them (services; requests at the request
+level)."""
+
+
+def recorded_tables(results) -> tuple[str, ...]:
+    """The tables a case's results have: `TABLES`, and the serving ones that are there."""
+    serving = [
+        t for t in SERVING_TABLES if (table := getattr(results, t)) is not None and len(table)
+    ]
+    return (*TABLES, *serving)
 
 SKIPPED_SUMMARY_KEYS = ("sim_wall_s",)
 """Summary values that measure the machine, not the simulation."""

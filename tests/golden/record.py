@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import sim
-from tests.golden.cases import CASES, GOLDEN_DIR, SCENARIOS, SKIPPED_SUMMARY_KEYS, TABLES
+from tests.golden.cases import CASES, GOLDEN_DIR, SCENARIOS, SKIPPED_SUMMARY_KEYS, recorded_tables
 
 
 def run_case(scenario_file: str, policy: str | None, overrides: list[str]) -> sim.Results:
@@ -19,7 +19,7 @@ def main() -> None:
         out.mkdir(exist_ok=True)
         summary = {k: v for k, v in results.summary.items() if k not in SKIPPED_SUMMARY_KEYS}
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        for table in TABLES:
+        for table in recorded_tables(results):
             getattr(results, table).to_parquet(out / f"{table}.parquet", index=False)
         print(name, summary["jobs_completed"], summary["carbon_total_kg"])
 
