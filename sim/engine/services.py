@@ -70,6 +70,15 @@ SERVICE_COLUMNS = (
 """The columns of services.parquet: one row per service and step (`[serving] step_s`)."""
 
 
+class _ColdStart:
+    """Replicas of one scale-up in their cold start (fewer if some were cancelled)."""
+
+    __slots__ = ("replicas",)
+
+    def __init__(self, replicas: int):
+        self.replicas = replicas
+
+
 class _Level:
     """One (service, site): its replicas, their GPUs, and the log of its power."""
 
@@ -94,8 +103,8 @@ class _Level:
         self.k = k
         self.ready = 0
         self.loading = 0
-        self.batches: list[list[int]] = []
-        """Replicas in their cold start: [replicas, version] per scale-up, oldest first."""
+        self.batches: list[_ColdStart] = []
+        """Replicas in their cold start, per scale-up, oldest first."""
         self.model = model
         self.fidelity_w = 0.0
         """Extra power of the serving replicas (the fidelity's last report), W."""
@@ -295,11 +304,11 @@ class Services(Component):
         cancel = have - replicas
         while cancel and level.batches:  # the most recent cold starts go first
             batch = level.batches[-1]
-            n = min(cancel, batch[0])
-            batch[0] -= n
+            n = min(cancel, batch.replicas)
+            batch.replicas -= n
             level.loading -= n
             cancel -= n
-            if batch[0] == 0:
+            if batch.replicas == 0:
                 level.batches.pop()
             self._free_gpus(level, n * cfg.gpus_per_replica)
         if cancel:
@@ -320,17 +329,17 @@ class Services(Component):
         load_s = level.model.weights_gb / level.site.checkpoint_read_gbps
         self._take_gpus(level, gpus)
         level.loading += n
-        batch = [n, 0]
+        batch = _ColdStart(n)
         level.batches.append(batch)
         level.record(core.env.now)
         timer = core.env.timeout(wake_s + load_s)
         timer.callbacks.append(lambda _e: self._loaded(i, level, batch))
 
-    def _loaded(self, i: int, level: _Level, batch: list[int]) -> None:
-        n = batch[0]
+    def _loaded(self, i: int, level: _Level, batch: _ColdStart) -> None:
+        n = batch.replicas
         if n == 0:
             return  # cancelled while loading
-        level.batches.remove(batch)
+        level.batches = [b for b in level.batches if b is not batch]
         sim = self.advance(i)
         level.loading -= n
         level.ready += n

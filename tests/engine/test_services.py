@@ -87,6 +87,25 @@ def test_a_new_replica_serves_after_its_weights_are_read(tmp_path):
     assert (chat.replicas("b"), chat.starting("b")) == (1, 0)
 
 
+def test_scaling_down_cancels_the_latest_cold_start_first(tmp_path):
+    """Two scale-ups of one replica each, a second apart, then one replica fewer: the later
+    cold start is cancelled (its GPUs freed at once), the earlier one serves on time."""
+    h = PolicyHarness(serving_scenario(tmp_path))
+    chat = h.state.service("chat")
+    h.advance(600.0)
+    h.apply([Scale(chat, "b", 1)])
+    h.advance(601.0)
+    h.apply([Scale(chat, "b", 2)])
+    assert (chat.starting("b"), h.state.free_gpus("b")) == (2, {"H100-SXM": 0})
+    h.advance(602.0)
+    h.apply([Scale(chat, "b", 1)])
+    assert (chat.starting("b"), h.state.free_gpus("b")) == (1, {"H100-SXM": 2})
+    h.advance(608.0)
+    assert (chat.replicas("b"), chat.starting("b")) == (1, 0)
+    h.advance(700.0)
+    assert (chat.replicas("b"), chat.starting("b")) == (1, 0)
+
+
 def test_scaling_beyond_the_free_gpus_is_refused_and_changes_nothing(tmp_path):
     h = PolicyHarness(serving_scenario(tmp_path))
     chat = h.state.service("chat")
