@@ -127,8 +127,15 @@ _QUEUEING = 1e-3
 _SETTLED = 0.01
 """A piece whose batch, moving towards its fixed point, lags the load by less than this
 share of the capacity in tokens per second is taken as settled (no memory needed)."""
-_PASS_BIN_S = 0.25
-"""Bins of the fine pass of bursty arrivals (`_BatchPass`), s."""
+_PASS_BIN_S = 0.05
+"""Bins of the fine pass of bursty arrivals (`_BatchPass`), s: short enough to hold one
+request or none most of the time (whose output tokens are then known exactly)."""
+_PASS_SPLIT = 8
+_PASS_SPLITS = 4
+"""A bin holding more than one request is split into _PASS_SPLIT, at most _PASS_SPLITS
+times (down to 12 us): one request per bin, whose output tokens are known."""
+_PASS_QUIET_S = 1.0
+"""Bins without arrivals are merged up to this length, s."""
 _PASS_TOKENS = 4.0
 """A substep of the fine pass gives each sequence at most this many tokens."""
 _PASS_AHEAD_S = 120.0
@@ -408,40 +415,65 @@ class _BatchPass:
     tokens u(t) since any earlier instant (du/dt = 1 / iter_s[n / R], n in flight over R
     replicas). A cohort of k requests admitted when the counter read u_i still holds
     k P(out > u - u_i) of them, so the batch n = sum_i k_i P(out > u - u_i): the short
-    requests of a burst leave first, as in the request level. Per bin (`_PASS_BIN_S`, in
-    substeps that give at most `_PASS_TOKENS` tokens) the queue, FIFO, fills the free
-    slots c - n (c = R x slots) from its head; a request still queued `timeout_s` after
-    its arrival is dropped. The bin's arrivals are spread evenly over it, so a request's
-    wait is the time the cumulative admissions (and drops) reach its place in the queue
-    minus the time the cumulative arrivals did. Later arrivals never delay earlier ones, so
-    the waits of those queued at the end of a block are found by going on without arrivals
-    (`_PASS_AHEAD_S` at least, which also gives the times in service of those admitted
-    late); the state carried to the next block is the one at its end.
+    requests of a burst leave first, as in the request level. A cohort is the requests
+    of one bin admitted together; their mean output mu is known (the bin's tokens over
+    its requests) and, k draws of the token sample given their mean, each spreads about
+    it as the sample does about its mean, by sqrt((k - 1) / k) (one request: exactly mu).
+    Per bin (`_PASS_BIN_S`, in substeps that give at most `_PASS_TOKENS` tokens) the
+    queue, FIFO, fills the free slots c - n (c = R x slots) from its head; a request
+    still queued `timeout_s` after its arrival is dropped. The bin's arrivals are spread
+    evenly over it, so a request's wait is the time the cumulative admissions (and drops)
+    reach its place in the queue minus the time the cumulative arrivals did. Later
+    arrivals never delay earlier ones, so the waits of those queued at the end of a block
+    are found by going on without arrivals (`_PASS_AHEAD_S` at least, which also gives
+    the times in service of those admitted late); the state carried to the next block is
+    the one at its end.
+
+    Power is concave (idle to one sequence is most of it): with the requests leaving
+    independently, E[power(N)] is taken as P(N > 0) power(E[N | N > 0]), P(N = 0) the
+    product over cohorts of P(none of its k left in flight) ((1 - p)^floor(k) (1 -
+    frac(k) p), p = P(out > u - u_i)).
 
     Units: times s, u and output tokens in tokens, counts in requests (fractional)."""
 
     def __init__(self, output_sample: np.ndarray):
         out = np.sort(np.asarray(output_sample, dtype=float))
-        top = int(math.ceil(out[-1]))
-        grid = np.arange(top + 2.0)
-        self._grid = grid
-        self._survival = 1.0 - np.searchsorted(out, grid, side="right") / len(out)
-        """P(out > u) at integer u (linear in between)."""
-        self._top = float(top + 1)
-        self.nodes = np.quantile(out, (np.arange(_PASS_NODES) + 0.5) / _PASS_NODES)
-        """Output tokens at the mid-levels of `_PASS_NODES` quantile bins."""
+        self._mean = float(out.mean())
+        self._rel = out / self._mean
+        """The sample over its mean, sorted."""
+        self._top = float(self._rel[-1])
+        self.nodes = np.quantile(self._rel, (np.arange(_PASS_NODES) + 0.5) / _PASS_NODES)
+        """Outputs over their mean at the mid-levels of `_PASS_NODES` quantile bins."""
         self.k = np.zeros(0)
-        """Requests admitted per cohort."""
+        """Requests per cohort."""
         self.cu = np.zeros(0)
         """The token counter u when each cohort was admitted."""
+        self.mu = np.zeros(0)
+        """Each cohort's mean output tokens."""
+        self.g = np.zeros(0)
+        """Each cohort's spread about its mean relative to the sample's."""
         self.u = 0.0
         self.q_t = np.zeros(0)
         self.q_w = np.zeros(0)
         self.q_n = np.zeros(0)
-        """Requests queued: the start (s) and width (s) of the bin they arrived in, count."""
+        self.q_o = np.zeros(0)
+        """Requests queued: the start (s) and width (s) of the bin they arrived in, count,
+        output tokens."""
+
+    def left(self, done: np.ndarray, mu: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """P(out > done) for cohorts of mean mu and spread g (out = mu (1 - g + g X), X
+        the sample over its mean)."""
+        x = (done / mu - 1.0 + g) / np.maximum(g, 1e-9)
+        rel = self._rel
+        return 1.0 - np.searchsorted(rel, x, side="right") / len(rel)
+
+    @staticmethod
+    def spread(k: np.ndarray) -> np.ndarray:
+        """The spread of k draws about their mean relative to the sample's."""
+        return np.sqrt(np.maximum(k - 1.0, 0.0) / np.maximum(k, 1e-300))
 
     def in_flight(self) -> float:
-        return float(self.k @ np.interp(self.u - self.cu, self._grid, self._survival))
+        return float(self.k @ self.left(self.u - self.cu, self.mu, self.g))
 
     def queued(self) -> float:
         return float(self.q_n.sum())
@@ -453,6 +485,7 @@ class _BatchPass:
     def shed(self, keep: float) -> None:
         """Keep this share of the queued requests."""
         self.q_n = self.q_n * keep
+        self.q_o = self.q_o * keep
 
     def run(
         self,
@@ -460,27 +493,49 @@ class _BatchPass:
         replicas: int,
         edges: np.ndarray,
         arrivals: np.ndarray,
+        tokens: np.ndarray,
         timeout_s: float,
     ) -> dict[str, np.ndarray]:
-        """Bins [edges[j], edges[j + 1]) with `arrivals` each. Per bin: mean sequences in
-        flight `n`, mean extra power `extra_w` (W over idle, all replicas); per bin's
-        arrivals: `dropped`, waits `v0` of the first and `v1` of the last served (s),
-        admission time `admit_s` and, per output node (`nodes`), time in service
-        `service_s` (s)."""
+        """Bins [edges[j], edges[j + 1]) with `arrivals` each, of `tokens` output tokens.
+        Per bin: mean sequences in flight `n`, mean extra power `extra_w` (W over idle,
+        all replicas); per bin's arrivals: `dropped`, waits `v0` of the first and `v1` of
+        the last served (s) and, per output node (`nodes` x the bin's mean output `out`),
+        time in service `service_s` (s)."""
         r, s = replicas, model.slots
         c = float(r * s)
         iter_l, power_l = model.iter_s.tolist(), model.power_w.tolist()
-        grid, survival, top = self._grid, self._survival, self._top
         nb = len(arrivals)
         start = len(self.q_n)
         times = np.concatenate([self.q_t, edges[:-1]])
         counts = np.concatenate([self.q_n, arrivals])
         widths = np.concatenate([self.q_w, np.diff(edges)])
+        outs = np.concatenate([self.q_o, tokens])
         cum_a = np.concatenate([[0.0], np.cumsum(counts)])
+        mean_out = np.where(counts > 0, outs / np.maximum(counts, 1e-300), self._mean)
         knots_t = np.stack([times, times + widths], axis=1).ravel()
         knots_a = np.stack([cum_a[:-1], cum_a[1:]], axis=1).ravel()
         total = float(cum_a[-1])
-        k, cu, u = list(self.k), list(self.cu), self.u
+        k, cu, mu, g = (list(v) for v in (self.k, self.cu, self.mu, self.g))
+        u = self.u
+        reach = self._top
+
+        def batch(u: float) -> tuple[float, float]:
+            """Sequences in flight (mean) and P(none) at counter u; prunes the cohorts."""
+            nonlocal k, cu, mu, g
+            ka, ca, ma, ga = np.array(k), np.array(cu), np.array(mu), np.array(g)
+            alive = u - ca < ma * (1.0 - ga + ga * reach)
+            if not alive.all():
+                ka, ca, ma, ga = ka[alive], ca[alive], ma[alive], ga[alive]
+                k, cu, mu, g = ka.tolist(), ca.tolist(), ma.tolist(), ga.tolist()
+            if not k:
+                return 0.0, 1.0
+            p = self.left(u - ca, ma, ga)
+            whole = np.floor(ka)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_p0 = np.where(whole > 0, whole * np.log1p(-p), 0.0).sum()
+                log_p0 += np.log1p(-(ka - whole) * p).sum()
+            return float(ka @ p), math.exp(float(log_p0))
+
         removed = 0.0
         t_l = [float(edges[0])]
         d_l = [0.0]  # cumulative admitted or dropped at each bin's end
@@ -494,44 +549,49 @@ class _BatchPass:
         end = float(edges[-1])
         while True:
             if b == nb:
-                snapshot = (list(k), list(cu), u, removed)
-            if b < nb:
-                t1 = float(edges[b + 1])
-            else:
-                t1 = t + _PASS_BIN_S
-            ka, ca = np.array(k), np.array(cu)
-            n = float(ka @ np.interp(u - ca, grid, survival)) if k else 0.0
+                snapshot = (list(k), list(cu), list(mu), list(g), u, removed)
+            t1 = float(edges[b + 1]) if b < nb else t + _PASS_QUIET_S
+            n, p0 = batch(u)
             u_l.append(u)
             seq_s = energy = 0.0
             while t < t1 - 1e-12:
                 arrived = float(np.interp(t1, knots_t, knots_a, left=0.0, right=total))
                 want = arrived - removed
                 if n < 1e-9 and want < 1e-9:
-                    if k:
-                        k, cu = [], []
+                    k, cu, mu, g = [], [], [], []
                     t = t1
                     break
-                if want > 0 and n < c:
+                if want > 1e-12 and n < c:
                     adm = min(want, c - n)
-                    k.append(adm)
-                    cu.append(u)
-                    removed += adm
-                    n += adm
+                    i = int(np.searchsorted(cum_a, removed, side="right")) - 1
+                    while adm > 1e-12:  # one cohort per bin of arrivals
+                        part = min(float(cum_a[i + 1]) - removed, adm)
+                        if part > 1e-12:
+                            k.append(part)
+                            cu.append(u)
+                            mu.append(float(mean_out[i]))
+                            g.append(float(self.spread(counts[i : i + 1])[0]))
+                            removed += part
+                            n += part
+                            adm -= part
+                            p0 *= max(1.0 - part, 0.0)
+                        i += 1
+                        if i >= len(counts):
+                            break
+                busy = 1.0 - p0
                 m = n / r
                 j = min(int(m), s - 1)
-                f = m - j
-                it = iter_l[max(j, 1)] if j < 1 else iter_l[j] + f * (iter_l[j + 1] - iter_l[j])
+                it = iter_l[1] if m < 1 else iter_l[j] + (m - j) * (iter_l[j + 1] - iter_l[j])
                 h = min(t1 - t, _PASS_TOKENS * it)
+                if busy > 1e-12:
+                    m = max(m / busy, 1.0)
+                    j = min(int(m), s - 1)
+                    power = power_l[j] + (m - j) * (power_l[j + 1] - power_l[j]) - power_l[0]
+                    energy += r * busy * power * h
                 seq_s += n * h
-                energy += r * (power_l[j] + f * (power_l[j + 1] - power_l[j]) - power_l[0]) * h
                 u += h / it
                 t += h
-                ka, ca = np.array(k), np.array(cu)
-                alive = u - ca < top
-                if not alive.all():
-                    k, cu = ka[alive].tolist(), ca[alive].tolist()
-                    ka, ca = ka[alive], ca[alive]
-                n = float(ka @ np.interp(u - ca, grid, survival)) if k else 0.0
+                n, p0 = batch(u)
             late = float(np.interp(t1 - timeout_s, knots_t, knots_a, left=0.0, right=total))
             if late > removed:
                 drop_knots.append((removed, dropped))
@@ -548,13 +608,14 @@ class _BatchPass:
             if b >= nb and removed >= total - 1e-9 and (t >= end + _PASS_AHEAD_S or not k):
                 break
         if snapshot is None:
-            snapshot = (list(k), list(cu), u, removed)
-        k0, cu0, self.u, removed0 = snapshot
-        self.k, self.cu = np.array(k0), np.array(cu0)
+            snapshot = (list(k), list(cu), list(mu), list(g), u, removed)
+        *state, self.u, removed0 = snapshot
+        self.k, self.cu, self.mu, self.g = (np.array(v) for v in state)
         left = np.maximum(cum_a[1:] - np.maximum(cum_a[:-1], removed0), 0.0)
         keep = left > 1e-12
         self.q_t, self.q_w = times[keep], widths[keep]
         self.q_n = np.minimum(left, counts)[keep]
+        self.q_o = self.q_n * mean_out[keep]
         # the waits of the block's arrivals
         t_a, d_a = np.array(t_l), np.array(d_l)
         pos_lo, pos_hi = cum_a[start:-1], cum_a[start + 1 :]
@@ -569,9 +630,12 @@ class _BatchPass:
         u_a = np.array(u_l + [u])
         t_u = t_a[: len(u_a)]
         u_adm = np.interp(admit_s, t_u, u_a)
-        goal = u_adm[:, None] + self.nodes[None, :]
-        pace = (t_u[-1] - t_u[-2]) / max(u_a[-1] - u_a[-2], 1e-12) if len(u_a) > 1 else 0.0
-        pace = pace if u_a[-1] > u_a[-2] else iter_l[1]
+        spread = self.spread(arrivals)[:, None]
+        out = mean_out[start:, None] * (1.0 - spread + spread * self.nodes[None, :])
+        goal = u_adm[:, None] + out
+        pace = iter_l[1]
+        if len(u_a) > 1 and u_a[-1] > u_a[-2]:
+            pace = (t_u[-1] - t_u[-2]) / (u_a[-1] - u_a[-2])
         done = np.where(
             goal <= u_a[-1],
             _first_reach(t_u, u_a, goal.ravel()).reshape(goal.shape),
@@ -583,8 +647,8 @@ class _BatchPass:
             "dropped": lost,
             "v0": v0,
             "v1": v1,
-            "admit_s": admit_s,
             "service_s": done - admit_s[:, None],
+            "out": out,
         }
 
 
@@ -1203,10 +1267,31 @@ class Fluid(ServiceSim):
         per = np.maximum(np.ceil(dur / _PASS_BIN_S - 1e-9), 1).astype(np.int64)
         piece = np.repeat(np.arange(count), per)
         within = np.arange(len(piece)) - np.repeat(np.cumsum(per) - per, per)
-        fine = np.append(edges[piece] + within * (dur / per)[piece], edges[-1])
-        arrivals = share * self.source.step_sums(fine)[0]
+        points = edges[piece] + within * (dur / per)[piece]
+        anchor = within % max(int(round(_PASS_QUIET_S / _PASS_BIN_S)), 1) == 0
+        for _ in range(_PASS_SPLITS):  # a bin of several requests split (if they are apart)
+            crowded = self.source.step_sums(np.append(points, edges[-1]))[0] > 1
+            if not crowded.any():
+                break
+            lo = points[crowded]
+            width = (np.append(points[1:], edges[-1]) - points)[crowded]
+            inner = np.arange(1, _PASS_SPLIT) / _PASS_SPLIT
+            points = np.concatenate([points, (lo[:, None] + width[:, None] * inner).ravel()])
+            anchor = np.concatenate([anchor, np.zeros(len(lo) * len(inner), dtype=bool)])
+            order = np.argsort(points, kind="stable")
+            points, anchor = points[order], anchor[order]
+        piece = np.minimum(np.searchsorted(edges, points, side="right") - 1, count - 1)
+        fine = np.append(points, edges[-1])
+        arrivals, _, tokens = self.source.step_sums(fine)
+        # bins without arrivals merged, up to _PASS_QUIET_S
+        some = arrivals > 0
+        starts = np.flatnonzero(anchor | some | np.concatenate([[True], some[:-1]]))
+        fine = np.append(fine[starts], edges[-1])
+        arrivals = share * np.add.reduceat(arrivals, starts)
+        tokens = share * np.add.reduceat(tokens, starts)
+        piece = piece[starts]
         fpass = self._passes.setdefault(site, _BatchPass(self.source.tokens.output_sample))
-        out = fpass.run(model, r, fine, arrivals, self.timeout_s)
+        out = fpass.run(model, r, fine, arrivals, tokens, self.timeout_s)
         self._in_flight[site] = fpass.in_flight()
         self._backlog[site] = fpass.queued()
         self._backlog_tokens[site] = self._backlog[site] * self._mean_out
@@ -1216,14 +1301,14 @@ class Fluid(ServiceSim):
         served_b = np.maximum(arrivals - out["dropped"], 0.0)
         served = np.bincount(piece, served_b, count)
         e_out = np.where(a > 0, o / np.maximum(a, 1e-300), self._mean_out)
-        tpot = out["service_s"] / fpass.nodes[None, :]
+        tpot = out["service_s"] / np.maximum(out["out"], 1e-9)
         ok = (tpot <= self.slo.tpot_ms / 1e3).mean(axis=1)
         v0, v1 = out["v0"], out["v1"]
         met_b = served_b * ok * lat.uniform_wait_cdf(np.asarray(lat.ttft_target_s), v0, v1)
         levels = len(_PASS_LEVELS) - 1
         w_lo, w_hi = np.zeros((levels, count)), np.zeros((levels, count))
         t_lvl = np.zeros((levels, count))
-        bounds = np.append(np.cumsum(per) - per, len(piece))
+        bounds = np.searchsorted(piece, np.arange(count + 1))
         mid = (_PASS_LEVELS[:-1] + _PASS_LEVELS[1:]) / 2
         for j in np.flatnonzero(served > 0):
             lo_b, hi_b = bounds[j], bounds[j + 1]
@@ -1554,7 +1639,8 @@ def _uniform_mixture_quantiles(
     """The quantiles at `levels` (0 and 1: the least and most) of a mixture of uniforms on
     [v0, v1] (an atom where they meet) weighted by n, s: its CDF on 0 and
     LATENCY_GRID_S, linear in between."""
-    lo, hi = np.minimum(v0, v1), np.maximum(v0, v1)
+    has = n > 0
+    n, lo, hi = n[has], np.minimum(v0, v1)[has], np.maximum(v0, v1)[has]
     g = np.concatenate([[0.0], LATENCY_GRID_S])
     width = hi - lo
     f = np.where(
@@ -1563,8 +1649,7 @@ def _uniform_mixture_quantiles(
         (g[None, :] >= lo[:, None]).astype(float),
     )
     cdf = np.maximum.accumulate(n @ f / n.sum())
-    has = n > 0
-    least, most = float(lo[has].min()), float(hi[has].max())
+    least, most = float(lo.min()), float(hi.max())
     out = np.interp(levels, cdf, g)
     return np.clip(out, least, most)
 
