@@ -37,7 +37,6 @@ def serving() -> sim.Results:
     """Two hours of the serving scenario at the request level, with a synthetic source."""
     overrides = [
         "duration_h=2",
-        "serving.fidelity='request'",
         "services[0].requests={rate_per_s=3.0}",
         "services[1].requests={rate_per_s=1.0, tokens='azure-code'}",
     ]

@@ -37,25 +37,27 @@ The definitions are those of `sim.serving.service_sim`.
   of work W grows at x - x_cap (an arrival waits W / x_cap, uniform over the stretch; W
   never exceeds x_cap x timeout_s, the rest is dropped) and drains at x_cap - x, every
   slot busy.
-- **Bursts.** Arrivals burstier than Poisson within a step (the source's excess index of
-  dispersion e(w) of the counts in windows w within steps, measured once on its first 6
-  hours: 10 to 90 for the Azure code trace, 0 for a Poisson process) spread the batch.
-  Two requests in flight share the arrivals' excess covariance over the shorter of their
-  times in service, so the batch's excess variance is lambda E[m e(m)], m = min(S1, S2);
-  the batch is taken as a Gamma of that variance (mass near an empty batch when bursts
-  alternate with silences) over which the chain is mixed (8 quantile nodes). A request
-  arriving in a burst shares its replica with its burst's companions: E[g'(S)] of them
-  in flight when it arrives (g(w) = w e(w) / 2, the excess arrivals within w before it)
-  and E[(m / S) 2 g'(m)] on average over its life, which enlarge the batch it waits for
-  and the one it runs in.
+- **Bursts.** Arrivals burstier than Poisson within a step (the excess index of
+  dispersion of the source's counts in windows of 0.5 to 30 s within steps, measured once
+  on its first 6 hours: 10 to 90 for the Azure code trace, 0 for a Poisson process or the
+  synthetic generator) fill and drain the slots within seconds, which no stationary law
+  sees. Such a source is followed by a fine pass instead (`_BatchPass`), block by block
+  (one `advance_to`), its state carried between blocks: bins of 50 ms, split down to one
+  request where its arrivals are apart (their output tokens are then known), the batch
+  the cohorts still in flight (processor sharing: each has received the same number of
+  tokens since its admission), the queue FIFO with its timeout. From it come each
+  piece's power and mean batch, and its arrivals' waits (uniform between the quantiles
+  `_PASS_LEVELS` of the pass's waits) and times per token (their times in service over
+  their output tokens). Its cost grows with the requests and the busy time (a Python loop
+  over bins and substeps of at most `_PASS_TOKENS` tokens): seconds per hour of trace.
 - **Latency.** ttft = wait + prefill_s(input tokens) + rtt_s[site], with Q = prefill +
   round trip from the token sample (piecewise linear between 44 quantiles, finer in the
   tail). An arrival admitted at once joins the least loaded replica, which then runs
-  m = floor(n / R) + 1 sequences (and its burst's companions); one that waited runs a full
-  batch; its tpot is iter_s[m]. The SLO is met jointly (a request that waited runs in a
-  full batch), assuming the input tokens independent of the batch.
-- **Power** of a piece at a site: R x E[power(n / R) - power_w[0]] over the chain (its
-  bursts' nodes, the substeps of a piece computed one after another), not the power at
+  m = floor(n / R) + 1 sequences; one that waited runs a full batch; its tpot is
+  iter_s[m]. The SLO is met jointly (a request that waited runs in a full batch),
+  assuming the input tokens independent of the batch.
+- **Power** of a piece at a site: R x E[power(n / R) - power_w[0]] over the chain (the
+  substeps of a piece computed one after another, the fine pass's bins), not the power at
   the mean batch (power is concave); constant over the piece from its start, so the
   model's energy is exact; an `advance_to` reports its changes in one call (arrays).
 - **Percentiles** of a step invert its mixture of sites, pieces and components; the
@@ -77,7 +79,6 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from sim.serving.config import SloConfig
 from sim.serving.replica import ReplicaModel
@@ -117,9 +118,6 @@ _BURST_WINDOWS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Windows the arrivals' dispersion within a step is measured over, s."""
 _BURST_SAMPLE_S = 6 * 3600.0
 """The arrivals' dispersion is measured over the first 6 hours at most."""
-_BURST_BINS = np.array([0.25, 0.2, 0.15, 0.15, 0.1, 0.08, 0.05, 0.02])
-"""Probabilities of the quantile bins of the Gamma batch of bursty arrivals (from the
-lowest), finer in the upper tail."""
 _CALM = 0.02
 """An excess dispersion (or rate variance) below this is taken as Poisson."""
 _QUEUEING = 1e-3
@@ -218,22 +216,14 @@ class PoolTable:
         """Time per token with m sequences in flight (linear in between), s."""
         return np.interp(m, np.arange(self.model.slots + 1.0), self.model.iter_s)
 
-    def tpot_cdf(
-        self,
-        v_s: np.ndarray,
-        i: np.ndarray,
-        w: np.ndarray,
-        shift: np.ndarray,
-        shift_wait: np.ndarray,
-    ) -> np.ndarray:
-        """P(tpot <= v_s) at loads located at (i, w), an arrival's batch larger than the
-        chain's by `shift` sequences over its life (up to a full one), by `shift_wait` when
-        it arrives (it waits if that leaves no slot)."""
+    def tpot_cdf(self, v_s: np.ndarray, i: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """P(tpot <= v_s) at loads located at (i, w) (an arrival that waits runs a full
+        batch)."""
         s = self.model.slots
         m = np.interp(v_s, self.model.iter_s[1:], np.arange(1.0, s + 1.0), left=0.0)
         full = v_s >= self.model.iter_s[s]
-        at_once = self.admitted(i, w, np.minimum(np.where(full, s, m - shift), s - shift_wait))
-        waits = 1.0 - self.admitted(i, w, s - shift_wait)
+        at_once = self.admitted(i, w, np.where(full, s, m))
+        waits = 1.0 - self.admitted(i, w, np.asarray(float(s)))
         return at_once + np.where(full, waits, 0.0)
 
 
@@ -419,14 +409,16 @@ class _BatchPass:
     of one bin admitted together; their mean output mu is known (the bin's tokens over
     its requests) and, k draws of the token sample given their mean, each spreads about
     it as the sample does about its mean, by sqrt((k - 1) / k) (one request: exactly mu).
-    Per bin (`_PASS_BIN_S`, in substeps that give at most `_PASS_TOKENS` tokens) the
-    queue, FIFO, fills the free slots c - n (c = R x slots) from its head; a request
-    still queued `timeout_s` after its arrival is dropped. The bin's arrivals are spread
-    evenly over it, so a request's wait is the time the cumulative admissions (and drops)
-    reach its place in the queue minus the time the cumulative arrivals did. Later
-    arrivals never delay earlier ones, so the waits of those queued at the end of a block
-    are found by going on without arrivals (`_PASS_AHEAD_S` at least, which also gives
-    the times in service of those admitted late); the state carried to the next block is
+    Per bin (`Fluid._serve_pass` makes them `_PASS_BIN_S` long, split down to one
+    request where it can), in substeps that give at most `_PASS_TOKENS` tokens, the
+    queue, FIFO, fills the free slots c - n (c = R x slots) from its head (a bin's
+    arrivals from its start); a request still queued `timeout_s` after its arrival is
+    dropped. The bin's arrivals are spread evenly over it, so a request's wait is the
+    time the cumulative admissions (and drops) reach its place in the queue minus the
+    time the cumulative arrivals did. Later arrivals never delay earlier ones, so the
+    waits of those queued at the end of a block are found by going on without arrivals
+    until the queue is empty (and the batch too, or `_PASS_AHEAD_S` has passed, for the
+    times in service of those admitted late); the state carried to the next block is
     the one at its end.
 
     Power is concave (idle to one sequence is most of it): with the requests leaving
@@ -515,25 +507,37 @@ class _BatchPass:
         knots_t = np.stack([times, times + widths], axis=1).ravel()
         knots_a = np.stack([cum_a[:-1], cum_a[1:]], axis=1).ravel()
         total = float(cum_a[-1])
-        k, cu, mu, g = (list(v) for v in (self.k, self.cu, self.mu, self.g))
+        spread_in = self.spread(counts)
+        cohorts = [self.k, self.cu, self.mu, self.g]
+        fresh: list[list[float]] = []
+        """Cohorts admitted since the last `batch` (k, u_i, mu, g)."""
         u = self.u
         reach = self._top
 
         def batch(u: float) -> tuple[float, float]:
             """Sequences in flight (mean) and P(none) at counter u; prunes the cohorts."""
-            nonlocal k, cu, mu, g
-            ka, ca, ma, ga = np.array(k), np.array(cu), np.array(mu), np.array(g)
+            nonlocal cohorts
+            if fresh:
+                cohorts = [
+                    np.append(a, b) for a, b in zip(cohorts, zip(*fresh, strict=True), strict=True)
+                ]
+                fresh.clear()
+            ka, ca, ma, ga = cohorts
             alive = u - ca < ma * (1.0 - ga + ga * reach)
             if not alive.all():
-                ka, ca, ma, ga = ka[alive], ca[alive], ma[alive], ga[alive]
-                k, cu, mu, g = ka.tolist(), ca.tolist(), ma.tolist(), ga.tolist()
-            if not k:
+                cohorts = [v[alive] for v in cohorts]
+                ka, ca, ma, ga = cohorts
+            if not len(ka):
                 return 0.0, 1.0
-            p = self.left(u - ca, ma, ga)
+            p = np.ones(len(ka))  # one request, or several of one output: in flight
+            spread = ga > 0
+            if spread.any():
+                p[spread] = self.left(u - ca[spread], ma[spread], ga[spread])
             whole = np.floor(ka)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                log_p0 = np.where(whole > 0, whole * np.log1p(-p), 0.0).sum()
-                log_p0 += np.log1p(-(ka - whole) * p).sum()
+            if ((p >= 1.0) & (whole >= 1.0)).any():
+                return float(ka @ p), 0.0
+            log_p0 = whole @ np.log1p(-np.minimum(p, 1.0 - 1e-16))
+            log_p0 += np.log1p(-(ka - whole) * p).sum()
             return float(ka @ p), math.exp(float(log_p0))
 
         removed = 0.0
@@ -543,41 +547,38 @@ class _BatchPass:
         dropped = 0.0
         u_l: list[float] = []
         n_mean, w_mean = np.zeros(nb), np.zeros(nb)
-        snapshot = None
+        snapshot: tuple[list[np.ndarray], float, float] | None = None
         b = 0
         t = float(edges[0])
         end = float(edges[-1])
+        arrived_by = np.interp(edges[1:], knots_t, knots_a, left=0.0, right=total).tolist()
         while True:
             if b == nb:
-                snapshot = (list(k), list(cu), list(mu), list(g), u, removed)
+                batch(u)
+                snapshot = (list(cohorts), u, removed)
             t1 = float(edges[b + 1]) if b < nb else t + _PASS_QUIET_S
+            arrived = arrived_by[b] if b < nb else total
             n, p0 = batch(u)
             u_l.append(u)
             seq_s = energy = 0.0
             while t < t1 - 1e-12:
-                arrived = float(np.interp(t1, knots_t, knots_a, left=0.0, right=total))
                 want = arrived - removed
                 if n < 1e-9 and want < 1e-9:
-                    k, cu, mu, g = [], [], [], []
+                    cohorts = [v[:0] for v in cohorts]
                     t = t1
                     break
                 if want > 1e-12 and n < c:
                     adm = min(want, c - n)
                     i = int(np.searchsorted(cum_a, removed, side="right")) - 1
-                    while adm > 1e-12:  # one cohort per bin of arrivals
+                    while adm > 1e-12 and i < len(counts):  # one cohort per bin of arrivals
                         part = min(float(cum_a[i + 1]) - removed, adm)
                         if part > 1e-12:
-                            k.append(part)
-                            cu.append(u)
-                            mu.append(float(mean_out[i]))
-                            g.append(float(self.spread(counts[i : i + 1])[0]))
+                            fresh.append([part, u, float(mean_out[i]), float(spread_in[i])])
                             removed += part
                             n += part
                             adm -= part
                             p0 *= max(1.0 - part, 0.0)
                         i += 1
-                        if i >= len(counts):
-                            break
                 busy = 1.0 - p0
                 m = n / r
                 j = min(int(m), s - 1)
@@ -605,12 +606,14 @@ class _BatchPass:
             t_l.append(t)
             d_l.append(removed)
             b += 1
-            if b >= nb and removed >= total - 1e-9 and (t >= end + _PASS_AHEAD_S or not k):
-                break
+            if b >= nb and removed >= total - 1e-9:
+                if t >= end + _PASS_AHEAD_S or not len(cohorts[0]):
+                    break
         if snapshot is None:
-            snapshot = (list(k), list(cu), list(mu), list(g), u, removed)
-        *state, self.u, removed0 = snapshot
-        self.k, self.cu, self.mu, self.g = (np.array(v) for v in state)
+            batch(u)
+            snapshot = (list(cohorts), u, removed)
+        state, self.u, removed0 = snapshot
+        self.k, self.cu, self.mu, self.g = state
         left = np.maximum(cum_a[1:] - np.maximum(cum_a[:-1], removed0), 0.0)
         keep = left > 1e-12
         self.q_t, self.q_w = times[keep], widths[keep]
@@ -673,11 +676,6 @@ class _Stationary:
     i: np.ndarray
     w: np.ndarray
     """The load's place in LOAD_GRID."""
-    shift: np.ndarray
-    """Sequences an arrival's batch has beyond the chain's over its life (its burst's
-    companions)."""
-    shift_wait: np.ndarray
-    """Those of them in flight when it arrives."""
 
     def rows(self, rows: np.ndarray) -> _Stationary:
         return _Stationary(
@@ -687,8 +685,6 @@ class _Stationary:
             self.theta[rows],
             self.i[rows],
             self.w[rows],
-            self.shift[rows],
-            self.shift_wait[rows],
         )
 
     def ttft_pct(self, p: float) -> np.ndarray:
@@ -710,13 +706,11 @@ class _Stationary:
         return f
 
     def tpot_pct(self, p: float) -> np.ndarray:
-        s = self.pool.model.slots
         m = _lerp(self.pool.seen_p50 if p == 0.5 else self.pool.seen_p99, self.i, self.w)
-        m = np.where(m <= s - self.shift_wait, np.minimum(m + self.shift, s), s)
         return self.pool.iter_at(m)
 
     def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
-        return self.pool.tpot_cdf(v_s, self.i, self.w, self.shift, self.shift_wait)
+        return self.pool.tpot_cdf(v_s, self.i, self.w)
 
 
 @dataclass
@@ -851,17 +845,13 @@ class _TtftAcc:
 
 @dataclass
 class _TpotAcc:
-    """Run-wide tpot mixture of one `PoolTable`: requests served by the chain by load and
-    (rounded) shift of their batch, and requests in full batches."""
+    """Run-wide tpot mixture of one `PoolTable`: requests served by the chain by load,
+    requests in full batches and those of the fine pass."""
 
-    slots: int
-    by_load: np.ndarray = field(init=False)
+    by_load: np.ndarray = field(default_factory=lambda: np.zeros(len(LOAD_GRID)))
     full: float = 0.0
     passed: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     """(time per token s, requests) of the fine pass."""
-
-    def __post_init__(self) -> None:
-        self.by_load = np.zeros((len(LOAD_GRID), self.slots + 1))
 
 
 @dataclass
@@ -881,7 +871,7 @@ class _SiteResult:
     batch is the batch then), the backlog growing or draining, the backlog at its limit
     (waits of timeout_s), the nodes past the slots."""
     mixed: np.ndarray
-    """bool: pieces with more than the first component (sequential, or bursty)."""
+    """bool: pieces with more than the first component (sequential, or the fine pass)."""
 
 
 class Fluid(ServiceSim):
@@ -907,7 +897,8 @@ class Fluid(ServiceSim):
         self._ac = (1.0 + cs2) / 2.0
         """Allen-Cunneen factor (ca^2 + cs^2) / 2, Poisson arrivals (ca^2 = 1)."""
         self._mean_out = float(self.source.tokens.mean_output)
-        self._excess = _burst_covariance(self.source, self.step_s, self.horizon_s)
+        self._bursty = _excess_dispersion(self.source, self.step_s, self.horizon_s) is not None
+        """Arrivals burstier than Poisson within a step: followed by the fine pass."""
         self._passes: dict[int, _BatchPass] = {}
         """The fine pass of each site (bursty arrivals)."""
         k = self.n_steps
@@ -980,7 +971,7 @@ class Fluid(ServiceSim):
                 self._report(site, edges[:1], np.zeros(1))
                 continue
             share = 0.0 if shares is None else float(shares[site])
-            if self._excess is None:
+            if not self._bursty:
                 res = self._serve(site, share, dur, share * arrivals, share * out_tokens)
             else:
                 res = self._serve_pass(site, share, edges, share * arrivals, share * out_tokens)
@@ -1099,8 +1090,7 @@ class Fluid(ServiceSim):
         """The pieces of length `dur` at `site` (`share` of the arrivals) with `a`
         arrivals of `o` output tokens: the chain at each piece's load in one pass, except
         the pieces with a backlog or a batch still moving, which go one after another
-        (`_sequential`); with bursty arrivals, the chain at each node of the batch's
-        spread (`_bursts`)."""
+        (`_sequential`)."""
         model = self._models[site]
         assert model is not None
         r, s = int(self._ready[site]), model.slots
@@ -1117,14 +1107,6 @@ class Fluid(ServiceSim):
         lag_w = pool.lag_tokens_per_s(before, settled, dur, e_out)
         sequential = (x >= cap) | (lag_w > _SETTLED * cap)
         sequential[0] |= self._backlog_tokens[site] > 0
-        z, h, ahead, alongside = self._bursts(
-            lam / max(share, 1e-300), settled / np.maximum(lam, 1e-300)
-        )
-        bursty = z.shape[1] > 1
-        # an arrival's replica runs more sequences than the chain's: its burst's companions
-        # sent to this site, spread over its replicas (ahead of it; over its life)
-        shift_wait = (share * ahead / r)[:, None]
-        shift = (share * alongside / r)[:, None]
         full_w = model.power_w[s] - model.power_w[0]
         free_s = dur.copy()
         rho = np.minimum(x / cap, LOAD_GRID[-1])
@@ -1137,9 +1119,9 @@ class Fluid(ServiceSim):
             sequential[rows] = True
             row = rows[subs[:, 0].astype(np.int64)]
             used, n_sub = subs[:, 1], subs[:, 2]
-            per_w, per_n, _, _, _ = self._nodes(pool, n_sub[:, None] * z[row])
-            sub_w = np.bincount(row, used * r * (h[row] * per_w).sum(axis=1), count)
-            sub_n = np.bincount(row, used * r * (h[row] * per_n).sum(axis=1), count)
+            per_w, per_n = self._nodes(pool, n_sub)
+            sub_w = np.bincount(row, used * r * per_w, count)
+            sub_n = np.bincount(row, used * r * per_n, count)
             free_s[rows] = out[:, 0]
             rho[rows] = np.bincount(row, used * pool.load(n_sub), count)[rows] / np.maximum(
                 out[:, 0], 1e-300
@@ -1151,72 +1133,48 @@ class Fluid(ServiceSim):
                 col[rows] = values
         else:
             self._in_flight[site] = settled[-1]
-        if bursty:
-            i, w = _locate(LOAD_GRID, rho)
-            batch = (r * _lerp(pool.in_flight, i, w))[:, None] * z
-            node_w, node_n, over, i, w = self._nodes(pool, batch)
-            load = np.where(over, 1.0, _lerp(LOAD_GRID, i, w))
-        else:
-            i, w = _locate(LOAD_GRID, rho[:, None])
-            node_w, node_n = _lerp(pool.extra_w, i, w), _lerp(pool.in_flight, i, w)
-            over = np.zeros((count, 1), dtype=bool)
-            load = rho[:, None]
-        arrive = h * z / (h * z).sum(axis=1, keepdims=True)
-        a_node = (lam * free_s)[:, None] * arrive
-        if bursty:
-            c = np.where(over, 1.0, 1.0 - pool.admitted(i, w, s - shift_wait))
-        else:
-            c = _lerp(pool.p_wait, i, w)
-        exposure_s = self._exposure(site, (arrive * c).sum(axis=1), dur)
+        i, w = _locate(LOAD_GRID, rho)
+        a_free = lam * free_s
+        c = _lerp(pool.p_wait, i, w)
+        exposure_s = self._exposure(site, c, dur)
         # a queue drains at the chain's slack, or the load's if larger; built up by
         # fluctuations over exposure_s it is about sigma sqrt(exposure_s) requests (only
         # where arrivals may wait: elsewhere theta is never read)
-        theta = np.full(c.shape, RATE_GRID_PER_S[-1])
-        drop = np.zeros(c.shape)
-        waits = np.flatnonzero((c > _MIN_WAIT_PROB).any(axis=1))
+        theta = np.full(count, RATE_GRID_PER_S[-1])
+        drop = np.zeros(count)
+        waits = np.flatnonzero(c > _MIN_WAIT_PROB)
         if len(waits):
-            slack = np.maximum(cap * (1.0 - load[waits]), (cap - x[waits])[:, None])
+            slack = np.maximum(cap * (1.0 - rho[waits]), cap - x[waits])
             sigma = np.sqrt(
                 4.0 * self._ac * lam[waits] * np.maximum(exposure_s[waits], 1e-9) / math.pi
             )
-            theta[waits] = (slack / self._ac + (cap / np.maximum(sigma, 1e-300))[:, None]) / e_out[
-                waits, None
-            ]
-            drop[waits] = np.where(
-                over[waits], 0.0, c[waits] * np.exp(-theta[waits] * self.timeout_s)
-            )
+            theta[waits] = (slack / self._ac + cap / np.maximum(sigma, 1e-300)) / e_out[waits]
+            drop[waits] = c[waits] * np.exp(-theta[waits] * self.timeout_s)
         tpot_s = self.slo.tpot_ms / 1e3
         m_ok = int(np.searchsorted(model.iter_s[1:], tpot_s, side="right"))
         full_ok = bool(model.iter_s[s] <= tpot_s)
-        if bursty:
-            met = pool.admitted(i, w, np.minimum(m_ok - shift, s - shift_wait))
-        else:
-            met = _lerp(pool.seen_cum[:, m_ok], i, w)
-        met = lat.cdf_target * met
+        met = lat.cdf_target * _lerp(pool.seen_cum[:, m_ok], i, w)
         if full_ok and len(waits):
             ri, rw = _locate_log(_LOG_RATES, theta[waits])
             met[waits] += c[waits] * (lat.cdf_target - _lerp(lat.slo_tail, ri, rw))
-        stat_n = np.where(over, 0.0, a_node * (1.0 - drop))
-        stat_met = (a_node * np.where(over, 0.0, np.maximum(met, 0.0))).sum(axis=1)
-        extra_w = r * (h * node_w).sum(axis=1)
-        in_flight = r * (h * node_n).sum(axis=1)
-        extra_w = np.where(sequential, (sub_w + busy_s * r * full_w) / dur, extra_w)
-        in_flight = np.where(sequential, (sub_n + busy_s * c_slots) / dur, in_flight)
+        stat_n = a_free * (1.0 - drop)
+        stat_met = a_free * np.maximum(met, 0.0)
+        extra_w = np.where(
+            sequential, (sub_w + busy_s * r * full_w) / dur, r * _lerp(pool.extra_w, i, w)
+        )
+        in_flight = np.where(
+            sequential, (sub_n + busy_s * c_slots) / dur, r * _lerp(pool.in_flight, i, w)
+        )
         has_q = n_q > 0
         queued = _Queued(lat, pool, np.where(has_q, v_lo, 0.0), np.where(has_q, v_hi, 0.0))
         limit = np.full(count, self.timeout_s)
         parts: list[tuple[np.ndarray, _Part]] = [
-            (
-                stat_n[:, j],
-                _Stationary(
-                    lat, pool, c[:, j], theta[:, j], i[:, j], w[:, j], shift[:, 0], shift_wait[:, 0]
-                ),
-            )
-            for j in range(z.shape[1])
+            (stat_n, _Stationary(lat, pool, c, theta, i, w)),
+            (n_q, queued),
+            (n_lim, _Queued(lat, pool, limit, limit)),
         ]
-        parts += [(n_q, queued), (n_lim, _Queued(lat, pool, limit, limit))]
-        served = stat_n.sum(axis=1) + n_q + n_lim
-        lost = a_node.sum(axis=1) - stat_n.sum(axis=1) + dropped
+        served = stat_n + n_q + n_lim
+        lost = a_free - stat_n + dropped
         met_all = stat_met
         if full_ok:
             met_all = met_all + n_lim * float(
@@ -1226,18 +1184,6 @@ class Fluid(ServiceSim):
                 met_all[has_q] += n_q[has_q] * queued.rows(np.flatnonzero(has_q)).ttft_cdf(
                     np.asarray(lat.ttft_target_s)
                 )
-        if over.any():  # a node past the slots queues its excess: waits up to its drain
-            wait_s = np.where(over, batch - c_slots, 0.0) * e_out[:, None] / cap
-            late = np.clip(1.0 - self.timeout_s / np.maximum(wait_s, 1e-300), 0.0, 1.0)
-            for j in np.flatnonzero(over.any(axis=0)):
-                n_j = np.where(over[:, j], a_node[:, j] * (1.0 - late[:, j]), 0.0)
-                burst = _Queued(lat, pool, np.zeros(count), wait_s[:, j])
-                parts.append((n_j, burst))
-                served += n_j
-                lost -= n_j
-                if full_ok:
-                    at = np.flatnonzero(n_j)
-                    met_all[at] += n_j[at] * burst.rows(at).ttft_cdf(np.asarray(lat.ttft_target_s))
         return _SiteResult(
             served=served,
             dropped=lost,
@@ -1246,7 +1192,7 @@ class Fluid(ServiceSim):
             extra_w=extra_w,
             in_flight=in_flight,
             parts=parts,
-            mixed=sequential | (h[:, 0] < 1.0),
+            mixed=sequential,
         )
 
     def _serve_pass(
@@ -1338,57 +1284,17 @@ class Fluid(ServiceSim):
             mixed=np.ones(count, dtype=bool),
         )
 
-    def _nodes(
-        self, pool: PoolTable, batch: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    @staticmethod
+    def _nodes(pool: PoolTable, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """At mean batches `batch` (sequences in the pool): extra power and sequences in
-        flight per replica, whether past the slots (then full), and the place (i, w) of
-        the load whose chain has that mean batch in LOAD_GRID."""
+        flight per replica (the chain whose mean batch that is; full past the slots)."""
         s = pool.model.slots
         over = batch >= pool.replicas * s
         i, w = _locate(LOAD_GRID, pool.load(batch))
         extra_w = np.where(
             over, pool.model.power_w[s] - pool.model.power_w[0], _lerp(pool.extra_w, i, w)
         )
-        in_flight = np.where(over, s, _lerp(pool.in_flight, i, w))
-        return extra_w, in_flight, over, i, w
-
-    def _bursts(
-        self, lam: np.ndarray, in_service_s: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Batch multipliers z (mean 1) and their shares of the time h, per piece (arrival
-        rate `lam` of the service, mean time in service): the batch's variance v beyond
-        Poisson from bursty arrivals as a Gamma of shape 1 / v (mass near an empty batch
-        when v > 1: bursts and silences), at the conditional means of its quantile bins
-        `_BURST_BINS`; one node (z = 1) for Poisson arrivals. And an arrival's companions
-        beyond Poisson (those of its burst, `_burst_covariance`): in flight when it
-        arrives, and on average over its life.
-
-        A request in flight at t arrived within its time in service S before t; two of them
-        share the arrivals' excess covariance over the shorter of their times, so the
-        batch's excess variance is lam E[m e(m)], m = min(S1, S2) of two independent
-        requests (S = output tokens x the time per token) and e(w) the arrivals' excess
-        dispersion in windows of w; relative to the squared mean batch (lam E[S])^2."""
-        count = len(lam)
-        if self._excess is None:
-            return np.ones((count, 1)), np.ones((count, 1)), np.zeros(count), np.zeros(count)
-        log_per_token, cov, ahead, alongside = self._excess
-        per_token = np.log(np.maximum(in_service_s, 1e-300) / self._mean_out)
-        f = np.interp(per_token, log_per_token, cov)
-        var = np.where(lam > 0, f / np.maximum(lam * in_service_s**2, 1e-300), 0.0)
-        log_shape, nodes = _gamma_nodes()
-        k = np.interp(-np.log(np.maximum(var, 1e-300)), log_shape, np.arange(len(log_shape)))
-        lo = np.minimum(k.astype(np.int64), len(log_shape) - 2)
-        z = nodes[lo] + (k - lo)[:, None] * (nodes[lo + 1] - nodes[lo])
-        h = np.broadcast_to(_BURST_BINS, z.shape).copy()
-        calm = var < _CALM
-        z[calm], h[calm] = 1.0, 0.0
-        h[calm, 0] = 1.0
-        ahead_n, alongside_n = (
-            np.where(lam > 0, np.interp(per_token, log_per_token, v), 0.0)
-            for v in (ahead, alongside)
-        )
-        return z, h, ahead_n, alongside_n
+        return extra_w, np.where(over, s, _lerp(pool.in_flight, i, w))
 
     def _exposure(self, site: int, c: np.ndarray, dur: np.ndarray) -> np.ndarray:
         """How long, at the middle of each piece, the site's slots have been near full
@@ -1534,7 +1440,7 @@ class Fluid(ServiceSim):
             self._pct[f"tpot_{name}_ms"][steps] = 1e3 * _mixture_pct(parts, p, ttft=False)
         for n, comp in parts:
             ttft = self._ttft_acc.setdefault(comp.lat, _TtftAcc())
-            tpot = self._tpot_acc.setdefault(comp.pool, _TpotAcc(comp.pool.model.slots))
+            tpot = self._tpot_acc.setdefault(comp.pool, _TpotAcc())
             if isinstance(comp, _Stationary):
                 ttft.n += float(n.sum())
                 waits = comp.c > _MIN_WAIT_PROB
@@ -1544,12 +1450,9 @@ class Fluid(ServiceSim):
                     size = len(RATE_GRID_PER_S)
                     ttft.by_rate += np.bincount(ri, nc * (1 - rw), size)
                     ttft.by_rate += np.bincount(ri + 1, nc * rw, size)
-                width = comp.pool.model.slots + 1
-                k = np.minimum(np.rint(comp.shift), width - 1).astype(np.int64)
-                size = len(LOAD_GRID) * width
-                flat = tpot.by_load.reshape(-1)
-                flat += np.bincount(comp.i * width + k, n * (1 - comp.w), size)
-                flat += np.bincount((comp.i + 1) * width + k, n * comp.w, size)
+                size = len(LOAD_GRID)
+                tpot.by_load += np.bincount(comp.i, n * (1 - comp.w), size)
+                tpot.by_load += np.bincount(comp.i + 1, n * comp.w, size)
             elif n.any():
                 ttft.add_queued(n, comp.v0, comp.v1)
                 if isinstance(comp, _Passed):
@@ -1612,10 +1515,9 @@ class Fluid(ServiceSim):
             s = pool.model.slots
             seen = np.diff(pool.seen_cum, axis=1)
             dist = np.zeros(s)
-            for k in np.flatnonzero(acc.by_load.any(axis=0)):
-                mass = acc.by_load[:, k]
-                dist[k:] += (mass @ seen)[: s - k]
-                dist[s - 1] += mass @ (1.0 - pool.seen_cum[:, s - k])
+            if acc.by_load.any():
+                dist += acc.by_load @ seen
+                dist[s - 1] += acc.by_load @ (1.0 - pool.seen_cum[:, s])
             dist[s - 1] += acc.full
             values.append(pool.model.iter_s[1:])
             masses.append(dist)
@@ -1666,19 +1568,6 @@ def _invert_grid(cdf: np.ndarray, p: float) -> float:
     return float(np.exp(_LOG_LATENCIES[g - 1] + frac * (_LOG_LATENCIES[g] - _LOG_LATENCIES[g - 1])))
 
 
-@lru_cache(maxsize=1)
-def _gamma_nodes() -> tuple[np.ndarray, np.ndarray]:
-    """Log shapes k of a Gamma of mean 1, and the conditional means of its quantile bins
-    `_BURST_BINS` at each ([shape, bin]): E[X; a < X < b] = P(a < Y < b) for Y ~ Gamma
-    of shape k + 1 and scale 1 / k."""
-    shape = np.geomspace(0.02, 500.0, 120)
-    edges = np.clip(np.concatenate([[0.0], np.cumsum(_BURST_BINS)]), 0.0, 1.0)
-    x = special.gammaincinv(shape[:, None], edges[None, :]) / shape[:, None]
-    x[:, -1] = np.inf
-    upper = special.gammainc(shape[:, None] + 1, shape[:, None] * x)
-    return np.log(shape), np.diff(upper, axis=1) / _BURST_BINS
-
-
 def _excess_dispersion(
     source: RequestSource, step_s: float, horizon_s: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -1705,34 +1594,3 @@ def _excess_dispersion(
     if not windows or max(excess) < _CALM:
         return None
     return np.array(windows), np.array(excess)
-
-
-def _burst_covariance(
-    source: RequestSource, step_s: float, horizon_s: float
-) -> tuple[np.ndarray, ...] | None:
-    """Against the log of the time per output token (s), over the token sample's times in
-    service S (S' another request's, m = min(S, S')), with e the source's excess
-    dispersion (`_excess_dispersion`, constant beyond its windows) and g(w) = w e(w) / 2:
-    E[m e(m)] (s, the batch's excess variance over the arrival rate), E[g'(S')] (burst
-    companions still in flight when a request arrives) and E[(m / S) 2 g'(m)] (their
-    mean number in flight over its life); None for Poisson arrivals."""
-    measured = _excess_dispersion(source, step_s, horizon_s)
-    if measured is None:
-        return None
-    windows_s, excess = measured
-    out = np.sort(np.asarray(source.tokens.output_sample, dtype=float))
-    k = len(out)
-    share = (2.0 * (k - np.arange(1, k + 1)) + 1.0) / k**2  # P(min of two is the i-th)
-    log_per_token = np.linspace(np.log(1e-4), np.log(10.0), 64)
-    m = np.exp(log_per_token)[:, None] * out[None, :]
-    log_w = np.log(windows_s)
-    e = np.interp(np.log(m), log_w, excess)
-    fine_w = np.geomspace(windows_s[0] / 10, windows_s[-1] * 10, 200)
-    g = fine_w * np.interp(np.log(fine_w), log_w, excess) / 2
-    dg = np.interp(np.log(m), np.log(fine_w), np.gradient(g, fine_w))
-    # E over S of E over S' of min(S, S') 2 g'(min) / S, the sample sorted: S' below S
-    # counts at its own time, the others at S's
-    phi = m * 2 * dg
-    below = np.cumsum(phi, axis=1) - phi
-    overlap = (below + (k - np.arange(k)) * phi) / k / m
-    return log_per_token, (m * e) @ share, dg.mean(axis=1), overlap.mean(axis=1)

@@ -96,5 +96,6 @@ def recorded_tables(results) -> tuple[str, ...]:
     ]
     return (*TABLES, *serving)
 
+
 SKIPPED_SUMMARY_KEYS = ("sim_wall_s",)
 """Summary values that measure the machine, not the simulation."""

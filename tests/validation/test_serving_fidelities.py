@@ -14,12 +14,11 @@ between interactive chat (500 ms, 30 ms) and batch work. The code trace's long p
 (2,048 tokens on average for 28 output tokens) make every iteration carry much prefill,
 so its time per token passes 100 ms from about 35 sequences in flight on.
 
-Cases the fluid level does not meet are xfail (strict) with the measured figures: the
-code trace arrives in bursts of up to ~460 requests at once, more than a replica's 205
-slots; the fluid level sees their second moment (a spread batch, companions in a burst)
-but not the tail of the burst sizes that sets the p99 wait, and the shape of the batch
-near empty that sets the power. `python -m tests.validation.test_serving_fidelities`
-prints the comparison table (docs/serving.md).
+The code trace arrives in bursts (70 to 95 requests per second for a few seconds, more
+than a replica's 205 slots can absorb), which the fluid level follows with its fine pass
+(`sim.serving.fluid._BatchPass`). Cases the fluid level does not meet would be xfail
+(strict) with the measured figures; there are none. `python -m
+tests.validation.test_serving_fidelities` prints the comparison table (docs/serving.md).
 """
 
 from __future__ import annotations
@@ -49,13 +48,7 @@ TRACES = ("conv", "code")
 LOADS = (0.3, 0.6, 0.9)
 ENERGY_REL, SLO_ABS, TTFT_P99_REL = 0.03, 0.03, 0.25
 
-MISSES = {
-    ("code", 0.3, "slo"): "fluid 0.721 against 0.537",
-    ("code", 0.3, "ttft_p99"): "fluid 245 ms against 4,039 ms (-94%)",
-    ("code", 0.6, "energy"): "fluid -5.3%",
-    ("code", 0.6, "ttft_p99"): "fluid 4,742 ms against 11,685 ms (-59%)",
-    ("code", 0.9, "energy"): "fluid -4.7%",
-}
+MISSES: dict[tuple[str, float, str], str] = {}
 """(trace, load, figure) -> measured: what the fluid level gets wrong (module docstring)."""
 
 
