@@ -69,10 +69,10 @@ CASES: list[tuple[str, str, str | None, list[str]]] = [
             "serving.toml",
             None,
             [
-                "duration_h=4",
+                "duration_h=2",
                 f"serving.fidelity='{fidelity}'",
-                "services[0].requests={rate_per_s=6.0, daily_amplitude=0.5}",
-                "services[1].requests={rate_per_s=2.0, tokens='azure-code'}",
+                "services[0].requests={rate_per_s=3.0, daily_amplitude=0.5}",
+                "services[1].requests={rate_per_s=1.0, tokens='azure-code'}",
             ],
         )
         for fidelity in ("request", "fluid")
