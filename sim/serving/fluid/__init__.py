@@ -1,0 +1,26 @@
+"""The fluid fidelity of LLM serving: a service's requests as flows, a step at a time.
+
+Per step of `step_s` (split into pieces by a `configure` or `set_shares` inside it) and
+site, the source's arrivals A and output tokens O of the piece (times the site's share)
+meet R ready replicas of one `ReplicaModel`: the offered token rate x = O / duration
+against the capacity x_cap = R x slots / iter_s[slots] tokens/s, the load rho = x / x_cap.
+The definitions are those of `sim.serving.service_sim`.
+
+The package, by what its modules model:
+
+- `chain`: the batch, a birth-death chain of sequences in flight over R replicas, and its
+  stationary law tabulated over the load (`PoolTable`, `pool_table`).
+- `latency`: the prefill + round trip Q and the wait tables built on it (`_Latency`).
+- `burst`: bursty arrivals and the fine pass that follows them (`_BatchPass`).
+- `percentiles`: a step's mixture of latency distributions and the run-wide
+  accumulators of the p99s.
+- `service`: `Fluid`, the `ServiceSim` that advances the flows step by step (waiting,
+  memory, power, and how requests are counted).
+"""
+
+from sim.serving.fluid.burst import _BatchPass as _BatchPass
+from sim.serving.fluid.chain import LOAD_GRID as LOAD_GRID
+from sim.serving.fluid.chain import PoolTable, pool_table
+from sim.serving.fluid.service import Fluid
+
+__all__ = ["Fluid", "PoolTable", "pool_table"]

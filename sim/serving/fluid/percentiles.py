@@ -1,0 +1,228 @@
+"""Latency distributions of the fluid level's pieces and their percentiles: the
+components of a step's mixture (the chain, a queued backlog, the fine pass), a
+mixture's quantiles, and the run-wide TTFT and tpot accumulators (latencies in s).
+
+- **Percentiles** of a step invert its mixture of sites, pieces and components; the
+  run-wide p99 inverts the request-weighted mixture of all steps, kept on a fixed log grid
+  of latencies (1 ms to 1 h, 400 bins; tpot on the iteration times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.serving.fluid.chain import LOAD_GRID, PoolTable, _lerp
+from sim.serving.fluid.latency import _LOG_LATENCIES, LATENCY_GRID_S, RATE_GRID_PER_S, _Latency
+
+_MIN_WAIT_PROB = 1e-9
+"""A wait probability below this is taken as no wait at all."""
+_NEGLIGIBLE = 1e-3
+"""Waits of probability below this share of 1 - p leave a p-quantile to Q's."""
+_BISECTIONS = 12
+"""Bisection steps of a percentile (in log latency, between bounds)."""
+
+
+@dataclass
+class _Stationary:
+    """Arrivals of pieces at a site served by the chain at a load (arrays over rows)."""
+
+    lat: _Latency
+    pool: PoolTable
+    c: np.ndarray
+    """P(wait)."""
+    theta: np.ndarray
+    """Decay rate of the wait, 1/s."""
+    i: np.ndarray
+    w: np.ndarray
+    """The load's place in LOAD_GRID."""
+
+    def rows(self, rows: np.ndarray) -> _Stationary:
+        return _Stationary(
+            self.lat,
+            self.pool,
+            self.c[rows],
+            self.theta[rows],
+            self.i[rows],
+            self.w[rows],
+        )
+
+    def ttft_pct(self, p: float) -> np.ndarray:
+        q = self.lat.quantile_s[p]
+        out = np.full(len(self.c), q)
+        waits = np.flatnonzero(self.c > _NEGLIGIBLE * (1 - p))
+        if len(waits):  # between Q's and Q's largest + the wait's p-quantile
+            part = self.rows(waits)
+            tail_s = np.log(np.maximum(part.c / (1 - p), 1.0)) / part.theta
+            hi = self.lat.knots[-1] + tail_s
+            out[waits] = _bisect(part.ttft_cdf, p, np.full(len(waits), q), hi)
+        return out
+
+    def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
+        f = self.lat.cdf(t_s)
+        waits = self.c > _MIN_WAIT_PROB
+        if waits.any():
+            f = f - np.where(waits, self.c * self.lat.h_at(t_s, self.theta), 0.0)
+        return f
+
+    def tpot_pct(self, p: float) -> np.ndarray:
+        m = _lerp(self.pool.seen_p50 if p == 0.5 else self.pool.seen_p99, self.i, self.w)
+        return self.pool.iter_at(m)
+
+    def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
+        return self.pool.tpot_cdf(v_s, self.i, self.w)
+
+
+@dataclass
+class _Queued:
+    """Arrivals of pieces at a site while a backlog is queued: every slot busy, waits
+    uniform on [v0, v1] s (arrays over rows)."""
+
+    lat: _Latency
+    pool: PoolTable
+    v0: np.ndarray
+    v1: np.ndarray
+
+    def rows(self, rows: np.ndarray) -> _Queued:
+        return _Queued(self.lat, self.pool, self.v0[rows], self.v1[rows])
+
+    def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
+        return self.lat.uniform_wait_cdf(t_s, self.v0, self.v1)
+
+    def ttft_pct(self, p: float) -> np.ndarray:
+        q = self.lat.quantile_s[p]
+        lo, hi = np.minimum(self.v0, self.v1), np.maximum(self.v0, self.v1)
+        return _bisect(self.ttft_cdf, p, q + lo, q + hi)
+
+    def tpot_pct(self, p: float) -> np.ndarray:
+        return np.full(len(self.v0), self.pool.model.iter_s[self.pool.model.slots])
+
+    def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
+        full = self.pool.model.iter_s[self.pool.model.slots]
+        return np.broadcast_to(v_s >= full, self.v0.shape).astype(float)
+
+
+@dataclass
+class _Passed(_Queued):
+    """Arrivals of pieces followed by the fine pass (`_BatchPass`): waits uniform on
+    [v0, v1] s, time per token `tpot_s` (arrays over rows)."""
+
+    tpot_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def rows(self, rows: np.ndarray) -> _Passed:
+        return _Passed(self.lat, self.pool, self.v0[rows], self.v1[rows], self.tpot_s[rows])
+
+    def tpot_pct(self, p: float) -> np.ndarray:
+        return self.tpot_s
+
+    def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
+        return (v_s >= self.tpot_s).astype(float)
+
+
+_Part = _Stationary | _Queued
+
+
+def _bisect(
+    cdf: Callable[[np.ndarray], np.ndarray], p: float, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """The p-quantile of increasing `cdf` between lo and hi (> 0), bisecting in log."""
+    lo, hi = np.maximum(lo, 1e-9), np.maximum(hi, 1e-9)
+    for _ in range(_BISECTIONS):
+        mid = np.sqrt(lo * hi)
+        above = cdf(mid) >= p
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+    return np.sqrt(lo * hi)
+
+
+def _mixture_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) -> np.ndarray:
+    """The p-quantile (s) of each row's mixture of `parts` (weights, component); NaN where
+    all weights are 0."""
+    weights = np.array([w for w, _ in parts])
+    has = weights > 0
+    own = np.zeros(weights.shape)
+    for k, (_, c) in enumerate(parts):
+        rows = np.flatnonzero(has[k])
+        if len(rows):
+            part = c if len(rows) == has.shape[1] else c.rows(rows)
+            own[k, rows] = part.ttft_pct(p) if ttft else part.tpot_pct(p)
+    lo = np.where(has, own, np.inf).min(axis=0)
+    hi = np.where(has, own, -np.inf).max(axis=0)
+    out = np.where(has.any(axis=0), lo, np.nan)
+    mixed = np.flatnonzero(hi > lo * (1 + 1e-9))
+    if len(mixed):
+        sub = [(w[mixed], c.rows(mixed)) for w, c in parts]
+        total = weights[:, mixed].sum(axis=0)
+
+        def cdf(t: np.ndarray) -> np.ndarray:
+            f = np.zeros(len(mixed))
+            for w, c in sub:
+                f += w * (c.ttft_cdf(t) if ttft else c.tpot_cdf(t))
+            return f / total
+
+        out[mixed] = _bisect(cdf, p, lo[mixed], hi[mixed])
+    return out
+
+
+@dataclass
+class _TtftAcc:
+    """Run-wide TTFT mixture of one `_Latency`: requests served by the chain (n, and n x C
+    by decay rate of the wait) and requests with uniform waits (ramps of the waits' CDF
+    on LATENCY_GRID_S, added up by grid bin)."""
+
+    n: float = 0.0
+    by_rate: np.ndarray = field(default_factory=lambda: np.zeros(len(RATE_GRID_PER_S)))
+    n_queued: float = 0.0
+    ramps: np.ndarray = field(default_factory=lambda: np.zeros((5, len(LATENCY_GRID_S) + 1)))
+    """Per bin of a wait's start or end: slope, slope x start, slope, slope x end, atoms."""
+
+    def add_queued(self, n: np.ndarray, v0: np.ndarray, v1: np.ndarray) -> None:
+        lo, hi = np.minimum(v0, v1), np.maximum(v0, v1)
+        size = len(LATENCY_GRID_S) + 1
+        atom = hi - lo < 1e-9
+        slope = np.where(atom, 0.0, n / np.where(atom, 1.0, hi - lo))
+        i0 = np.searchsorted(LATENCY_GRID_S, lo)
+        i1 = np.searchsorted(LATENCY_GRID_S, hi)
+        for row, (idx, weights) in enumerate(
+            (
+                (i0, slope),
+                (i0, slope * lo),
+                (i1, slope),
+                (i1, slope * hi),
+                (i0, np.where(atom, n, 0.0)),
+            )
+        ):
+            self.ramps[row] += np.bincount(idx, weights, size)
+        self.n_queued += float(n.sum())
+
+    def queued_wait_cdf(self, t_s: np.ndarray) -> np.ndarray:
+        """Requests with uniform waits whose wait is <= t_s (t_s >= 0)."""
+        c = np.cumsum(self.ramps[:, :-1], axis=1)
+        g = LATENCY_GRID_S
+        on_grid = c[0] * g - c[1] - (c[2] * g - c[3]) + c[4]
+        return np.interp(t_s, np.concatenate([[0.0], g]), np.concatenate([[0.0], on_grid]))
+
+
+@dataclass
+class _TpotAcc:
+    """Run-wide tpot mixture of one `PoolTable`: requests served by the chain by load,
+    requests in full batches and those of the fine pass."""
+
+    by_load: np.ndarray = field(default_factory=lambda: np.zeros(len(LOAD_GRID)))
+    full: float = 0.0
+    passed: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    """(time per token s, requests) of the fine pass."""
+
+
+def _invert_grid(cdf: np.ndarray, p: float) -> float:
+    """The p-quantile of a CDF on LATENCY_GRID_S (log-linear in between), s."""
+    cdf = np.maximum.accumulate(cdf)
+    g = int(np.searchsorted(cdf, p))
+    if g == 0:
+        return float(LATENCY_GRID_S[0])
+    if g >= len(cdf):
+        return float(LATENCY_GRID_S[-1])
+    frac = (p - cdf[g - 1]) / max(cdf[g] - cdf[g - 1], 1e-300)
+    return float(np.exp(_LOG_LATENCIES[g - 1] + frac * (_LOG_LATENCIES[g] - _LOG_LATENCIES[g - 1])))
