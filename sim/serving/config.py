@@ -61,14 +61,17 @@ class RequestSource(_Frozen):
     def _one_source(self) -> RequestSource:
         if (self.file is None) == (self.rate_per_s is None):
             raise ValueError("give exactly one of file or rate_per_s")
+        # keys of the other source must keep their defaults (a saved scenario.toml writes
+        # every default, so "given" cannot mean "set")
         if self.file is None:
-            for key in ("time_scale", "repeat", "format"):
-                if key in self.model_fields_set:
-                    raise ValueError(f"{key} applies to a request file, not to rate_per_s")
+            other = {"time_scale": 1.0, "repeat": False, "format": "dcsim"}
+            whose = "a request file, not to rate_per_s"
         else:
-            for key in ("daily_amplitude", "weekly_amplitude", "tokens"):
-                if key in self.model_fields_set:
-                    raise ValueError(f"{key} applies to rate_per_s, not to a request file")
+            other = {"daily_amplitude": 0.0, "weekly_amplitude": 0.0, "tokens": "azure-conv"}
+            whose = "rate_per_s, not to a request file"
+        for key, default in other.items():
+            if getattr(self, key) != default:
+                raise ValueError(f"{key} applies to {whose} (got {getattr(self, key)!r})")
         return self
 
 

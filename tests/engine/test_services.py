@@ -224,3 +224,24 @@ def test_without_services_nothing_changes():
     assert r.services.empty and r.requests is None
     assert r.summary["requests_total"] == 0 and r.summary["slo_attainment"] is None
     assert np.isclose(r.summary["energy_serving_kwh"], 0.0)
+
+
+@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+def test_a_saved_serving_run_loads_back_and_plots(tmp_path, fidelity):
+    """scenario.toml writes every default of [[services]]; it must load back as it was."""
+    from sim.figure_sets import figures_for
+
+    r = sim.simulate(serving_scenario(tmp_path, fidelity, duration_h=0.5))
+    r.save(tmp_path / "out")
+    back = sim.Results.load(tmp_path / "out")
+    assert back.scenario == r.scenario
+    assert len(back.services) == len(r.services)
+    assert (back.requests is None) == (fidelity == "fluid")
+    names = {p.stem for p in figures_for(tmp_path / "out")}
+    assert {"latency_cdfs", "carbon_per_1k_tokens"} <= names
+
+
+def test_a_key_of_the_other_request_source_is_refused(tmp_path):
+    svc = {**CHAT, "requests": {"rate_per_s": 1.0, "repeat": True}}
+    with pytest.raises(sim.ScenarioError, match="repeat applies to a request file"):
+        serving_scenario(tmp_path, services=[svc])
