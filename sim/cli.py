@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,26 @@ SetOption = Annotated[
         "--set", metavar="KEY.PATH=VALUE", help="Override a scenario key, e.g. sites[0].pue=1.3"
     ),
 ]
+
+
+def _check_out_folder(out: Path) -> None:
+    """Make sure the results can be written to folder `out` before anything runs: it is
+    created (with its parents) if missing, and must be a writable folder; ScenarioError
+    naming it otherwise."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ScenarioError(f"--out {out}: is a file, not a folder") from None
+    except NotADirectoryError:
+        raise ScenarioError(f"--out {out}: lies under a file, not a folder") from None
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot create the folder ({e.strerror})") from None
+    probe = out / f".dcsim-write-check-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot write there ({e.strerror})") from None
 
 
 def _load(file: Path, overrides: list[str] | None, seed: int | None = None) -> Scenario:
@@ -88,6 +109,8 @@ def run(
         overrides += [f"policy.name={_toml_string(policy)}", "policy.params={}"]
     overrides += set_ or []
     scenario = _load(file, overrides, seed)
+    if out is not None:
+        _check_out_folder(out)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, progress=progress.update)
     _print_summary(results.summary, scenario)

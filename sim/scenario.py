@@ -711,9 +711,10 @@ def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read scenario file ({e.strerror})") from None
+    text = _scenario_text(path, data)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -721,6 +722,21 @@ def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     for item in overrides:
         apply_override(raw, item)
     return scenario_from_dict(raw, source=path)
+
+
+def _scenario_text(path: Path, data: bytes) -> str:
+    """The text of a scenario file: UTF-8, with or without a byte-order mark (TOML is
+    UTF-8); ScenarioError naming the file and what it looks like for anything else."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ScenarioError(f"{path}: scenario files are UTF-8 text; this one is UTF-16")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = data[e.start : e.start + 1].hex()
+        raise ScenarioError(
+            f"{path}: scenario files are UTF-8 text; byte {e.start} is 0x{bad}, not UTF-8 "
+            f"(Latin-1 or a binary file? save it as UTF-8)"
+        ) from None
 
 
 def scenario_from_dict(raw: dict[str, Any], source: str | Path = "<scenario>") -> Scenario:

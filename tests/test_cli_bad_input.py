@@ -172,3 +172,63 @@ def test_a_trace_file_that_ends_before_the_scenario_is_an_error(tmp_path, capsys
     code, out = run_cli(["validate", str(write(tmp_path, text))], capsys)
     assert code == 2
     assert "sites[0].carbon" in out.err and "before the scenario end" in out.err
+
+
+def test_a_scenario_saved_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + textwrap.dedent(GOOD).encode())
+    code, out = run_cli(["validate", str(path)], capsys)
+    assert code == 0, out.err
+
+
+@pytest.mark.parametrize(
+    ("encoded", "said"),
+    [
+        (textwrap.dedent(GOOD).replace('"a"', '"café"').encode("latin-1"), "is 0xe9, not UTF-8"),
+        (textwrap.dedent(GOOD).encode("utf-16"), "this one is UTF-16"),
+        (bytes(range(256)) * 4, "not UTF-8"),
+    ],
+    ids=["latin-1", "utf-16", "binary"],
+)
+def test_a_scenario_that_is_not_utf8_text_is_one_line_naming_the_file(
+    tmp_path, capsys, encoded, said
+):
+    path = tmp_path / "study.toml"
+    path.write_bytes(encoded)
+    code, out = run_cli(["validate", str(path)], capsys)
+    assert code == 2
+    (line,) = out.err.strip().splitlines()
+    assert str(path) in line and said in line
+
+
+def a_file(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    return tmp_path / "taken"
+
+
+def under_a_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    return tmp_path / "file" / "out"
+
+
+@pytest.mark.parametrize(
+    ("make_out", "said"),
+    [(a_file, "is a file, not a folder"), (under_a_file, "lies under a file")],
+    ids=["a file", "under a file"],
+)
+def test_an_out_folder_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path, capsys, make_out, said
+):
+    out = make_out(tmp_path)
+    code, printed = run_cli(["run", str(write(tmp_path, GOOD)), "--out", str(out)], capsys)
+    assert code == 2
+    (line,) = printed.err.strip().splitlines()
+    assert f"--out {out}" in line and said in line
+    assert "simulating" not in printed.out and "energy" not in printed.out
+
+
+def test_a_missing_out_folder_is_created_with_its_parents(tmp_path, capsys):
+    out = tmp_path / "new" / "deeper"
+    code, printed = run_cli(["run", str(write(tmp_path, GOOD)), "--out", str(out)], capsys)
+    assert code == 0, printed.err
+    assert (out / "summary.json").is_file()
