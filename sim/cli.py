@@ -42,23 +42,26 @@ SetOption = Annotated[
 
 
 def _check_out_folder(out: Path) -> None:
-    """Make sure the results can be written to folder `out` before anything runs: it is
-    created (with its parents) if missing, and must be a writable folder; ScenarioError
-    naming it otherwise."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ScenarioError(f"--out {out}: is a file, not a folder") from None
-    except NotADirectoryError:
-        raise ScenarioError(f"--out {out}: lies under a file, not a folder") from None
-    except OSError as e:
-        raise ScenarioError(f"--out {out}: cannot create the folder ({e.strerror})") from None
-    probe = out / f".dcsim-write-check-{os.getpid()}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise ScenarioError(f"--out {out}: cannot write there ({e.strerror})") from None
+    """Make sure the results can be written to folder `out` before anything runs (nothing
+    is created yet): an existing folder, or a missing one whose nearest existing ancestor
+    is a folder we may write in; ScenarioError naming it otherwise."""
+    if out.exists() and not out.is_dir():
+        raise ScenarioError(f"--out {out}: is a file, not a folder")
+    here = out
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if not here.is_dir():
+        raise ScenarioError(f"--out {out}: lies under a file ({here}), not a folder")
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise ScenarioError(f"--out {out}: cannot write in {here} (permission denied)")
+
+
+def _check_out_file(out: Path) -> None:
+    """Make sure file `out` can be written before anything is read: not a folder, in a
+    writable folder (created with its parents if missing)."""
+    if out.is_dir():
+        raise ScenarioError(f"--out {out}: is a folder, not a file")
+    _check_out_folder(out.parent)
 
 
 def _load(file: Path, overrides: list[str] | None, seed: int | None = None) -> Scenario:
@@ -159,6 +162,7 @@ def sweep(
     from sim.stats import DEFAULT_METRICS, mean_ci
 
     grid_values = dict(parse_grid_item(item) for item in grid or [])
+    _check_out_folder(out)
     backend = "dask" if dask or scheduler else "local"
     with Progress(
         TextColumn("sweep"),
@@ -245,6 +249,8 @@ def plot(
     """Draw the figures that fit a run's or a sweep's results, as PNG and PDF."""
     from sim.figure_sets import figures_for
 
+    if out is not None:
+        _check_out_folder(out)
     written = figures_for(folder, out)
     names = sorted({p.stem for p in written})
     out_console.print(
@@ -384,6 +390,7 @@ def workload_import(
     from sim.workload.importers import FORMATS, import_trace, write_native
 
     options = dict(_parse_option(o) for o in option or [])
+    _check_out_file(out)
     if fmt in REQUEST_FORMATS:
         if flex:
             raise ScenarioError(f"--flex applies to job traces, not to request format {fmt}")

@@ -227,6 +227,21 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_the_run(
     assert "simulating" not in printed.out and "energy" not in printed.out
 
 
+@pytest.mark.parametrize("command", ["sweep", "plot", "import"])
+def test_every_command_that_writes_checks_its_out_before_it_starts(tmp_path, capsys, command):
+    scenario = write(tmp_path, GOOD)
+    out = under_a_file(tmp_path)
+    args = {
+        "sweep": ["sweep", str(scenario), "--out", str(out)],
+        "plot": ["plot", str(tmp_path), "--out", str(out)],
+        "import": ["workload", "import", "native", str(scenario), "--out", str(out / "j.csv")],
+    }[command]
+    code, printed = run_cli(args, capsys)
+    assert code == 2
+    (line,) = printed.err.strip().splitlines()
+    assert "--out" in line and "lies under a file" in line
+
+
 def test_a_missing_out_folder_is_created_with_its_parents(tmp_path, capsys):
     out = tmp_path / "new" / "deeper"
     code, printed = run_cli(["run", str(write(tmp_path, GOOD)), "--out", str(out)], capsys)
