@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -598,3 +599,12 @@ def test_parquet_errors_name_the_row(tmp_path):
     naive.to_parquet(path)
     with pytest.raises(TraceError, match="'submit_time' holds timestamps without a time zone"):
         load_job_file(path, SCENARIO)
+
+
+def test_the_job_format_page_lists_every_accepted_profile():
+    from sim.hardware import PROFILES
+    from tests.conftest import REPO
+
+    page = (REPO / "docs" / "job-format.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `profile` |"))
+    assert set(re.findall(r"`([\w-]+)`", row)) - {"profile"} == set(PROFILES)
