@@ -648,7 +648,8 @@ class Scenario(_Model):
             if start < self.start or end > self.end:
                 raise ValueError(
                     f"demand_response[{i}]: event {start.isoformat()} .. {end.isoformat()} "
-                    f"is outside the scenario {self.start.isoformat()} .. {self.end.isoformat()}"
+                    f"is outside the scenario {self.start.isoformat()} .. {self.end.isoformat()}; "
+                    f"lengthen duration_h, or drop the events with --set demand_response=[]"
                 )
         self._check_services(names)
         return self

@@ -247,3 +247,20 @@ def test_a_missing_out_folder_is_created_with_its_parents(tmp_path, capsys):
     code, printed = run_cli(["run", str(write(tmp_path, GOOD)), "--out", str(out)], capsys)
     assert code == 0, printed.err
     assert (out / "summary.json").is_file()
+
+
+def test_shortening_a_scenario_past_its_event_names_the_fix(capsys):
+    """The README's own `--set duration_h=...` on the quickstart, whose demand-response
+    event is on day 3: one line that says how to go on."""
+    from tests.conftest import REPO
+
+    quickstart = REPO / "scenarios" / "quickstart.toml"
+    code, out = run_cli(["validate", str(quickstart), "--set", "duration_h=24"], capsys)
+    assert code == 2
+    (line,) = out.err.strip().splitlines()
+    assert "demand_response[0]" in line and "--set demand_response=[]" in line
+    code, out = run_cli(
+        ["validate", str(quickstart), "--set", "duration_h=24", "--set", "demand_response=[]"],
+        capsys,
+    )
+    assert code == 0, out.err
