@@ -41,6 +41,10 @@ SetOption = Annotated[
 ]
 
 
+MANY_FILLED_HOURS = 1000
+"""`grid-data list` flags zone-years with this many hours of filled data or more."""
+
+
 def _check_out_folder(out: Path) -> None:
     """Make sure the results can be written to folder `out` before anything runs (nothing
     is created yet): an existing folder, or a missing one whose nearest existing ancestor
@@ -276,9 +280,13 @@ def grid_list(
     if year is not None:
         cat = cat[cat["year"] == year]
     table = Table(title=f"{len(cat)} zone-years, average lifecycle intensity, gCO2e/kWh")
-    for col in ("zone", "name", "year", "mean", "p5", "p95", "daily swing", "gaps filled"):
+    columns = ("zone", "name", "year", "mean", "p5", "p95", "daily swing", "hours filled")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("zone", "name") else "right")
+    flagged = 0
     for r in cat.itertuples(index=False):
+        many = r.gaps_filled >= MANY_FILLED_HOURS
+        flagged += many
         table.add_row(
             r.zone,
             r.name,
@@ -287,9 +295,15 @@ def grid_list(
             _fmt(r.p5_g_per_kwh),
             _fmt(r.p95_g_per_kwh),
             _fmt(r.daily_swing_g_per_kwh),
-            _fmt(r.gaps_filled),
+            _fmt(r.gaps_filled) + (" (!)" if many else ""),
         )
     out_console.print(table)
+    if flagged:
+        out_console.print(
+            f"(!) {flagged} zone-years have {MANY_FILLED_HOURS:,} or more hours (of 8,760) in "
+            f"which missing generation data was filled (grid_data/SOURCES.md): their hourly "
+            f"shape is partly interpolated"
+        )
 
 
 @grid_app.command("show")

@@ -234,3 +234,15 @@ def test_workload_import_runs_a_trace_importer_with_options(tmp_path, capsys):
     jobs = pd.read_csv(out)
     assert jobs["gpus"].tolist() == [1, 2]
     assert jobs["work_gpu_h"].tolist() == [1.0, 4.0]
+
+
+def test_grid_data_list_flags_zone_years_with_many_filled_hours(capsys):
+    from sim.cli import MANY_FILLED_HOURS
+    from sim.grid.catalog import catalog
+
+    many = int((catalog()["gaps_filled"] >= MANY_FILLED_HOURS).sum())
+    code, out = run_cli(["grid-data", "list"], capsys)
+    assert code == 0, out.err
+    assert "hours filled" in out.out
+    assert out.out.count("(!)") == many + 1  # each flagged row, and the footnote
+    assert f"(!) {many} zone-years have" in out.out
