@@ -495,13 +495,88 @@ def _files(out: Path) -> list[str]:
     return [f for f in (*FILES, *OPTIONAL_FILES) if (out / f).exists()]
 
 
+SUMMARY_GROUPS = (
+    (
+        "jobs",
+        (
+            "jobs_submitted",
+            "jobs_completed",
+            "jobs_rejected",
+            "jobs_unfinished",
+            "wait_",
+            "jct_",
+            "deadline_",
+            "gpu_utilization",
+            "slowdown_jain",
+        ),
+    ),  # fmt: skip
+    (
+        "energy and carbon",
+        (
+            "energy_it",
+            "energy_facility",
+            "energy_jobs",
+            "energy_idle",
+            "energy_checkpoint",
+            "work_lost",
+            "carbon_operational",
+            "carbon_embodied",
+            "carbon_total",
+        ),
+    ),  # fmt: skip
+    ("WAN", ("carbon_wan", "energy_wan", "wan_", "jobs_away")),
+    ("demand response", ("dr_",)),
+    (
+        "inference services",
+        (
+            "requests_",
+            "slo_",
+            "ttft_",
+            "tpot_",
+            "tokens_",
+            "energy_serving",
+            "carbon_serving",
+            "carbon_per_1k",
+            "serving_",
+        ),
+    ),  # fmt: skip
+)
+"""How the printed summary groups its keys (by prefix); the rest come last, under "run"."""
+
+
+def _summary_group(key: str) -> str:
+    for group, prefixes in SUMMARY_GROUPS:
+        if key.startswith(prefixes):
+            return group
+    return "run"
+
+
 def _print_summary(summary: dict, scenario: Scenario) -> None:
+    """The summary's keys in groups (services only when the scenario has some), with a
+    note on signed quantities that read oddly."""
     table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in summary.items():
-        table.add_row(key, _fmt(value))
+    groups: dict[str, list[str]] = {g: [] for g, _ in SUMMARY_GROUPS}
+    groups["run"] = []
+    for key in summary:
+        groups[_summary_group(key)].append(key)
+    if not scenario.services:
+        del groups["inference services"]
+    for group, keys in groups.items():
+        table.add_row(f"[bold]{group}[/bold]", "")
+        for key in keys:
+            table.add_row(f"  {key}", _fmt(summary[key]))
     out_console.print(table)
+    notes = {
+        "dr_energy_shed_kwh": "the sites drew more energy during the events than their "
+        "baseline (the mean power in the hour before notice) would have",
+        "dr_peak_reduction_kw": "the events' peak power was above the baseline",
+    }
+    for key, meaning in notes.items():
+        value = summary.get(key)
+        if isinstance(value, float) and value < 0:
+            out_console.print(f"{key} < 0: {meaning}")
 
 
 SITE_HEADERS = {

@@ -246,3 +246,25 @@ def test_grid_data_list_flags_zone_years_with_many_filled_hours(capsys):
     assert "hours" in out.out and "filled" in out.out  # the header may wrap
     assert out.out.count("(!)") == many + 1  # each flagged row, and the footnote
     assert f"(!) {many} zone-years have" in out.out
+
+
+def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(capsys):
+    """Every summary key once, under its group; a negative shed (the quickstart's event:
+    run_now ignores it) is explained in a line of its own."""
+    from sim.results import SUMMARY_KEYS
+
+    quickstart = REPO / "scenarios" / "quickstart.toml"
+    code, out = run_cli(["run", str(quickstart), "--set", "duration_h=72"], capsys)
+    assert code == 0, out.err
+    text = out.out
+    groups = ["jobs", "energy and carbon", "WAN", "demand response", "run"]
+    at = [text.index(f"│ {g} ") for g in groups]
+    assert at == sorted(at)
+    assert "inference services" not in text  # no services in the quickstart
+    for key in SUMMARY_KEYS:
+        if not key.startswith(("requests_", "slo_", "ttft_", "tpot_", "tokens_")) and (
+            "serving" not in key and "per_1k" not in key
+        ):
+            assert text.count(f"  {key} ") == 1, key
+    assert text.index("│   jobs_away_share") > text.index("│ WAN ")
+    assert "dr_energy_shed_kwh < 0: the sites drew more energy" in text
