@@ -61,10 +61,9 @@ def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[Requ
 def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engine:
     """The world of `scenario` with `policy` in charge, ready to run: the one construction
     path of `simulate` and `sim.testing.PolicyHarness`. `policy` as in `simulate`."""
-    seeds = seed_sequences(scenario.seed)
-    streams = {n: np.random.default_rng(s) for n, s in seeds.items()}
+    streams = random_streams(scenario.seed)
     jobs, signals = build_world(scenario, streams)
-    sources = build_sources(scenario, seeds["services"])
+    sources = build_sources(scenario, seed_sequences(scenario.seed)["services"])
     if policy is None:
         policy = build_policy(scenario.policy.name, scenario.policy.params)
     elif isinstance(policy, str):

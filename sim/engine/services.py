@@ -34,7 +34,7 @@ from sim.results import ResultParts
 from sim.scenario import Site as SiteConfig
 from sim.serving.config import ServiceConfig
 from sim.serving.replica import ReplicaModel, replica_model
-from sim.serving.service_sim import LiveStats, ServiceSim
+from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
 from sim.serving.sources import RequestSource
 
 if TYPE_CHECKING:
@@ -55,15 +55,7 @@ SERVICE_COLUMNS = (
     "start_s",
     "rate_per_s",
     "replicas",
-    "arrived",
-    "served",
-    "dropped",
-    "tokens",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "slo_met",
+    *STEP_COLUMNS[1:],
     "energy_kwh",
     "carbon_kg",
 )
@@ -446,7 +438,8 @@ class Services(Component):
         if self.configs:
             out.power = _with_extra_power(out.power, core.fleet.sites, self.levels)
         step_s = core.scenario.serving.step_s
-        edges = np.append(np.arange(0.0, horizon_s, step_s), horizon_s)
+        n_steps = int(np.ceil(horizon_s / step_s))  # the fidelities' step grid
+        edges = np.append(step_s * np.arange(n_steps), horizon_s)
         columns: dict[str, list[np.ndarray]] = {c: [] for c in SERVICE_COLUMNS}
         energy_kwh = carbon_kg = gpu_s = embodied_kg = 0.0
         for i, cfg in enumerate(self.configs):
