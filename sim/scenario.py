@@ -11,6 +11,7 @@ Errors name the file, the key path and the bad value, on one line:
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,13 +19,23 @@ from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
 from sim.errors import ScenarioError
 from sim.hardware import GPU_CATALOG, PROFILES, gpu_spec_from_dict, register_gpu
 from sim.serving.config import ServiceConfig, ServingConfig
 
 SCHEMA_VERSION: Final = 1
+
+MAX_POOL_GPUS: Final = 1_000_000
+"""GPUs of one pool (and of one job) at most: the largest clusters announced hold a few
+hundred thousand."""
+MAX_JOBS: Final = 10_000_000
+"""Jobs of one synthetic workload at most: a run holds about 1.4 GB per million jobs
+(docs/performance.md), so more would not fit a workstation's memory."""
+MAX_PUE: Final = 10.0
+"""PUE at most: surveyed datacenters average about 1.6 (Uptime Institute 2023)."""
 
 
 def _known(what: str, name: str, known: dict) -> str:
@@ -33,11 +44,7 @@ def _known(what: str, name: str, known: dict) -> str:
     return name
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CarbonConfig(_Model):
+class CarbonConfig(ConfigModel):
     """Where a site's carbon-intensity signal comes from, and optional what-if transforms.
 
     Exactly one source: a catalog `zone` (see `dcsim grid-data list`), a trace `file` in one
@@ -47,7 +54,7 @@ class CarbonConfig(_Model):
 
     zone: str | None = None
     """Zone id in the `grid_data` catalog (e.g. "DE", "US-CAL")."""
-    year: int | None = None
+    year: int | None = Field(default=None, ge=1900, le=2100)
     """Year of the zone's trace; default: the scenario start's year if the catalog has it,
     else its latest year. A trace of another year is aligned to keep weekday and hour."""
     variant: Literal["lifecycle", "direct"] = "lifecycle"
@@ -70,7 +77,7 @@ class CarbonConfig(_Model):
     blend_zone: str | None = None
     """Second catalog zone (same year rule) mixed in with weight `blend_weight`."""
     blend_weight: float = Field(default=0.5, ge=0, le=1)
-    scale: float = Field(default=1.0, ge=0)
+    scale: float = Field(default=1.0, ge=0, le=1000)
     offset_g_per_kwh: float = 0.0
 
     @model_validator(mode="after")
@@ -96,9 +103,9 @@ class CarbonConfig(_Model):
         return "marginal" if self.file is not None and self.format == "watttime" else "average"
 
 
-class GpuPool(_Model):
+class GpuPool(ConfigModel):
     model: str
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=MAX_POOL_GPUS)
 
     @field_validator("model")
     @classmethod
@@ -106,7 +113,7 @@ class GpuPool(_Model):
         return _known("GPU model", v, GPU_CATALOG)
 
 
-class PowerOff(_Model):
+class PowerOff(ConfigModel):
     """Power idle nodes off: a node whose GPUs have all been free for `idle_s` switches off
     and draws `off_w`; a start that needs it waits `wake_s` for it to boot, its GPUs held at
     idle power meanwhile."""
@@ -117,7 +124,7 @@ class PowerOff(_Model):
     """Residual draw of a powered-off node (management controller), W."""
 
 
-class Site(_Model):
+class Site(ConfigModel):
     name: str = Field(min_length=1)
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
@@ -129,12 +136,12 @@ class Site(_Model):
     """Host (CPU, memory, NIC, fans) power per installed GPU, always drawn."""
     idle_w: dict[str, float] = {}
     """Overrides of the catalog's idle power per GPU model, W."""
-    gpus_per_node: int = Field(default=8, gt=0)
+    gpus_per_node: int = Field(default=8, gt=0, le=1024)
     """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
     power_off: PowerOff | None = None
     """Switch idle nodes off (default: all nodes stay on)."""
-    checkpoint_write_gbps: float = Field(default=2.0, gt=0, allow_inf_nan=False)
-    checkpoint_read_gbps: float = Field(default=2.0, gt=0, allow_inf_nan=False)
+    checkpoint_write_gbps: float = Field(default=2.0, gt=0)
+    checkpoint_read_gbps: float = Field(default=2.0, gt=0)
     """Storage bandwidth one job writes (suspend, migrate) and reads (resume) its checkpoint
     at, GB/s; the job holds its GPUs at idle power meanwhile. 2 GB/s is an assumption (a
     parallel file system client, or a local NVMe drive): set your site's."""
@@ -145,9 +152,9 @@ class Site(_Model):
         values = v if isinstance(v, list) else [v]
         if isinstance(v, list) and len(v) != 24:
             raise ValueError(f"an hourly PUE profile needs 24 values (UTC hours), got {len(v)}")
-        bad = [x for x in values if not (math.isfinite(x) and x >= 1.0)]
+        bad = [x for x in values if not (math.isfinite(x) and 1.0 <= x <= MAX_PUE)]
         if bad:
-            raise ValueError(f"PUE values must be >= 1, got {bad[0]}")
+            raise ValueError(f"PUE values must be in [1, {MAX_PUE:g}], got {bad[0]}")
         return v
 
     @model_validator(mode="after")
@@ -174,7 +181,7 @@ class Site(_Model):
         return max(p.count for p in self.gpus)
 
 
-class DurationDist(_Model):
+class DurationDist(ConfigModel):
     """Wall-clock duration of a job on its reference GPUs (A100-80GB at the maximum power
     limit); its work is duration x GPU count reference GPU-hours.
 
@@ -190,7 +197,7 @@ class DurationDist(_Model):
     """Mean, for `exponential`."""
     median_h: float | None = Field(default=None, gt=0)
     """Median, for `lognormal`."""
-    sigma: float = Field(default=1.0, gt=0)
+    sigma: float = Field(default=1.0, gt=0, le=10)
     """Shape of the lognormal (std of log duration)."""
     components: list[tuple[float, float, float]] | None = None
     """[weight, low_h, high_h] per component, for `loguniform_mixture`; weights sum to 1."""
@@ -212,8 +219,11 @@ class DurationDist(_Model):
             for i, (w, lo, hi) in enumerate(self.components):
                 if not (w >= 0 and math.isfinite(w)):
                     raise ValueError(f"components[{i}] weight must be >= 0, got {w}")
-                if not (0 < lo <= hi < math.inf):
-                    raise ValueError(f"components[{i}] needs 0 < low_h <= high_h, got [{lo}, {hi}]")
+                if not (0 < lo <= hi <= HOURS_PER_DECADE):
+                    raise ValueError(
+                        f"components[{i}] needs 0 < low_h <= high_h <= {HOURS_PER_DECADE:g} "
+                        f"(ten years), got [{lo}, {hi}]"
+                    )
             total = sum(c[0] for c in self.components)
             if abs(total - 1.0) > 1e-6:
                 raise ValueError(f"components weights must sum to 1, got {total}")
@@ -258,7 +268,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 """Preset name -> default keys of `SyntheticWorkload` (explicit keys override them)."""
 
 
-class SyntheticWorkload(_Model):
+class SyntheticWorkload(ConfigModel):
     """Poisson arrivals over the horizon with i.i.d. job attributes.
 
     The arrival rate is either `arrival_rate_per_h` or set by `offered_load`; it may be
@@ -271,12 +281,12 @@ class SyntheticWorkload(_Model):
     """Defaults for `gpus` and `duration` from a published trace (explicit keys win)."""
     arrival_rate_per_h: float | None = Field(default=None, gt=0)
     """Mean arrival rate, jobs per hour (the long-run mean when modulated)."""
-    offered_load: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    offered_load: float | None = Field(default=None, gt=0, le=100)
     """Target utilisation of `offered_load_gpus` GPUs (e.g. 0.7): sets the mean arrival
     rate to offered_load x offered_load_gpus / E[gpus x duration_h] per hour."""
-    offered_load_gpus: int | None = Field(default=None, gt=0)
+    offered_load_gpus: int | None = Field(default=None, gt=0, le=MAX_POOL_GPUS)
     """GPU count the offered load refers to (e.g. the scenario's total GPUs)."""
-    max_jobs: int | None = Field(default=None, gt=0)
+    max_jobs: int | None = Field(default=None, gt=0, le=MAX_JOBS)
     """Stop generating after this many jobs (default: until the horizon)."""
     duration: DurationDist
     gpus: dict[int, float] = {1: 1.0}
@@ -313,8 +323,8 @@ class SyntheticWorkload(_Model):
     @classmethod
     def _gpu_mix(cls, v: dict[int, float]) -> dict[int, float]:
         for n, p in v.items():
-            if n <= 0:
-                raise ValueError(f"GPU counts must be > 0, got {n}")
+            if not 0 < n <= MAX_POOL_GPUS:
+                raise ValueError(f"GPU counts must be in [1, {MAX_POOL_GPUS}], got {n}")
             if p < 0:
                 raise ValueError(f"probability of {n} GPUs must be >= 0, got {p}")
         if not v or abs(sum(v.values()) - 1.0) > 1e-6:
@@ -368,7 +378,7 @@ class SyntheticWorkload(_Model):
         )
 
 
-class Workload(_Model):
+class Workload(ConfigModel):
     """Exactly one of a synthetic generator or a job file (native CSV/Parquet format)."""
 
     synthetic: SyntheticWorkload | None = None
@@ -376,7 +386,7 @@ class Workload(_Model):
     oversized: Literal["error", "reject"] = "error"
     """A job needing more GPUs than the largest pool of any site: an input error, or
     rejected at arrival with a reason (for replaying a trace on a smaller cluster)."""
-    checkpoint_interval_h: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    checkpoint_interval_h: float | None = Field(default=None, gt=0)
     """Jobs checkpoint every this many hours of running, each write stalling them for
     checkpoint_gb / the site's write bandwidth; a suspended or migrated job then restarts
     from its last checkpoint, losing the work since. None: no periodic checkpoints; a job
@@ -393,7 +403,7 @@ class Workload(_Model):
         return self
 
 
-class ForecastConfig(_Model):
+class ForecastConfig(ConfigModel):
     """Error model of `state.forecast` (see `sim.grid.forecast` and docs/forecasts.md).
 
     - "perfect": the truth.
@@ -404,9 +414,9 @@ class ForecastConfig(_Model):
     """
 
     model: Literal["perfect", "gaussian", "calibrated", "persistence"] = "perfect"
-    sigma_frac: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    sigma_frac: float | None = Field(default=None, ge=0, le=100)
     """Noise sigma as a fraction of the signal's mean intensity; only for model "gaussian"."""
-    scale: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    scale: float | None = Field(default=None, ge=0, le=100)
     """Multiplier of the calibrated error's size; only for model "calibrated"."""
 
     @model_validator(mode="after")
@@ -423,7 +433,7 @@ class ForecastConfig(_Model):
         return self
 
 
-class WanConfig(_Model):
+class WanConfig(ConfigModel):
     """The wide-area network between the sites (`sim.network`, docs/wan.md): a backbone graph,
     routes between the sites, and the time, energy and carbon of moving data along them.
 
@@ -441,39 +451,39 @@ class WanConfig(_Model):
     lat/lon (or Latitude/Longitude) attributes; edge length in km from `length_km` or
     `dist`, else the great-circle distance; capacity from `capacity_gbps` (or the Topology
     Zoo's `LinkSpeedRaw`, bit/s)."""
-    max_attach_km: float = Field(default=1000.0, gt=0, allow_inf_nan=False)
+    max_attach_km: float = Field(default=1000.0, gt=0)
     """Largest great-circle distance from a site to its attachment node, km."""
     k_paths: int = Field(default=1, ge=1, le=16)
     """Routes `Wan.routes` offers per site pair (k shortest loop-free paths by length), for
     policies that compare or spread over alternatives; transfers use the shortest."""
-    link_gbps: float = Field(default=100.0, gt=0, allow_inf_nan=False)
+    link_gbps: float = Field(default=100.0, gt=0)
     """Capacity of a link whose topology gives none, and of each site's attachment leg,
     Gbit/s (default: one 100G wavelength)."""
-    flow_gbps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    flow_gbps: float | None = Field(default=None, gt=0)
     """Largest rate of a single transfer (e.g. the storage or TCP limit), Gbit/s; None: the
     route's bottleneck alone limits it."""
     contention: bool = False
     """Concurrent transfers share link capacity max-min fairly (`Wan.transfers`); false:
     each transfer gets its route's whole bottleneck bandwidth."""
-    fibre_km_per_s: float = Field(default=204_190.0, gt=0, allow_inf_nan=False)
+    fibre_km_per_s: float = Field(default=204_190.0, gt=0)
     """Signal speed in fibre, km/s: c / 1.4682, the group index of standard single-mode
     fibre (ITU-T G.652, Corning SMF-28) at 1550 nm."""
     energy_model: Literal["path", "per_gb", "none"] = "path"
     """"path": per-device model along the route (iGDB intensities, W/Gbps); "per_gb": one
     electricity intensity per GB (Aslan et al. 2018); "none": transfers cost no energy."""
-    network_pue: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    network_pue: float | None = Field(default=None, ge=1, le=MAX_PUE)
     """Facility overhead (cooling, power conversion) of network sites; "path" only,
     default 1.5."""
-    redundancy: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    redundancy: float | None = Field(default=None, ge=1, le=10)
     """Multiplier for protection equipment powered alongside the working path; "path" only,
     default 2 (1+1 protection)."""
-    per_gb_kwh: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    per_gb_kwh: float | None = Field(default=None, ge=0)
     """Electricity intensity of data transmission, kWh/GB; "per_gb" only. Default: 0.06 in
     2015, halving every two years, at the scenario start's year (Aslan et al. 2018)."""
-    zone_max_km: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
+    zone_max_km: float = Field(default=1000.0, ge=0)
     """A network device is charged at the carbon intensity of the nearest catalog zone
     within this great-circle distance, km; farther ones at `fallback_g_per_kwh`."""
-    fallback_g_per_kwh: float = Field(default=436.0, ge=0, allow_inf_nan=False)
+    fallback_g_per_kwh: float = Field(default=436.0, ge=0)
     """Carbon intensity of devices with no catalog zone near, g/kWh (world average of 2022,
     Ember, Global Electricity Review 2023)."""
     variant: Literal["lifecycle", "direct"] = "lifecycle"
@@ -504,13 +514,13 @@ class WanConfig(_Model):
         return self
 
 
-class PolicyConfig(_Model):
+class PolicyConfig(ConfigModel):
     name: str = "run_now"
     """Registry name (see `policies.REGISTRY`) or `module:Class` / `path/to/file.py:Class`."""
     params: dict[str, Any] = {}
 
 
-class DemandResponseEvent(_Model):
+class DemandResponseEvent(ConfigModel):
     """A request to keep a site's facility power under a limit for a while: one event
     (`start`, `duration_h`), or a generator of events:
 
@@ -575,7 +585,7 @@ class DemandResponseEvent(_Model):
         return self.start, self.start + timedelta(hours=self.duration_h)
 
 
-class Scenario(_Model):
+class Scenario(ConfigModel):
     """A complete, validated study input. Times inside the engine are seconds since `start`."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -630,6 +640,13 @@ class Scenario(_Model):
                     raise ValueError(f"workload.synthetic.origin_sites.{s} must be >= 0, got {w}")
             if origins and sum(origins.values()) <= 0:
                 raise ValueError("workload.synthetic.origin_sites: weights must not all be 0")
+        if syn is not None:
+            expected = syn.mean_arrival_rate_per_h() * self.duration_h
+            if min(expected, syn.max_jobs or math.inf) > MAX_JOBS:
+                raise ValueError(
+                    f"workload.synthetic: about {expected:.3g} jobs over {self.duration_h:g} h; "
+                    f"a run holds at most {MAX_JOBS:,} jobs (lower the rate or set max_jobs)"
+                )
         for origin, allowed in (self.workload.residency or {}).items():
             key = f"workload.residency.{origin}"
             if origin not in names:
@@ -757,6 +774,7 @@ def _register_gpu_models(models: Any, source: Path) -> None:
         return  # the schema reports a wrong type
     for gid, fields in models.items():
         try:
+            check_numbers(fields, "")
             register_gpu(gpu_spec_from_dict(gid, fields))
         except (ValueError, TypeError, KeyError) as e:
             raise ScenarioError(f"{source}: gpu_models.{gid}: {e}") from None
@@ -798,7 +816,7 @@ def _resolve_policy_file(policy: Any, base: Path) -> None:
 
 def _first_error(e: ValidationError) -> str:
     errs = e.errors()
-    err = errs[0]
+    err = _most_telling(errs)
     loc = _loc_to_path(err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
@@ -813,12 +831,28 @@ def _first_error(e: ValidationError) -> str:
     return text
 
 
+def _most_telling(errs: list[Any]) -> Any:
+    """The error to report: the first, unless it only says a value did not match one member
+    of a union (`pue = [1, nan]` is "not a number" and "item 1 not finite"): then the first
+    error about the same key that says what is wrong with the value."""
+    first = errs[0]
+    if not first["type"].endswith("_type"):
+        return first
+    key = _loc_to_path(first["loc"][:1])
+    same_key = (e for e in errs if _loc_to_path(e["loc"][:1]) == key)
+    return next((e for e in same_key if not e["type"].endswith("_type")), first)
+
+
+_UNION_MEMBER = re.compile(r"^(float|int|str|bool|(list|dict|tuple)\[.*\])$")
+"""How pydantic names the member of a union (`float | list[float]`) in an error's location."""
+
+
 def _loc_to_path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union")):
+        elif str(part).startswith(("function-", "tagged-union")) or _UNION_MEMBER.match(part):
             continue
         else:
             out += f".{part}" if out else str(part)

@@ -11,27 +11,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from sim.config_model import ConfigModel
 
 __all__ = ["RequestSource", "ServiceConfig", "ServingConfig", "SloConfig"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SloConfig(_Frozen):
+class SloConfig(ConfigModel):
     """Latency targets: time to first token and time per output token, each met by
     `percentile` percent of the requests."""
 
-    ttft_ms: float = Field(gt=0, allow_inf_nan=False)
+    ttft_ms: float = Field(gt=0)
     """Time to first token target (queueing + prefill + network), ms."""
-    tpot_ms: float = Field(gt=0, allow_inf_nan=False)
+    tpot_ms: float = Field(gt=0)
     """Time per output token target (after the first), ms."""
     percentile: float = Field(default=99.0, gt=0, le=100)
 
 
-class RequestSource(_Frozen):
+class RequestSource(ConfigModel):
     """Where a service's requests come from: a request file (`dcsim workload import
     azure-llm ...`, docs/request-format.md), or the synthetic generator.
 
@@ -46,9 +44,9 @@ class RequestSource(_Frozen):
     """The file's format: "dcsim" (a request file written by `dcsim workload import`), or a
     trace imported as the run starts ("azure-llm", "requests-csv"; the rows it skips are
     counted in meta.json's `request_imports`)."""
-    time_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    time_scale: float = Field(default=1.0, gt=0, le=1e6)
     repeat: bool = False
-    rate_per_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    rate_per_s: float | None = Field(default=None, ge=0)
     daily_amplitude: float = Field(default=0.0, ge=0, lt=1)
     weekly_amplitude: float = Field(default=0.0, ge=0, lt=1)
     tokens: str = "azure-conv"
@@ -75,7 +73,7 @@ class RequestSource(_Frozen):
         return self
 
 
-class ServiceConfig(_Frozen):
+class ServiceConfig(ConfigModel):
     """One `[[services]]` entry."""
 
     name: str = Field(min_length=1)
@@ -83,8 +81,8 @@ class ServiceConfig(_Frozen):
     """A serving catalog id (`sim.serving.MODELS`), e.g. "Llama-3.1-8B-Instruct"."""
     gpu: str
     """The GPU model of the replicas (a pool of that model at each of its sites)."""
-    gpus_per_replica: int = Field(default=1, gt=0)
-    max_batch: int = Field(default=256, gt=0)
+    gpus_per_replica: int = Field(default=1, gt=0, le=1024)
+    max_batch: int = Field(default=256, gt=0, le=100_000)
     """Most sequences in flight on one replica (vLLM's max_num_seqs)."""
     sites: list[str] = Field(min_length=1)
     """Sites the service may run on."""
@@ -92,7 +90,7 @@ class ServiceConfig(_Frozen):
     """Replicas per site at the start (default: one on the first site)."""
     slo: SloConfig
     requests: RequestSource
-    timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    timeout_s: float = Field(default=60.0, gt=0)
     """A request not started within this many seconds of its arrival is dropped (the
     client gave up), as is one that arrives when no replica is ready."""
 
@@ -127,7 +125,7 @@ class ServiceConfig(_Frozen):
         return dict(self.replicas) if self.replicas else {self.sites[0]: 1}
 
 
-class ServingConfig(_Frozen):
+class ServingConfig(ConfigModel):
     """How services are simulated (docs/serving.md).
 
     - "fluid": in steps of `step_s`: each step's arrivals, replicas and load give its
@@ -138,5 +136,5 @@ class ServingConfig(_Frozen):
     """
 
     fidelity: Literal["fluid", "request"] = "fluid"
-    step_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    step_s: float = Field(default=60.0, gt=0)
     """Length of a row of services.parquet, and of a fluid step, s."""
