@@ -24,6 +24,7 @@ from sim.atomic import write_atomic
 from sim.grid import CarbonSignal
 from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
+from sim.workload.feasibility import infeasible_deadlines
 
 TERMINAL_STATES = ("completed", "rejected", "unfinished")
 """What a job's `state` in the jobs table can be at the horizon."""
@@ -53,6 +54,7 @@ SUMMARY_KEYS = (
     "jct_mean_h",
     "jct_p95_h",
     "deadline_misses",
+    "deadline_infeasible",
     "gpu_utilization",
     "dr_overshoot_kwh",
     "dr_compliance",
@@ -193,6 +195,7 @@ JOB_COLUMNS = (
     "profile",
     "work_gpu_h",
     "deadline_s",
+    "deadline_infeasible",
     "state",
     "reason",
     "wait_h",
@@ -219,6 +222,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     scenario = engine.scenario
     names = engine.fleet.names
     jt = engine.jobs
+    infeasible = infeasible_deadlines(jt, scenario)
     out = ResultParts(
         power=engine.fleet.power_log.drain_frame(names),
         events=engine.events.drain_frame(jt.job_id, names),
@@ -231,12 +235,14 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         profile=pd.Categorical(jt.profile),
         work_gpu_h=jt.work_gpu_h,
         deadline_s=jt.deadline_s,
+        deadline_infeasible=infeasible,
     )
     engine.write_results(out)
     summary = out.summary
     summary["carbon_total_kg"] = (
         summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
     )
+    summary["deadline_infeasible"] = int(infeasible.sum())
     summary["sim_wall_s"] = wall_s
     jobs = pd.DataFrame(_ordered(out.job_columns, JOB_COLUMNS))
 
@@ -255,6 +261,12 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         else engine.checkpoints.wan.config.energy_model,
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
+        "deadline_infeasible_at_submission": {
+            "jobs": int(infeasible.sum()),
+            "first_job_ids": [str(i) for i in jt.job_id[infeasible][:10]],
+            "rule": "deadline < submit + the fastest runtime on any allowed site "
+            "(sim/workload/feasibility.py)",
+        },
         **out.meta,
     }
     return Results(
