@@ -14,19 +14,27 @@ Shifting Can Reduce Carbon Emissions in the Cloud", Middleware 2021
 - With `interruptible = true`, an interruptible job with a deadline runs in the cheapest
   forecast steps before its deadline and is suspended in between (the paper's
   interruptible case: the `duration` lowest-intensity steps of the window). Its plan is
-  the cheapest steps of [now, deadline] whose length covers the remaining runtime +
-  `margin_s`; it runs now iff the current step is in the plan (Start/Resume it if it is
-  not running; Suspend it if it runs and the current step is not planned; Defer a pending
-  job to the next planned step; of the dearest planned step only the part needed is used,
-  at its end, by a pending job). The policy decides at every step of any site's signal
-  (`signal_steps`). The artifact fixes the schedule at submission; here the plan is
-  checked at every decision against the work actually left (`state.estimate`, which
-  includes loading a suspended job's checkpoint) and made afresh when it no longer covers
-  it (`replan = "when_behind"`, the default), or at every decision (`replan = "always"`).
-  Since only steps before the deadline are ever planned and their length always covers
-  the remaining work, a forecast error changes which steps are used, never whether the
-  job can finish: it does unless GPUs are missing when it must run. `margin_s` covers a
-  suspension's checkpoint write and read, and rounding.
+  the run windows in [now, deadline - margin_s] of least forecast carbon that hold its
+  remaining runtime and that it can carry out (`policies.kit.cheapest_slots`): the policy
+  decides at every step of any site's signal (`signal_steps`), so a started job stops and
+  resumes only where steps meet; its plan is whole steps, the last used in part from its
+  start (the job completes there), and a job not yet started may instead begin partway
+  into its first step (a deferral). So only the needed part of the dearest step is used
+  when that step is the plan's last, or a pending job's first; a dearest step between
+  others is never run whole at the expense of a cheaper later one. The job runs now iff
+  now is in a window (Start/Resume it if it is not running; Suspend it if it runs and now
+  is not in one; Defer a pending job to its next window). The artifact fixes the schedule
+  at submission; here the plan is checked at every decision against the work actually
+  left (`state.estimate`, which includes loading a suspended job's checkpoint) and made
+  afresh when its windows fall short of it by more than `margin_s` (`replan =
+  "when_behind"`, the default), or at every decision (`replan = "always"`). `margin_s`
+  is kept free before the deadline, not added to the work: it absorbs what a plan does
+  not foresee (a suspension's checkpoint write and read, rounding), the job running on
+  past its last window by at most that much. A job with no room left to choose
+  (deadline - margin_s - now <= runtime) runs now. Since only time before the deadline is
+  ever planned and the windows hold the remaining work, a forecast error changes which
+  steps are used, never whether the job can finish: it does unless GPUs are missing when
+  it must run.
 - Jobs without a deadline run as `run_now` would.
 """
 
@@ -65,7 +73,7 @@ class WaitAwhile(PlannedStart):
         super().__post_init__()
         self.signal_steps = self.interruptible
         self._slot_plans: dict[JobView, tuple[np.ndarray, np.ndarray]] = {}
-        """Interruptible job -> (starts, ends) of the forecast steps planned for it, s."""
+        """Interruptible job -> (starts, ends) of the run windows planned for it, s."""
         self._suspended: set[str] = set()
         """Ids of the jobs this policy suspended (and resumes); others' are left alone."""
 
@@ -81,41 +89,47 @@ class WaitAwhile(PlannedStart):
     def _slots(self, job: JobView) -> bool:
         return self.interruptible and job.interruptible and job.deadline_s is not None
 
-    def _plan(self, state: SystemState, job: JobView, site: str) -> tuple[bool, float]:
+    def _plan(
+        self, state: SystemState, job: JobView, site: str, pending: bool
+    ) -> tuple[bool, float]:
         """(run now?, when a pending job should start, s) for an interruptible `job`.
 
-        Its plan is the cheapest forecast steps at `site` in [now, deadline] whose length
-        covers its remaining runtime + `margin_s` (all of them if that is not enough). A plan
-        is kept while the time it has left covers that need (`replan = "when_behind"`), or
-        made afresh at every decision (`replan = "always"`). The job runs now if the current
-        step is in the plan; a pending one starts at the plan's next step, or, if only part
-        of that step is needed, at the moment that leaves just that part before its end."""
+        Its plan is the run windows of least forecast carbon at `site` in [now, deadline -
+        `margin_s`] that hold its remaining runtime and that it can carry out
+        (`cheapest_slots`; a `pending` job may start partway into its first step). A plan
+        is kept while its windows still hold that runtime (`replan = "when_behind"`), or
+        made afresh at every decision (`replan = "always"`). The job runs now if now is in
+        one of its windows, else a pending one starts when the next window opens. With no
+        room left to choose (deadline - `margin_s` - now <= runtime), it runs now."""
         now = state.now_s
-        deadline = job.deadline_s
-        assert deadline is not None
-        need = runtime_s(state, job) + self.margin_s
-        if deadline - now <= need:
+        assert job.deadline_s is not None
+        end = job.deadline_s - self.margin_s
+        need = runtime_s(state, job)
+        if end - now <= need:
             self._slot_plans.pop(job, None)
             return True, now
-        plan = self._slot_plans.get(job)
-        if plan is not None and self.replan == "when_behind":
+        plan = self._slot_plans.get(job) if self.replan == "when_behind" else None
+        if plan is not None:
             starts, ends = plan
-            left = np.maximum(ends - np.maximum(starts, now), 0.0)
-            ahead = ends - now >= SLIVER_S
-            if left.sum() >= need and ahead.any():
-                first = float(starts[ahead][0])
-                return first - now < MIN_DEFER_S, first
-        times, values = forecast_from_now(state, site, deadline - now)
-        starts, lengths, used = cheapest_slots(times, values, deadline, need)
-        if starts.size == 0:
+            left = np.maximum(ends - np.maximum(starts, now), 0.0).sum()
+            if left + self.margin_s + SLIVER_S < need:
+                plan = None
+        if plan is None:
+            times, values = forecast_from_now(state, site, end - now)
+            if times.size == 0:
+                return True, now
+            plan = cheapest_slots(times, values, end, need, start_late=pending)
+            self._slot_plans[job] = plan
+        starts, ends = plan
+        ahead = ends - now >= SLIVER_S
+        if not ahead.any():
             return True, now
-        self._slot_plans[job] = (starts, starts + lengths)
-        first = float(starts[0])
-        return first == now, first + float(lengths[0] - used[0])
+        first = max(float(starts[ahead][0]), now)
+        return first - now < MIN_DEFER_S, first
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
         if self._slots(job):
-            return self._plan(state, job, job.origin_site)[1]
+            return self._plan(state, job, job.origin_site, pending=True)[1]
         return super().defer_until(state, job)
 
     def preempt(self, state: SystemState, free: FreeGpus) -> list[Action]:
@@ -126,13 +140,15 @@ class WaitAwhile(PlannedStart):
         # stay held while its checkpoint is written.
         for job in state.running:
             site = job.site
-            if self._slots(job) and site is not None and not self._plan(state, job, site)[0]:
+            if not self._slots(job) or site is None:
+                continue
+            if not self._plan(state, job, site, pending=False)[0]:
                 actions.append(Suspend(job))
                 self._suspended.add(job.id)
         for job in state.suspended:
             if job.id not in self._suspended:
                 continue
-            if self._plan(state, job, job.origin_site)[0]:
+            if self._plan(state, job, job.origin_site, pending=False)[0]:
                 placed = free.place(job)
                 if placed is not None:
                     actions.append(Resume(job, placed.site, gpu_model=placed.gpu_model))

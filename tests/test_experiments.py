@@ -112,7 +112,8 @@ def test_a_failing_run_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_path
                         workers=2)  # fmt: skip
     failed = summary[summary["status"] == "failed"]
     assert len(failed) == 2 and summary.attrs["runs_failed"] == 2
-    assert (failed["error"] == "RuntimeError: boom at decision").all()
+    expected = "PolicyError: policy Boom: decide(state) raised RuntimeError: boom at decision"
+    assert (failed["error"] == expected).all()
     assert failed["carbon_total_kg"].isna().all()
     assert (summary.loc[summary["policy"] == "run_now", "status"] == "ok").all()
     run_dir = tmp_path / "s" / "runs" / failed["run_id"].iloc[0]
@@ -215,7 +216,10 @@ def test_dcsim_sweep_prints_means_with_intervals_and_exits_1_when_a_run_failed(t
         capsys,
     )
     assert code == 1
-    assert "failed: RuntimeError: boom at decision" in out.err
+    assert (
+        "failed: PolicyError: policy Boom: decide(state) raised RuntimeError: boom at decision"
+        in out.err
+    )
     code, out = run_cli([*args, "--grid", "sites[9].pue=1.2", "--out", str(tmp_path / "c")], capsys)
     assert code == 2 and out.err.startswith("error: grid sites[9].pue")
 

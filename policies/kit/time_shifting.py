@@ -73,7 +73,8 @@ class TimeShifter(Policy):
     """Let later jobs that fit start while a job that should start now waits for GPUs."""
     margin_s: float = 60.0
     """Safety margin before deadlines, s: a deferred job starts by deadline - runtime -
-    margin_s (rounding, runtime estimates, and, for suspended jobs, resume overheads)."""
+    margin_s, and interruptible plans end by deadline - margin_s (rounding, runtime
+    estimates, and, for suspended jobs, resume overheads)."""
 
     def __post_init__(self) -> None:
         if not self.margin_s >= 0.0:

@@ -12,8 +12,9 @@ guess there is). Everything here is exact: no sampling of start times, no grid.
   step function over a sliding window is piecewise linear in the start, with kinks only
   where the window's start or end crosses a breakpoint, so the minimum is at one of those
   candidates or at an end of the interval (`window_candidates`).
-- `cheapest_slots`: the cheapest forecast steps whose total length covers a run time
-  (Wiesner et al.'s interruptible "Let's Wait Awhile" schedule).
+- `cheapest_slots`: the run windows of least forecast carbon that hold a run time and that
+  a job stopped and resumed only where steps meet can carry out (Wiesner et al.'s
+  interruptible "Let's Wait Awhile" schedule, the dearest step used only in part).
 - `time_weighted_percentile`: a percentile of the forecast over a window, each value
   weighted by how long it holds.
 """
@@ -21,6 +22,7 @@ guess there is). Everything here is exact: no sampling of start times, no grid.
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import NamedTuple
 
 import numpy as np
 
@@ -131,24 +133,115 @@ def forecast_slots(
     return starts, ends - starts, vals
 
 
+class _Plan(NamedTuple):
+    """A plan of whole steps and one step used in part from its start (`_last_in_part`)."""
+
+    cost: float
+    """Its forecast carbon: the integral of the intensity over it, g/kWh x s."""
+    whole: np.ndarray
+    """Indices of the steps used whole, ascending."""
+    part: int
+    """Index of the step used in part (from its start), the last of the plan."""
+    part_s: float
+    """How much of that step is used, s."""
+    first_start_s: float
+    """When the plan's first step starts, s."""
+    end_s: float
+    """When it ends, s."""
+
+
+def _last_in_part(
+    starts: np.ndarray, lengths: np.ndarray, vals: np.ndarray, need_s: float, early_end: bool
+) -> _Plan:
+    """The plan of least cost of whole steps and the last step used in part from its start,
+    `need_s` in all. Ties: the earliest end, then the earliest start if `early_end`; else
+    the latest start, then the latest end (the same rule on a time-reversed forecast).
+    For each last step f, the steps before it are the cheapest, as many as leave
+    0 < part <= length of f, with and without step 0 (which may be short)."""
+    n = lengths.size
+    # Steps 1.., cheapest first; equal ones the earliest first (on a reversed forecast, the
+    # latest: the earliest in time).
+    rest = 1 + np.lexsort((starts[1:] if early_end else -starts[1:], vals[1:]))
+    last = np.arange(n)[:, None]
+    before = np.hstack((np.ones((n, 1), dtype=bool), rest[None, :] < last))
+    # Column 0: no step of `rest`; column j > 0: the first j of `rest` that lie before f.
+    taken_s = np.cumsum(np.where(before[:, 1:], lengths[rest], 0.0), axis=1)
+    taken_cost = np.cumsum(np.where(before[:, 1:], (vals * lengths)[rest], 0.0), axis=1)
+    earliest = np.minimum.accumulate(np.where(before[:, 1:], starts[rest], np.inf), axis=1)
+    zero = np.zeros((n, 1))
+    taken_s, taken_cost = np.hstack((zero, taken_s)), np.hstack((zero, taken_cost))
+    earliest = np.minimum(np.hstack((zero + np.inf, earliest)), starts[last])
+    cost, first_start, end = [], [], []
+    for with_first in (False, True):
+        base_s, base_cost = (lengths[0], vals[0] * lengths[0]) if with_first else (0.0, 0.0)
+        part = need_s - (base_s + taken_s)
+        ok = before & (part > 0.0) & (part <= lengths[last] + SLIVER_S)
+        if with_first:
+            ok &= last >= 1
+        used = np.minimum(part, lengths[last])
+        cost.append(np.where(ok, base_cost + taken_cost + used * vals[last], np.inf))
+        first_start.append(np.full_like(earliest, starts[0]) if with_first else earliest)
+        end.append(starts[last] + used)
+    costs = np.stack(cost)
+    best = float(costs.min())
+    ties = np.flatnonzero(costs <= best + _REL_TIE * max(1.0, abs(best)))
+    ends, firsts = np.stack(end).ravel()[ties], np.stack(first_start).ravel()[ties]
+    keys = (firsts, ends) if early_end else (-ends, -firsts)  # the last key sorts first
+    with_first, f, j = np.unravel_index(ties[np.lexsort(keys)[0]], costs.shape)
+    whole = rest[:j][rest[:j] < f]
+    if with_first:
+        whole = np.append(0, whole)
+    part_s = min(need_s - float(lengths[whole].sum()), float(lengths[f]))
+    return _Plan(
+        best,
+        np.sort(whole),
+        int(f),
+        part_s,
+        float(np.stack(first_start)[with_first, f, j]),
+        float(starts[f] + part_s),
+    )
+
+
 def cheapest_slots(
-    times: np.ndarray, values: np.ndarray, end_s: float, need_s: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The forecast steps in [times[0], end_s] with the lowest values whose total length
-    first reaches `need_s` (ties: earlier steps first), as ascending (starts, lengths, used):
-    `used` is the time needed in each, the full length except in the dearest chosen step,
-    which is only partly needed. All steps, fully used, if they are not long enough
-    together. The first step is the current one (starting at times[0])."""
+    times: np.ndarray, values: np.ndarray, end_s: float, need_s: float, start_late: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run windows in [times[0], end_s] of least forecast carbon (the integral of the
+    intensity over them) whose total length is `need_s`, among those a job can carry out
+    if it can be stopped and resumed only where forecast steps meet: ascending
+    (starts, ends), s.
+
+    Such a plan is whole forecast steps, of which the chronologically last may be used in
+    part, from its start (the job completes there); with `start_late` (a job not yet
+    started, which a deferral can start at any moment) the first may instead be used in
+    part, up to its end. The cheapest steps with only the dearest of them in part (Wiesner
+    et al.'s schedule, the least carbon of all) is such a plan when that step is the last
+    or, with `start_late`, the first. When it lies between others, running it whole would
+    skip part of a cheaper later step; the best plan of the kind above is taken instead.
+    Ties: the plan that ends first. All steps, whole, if they are not long enough together.
+
+    Exact when all steps but the first (cut by times[0]) and the last (cut by `end_s`)
+    have the same length, as forecasts on a regular grid do; with steps of other lengths
+    the plan is valid, and may cost more than the best by part of a step. O(n^2) for n
+    steps."""
     starts, lengths, vals = forecast_slots(times, values, end_s)
-    order = np.lexsort((starts, vals))
-    covered = np.cumsum(lengths[order])
-    k = int(np.searchsorted(covered, need_s, side="left"))
-    chosen = order[: k + 1]
-    used = lengths[chosen].copy()
-    if k < order.size:
-        used[-1] -= covered[k] - need_s
-    by_start = np.argsort(starts[chosen])
-    return starts[chosen][by_start], lengths[chosen][by_start], used[by_start]
+    ends = starts + lengths
+    if lengths.sum() <= need_s:
+        return starts, ends
+    plan = _last_in_part(starts, lengths, vals, need_s, early_end=True)
+    win_starts = np.append(starts[plan.whole], starts[plan.part])
+    win_ends = np.append(ends[plan.whole], plan.end_s)
+    if start_late:  # the same search on the time-reversed forecast: the first step in part
+        back = _last_in_part(end_s - ends[::-1], lengths[::-1], vals[::-1], need_s, False)
+        tol = _REL_TIE * max(1.0, abs(plan.cost))
+        if back.cost < plan.cost - tol or (
+            back.cost <= plan.cost + tol and end_s - back.first_start_s < plan.end_s
+        ):
+            n = lengths.size
+            whole, part = n - 1 - back.whole, n - 1 - back.part
+            win_starts = np.append(starts[whole], ends[part] - back.part_s)
+            win_ends = np.append(ends[whole], ends[part])
+    order = np.argsort(win_starts)
+    return win_starts[order], win_ends[order]
 
 
 def time_weighted_percentile(

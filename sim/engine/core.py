@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import simpy
 
-from sim import hardware
+from sim import hardware, plugins
 from sim.api import (
     Defer,
     JobView,
@@ -85,7 +85,7 @@ class Engine:
         self.env = simpy.Environment()
         self.jobs = jobs
         self.policy = policy
-        self.hooks = PolicyHooks.of(policy)
+        self.hooks = plugins.call_policy(policy, "reading its hooks", PolicyHooks.of, policy)
         self.forecaster = forecaster
         self.events = EventLog()
         self.book = JobBook(self)
@@ -163,14 +163,9 @@ class Engine:
 
     def _decide(self, _event: simpy.Event) -> None:
         self._decision_scheduled = False
-        actions = self.policy.decide(self.state_view)
-        if actions is None:
-            raise PolicyError(
-                f"{type(self.policy).__name__}.decide returned None; return a list of actions"
-            )
         # All actions exist before any is applied: the state does not move under a policy
         # that yields them lazily while iterating over it.
-        for action in list(actions):
+        for action in plugins.decide(self.policy, self.state_view):
             self.apply(action)
 
     def apply(self, a: object) -> None:
@@ -248,7 +243,7 @@ class Engine:
                 self.dr.end_pause(j, now)
                 book.reject(j, str(reason))
             case _:
-                raise PolicyError(f"{type(self.policy).__name__} returned {a!r}, not an action")
+                raise plugins.not_an_action(self.policy, a)
 
     # --- action checks -------------------------------------------------------------------
 

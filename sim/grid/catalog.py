@@ -72,14 +72,33 @@ def _zone_frame(zone: str, year: int) -> pd.DataFrame:
 
 
 def load_zone(zone: str, year: int, variant: str = "lifecycle") -> pd.Series:
-    """Hourly carbon intensity (g/kWh, UTC index of hour starts) of `zone` in `year`."""
+    """Hourly carbon intensity (g/kWh, UTC index of hour starts) of `zone` in `year`.
+    `attrs["repairs"]` holds the catalog's cleaning counts of the zone-year (whole year):
+    "gaps_filled_h" (hours in which data was filled) and "negatives_clipped"."""
     if variant not in VARIANTS:
         raise ScenarioError(f"unknown variant {variant!r}; variants: {', '.join(VARIANTS)}")
     years = zone_years(zone)
     if year not in years:
         raise ScenarioError(f"zone {zone} has no trace for {year}; years: {_span(years)}")
     column = _zone_frame(zone, year)[f"{variant}_g_per_kwh"]
-    return column.astype("float64").rename(SERIES_NAME)
+    series = column.astype("float64").rename(SERIES_NAME)
+    cat = catalog()
+    row = cat[(cat["zone"] == zone) & (cat["year"] == year)].iloc[0]
+    series.attrs = {"repairs": {key: int(row[col]) for key, col in _CATALOG_REPAIRS.items()}}
+    return series
+
+
+_CATALOG_REPAIRS = {"gaps_filled_h": "gaps_filled", "negatives_clipped": "negative_clipped"}
+"""Repair count (`sim.grid.loaders.REPAIR_KEYS`) -> the catalog column that holds it."""
+
+
+def summed_repairs(*series: pd.Series) -> dict[str, int]:
+    """The repair counts (`attrs["repairs"]`) of several traces, added key by key."""
+    total: dict[str, int] = {}
+    for s in series:
+        for key, count in s.attrs.get("repairs", {}).items():
+            total[key] = total.get(key, 0) + int(count)
+    return total
 
 
 def alignment_offset(start: datetime, trace_year: int) -> timedelta:
@@ -103,7 +122,8 @@ def zone_series(
     variant: str = "lifecycle",
 ) -> pd.Series:
     """`zone`'s hourly trace covering [start, start + horizon_s], from consecutive catalog
-    years, aligned to the scenario's year when it comes from another year."""
+    years, aligned to the scenario's year when it comes from another year; its
+    `attrs["repairs"]` adds up those of the zone-years read."""
     years = zone_years(zone)
     first = year if year is not None else start.year if start.year in years else years[-1]
     offset = alignment_offset(start, first)
@@ -117,8 +137,10 @@ def zone_series(
             f"{t1:%Y-%m-%d %H:%M} UTC (aligned from {first}), but the catalog has "
             f"{_span(years)}, not {', '.join(map(str, missing))}"
         )
-    series = pd.concat([load_zone(zone, y, variant) for y in needed])
+    parts = [load_zone(zone, y, variant) for y in needed]
+    series = pd.concat(parts)
     series.index = series.index + pd.Timedelta(offset)
+    series.attrs = {"repairs": summed_repairs(*parts)}
     return series
 
 
@@ -155,7 +177,9 @@ def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
             if c.blend_zone is not None:
                 other = zone_series(c.blend_zone, start, horizon_s, c.year, c.variant)
                 both = pd.concat([series, other], axis=1, join="inner")
+                repairs = summed_repairs(series, other)
                 series = (1 - c.blend_weight) * both.iloc[:, 0] + c.blend_weight * both.iloc[:, 1]
+                series.attrs = {"repairs": repairs}
                 what = f"{key} (zone {c.zone} blended with {c.blend_zone})"
         except ScenarioError as e:
             raise ScenarioError(f"{key}.zone: {e}") from None

@@ -12,9 +12,10 @@ picks one by name:
 Every loader returns a float Series named `SERIES_NAME` on a sorted, unique, tz-aware UTC
 DatetimeIndex named "timestamp", in g/kWh, holding each value from its timestamp to the next
 (a step function: nothing is resampled). Everything a loader had to repair is counted in
-`series.attrs` and logged (warning) rather than hidden. Every error is one line naming the
-file, the CSV line (header = line 1) or the JSON path (`data[17].intensity.actual`), and the
-bad value.
+`series.attrs["repairs"]` (a dict, `REPAIR_KEYS`; `CarbonSignal.repairs` carries it into a
+run's meta.json) and logged (warning) rather than hidden. Values must be finite numbers from
+0 to `MAX_INTENSITY_G_PER_KWH`. Every error is one line naming the file, the CSV line
+(header = line 1) or the JSON path (`data[17].intensity.actual`), and the bad value.
 """
 
 from __future__ import annotations
@@ -47,6 +48,37 @@ TRACE_FORMATS = ("csv", "electricitymaps", "watttime", "entsoe", "uk-api")
 
 UNIT_TO_G_PER_KWH = {"g/kWh": 1.0, "kg/kWh": 1000.0, "lbs/MWh": 0.45359237}
 """Factor converting a trace value in the given unit to g/kWh (1 lb = 453.59237 g)."""
+
+REPAIR_KEYS = {
+    "mtus_dropped": "ENTSO-E MTUs without any generation number, dropped (the previous "
+    "value holds on)",
+    "cells_filled": "ENTSO-E generation cells without data, filled with the previous value",
+    "negatives_clipped": "negative generation cells set to 0 (ENTSO-E; the zone catalog)",
+    "forecast_fallbacks": "UK API entries without an actual intensity: the forecast is used",
+    "gaps_filled_h": "hours of a zone-year in which the catalog filled missing data",
+}
+"""Keys of `series.attrs["repairs"]` (counts) and what each counts. A loader sets the keys
+of the repairs it can make, 0 included; "gaps_filled_h" comes from the zone catalog."""
+
+MAX_INTENSITY_G_PER_KWH = 5000.0
+"""Largest carbon intensity a trace may hold, g/kWh (after unit conversion). The dirtiest
+generation emits about 1,000 g/kWh (coal, lifecycle: IPCC AR5 WGIII Annex III, Table
+A.III.2; lignite plants' direct emissions are of the same order), and every average or
+marginal intensity is a mix of such plants; 5,000 leaves a wide margin and still catches a
+trace in kg/MWh or lbs/MWh read as g/kWh by a factor 1000 mix-up."""
+
+MAX_GENERATION_MW = 1e6
+"""Largest generation one ENTSO-E cell may report, MW (1 TW: more than the generating
+capacity of all ENTSO-E members together, about 1,000 GW, ENTSO-E Statistical Factsheet)."""
+
+ENTSOE_NEGATIVE_SHARE = 0.05
+"""ENTSO-E generation cells below 0 are clipped to 0 and counted when their magnitude is at
+most this share of the row's generation (the sum of its positive production-type cells):
+station-service consumption and metering offsets of idle plants, booked as negative
+generation (Hirth, Muehlenpfordt and Bulkeley 2018, The ENTSO-E Transparency Platform,
+Applied Energy 225, section 4 on data quality). Clipping such a cell changes the row's total
+by at most 5 %. A larger negative cell is not an artefact but a wrong column or sign:
+`TraceError`."""
 
 
 # --- where a value came from ---------------------------------------------------------------
@@ -225,16 +257,34 @@ def _normal(name: str) -> str:
 # --- values and times (shared by every loader) ---------------------------------------------
 
 
-def _parse_values(raw: pd.Series, where: _Where, field: str | Sequence[str]) -> np.ndarray:
-    """Finite numbers >= 0 (float64), or a `TraceError` naming the first bad one."""
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values)
+def _parse_values(
+    raw: pd.Series,
+    where: _Where,
+    field: str | Sequence[str],
+    *,
+    factor: float = 1.0,
+    at_most: float = MAX_INTENSITY_G_PER_KWH,
+    unit: str = "g/kWh",
+    negative_ok: bool = False,
+) -> np.ndarray:
+    """Finite numbers x `factor` (float64) from 0 (any sign if `negative_ok`) to `at_most`
+    `unit`, or a `TraceError` naming the first bad one (NaN and +-inf are not numbers)."""
+    parsed = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(parsed)
     if bad.any():
         k = int(np.argmax(bad))
         raise TraceError(f"{where.at(k, _field(field, k))} is not a number: {_short(raw[k])}")
-    if (values < 0).any():
-        k = int(np.argmax(values < 0))
+    if not negative_ok and (parsed < 0).any():
+        k = int(np.argmax(parsed < 0))
         raise TraceError(f"{where.at(k, _field(field, k))} must be >= 0, got {_plain(raw[k])}")
+    values = parsed * factor
+    if (np.abs(values) > at_most).any():
+        k = int(np.argmax(np.abs(values) > at_most))
+        shown = _plain(raw[k]) if factor == 1.0 else f"{_plain(raw[k])} = {values[k]:.4g} {unit}"
+        raise TraceError(
+            f"{where.at(k, _field(field, k))} must be at most {at_most:,.0f} {unit}, got "
+            f"{shown}; check the unit"
+        )
     return values
 
 
@@ -293,11 +343,19 @@ def _check_increasing(
         )
 
 
-def _trace(index: pd.DatetimeIndex, values: np.ndarray, **attrs: Any) -> pd.Series:
+def _trace(
+    index: pd.DatetimeIndex,
+    values: np.ndarray,
+    repairs: dict[str, int] | None = None,
+    **attrs: Any,
+) -> pd.Series:
+    """The loaders' common result; `attrs["repairs"]` counts what was repaired (empty if
+    nothing: `REPAIR_KEYS` names every count a loader may make)."""
     index = pd.DatetimeIndex(index)
     index.name = "timestamp"
     out = pd.Series(np.asarray(values, dtype=np.float64), index=index, name=SERIES_NAME)
     out.attrs.update(attrs)
+    out.attrs["repairs"] = {k: int(v) for k, v in (repairs or {}).items()}
     return out
 
 
@@ -313,7 +371,7 @@ def _timed_values(
     **attrs: Any,
 ) -> pd.Series:
     """The common path of every single-value format: values, then times, then order."""
-    values = _parse_values(raw_values, where, value_field) * factor
+    values = _parse_values(raw_values, where, value_field, factor=factor)
     index, show_utc = _parse_times(raw_times, where, time_field, timezone)
     _check_increasing(index, raw_times, where, time_field, show_utc)
     return _trace(index, values, **attrs)
@@ -574,8 +632,8 @@ def load_uk_api(path: str | Path, *, value: str = "actual") -> pd.Series:
     `value="actual"` (default) uses ``intensity.actual`` and falls back to
     ``intensity.forecast`` where the actual is null or absent (the regional API publishes
     forecasts only, so there every entry falls back). The number of fallbacks is in
-    ``series.attrs["forecast_fallbacks"]`` and logged as a warning. `value="forecast"` uses
-    the forecast throughout. ``generationmix`` is not read.
+    ``series.attrs["repairs"]["forecast_fallbacks"]`` and logged as a warning.
+    `value="forecast"` uses the forecast throughout. ``generationmix`` is not read.
     """
     path = Path(path)
     if value not in UK_VALUES:
@@ -628,7 +686,7 @@ def load_uk_api(path: str | Path, *, value: str = "actual") -> pd.Series:
         where, times, "from", pd.Series(raw, dtype=object), fields, format="uk-api", value=value
     )
     if value == "actual":
-        out.attrs["forecast_fallbacks"] = fallbacks
+        out.attrs["repairs"] = {"forecast_fallbacks": fallbacks}
         if fallbacks:
             _note(
                 path,
@@ -683,12 +741,15 @@ def load_entsoe_generation(path: str | Path, *, variant: str = "lifecycle") -> p
 
     Cells: ``n/e`` (not expected: the area has no such plant) is 0 MW. ``N/A``, ``-`` or
     empty is no data: a row with no number at all is dropped (its MTU holds the previous
-    value, as in any step function) and counted in ``attrs["mtus_without_data"]``; a missing
-    cell in a row with data takes the previous value of its production type (the next one
-    at the start of the file, 0 if the type has no value at all), counted in
-    ``attrs["cells_filled"]``. Both are logged as warnings. Negative or non-numeric cells,
-    a production type `ENTSOE_FUELS` does not know, and a row whose mix is 0 MW raise
-    `TraceError`.
+    value, as in any step function) and counted in ``attrs["repairs"]["mtus_dropped"]``; a
+    missing cell in a row with data takes the previous value of its production type (the
+    next one at the start of the file, 0 if the type has no value at all), counted in
+    ``attrs["repairs"]["cells_filled"]``. A negative cell is set to 0 MW and counted in
+    ``attrs["repairs"]["negatives_clipped"]`` when it is small: at most
+    `ENTSOE_NEGATIVE_SHARE` (5 %) of its row's generation, or in a storage column (not in
+    the mix); a larger one raises `TraceError`. All three are logged as warnings.
+    Non-numeric cells or cells above `MAX_GENERATION_MW`, a production type `ENTSOE_FUELS`
+    does not know, and a row whose mix is 0 MW raise `TraceError`.
     """
 
     path = Path(path)
@@ -736,9 +797,20 @@ def load_entsoe_generation(path: str | Path, *, variant: str = "lifecycle") -> p
         not_expected = raw.isin(_NOT_EXPECTED).to_numpy()
         no_data = raw.isin(_NO_DATA).to_numpy()
         special = not_expected | no_data
-        gen[:, j] = _parse_values(raw.where(~special, "0"), where, t.header[i])
+        gen[:, j] = _parse_values(
+            raw.where(~special, "0"),
+            where,
+            t.header[i],
+            at_most=MAX_GENERATION_MW,
+            unit="MW",
+            negative_ok=True,
+        )
         gen[no_data, j] = np.nan
         number[:, j] = ~special
+    names = [t.header[i] for i in gen_cols]
+    clipped = _clip_negative_generation(
+        gen, names, [f != "storage" for f in gen_cols.values()], where
+    )
 
     # times
     raw_mtu = t.cells(mi)
@@ -770,20 +842,43 @@ def load_entsoe_generation(path: str | Path, *, variant: str = "lifecycle") -> p
             f"{where.at(k, t.header[mi])} {_short(raw_mtu[k])}: the generation mix is 0 MW "
             f"(storage discharge excluded); cannot derive an intensity"
         )
-    attrs: dict[str, Any] = {
-        "format": "entsoe",
-        "variant": variant,
-        "mtus_without_data": dropped,
-        "cells_filled": filled,
-        "mtu_time_zone_assumed": assumed,
-    }
+    repairs = {"mtus_dropped": dropped, "cells_filled": filled, "negatives_clipped": clipped}
+    attrs: dict[str, Any] = {"format": "entsoe", "variant": variant}
+    attrs["mtu_time_zone_assumed"] = assumed
+    if clipped:
+        _note(path, f"{clipped} negative generation cells clipped to 0 MW")
     if dropped:
         _note(path, f"{dropped} of {n} MTUs have no generation data (N/A); dropped")
     if filled:
         _note(path, f"{filled} missing generation cells (N/A) filled with the previous value")
     if assumed:
         _note(path, "the MTU column names no time zone; read as CET/CEST (Europe/Brussels)")
-    return _trace(index[kept], ci, **attrs)
+    return _trace(index[kept], ci, repairs, **attrs)
+
+
+def _clip_negative_generation(
+    gen: np.ndarray, names: list[str], in_mix: list[bool], where: _Where
+) -> int:
+    """Set the negative cells of `gen` (MW, rows x the columns `names`, NaN: no data)
+    to 0 and return how many there were. A negative cell of a column in the mix may be at
+    most `ENTSOE_NEGATIVE_SHARE` of its row's generation (its positive mix cells), else
+    `TraceError` naming the line, the column and the value; storage columns are not in the
+    mix (pumping booked as negative generation), so any negative value of theirs is clipped."""
+    negative = gen < 0  # False where NaN
+    if not negative.any():
+        return 0
+    mix = np.asarray(in_mix, dtype=bool)
+    total = np.where((gen > 0) & mix, gen, 0.0).sum(axis=1)
+    too_large = negative & mix & (-gen > ENTSOE_NEGATIVE_SHARE * total[:, None])
+    if too_large.any():
+        k, j = (int(x) for x in np.argwhere(too_large)[0])
+        raise TraceError(
+            f"{where.at(k, names[j])} is {gen[k, j]:g} MW, more negative than "
+            f"{ENTSOE_NEGATIVE_SHARE:.0%} of the row's generation ({total[k]:,.0f} MW): not a "
+            f"metering artefact that could be clipped to 0; check the column and its sign"
+        )
+    gen[negative] = 0.0
+    return int(negative.sum())
 
 
 def _mtu_to_utc(raw: pd.Series, where: _Where, field: str) -> tuple[pd.DatetimeIndex, bool]:

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
 
 from sim.errors import ScenarioError
-
-if TYPE_CHECKING:
-    pass
 
 SERIES_NAME = "carbon_intensity_g_per_kwh"
 
@@ -33,11 +30,13 @@ class CarbonSignal:
     The domain is [times_s[0], end_s]; `times_s[0]` may be negative (a trace step that began
     before the scenario start). Querying outside the domain raises `ValueError`.
 
-    Attributes (read-only arrays):
+    Attributes (read-only):
         times_s: float64 ascending breakpoints, s.
         values_g_per_kwh: float64 carbon intensity on each step, g/kWh.
         end_s: end of the last step, s.
         kind: "average" or "marginal" emissions.
+        repairs: what the trace's loader repaired, name -> count (`series.attrs["repairs"]`,
+            keys in `sim.grid.loaders.REPAIR_KEYS`; empty for a constant or a clean trace).
     """
 
     __slots__ = (
@@ -45,6 +44,7 @@ class CarbonSignal:
         "values_g_per_kwh",
         "end_s",
         "kind",
+        "repairs",
         "_step_s",
         "_t",
         "_v",
@@ -60,6 +60,7 @@ class CarbonSignal:
         values_g_per_kwh: Sequence[float] | np.ndarray,
         end_s: float,
         kind: str = "average",
+        repairs: Mapping[str, int] | None = None,
     ) -> None:
         t = np.array(times_s, dtype=np.float64)
         v = np.array(values_g_per_kwh, dtype=np.float64)
@@ -86,6 +87,7 @@ class CarbonSignal:
         self.values_g_per_kwh = v
         self.end_s = end_s
         self.kind = kind
+        self.repairs: Mapping[str, int] = MappingProxyType(dict(repairs or {}))
         # Prefix sums: _cum[i] = integral from t[0] to t[i]. Kept as Python lists too, so the
         # scalar paths (called per job start/finish) are bisect + float arithmetic only.
         knots = np.append(t, end_s)
@@ -123,7 +125,7 @@ class CarbonSignal:
                 f"scale {scale:g} and offset {offset_g_per_kwh:g} g/kWh make the intensity "
                 f"negative ({values[i]:.4g} g/kWh at {self.times_s[i]:g} s)"
             )
-        return CarbonSignal(self.times_s, values, self.end_s, kind=self.kind)
+        return CarbonSignal(self.times_s, values, self.end_s, kind=self.kind, repairs=self.repairs)
 
     @classmethod
     def constant(
@@ -146,6 +148,7 @@ class CarbonSignal:
 
         `series`: values in g/kWh on a DatetimeIndex (UTC; a naive index is read as UTC).
         Each sample holds until the next; the last one holds for the median step.
+        `series.attrs["repairs"]` (the loader's repair counts) becomes `repairs`.
         `what` names the trace in errors. Raises `ScenarioError` when the trace does not
         cover [start, start + horizon_s], naming both times. Only the breakpoints needed for
         the horizon are kept (plus the one at or before 0).
@@ -189,7 +192,8 @@ class CarbonSignal:
         i0 = int(np.searchsorted(t, 0.0, side="right")) - 1  # last breakpoint at or before 0
         i1 = int(np.searchsorted(t, horizon_s, side="left"))  # first breakpoint at/after end
         i1 = max(i1, i0 + 1)
-        return cls(t[i0:i1], v[i0:i1], horizon_s, kind=kind)
+        repairs = series.attrs.get("repairs")
+        return cls(t[i0:i1], v[i0:i1], horizon_s, kind=kind, repairs=repairs)
 
     # -- queries (scalar fast paths use bisect on Python lists)
 

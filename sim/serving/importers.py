@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from sim.serving.requests import (
     read_requests,
     request_file_metadata,
 )
-from sim.workload.importers import ImportReport
+from sim.workload.importers import ImportReport, reading
 from sim.workload.importers._common import RowReasons, _header, read_csv_strict
 
 REQUEST_FORMATS: dict[str, str] = {
@@ -62,10 +61,6 @@ def import_requests(
     if fmt not in REQUEST_FORMATS:
         raise TraceError(f"unknown request format {fmt!r}; formats: {', '.join(REQUEST_FORMATS)}")
     path = Path(path)
-    if path.is_dir():
-        raise TraceError(f"{path}: is a directory, not a request trace file")
-    if not path.is_file():
-        raise TraceError(f"{path}: no such file")
     module, func = REQUEST_FORMATS[fmt].split(":")
     importer: Callable[..., tuple[RequestTable, RequestImportReport]] = getattr(
         importlib.import_module(module), func
@@ -76,10 +71,8 @@ def import_requests(
         raise TraceError(
             f"{fmt} import: unknown option(s) {unknown}; options: {accepted or 'none'}"
         )
-    try:
+    with reading(path):
         table, report = importer(path, **options)
-    except (OSError, EOFError, zlib.error) as e:  # a corrupt or truncated .gz, a read error
-        raise TraceError(f"{path}: cannot read: {e}") from None
     report.check()
     return table, report
 

@@ -26,6 +26,7 @@ from sim.workload.table import (
     REQUIRED_COLUMNS,
     SITES_SEPARATOR,
     JobTable,
+    job_value_checks,
     site_mask,
 )
 
@@ -44,9 +45,15 @@ def load_job_file(path: str | Path, scenario: Scenario) -> JobTable:
 
 
 def read_job_frame(path: str | Path) -> pd.DataFrame:
-    """The cells of a native job file as text, columns checked but values not yet
-    validated (that needs the scenario: horizon, sites, GPU pools)."""
-    return _read_any(Path(path))[0]
+    """The cells of a native job file as read, its columns checked and the numbers every
+    job obeys whatever the scenario (`job_value_checks`: GPU count, work, sizes) validated;
+    `TraceError("file:line: message")` for the first bad row, as `load_job_file` reports it.
+    The rest needs the scenario (horizon, sites, GPU pools) and is `load_job_file`'s."""
+    raw, where = _read_any(Path(path))
+    checks: list[_Check] = []
+    _job_values(raw, np.zeros(len(raw)), checks)
+    _raise_first(checks, where)
+    return raw
 
 
 def _read_any(path: Path) -> tuple[pd.DataFrame, _Where]:
@@ -290,10 +297,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     checks: list[_Check] = []
 
     def shown(name: str, i: int) -> str:
-        value = raw[name].iloc[i]
-        value = value.item() if isinstance(value, np.generic) else value
-        text = repr(value)
-        return text if len(text) <= 80 else text[:77] + "..."
+        return _shown(raw, name, i)
 
     def check(mask: np.ndarray, message: Callable[[int], str]) -> None:
         checks.append((np.asarray(mask, dtype=bool), message))
@@ -335,27 +339,16 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         ),
     )
 
-    # gpus
-    gpus_f, _, _ = _numbers(raw["gpus"])
-    g_ok = np.isfinite(gpus_f) & (gpus_f > 0) & (gpus_f == np.floor(gpus_f))
-    check(~g_ok, lambda i: f"gpus must be a positive integer, got {shown('gpus', i)}")
+    # gpus, work_gpu_h, checkpoint_gb, data_gb: the rules importers share
+    gpus_f, work, sizes = _job_values(raw, submit_s, checks)
     if scenario.workload.oversized == "error":
         check(
-            g_ok & (gpus_f > largest),
+            gpus_f > largest,  # False where NaN
             lambda i: (
                 f"gpus must be at most {largest} (the largest GPU pool of any site), "
                 f'got {shown("gpus", i)}; or set workload.oversized = "reject"'
             ),
         )
-
-    # work_gpu_h
-    work, _, _ = _numbers(raw["work_gpu_h"])
-    check(
-        ~(np.isfinite(work) & (work > 0)),
-        lambda i: (
-            f"work_gpu_h must be a positive number of GPU-hours, got {shown('work_gpu_h', i)}"
-        ),
-    )
 
     # profile
     if (col := column("profile")) is not None:
@@ -411,21 +404,6 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         interruptible = np.zeros(n, bool)
 
-    # checkpoint_gb, data_gb
-    sizes: dict[str, np.ndarray] = {}
-    for name in ("checkpoint_gb", "data_gb"):
-        if (col := column(name)) is not None:
-            values, missing, _ = _numbers(col)
-            values[missing] = 0.0
-
-            def message(i: int, name: str = name) -> str:
-                return f"{name} must be a number >= 0 (GB), got {shown(name, i)}"
-
-            check(~(np.isfinite(values) & (values >= 0)), message)
-            sizes[name] = values
-        else:
-            sizes[name] = np.zeros(n)
-
     # origin_site
     if (col := column("origin_site")) is not None:
         origin_names = _text(col)
@@ -470,6 +448,39 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         origin_site=origin[order].astype(np.int64),
         allowed_sites=allowed[order],
     )
+
+
+def _shown(raw: pd.DataFrame, name: str, i: int) -> str:
+    """Cell `name` of row i as the user wrote it (repr, at most 80 characters)."""
+    value = raw[name].iloc[i]
+    value = value.item() if isinstance(value, np.generic) else value
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _job_values(
+    raw: pd.DataFrame, submit_s: np.ndarray, checks: list[_Check]
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """gpus, work_gpu_h and the sizes (checkpoint_gb, data_gb; missing = 0) as float64, with
+    `job_value_checks` appended to `checks` (the rules the importers share)."""
+    gpus, _, _ = _numbers(raw["gpus"])
+    work, _, _ = _numbers(raw["work_gpu_h"])
+    sizes: dict[str, np.ndarray] = {}
+    for name in ("checkpoint_gb", "data_gb"):
+        values = np.zeros(len(raw))
+        if name in raw.columns:
+            values, missing, _ = _numbers(raw[name])
+            values[missing] = 0.0
+        sizes[name] = values
+    for name, rule, bad in job_value_checks(
+        submit_s, gpus, work, sizes["checkpoint_gb"], sizes["data_gb"]
+    ):
+
+        def message(i: int, name: str = name, rule: str = rule) -> str:
+            return f"{rule}, got {_shown(raw, name, i)}"
+
+        checks.append((bad, message))
+    return gpus, work, sizes
 
 
 def _site_masks(names: pd.Series, sites: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -60,6 +60,68 @@ SITES_SEPARATOR = ";"
 """Between site names in the `allowed_sites` column of a job file."""
 
 
+MAX_JOB_GPUS = 1 << 20
+"""Most GPUs one job may hold (1,048,576): more than sixty times the 16,384 H100s of the
+largest training run described in detail (Llama 3 405B, arXiv:2407.21783, section 3.3).
+A larger count in a job file or trace is a unit mix-up or a corrupt cell, not a job."""
+MAX_JOB_RUNTIME_H = 100_000.0
+"""Longest runtime of a job on reference GPUs, `work_gpu_h / gpus`, in hours (about 11.4
+years, longer than the GPU generations a cluster runs on): a longer one cannot be meant
+(1e12 hours is a unit mix-up)."""
+MAX_JOB_DATA_GB = 1e7
+"""Largest `checkpoint_gb` or `data_gb` of one job, GB (10 PB: over a hundred times the
+~60 TB of Llama 3's 15.6T-token pre-training corpus at ~4 bytes per token, arXiv:2407.21783)."""
+
+JobValueCheck = tuple[str, str, np.ndarray]
+"""(column, requirement, bad-row mask) of `job_value_checks`; the requirement reads as a
+sentence about the column ("gpus must be ...")."""
+
+
+def job_value_checks(
+    submit_s: np.ndarray,
+    gpus: np.ndarray,
+    work_gpu_h: np.ndarray,
+    checkpoint_gb: np.ndarray,
+    data_gb: np.ndarray,
+) -> list[JobValueCheck]:
+    """The rules every job's numbers obey whatever the scenario: the one check the native
+    loader (`sim.workload.native`) and every trace importer run, so that an importer never
+    writes a row the loader refuses. Arrays are float64 (NaN: missing or not a number);
+    `submit_s` is seconds since time 0 of the file, sizes in GB with missing as 0. Rules
+    that need the scenario (the horizon, the sites, the largest pool) are the loader's."""
+    submit_s, gpus, work_gpu_h = (np.asarray(a, np.float64) for a in (submit_s, gpus, work_gpu_h))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        whole = np.isfinite(gpus) & (gpus == np.floor(gpus))
+        gpus_ok = whole & (gpus >= 1) & (gpus <= MAX_JOB_GPUS)
+        work_ok = np.isfinite(work_gpu_h) & (work_gpu_h > 0)
+        runtime_h = work_gpu_h / np.where(gpus_ok, gpus, 1.0)
+        checks: list[JobValueCheck] = [
+            (
+                "submit_time",
+                "submit_time must be a finite number of seconds >= 0",
+                ~(np.isfinite(submit_s) & (submit_s >= 0)),
+            ),
+            ("gpus", f"gpus must be a positive integer, at most {MAX_JOB_GPUS:,}", ~gpus_ok),
+            ("work_gpu_h", "work_gpu_h must be a positive number of GPU-hours", ~work_ok),
+            (
+                "work_gpu_h",
+                f"work_gpu_h / gpus (the runtime on reference GPUs) must be at most "
+                f"{MAX_JOB_RUNTIME_H:,.0f} h",
+                gpus_ok & work_ok & (runtime_h > MAX_JOB_RUNTIME_H),
+            ),
+        ]
+        for name, values in (("checkpoint_gb", checkpoint_gb), ("data_gb", data_gb)):
+            v = np.asarray(values, np.float64)
+            checks.append(
+                (
+                    name,
+                    f"{name} must be a number >= 0 (GB), at most {MAX_JOB_DATA_GB:,.0f}",
+                    ~(np.isfinite(v) & (v >= 0) & (v <= MAX_JOB_DATA_GB)),
+                )
+            )
+    return checks
+
+
 def site_mask(indices: Sequence[int]) -> int:
     """The `allowed_sites` bit mask of the sites with these indices (into scenario.sites)."""
     mask = 0

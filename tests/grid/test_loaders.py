@@ -431,8 +431,7 @@ def test_entsoe_not_expected_is_zero_no_data_is_filled_or_dropped_and_counted(tm
         [mix(LC, lignite=0), mix(LC, lignite=0), mix(LC, lignite=0, gas=500)]
     )
     assert s.index.tolist() == [utc(2020, 1, 14, 23), utc(2020, 1, 15, 0), utc(2020, 1, 15, 2)]
-    assert s.attrs["mtus_without_data"] == 1
-    assert s.attrs["cells_filled"] == 1
+    assert s.attrs["repairs"] == {"mtus_dropped": 1, "cells_filled": 1, "negatives_clipped": 0}
     assert "1 of 4 MTUs have no generation data" in caplog.text
     assert "1 missing generation cells (N/A) filled" in caplog.text
 
@@ -453,10 +452,23 @@ ENTSOE_BAD = [
         ":1: expected one MTU column (e.g. 'MTU' or 'MTU (CET/CEST)'), found 0",
     ),
     (
-        "negative",
+        "negative beyond 5 % of the row's generation",
         ENTSOE_HEADER,
-        [entsoe_row(JAN), entsoe_row(JAN2, gas="-12")],
-        ":3: Fossil Gas  - Actual Aggregated [MW] must be >= 0, got -12",
+        [entsoe_row(JAN), entsoe_row(JAN2, gas="-120")],
+        ":3: Fossil Gas  - Actual Aggregated [MW] is -120 MW, more negative than 5% of the "
+        "row's generation (",
+    ),
+    (
+        "infinite",
+        ENTSOE_HEADER,
+        [entsoe_row(JAN), entsoe_row(JAN2, wind="inf")],
+        ":3: Wind Onshore  - Actual Aggregated [MW] is not a number: 'inf'",
+    ),
+    (
+        "beyond any grid",
+        ENTSOE_HEADER,
+        [entsoe_row(JAN), entsoe_row(JAN2, nuclear="2e6")],
+        ":3: Nuclear  - Actual Aggregated [MW] must be at most 1,000,000 MW, got 2e6",
     ),
     (
         "non-numeric",
@@ -521,6 +533,34 @@ def test_malformed_entsoe_exports(tmp_path, case, header, rows, fragment):
     raises_one_line(lambda: load_entsoe_generation(p), f"bad_agpt.csv{fragment}")
 
 
+# Without gas, the rows' mix is 100 + 200 + 400 + 1000 = 1700 MW: 5 % of it is 85 MW.
+
+
+def test_entsoe_negative_cells_up_to_5_percent_of_the_row_are_clipped_and_counted(tmp_path, caplog):
+    p = entsoe_file(tmp_path, [entsoe_row(JAN, gas="-85"), entsoe_row(JAN2, gas="-0.4")])
+    with caplog.at_level(logging.WARNING, logger="sim.grid.loaders"):
+        s = load_entsoe_generation(p)
+    assert s.tolist() == pytest.approx([mix(LC, gas=0), mix(LC, gas=0)])
+    assert s.attrs["repairs"]["negatives_clipped"] == 2
+    assert "2 negative generation cells clipped to 0 MW" in caplog.text
+
+
+def test_entsoe_a_negative_cell_just_beyond_5_percent_of_the_row_is_an_error(tmp_path):
+    p = entsoe_file(tmp_path, [entsoe_row(JAN), entsoe_row(JAN2, gas="-86")])
+    raises_one_line(
+        lambda: load_entsoe_generation(p),
+        "agpt.csv:3: Fossil Gas  - Actual Aggregated [MW] is -86 MW, "
+        "more negative than 5% of the row's generation (1,700 MW)",
+    )
+
+
+def test_entsoe_negative_storage_cells_are_pumping_and_clipped_whatever_their_size(tmp_path):
+    p = entsoe_file(tmp_path, [entsoe_row(JAN, storage="-900"), entsoe_row(JAN2)])
+    s = load_entsoe_generation(p)
+    assert s.tolist() == pytest.approx([mix(LC), mix(LC)])
+    assert s.attrs["repairs"]["negatives_clipped"] == 1
+
+
 # --- UK Carbon Intensity API ---------------------------------------------------------------
 
 
@@ -550,7 +590,7 @@ def test_uk_api_national_actual_with_counted_forecast_fallback(tmp_path, caplog)
     assert_trace(s)
     assert s.tolist() == [190.0, 180.0, 175.5]
     assert s.index.tolist() == [utc(2020, 1, 1, 0, 0), utc(2020, 1, 1, 0, 30), utc(2020, 1, 1, 1)]
-    assert s.attrs["forecast_fallbacks"] == 1
+    assert s.attrs["repairs"]["forecast_fallbacks"] == 1
     assert "uk.json: 1 of 3 entries have no actual intensity; used intensity.forecast" in (
         caplog.text
     )
@@ -561,7 +601,7 @@ def test_uk_api_summer_times_are_utc(tmp_path):
     doc = {"data": [uk_entry(f"2020-07-01T0{h}:00Z", "", 100 + h, 100 + h) for h in (0, 1)]}
     s = load_uk_api(write(tmp_path, json.dumps(doc), "uk_summer.json"))
     assert s.index.tolist() == [utc(2020, 7, 1, 0), utc(2020, 7, 1, 1)]  # not BST
-    assert s.attrs["forecast_fallbacks"] == 0
+    assert s.attrs["repairs"]["forecast_fallbacks"] == 0
 
 
 REGION = {
@@ -580,7 +620,9 @@ def test_uk_api_regional_forms_have_forecasts_only(tmp_path, doc):
     s = load_uk_api(write(tmp_path, json.dumps(doc), "london.json"))
     assert s.tolist() == [120.0, 110.0]
     assert s.index[0] == utc(2020, 5, 10, 23)
-    assert s.attrs["forecast_fallbacks"] == 2  # every entry: the regional API has no actual
+    assert (
+        s.attrs["repairs"]["forecast_fallbacks"] == 2
+    )  # every entry: the regional API has no actual
 
 
 def bad_national(k: int, **intensity) -> dict:

@@ -4,7 +4,8 @@ policies/kit: time_shifting.py and windows.py).
 
 Unit tests drive a real engine by hand (`PolicyHarness`) on one site whose grid follows a
 hand-made hourly trace, so every expected action can be worked out on paper; end-to-end
-tests run the policies on California's real 2020 grid.
+tests run the policies on California's real 2020 grid. Interruptible plans in detail:
+test_wait_awhile_interruptible.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from policies.gaia import CarbonTime, LowestWindow
 from policies.kit import (
     WindowMean,
     best_window_start,
-    cheapest_slots,
     time_weighted_percentile,
     window_means,
 )
@@ -105,16 +105,6 @@ def test_the_best_window_is_at_least_as_good_as_any_start_on_a_fine_grid(seed):
     assert mean == pytest.approx(window_means(t, v, np.array([best]), length)[0])
     grid = np.linspace(0.0, latest, 4001)
     assert mean <= window_means(t, v, grid, length).min() + 1e-9
-
-
-def test_cheapest_slots_cover_the_need_and_use_only_part_of_the_dearest():
-    t = np.array([0.0, 10.0, 20.0, 30.0])
-    v = np.array([300.0, 100.0, 200.0, 50.0])
-    starts, lengths, used = cheapest_slots(t, v, 35.0, 12.0)
-    assert starts.tolist() == [10.0, 30.0]  # 50 for 5 s, then 7 s of the 100 step
-    assert lengths.tolist() == [10.0, 5.0] and used.tolist() == [7.0, 5.0]
-    starts, _, used = cheapest_slots(t, v, 35.0, 99.0)  # not enough time: everything
-    assert starts.tolist() == [0.0, 10.0, 20.0, 30.0] and used.sum() == 35.0
 
 
 def test_percentiles_are_weighted_by_how_long_each_value_holds():
@@ -243,15 +233,6 @@ def test_only_the_needed_part_of_the_dearest_chosen_hour_is_used_at_its_end(tmp_
     h = harness(tmp_path, [job("j", 1.5, deadline_h=24, interruptible=True)])
     actions = WaitAwhile(interruptible=True, margin_s=0.0).decide(h.state)
     assert actions == [Defer(h.job("j"), 6.5 * H)]
-    h.apply(actions)
-
-
-def test_the_margin_is_planned_on_top_of_the_remaining_runtime(tmp_path):
-    # One hour of work + 60 s of margin no longer fits in the 12:00 hour alone: the plan adds
-    # the last minute of 06:00, where the job starts.
-    h = harness(tmp_path, [job("j", 1.0, deadline_h=24, interruptible=True)])
-    actions = WaitAwhile(interruptible=True, margin_s=60.0).decide(h.state)
-    assert actions == [Defer(h.job("j"), 7 * H - 60.0)]
     h.apply(actions)
 
 

@@ -319,7 +319,8 @@ def job_tables(draw) -> JobTable:
     submit = sorted(
         draw(st.lists(st.floats(0, HORIZON_S, exclude_max=True), min_size=n, max_size=n))
     )
-    positive = st.floats(1e-9, 1e9, allow_subnormal=False)
+    # at most MAX_JOB_RUNTIME_H (1e5 h) of runtime on one GPU
+    positive = st.floats(1e-9, 1e5, allow_subnormal=False)
     slack = draw(st.lists(st.none() | st.floats(0, 1e7), min_size=n, max_size=n))
     return JobTable(
         job_id=np.array(ids, dtype=object),
@@ -402,7 +403,10 @@ def test_interruptible_accepts_true_false_one_zero(tmp_path, value, expected):
 
 def test_blank_lines_and_spaces_are_ignored_but_lines_still_counted(tmp_path):
     path = write(tmp_path, csv(" a , 0 , 1 , 1 ", "", "   ", "b,0,-2,1"))
-    with pytest.raises(TraceError, match=r"jobs\.csv:5: gpus must be a positive integer, got '-2'"):
+    with pytest.raises(
+        TraceError,
+        match=r"jobs\.csv:5: gpus must be a positive integer, at most 1,048,576, got '-2'",
+    ):
         load_job_file(path, SCENARIO)
     path = write(tmp_path, csv(" a , 0 , 1 , 1 ", "", "b,0,2,1"))
     assert load_job_file(path, SCENARIO).job_id.tolist() == ["a", "b"]
@@ -410,7 +414,10 @@ def test_blank_lines_and_spaces_are_ignored_but_lines_still_counted(tmp_path):
 
 def test_line_numbers_count_newlines_inside_quoted_values(tmp_path):
     path = write(tmp_path, csv('"multi\nline",0,1,1', "b,0,x,1"))
-    with pytest.raises(TraceError, match=r"jobs\.csv:4: gpus must be a positive integer, got 'x'"):
+    with pytest.raises(
+        TraceError,
+        match=r"jobs\.csv:4: gpus must be a positive integer, at most 1,048,576, got 'x'",
+    ):
         load_job_file(path, SCENARIO)
 
 
@@ -589,7 +596,8 @@ def test_parquet_errors_name_the_row(tmp_path):
     path = tmp_path / "jobs.parquet"
     frame.to_parquet(path)
     with pytest.raises(
-        TraceError, match=r"jobs\.parquet: row 2: gpus must be a positive integer, got -2$"
+        TraceError,
+        match=r"jobs\.parquet: row 2: gpus must be a positive integer, at most 1,048,576, got -2$",
     ):
         load_job_file(path, SCENARIO)
     frame.iloc[0:0].to_parquet(path)

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 
+from sim.atomic import write_atomic
 from sim.errors import TraceError
 from sim.workload.table import COLUMNS
 
@@ -88,8 +91,6 @@ def import_trace(fmt: str, path: str | Path, **options: Any) -> tuple[pd.DataFra
     if fmt not in FORMATS:
         raise TraceError(f"unknown trace format {fmt!r}; formats: {', '.join(FORMATS)}")
     path = Path(path)
-    if not path.exists():
-        raise TraceError(f"{path}: no such file")
     module, func = FORMATS[fmt].split(":")
     importer = getattr(importlib.import_module(module), func)
     accepted = inspect.signature(importer).parameters
@@ -97,7 +98,8 @@ def import_trace(fmt: str, path: str | Path, **options: Any) -> tuple[pd.DataFra
     if unknown:
         names = [k for k in accepted if k != "path"]
         raise TraceError(f"{fmt} import: unknown option(s) {unknown}; options: {names or 'none'}")
-    frame, report = importer(path, **options)
+    with reading(path):
+        frame, report = importer(path, **options)
     report.check()
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
@@ -105,18 +107,30 @@ def import_trace(fmt: str, path: str | Path, **options: Any) -> tuple[pd.DataFra
     return frame[list(COLUMNS)].reset_index(drop=True), report
 
 
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Run an importer on `path`, turning what stops any reader into a one-line `TraceError`
+    naming the file: a missing file, a directory, no permission to read, a corrupt or
+    truncated gzip file."""
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a trace file")
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        yield
+    except (OSError, EOFError, zlib.error) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise TraceError(f"{path}: cannot read: {' '.join(reason.split())}") from None
+
+
 def write_native(frame: pd.DataFrame, out: str | Path) -> Path:
     """Write native jobs to `.parquet` or `.csv`/`.csv.gz`, atomically."""
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        if out.suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        elif out.name.endswith((".csv", ".csv.gz")):
-            frame.to_csv(tmp, index=False, compression="gzip" if out.suffix == ".gz" else None)
-        else:
-            raise TraceError(f"{out}: write .parquet, .csv or .csv.gz")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    if out.suffix == ".parquet":
+        write_atomic(out, lambda tmp: frame.to_parquet(tmp, index=False))
+    elif out.name.endswith((".csv", ".csv.gz")):
+        gz = "gzip" if out.suffix == ".gz" else None
+        write_atomic(out, lambda tmp: frame.to_csv(tmp, index=False, compression=gz))
+    else:
+        raise TraceError(f"{out}: write .parquet, .csv or .csv.gz")
     return out

@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 from sim.errors import TraceError
 from sim.hardware import PROFILES
 from sim.workload.importers import ImportReport
-from sim.workload.table import COLUMNS
+from sim.workload.table import COLUMNS, job_value_checks
 
 FRACTIONAL = ("round_up", "share")
 
@@ -169,18 +169,37 @@ def native_frame(
     *,
     profile: str,
     origin_site: str,
-) -> pd.DataFrame:
-    """Jobs in the native columns, submit_time from the first submission, sorted (stable)."""
+    report: ImportReport,
+) -> tuple[pd.DataFrame, float]:
+    """Jobs in the native columns, sorted by submission (stable), and time 0 of their
+    `submit_time`: the first kept submission, in the seconds of `submit_s` (NaN if none).
+
+    Rows the native loader would refuse (`sim.workload.table.job_value_checks`: a GPU count
+    that is not a positive integer or beyond any cluster, an infinite or absurd runtime, a
+    submission that is not a finite time) are skipped, each counted in `report` under the
+    rule it breaks; `report.imported` is the number of rows returned. `gpus` may be float
+    (whole numbers): it is cast to int64 only after the check.
+    """
     submit_s = np.asarray(submit_s, np.float64)
-    order = np.argsort(submit_s, kind="stable")
-    start = submit_s[order[0]] if len(order) else 0.0
+    gpus_f = np.asarray(gpus, np.float64)
+    work = np.asarray(work_gpu_h, np.float64)
+    n = len(submit_s)
+    finite = submit_s[np.isfinite(submit_s)]
+    relative = submit_s - (finite.min() if finite.size else 0.0)
+    zero = np.zeros(n)
+    checks = job_value_checks(relative, gpus_f, work, zero, zero)
+    keep = apply_reasons(report, [(bad, rule) for _, rule, bad in checks], n)
+    kept = np.flatnonzero(keep)
+    order = kept[np.argsort(submit_s[kept], kind="stable")]
+    origin = float(submit_s[order[0]]) if len(order) else float("nan")
+    report.imported = len(order)
     n = len(order)
     frame = pd.DataFrame(
         {
             "job_id": np.asarray(job_id, dtype=object)[order],
-            "submit_time": submit_s[order] - start,
-            "gpus": np.asarray(gpus, np.int64)[order],
-            "work_gpu_h": np.asarray(work_gpu_h, np.float64)[order],
+            "submit_time": submit_s[order] - origin if n else np.zeros(0),
+            "gpus": gpus_f[order].astype(np.int64),
+            "work_gpu_h": work[order],
             "profile": np.full(n, profile, dtype=object),
             "deadline": np.full(n, np.nan),
             "interruptible": np.zeros(n, bool),
@@ -190,7 +209,7 @@ def native_frame(
         },
         columns=list(COLUMNS),
     )
-    return frame
+    return frame, origin
 
 
 def native_frame_utc(
@@ -204,28 +223,32 @@ def native_frame_utc(
     report: ImportReport,
 ) -> pd.DataFrame:
     """Like `native_frame`, from UTC submission times and runtimes (s); sets the report's
-    `imported` and `trace_start` (the first submission)."""
-    report.imported = len(job_id)
+    `trace_start` (the first kept submission)."""
     if len(job_id):
         t0 = submit_utc.min()
-        report.trace_start = t0.isoformat().replace("+00:00", "Z")
         submit_s = (submit_utc - t0).total_seconds().to_numpy(dtype=float)
     else:
         submit_s = np.zeros(0)
-    gpus = np.asarray(gpus, np.int64)
-    return native_frame(
+    gpus = np.asarray(gpus, np.float64)
+    frame, origin_s = native_frame(
         job_id,
         submit_s,
         gpus,
-        gpus * np.asarray(runtime_s) / 3600.0,
+        gpus * np.asarray(runtime_s, np.float64) / 3600.0,
         profile=profile,
         origin_site=origin_site,
+        report=report,
     )
+    if len(frame):
+        first = t0 + pd.Timedelta(seconds=origin_s)
+        report.trace_start = first.isoformat().replace("+00:00", "Z")
+    return frame
 
 
 def ceil_gpus(x: np.ndarray) -> np.ndarray:
-    """ceil, tolerant of float noise (2.0000000001 GPUs is 2)."""
-    return np.ceil(np.asarray(x, np.float64) - 1e-9).astype(np.int64)
+    """ceil, tolerant of float noise (2.0000000001 GPUs is 2); float64, so that a count no
+    int64 holds (a corrupt cell) reaches `native_frame`'s check instead of wrapping around."""
+    return np.ceil(np.asarray(x, np.float64) - 1e-9)
 
 
 REFERENCE_NOTE = (

@@ -99,7 +99,6 @@ def import_alibaba2023(
     why.mark(end - scheduled <= 0, "non-positive runtime (deletion_time <= scheduled_time)")
     why.fill(report)
     keep = why.ok
-    report.imported = int(keep.sum())
 
     k_sched, k_created = scheduled[keep], created[keep]
     runtime_h = (end[keep] - k_sched) / 3600.0
@@ -122,7 +121,7 @@ def import_alibaba2023(
             f"{trace_end:.0f} s, the last time in the file): runtime truncated there"
         )
 
-    gpus = num_gpu[keep].astype(np.int64)
+    gpus = num_gpu[keep]
     fraction = np.where(gpus == 1, milli[keep] / 1000.0, 1.0)
     partial = fraction < 1.0
     multi_partial = (gpus > 1) & (milli[keep] < 1000)
@@ -145,10 +144,12 @@ def import_alibaba2023(
         )
     report.notes.append(REFERENCE_NOTE)
 
-    frame = native_frame(name[keep], submit, gpus, work, profile=profile, origin_site=origin_site)
+    frame, origin_s = native_frame(
+        name[keep], submit, gpus, work, profile=profile, origin_site=origin_site, report=report
+    )
     if len(frame):
         report.trace_start = (
-            f"creation_time {float(submit.min()):.0f} s of the trace's clock "
+            f"creation_time {origin_s:.0f} s of the trace's clock "
             "(relative seconds, the trace publishes no date)"
         )
     return frame, report

@@ -69,7 +69,6 @@ def import_gaia(
     why.mark(~np.isfinite(cpus) | (cpus <= 0), "cpus missing or not positive")
     why.fill(report)
     keep = why.ok
-    report.imported = int(keep.sum())
 
     if unit == "auto":
         lk = length[keep]
@@ -90,7 +89,7 @@ def import_gaia(
     length_h = length[keep] * scale / 3600.0
 
     if cpus_per_gpu is None:
-        gpus = np.ones(int(keep.sum()), np.int64)
+        gpus = np.ones(int(keep.sum()))
         report.notes.append("one GPU per job (cpus ignored; option cpus_per_gpu maps CPUs to GPUs)")
     else:
         gpus = np.maximum(ceil_gpus(cpus[keep] / float(cpus_per_gpu)), 1)
@@ -98,12 +97,18 @@ def import_gaia(
     report.notes.append(REFERENCE_NOTE)
 
     ids = np.char.add(f"{path.name.split('.')[0]}-", np.flatnonzero(keep).astype(str))
-    frame = native_frame(
-        ids.astype(object), submit, gpus, gpus * length_h, profile=profile, origin_site=origin_site
+    frame, origin_s = native_frame(
+        ids.astype(object),
+        submit,
+        gpus,
+        gpus * length_h,
+        profile=profile,
+        origin_site=origin_site,
+        report=report,
     )
     if len(frame):
         report.trace_start = (
-            f"arrival_time {float(submit.min()) / scale:g} {unit} of the trace "
+            f"arrival_time {origin_s / scale:g} {unit} of the trace "
             "(relative, GAIA traces carry no date)"
         )
     return frame, report

@@ -123,7 +123,7 @@ def import_helios(
         report.notes.append(
             f"{n_failed} CANCELLED/FAILED/TIMEOUT/NODE_FAIL job(s) kept with their measured runtime"
         )
-    gpus = gpu_num[keep].astype(np.int64)
+    gpus = gpu_num[keep]
     ids = job_id[keep]
     if id_prefix:
         ids = (id_prefix + pd.Series(ids, dtype=object)).to_numpy(dtype=object)

@@ -1,6 +1,8 @@
-"""The native job format as an import source: checks its columns, fills the optional ones
-with their defaults, and converts between CSV and Parquet. Values are validated when a
-scenario loads the file (they depend on its horizon, sites and GPU pools)."""
+"""The native job format as an import source: checks its columns and the numbers every job
+obeys (`sim.workload.table.job_value_checks`; a bad row is a `TraceError`, as when a
+scenario loads the file), fills the optional columns with their defaults, and converts
+between CSV and Parquet. What depends on a scenario (its horizon, sites and GPU pools) is
+checked when a scenario loads the file."""
 
 from __future__ import annotations
 
@@ -20,5 +22,7 @@ def import_native(path: Path) -> tuple[pd.DataFrame, ImportReport]:
         if column not in frame.columns:
             default = OPTIONAL_DEFAULTS[column]
             frame[column] = "" if default is None else str(default).lower()
-    report.notes.append("values are checked when a scenario loads the file")
+    report.notes.append(
+        "submit times, sites and pool sizes are checked when a scenario loads the file"
+    )
     return frame[list(COLUMNS)], report

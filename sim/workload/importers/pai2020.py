@@ -180,7 +180,6 @@ def import_pai2020(
     why.mark(merged, "merged: another GPU task of a job already imported")
     why.fill(report)
     first = why.ok
-    report.imported = int(first.sum())
 
     runtime_h = (job_end - job_start)[first] / 3600.0
     submit_s = submit[first]
@@ -205,7 +204,7 @@ def import_pai2020(
         )
 
     if fractional == "round_up":
-        gpus = gpus_whole[first].astype(np.int64)
+        gpus = gpus_whole[first]
         work = gpus * runtime_h
         shared = (gpus_whole[first] > gpus_frac[first] + 1e-9).sum()
         report.notes.append(
@@ -225,9 +224,10 @@ def import_pai2020(
     report.notes.append(REFERENCE_NOTE)
 
     job_names = np.asarray(names, dtype=object)[key[first]]
-    frame = native_frame(job_names, submit_s, gpus, work, profile=profile, origin_site=origin_site)
+    frame, t0 = native_frame(
+        job_names, submit_s, gpus, work, profile=profile, origin_site=origin_site, report=report
+    )
     if len(frame):
-        t0 = float(np.min(submit_s))
         local = pd.Timestamp(t0, unit="s", tz="UTC").tz_convert("Asia/Shanghai")
         report.trace_start = (
             f"trace second {t0:.0f} (desensitised clock, no real date; as Unix time in UTC+8 "

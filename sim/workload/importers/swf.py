@@ -142,27 +142,28 @@ def import_swf(
         zone = header["TimeZoneString"]
         report.notes.append(f"site time zone {zone} (UnixStartTime and submit times are UTC)")
 
-    n_kept = int(keep.sum())
-    submit_k = submit[keep]
-    t0 = submit_k.min() if n_kept else 0.0
+    ids = (id_prefix + pd.Series(job_num[keep]).astype(str)).to_numpy(dtype=object)
+    gpus = gpus_f[keep]
+    frame, t0 = native_frame(
+        ids,
+        submit[keep],
+        gpus,
+        gpus * run_s[keep] / 3600.0,
+        profile=profile,
+        origin_site=origin_site,
+        report=report,
+    )
     unix_start = pd.to_numeric(header.get("UnixStartTime", ""), errors="coerce")
-    if n_kept and np.isfinite(unix_start):
+    if len(frame) and np.isfinite(unix_start):
         report.trace_start = (
-            pd.Timestamp(float(unix_start) + float(t0), unit="s", tz="UTC")
+            pd.Timestamp(float(unix_start) + t0, unit="s", tz="UTC")
             .isoformat()
             .replace("+00:00", "Z")
         )
-    elif n_kept:
+    elif len(frame):
         report.trace_start = (
             f"{t0:g} s after the log's time 0 (no UnixStartTime header: absolute date unknown)"
         )
-
-    gpus = gpus_f[keep].astype(np.int64)
-    ids = (id_prefix + pd.Series(job_num[keep]).astype(str)).to_numpy(dtype=object)
-    report.imported = n_kept
-    frame = native_frame(
-        ids, submit_k, gpus, gpus * run_s[keep] / 3600.0, profile=profile, origin_site=origin_site
-    )
     return frame, report
 
 
