@@ -12,6 +12,11 @@
         interleaved pairs of fresh processes, without and with the services: prints the
         medians and their ratio (the serving target: at most 2).
 
+    python benchmarks/run.py --contention-ratio 100000 --policy carbon_aware [--rounds 3]
+        interleaved pairs of fresh processes, with `wan.contention` false and true (moves
+        share link capacity, max-min fair): the medians and their ratio, the WAN data moved
+        and the mean completion time of both (`--contention` runs one with it).
+
     python benchmarks/run.py --ratio 100000 500000 1000000 [--rounds 3]
         for each size, `rounds` interleaved pairs of fresh processes: this benchmark, then
         ../shared/bench/simpy_baseline.py N (the bare SimPy job lifecycle). Prints the
@@ -116,7 +121,9 @@ def standard_services(n: int) -> list[dict]:
     return services
 
 
-def standard_scenario(jobs: int, policy: str = "run_now", services: int = 0):
+def standard_scenario(
+    jobs: int, policy: str = "run_now", services: int = 0, contention: bool = False
+):
     from sim.scenario import SyntheticWorkload, scenario_from_dict
 
     synthetic = {
@@ -149,7 +156,7 @@ def standard_scenario(jobs: int, policy: str = "run_now", services: int = 0):
                 }
                 for zone, city, lat, lon, pue, model, count in SITES
             ],
-            "wan": {"topology": "europe", "energy_model": "path"},
+            "wan": {"topology": "europe", "energy_model": "path", "contention": contention},
             "workload": {"synthetic": synthetic},
             "policy": POLICIES[policy],
             "services": standard_services(services),
@@ -158,11 +165,11 @@ def standard_scenario(jobs: int, policy: str = "run_now", services: int = 0):
     )
 
 
-def run_once(jobs: int, policy: str, services: int = 0) -> dict:
+def run_once(jobs: int, policy: str, services: int = 0, contention: bool = False) -> dict:
     import sim
 
     t0 = time.perf_counter()
-    scenario = standard_scenario(jobs, policy, services)
+    scenario = standard_scenario(jobs, policy, services, contention)
     results = sim.simulate(scenario)
     with tempfile.TemporaryDirectory() as out:
         results.save(out)
@@ -178,6 +185,9 @@ def run_once(jobs: int, policy: str, services: int = 0) -> dict:
         "gpu_utilization": round(results.summary["gpu_utilization"], 3),
         "services": services,
         "requests_total": results.summary["requests_total"],
+        "contention": contention,
+        "wan_data_gb": results.summary["wan_data_gb"],
+        "jct_mean_h": results.summary["jct_mean_h"],
     }
 
 
@@ -215,21 +225,41 @@ def ratio_table(sizes: list[int], rounds: int, policy: str) -> str:
     return "\n".join(rows)
 
 
-def services_ratio(jobs: int, services: int, rounds: int, policy: str) -> str:
-    """Interleaved rounds without and with `services` services; medians and their ratio."""
+def paired_runs(
+    jobs: int, policy: str, rounds: int, extra: list[str]
+) -> tuple[list[dict], list[dict], float, float]:
+    """Interleaved rounds of fresh processes without and with the arguments `extra`: both
+    lists of results and the median sim_wall_s of each."""
     alone, together = [], []
     for _ in range(rounds):
         cmd = [sys.executable, __file__, "--jobs", str(jobs), "--policy", policy, "--json"]
         alone.append(_subprocess_json(cmd))
-        together.append(_subprocess_json([*cmd, "--services", str(services)]))
+        together.append(_subprocess_json([*cmd, *extra]))
     a = statistics.median(r["sim_wall_s"] for r in alone)
     b = statistics.median(r["sim_wall_s"] for r in together)
+    return alone, together, a, b
+
+
+def services_ratio(jobs: int, services: int, rounds: int, policy: str) -> str:
+    """Interleaved rounds without and with `services` services; medians and their ratio."""
+    _, together, a, b = paired_runs(jobs, policy, rounds, ["--services", str(services)])
     horizon_h = together[0]["horizon_h"]
     return (
         "| jobs | services | horizon h | requests | training alone sim_wall_s | "
         "with services sim_wall_s | ratio |\n|---:|---:|---:|---:|---:|---:|---:|\n"
         f"| {jobs:,} | {services} | {horizon_h:,.0f} | {together[0]['requests_total']:,.0f} "
         f"| {a:.2f} | {b:.2f} | {b / a:.2f} |"
+    )
+
+
+def contention_ratio(jobs: int, rounds: int, policy: str) -> str:
+    """Interleaved rounds with `wan.contention` false and true; medians and their ratio."""
+    free, shared, a, b = paired_runs(jobs, policy, rounds, ["--contention"])
+    return (
+        "| jobs | policy | WAN TB moved | contention false sim_wall_s | true sim_wall_s | "
+        "ratio | jct_mean_h false | true |\n|---:|---|---:|---:|---:|---:|---:|---:|\n"
+        f"| {jobs:,} | {policy} | {shared[0]['wan_data_gb'] / 1000:,.1f} | {a:.2f} | {b:.2f} "
+        f"| {b / a:.2f} | {free[0]['jct_mean_h']:.3f} | {shared[0]['jct_mean_h']:.3f} |"
     )
 
 
@@ -250,6 +280,15 @@ def main() -> None:
     parser.add_argument(
         "--services-ratio", type=int, metavar="N", help="time N jobs without and with services"
     )
+    parser.add_argument(
+        "--contention", action="store_true", help="wan.contention = true (shared links)"
+    )
+    parser.add_argument(
+        "--contention-ratio",
+        type=int,
+        metavar="N",
+        help="time N jobs with wan.contention false and true",
+    )
     args = parser.parse_args()
     if args.ratio:
         print(ratio_table(args.ratio, args.rounds, args.policy))
@@ -257,7 +296,10 @@ def main() -> None:
     if args.services_ratio:
         print(services_ratio(args.services_ratio, args.services, args.rounds, args.policy))
         return
-    result = run_once(args.jobs, args.policy, args.services)
+    if args.contention_ratio:
+        print(contention_ratio(args.contention_ratio, args.rounds, args.policy))
+        return
+    result = run_once(args.jobs, args.policy, args.services, args.contention)
     print(json.dumps(result) if args.json else result)
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from policies.kit import FreeGpus, job_of
-from sim.api import Action, Policy, PolicyHooks, SetCap, SystemState
+from sim.api import Action, Policy, PolicyError, PolicyHooks, SetCap, SystemState
 
 __all__ = ["Chain"]
 
@@ -75,7 +75,7 @@ class Chain(Policy):
 
     def decide(self, state: SystemState) -> list[Action]:
         first, *rest = self.members
-        actions = list(first.decide(state))
+        actions = _actions_of(first, state)
         for member, hooks in zip(rest, self._hooks[1:], strict=True):
             amend = hooks.amend
             if amend is not None:
@@ -88,10 +88,23 @@ class Chain(Policy):
             free = FreeGpus(state)
             for a in actions:
                 free.book(a)
-            for a in member.decide(state):
+            for a in _actions_of(member, state):
                 job = job_of(a)
                 if job in jobs or (isinstance(a, SetCap) and a.target in capped):
                     continue
                 if free.book(a):
                     actions.append(a)
         return actions
+
+
+def _actions_of(member: Policy, state: SystemState) -> list[Action]:
+    """`member.decide(state)` as a list; PolicyError naming the member if what it returns
+    is not a sequence (each action is checked when the engine applies it)."""
+    actions = member.decide(state)
+    try:
+        return list(actions)
+    except TypeError:
+        raise PolicyError(
+            f"chain member {type(member).__qualname__}: decide(state) returned "
+            f"{actions!r:.60} ({type(actions).__name__}), not a list of actions"
+        ) from None

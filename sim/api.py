@@ -478,7 +478,8 @@ class MigrationCost:
     """What migrating a running job would cost now (`SystemState.migration_cost`)."""
 
     stall_s: float
-    """Time the job does no work: checkpoint write, WAN transfer, read at the new site, s."""
+    """Time the job does no work: checkpoint write, WAN transfer, read at the new site (at
+    least the boot of powered-off nodes there), s."""
     energy_kwh: float
     """Facility energy of the GPUs held idle meanwhile, plus the WAN transfer's, kWh."""
     carbon_kg: float
@@ -585,8 +586,11 @@ class SystemState:
         """The overhead of `Migrate(job, site, gpu_model)` now for running `job` (see
         `MigrationCost`); `gpu_model=None`: the site's first pool. The run itself (the work
         left, plus `lost_gpu_h`, at the new site's speed) is not included: see `estimate`.
-        Exact for a job that is not `held`; it leaves out the boot of powered-off nodes at
-        the new site, and, for a held job, a checkpoint write still under way."""
+        The stall lasts at least the boot of powered-off nodes the job needs at the new site
+        (its GPUs held at idle power meanwhile). A `held` job writes nothing: it waits for
+        the rest of a checkpoint write under way, and its checkpoint (or data) moves from
+        where it still lies if it has not arrived yet. Prices are the intensities now; with
+        `wan.contention`, the transfer at the rate it would get now."""
         if job.state != "running":
             raise PolicyError(f"migration_cost: job {job.id} is {job.state}, not running")
         stall_s, kwh, kg, lost_s = self._q.migration_cost(job.index, site, gpu_model)

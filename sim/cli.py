@@ -403,7 +403,10 @@ def grid_show(
 ) -> None:
     """One zone-year: distribution, daily profile and weekly profile."""
     from sim.grid.catalog import catalog, load_zone, zone_years
+    from sim.plots import check_figure_file
 
+    if plot is not None:
+        check_figure_file(plot)
     year = year if year is not None else zone_years(zone)[-1]
     series = load_zone(zone, year, variant)
     row = catalog().query("zone == @zone and year == @year").iloc[0]
@@ -671,6 +674,12 @@ def _print_summary(summary: dict, scenario: Scenario) -> None:
         value = summary.get(key)
         if isinstance(value, float) and value < 0:
             out_console.print(f"{key} < 0: {meaning}")
+    infeasible = summary.get("deadline_infeasible")
+    if infeasible:
+        out_console.print(
+            f"deadline_infeasible: {infeasible} jobs had a deadline before their submission plus "
+            f"the fastest runtime they could have; no policy meets those (ids in meta.json)"
+        )
 
 
 SITE_HEADERS = {

@@ -25,6 +25,10 @@ import numpy as np
 from sim.grid import CarbonSignal
 from sim.scenario import Scenario
 
+BASELINE_WINDOW_S = 3600.0
+"""An event's baseline (and a `reduction_pct` limit's reference) is the site's mean facility
+power over this long before the event's notice."""
+
 __all__ = ["DrEvent", "dr_events"]
 
 

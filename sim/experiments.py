@@ -14,10 +14,16 @@ Layout of the output folder:
   simulating, building the results).
 - `sweep.json`: the scenario file, the grid, the seeds, the overrides, the package version.
 - `runs/<run_id>/`: each run's result files (as `dcsim run --out` writes them) and
-  `run.json` (its parameters, status, error, wall time, host); a failed run has `run.json`
-  and `error.txt` (the traceback). `run_id` hashes the run's resolved scenario (seed
-  included), the package version and git revision, and the size and modification time of
-  every file the scenario names, so a changed input or a new dcsim computes afresh.
+  `run.json` (its parameters, status, error, wall time, host, and the SHA-256 of every
+  result file); a failed run has `run.json` and `error.txt` (the traceback). `run_id`
+  hashes the run's resolved scenario (seed included), the package version and git
+  revision, and the size and modification time of every file the scenario names, so a
+  changed input or a new dcsim computes afresh.
+
+A run is reused only if its folder holds an "ok" `run.json` and every result file it
+lists, unchanged (same SHA-256); otherwise it is recomputed, with a line on stderr naming
+the run, the file and what is wrong with it. A run whose worker process dies (killed,
+`os._exit`) is recorded as failed ("worker died: ...") and the other runs go on.
 
 A grid key is any scenario key path (`sites[0].pue`, `policy.params.watts`,
 `workload.synthetic.max_jobs`), plus `policy`: a policy name there runs that policy with
@@ -30,6 +36,13 @@ result files back; only the process that called `sweep` writes into the output f
 run folder at a time (written under a temporary name, then renamed). Remote Dask workers
 therefore need dcsim installed and the files the scenario names at the same paths.
 
+Local workers are processes started with `spawn`, which re-runs the calling script's
+top-level code in each worker: a script that calls `sweep` outside an
+`if __name__ == "__main__":` block is refused with a DcsimError saying so. On Linux a
+worker is killed by the kernel when the process that started it dies
+(`prctl(PR_SET_PDEATHSIG, SIGKILL)`), so killing a sweep leaves no workers behind;
+elsewhere a worker ends when it next talks to its parent, after its current run.
+
 The dask backend needs the `dask` extra (`pip install 'dcsim[dask]'`); Dask is imported
 only when that backend is chosen.
 """
@@ -37,16 +50,22 @@ only when that backend is chosen.
 from __future__ import annotations
 
 import copy
+import ctypes
 import hashlib
+import inspect
 import itertools
 import json
+import multiprocessing
 import os
 import shutil
+import signal
 import socket
+import sys
 import tempfile
 import time
 import tomllib
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,9 +75,16 @@ import pandas as pd
 
 from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy
-from sim.results import SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
+from sim.results import FILES, SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
 from sim.run import simulate
-from sim.scenario import Scenario, apply_override, parse_value, scenario_from_dict, set_value
+from sim.scenario import (
+    Scenario,
+    apply_override,
+    parse_value,
+    read_scenario_toml,
+    scenario_from_dict,
+    set_value,
+)
 
 BACKENDS = ("local", "dask")
 DASK_INSTALL = "pip install 'dcsim[dask]'"
@@ -66,6 +92,13 @@ RUN_FILE = "run.json"
 ERROR_FILE = "error.txt"
 SUMMARY_FILE = "summary.parquet"
 SWEEP_FILE = "sweep.json"
+WORKER_NAME = "dcsim-sweep-worker"
+"""The name of every local worker process (a prefix: `dcsim-sweep-worker-3`)."""
+UNGUARDED_MAIN_EXIT = 86
+"""Exit status of a local worker that found, while starting, that the script it re-runs
+calls `sweep` outside an `if __name__ == "__main__":` block (any otherwise unused value)."""
+_READY = "ready"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -117,7 +150,15 @@ def sweep(
     and DcsimError if the dask backend is asked for without Dask installed.
     The frame's `attrs` hold `params` (the grid keys), `runs_executed`, `runs_cached` and
     `runs_failed`.
+
+    A finished run is reused only if its files are all there and unchanged; a damaged one
+    is recomputed, with a line on stderr saying which run, which file and why. A worker
+    process that dies fails only the run it was running (status "failed", error
+    "worker died: ..."). Called from a script, local worker processes re-run the script's
+    top-level code: without the `if __name__ == "__main__":` guard around the call, this
+    raises DcsimError saying so.
     """
+    _refuse_main_module_rerun()
     if backend not in BACKENDS:
         raise ScenarioError(f"sweep backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if scheduler is not None and backend != "dask":
@@ -146,7 +187,7 @@ def sweep(
     rows: dict[int, dict[str, Any]] = {}
     todo = []
     for spec in specs:
-        record = _finished_record(out, spec)
+        record = _reusable_record(out, spec)
         if record is None:
             todo.append(spec)
         else:
@@ -177,9 +218,9 @@ def load_sweep(out: str | Path) -> pd.DataFrame:
     try:
         meta = json.loads((out / SWEEP_FILE).read_text())
         summary = pd.read_parquet(out / SUMMARY_FILE)
-    except (OSError, ValueError) as e:
-        raise ScenarioError(f"{out}: not a sweep folder ({e})") from None
-    summary.attrs["params"] = list(meta["grid"])
+        summary.attrs["params"] = list(meta["grid"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ScenarioError(f"{out}: not a sweep folder ({type(e).__name__}: {e})") from None
     return summary
 
 
@@ -230,14 +271,12 @@ def plan(
             raise ScenarioError(f"grid key {key!r} has no values")
     if not seeds:
         raise ScenarioError("a sweep needs at least one seed")
-    try:
-        base = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read scenario file ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: invalid TOML: {e}") from None
+    base = read_scenario_toml(path)
     for item in overrides:
         apply_override(base, item)
+    # A grid of policies replaces the policy table: the overrides of its parameters then
+    # apply to each policy of the grid (which refuses a parameter it does not take).
+    param_overrides = [o for o in overrides if o.strip().startswith("policy.params")]
     stamp = f"{package_version()} {git_revision()}"
     checked_policies: set[str] = set()
     specs: list[RunSpec] = []
@@ -246,6 +285,8 @@ def plan(
         raw = copy.deepcopy(base)
         for key, value in params.items():
             _set_param(raw, key, value)
+        for item in param_overrides:
+            apply_override(raw, item)
         raw["seed"] = seed
         try:
             resolved = scenario_from_dict(raw, source=path)
@@ -270,8 +311,8 @@ def _check_policy(scenario: Scenario, checked: set[str], params: dict[str, Any])
     if key not in checked:
         try:
             build_policy(scenario.policy.name, scenario.policy.params)
-        except ScenarioError as e:
-            raise ScenarioError(f"{e} (grid {_label(params)})") from None
+        except DcsimError as e:
+            raise type(e)(f"{e} (grid {_label(params)})") from None
         checked.add(key)
 
 
@@ -358,19 +399,152 @@ def _execute_all(
         yield from _execute_processes(specs, min(workers, len(specs)))
 
 
+@dataclass
+class _Worker:
+    """A local worker process, the parent's end of its pipe and the run it is running."""
+
+    process: multiprocessing.process.BaseProcess
+    conn: multiprocessing.connection.Connection
+    spec: RunSpec | None = None
+    ready: bool = False
+
+
 def _execute_processes(specs: list[RunSpec], workers: int) -> Iterator[tuple[RunSpec, Outcome]]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    """Run `specs` on `workers` processes, one run at a time each, yielding each outcome.
+
+    Each worker has its own pipe, so the parent knows which run a worker holds: a worker
+    that dies (its process ends with no outcome sent) fails that run only, and a new
+    worker takes its place. Workers ignore Ctrl-C; the parent kills them on its way out."""
+    from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = {pool.submit(execute, s.scenario_toml): s for s in specs}
-        try:
-            for future in as_completed(futures):
-                yield futures[future], _outcome(future)
-        finally:
-            for future in futures:
-                future.cancel()
+    todo = deque(specs)
+    started = 0
+
+    def start() -> _Worker:
+        nonlocal started
+        started += 1
+        parent_end, child_end = context.Pipe()
+        process = context.Process(
+            target=_worker_main,
+            args=(child_end, os.getpid()),
+            name=f"{WORKER_NAME}-{started}",
+            daemon=True,
+        )
+        process.start()
+        child_end.close()  # the parent's copy: its end must see EOF when the worker ends
+        return _Worker(process, parent_end)
+
+    pool = [start() for _ in range(workers)]
+    try:
+        while pool:
+            wait([w.conn for w in pool] + [w.process.sentinel for w in pool])
+            for worker in list(pool):
+                try:
+                    if not worker.conn.poll():
+                        if worker.process.is_alive():
+                            continue
+                        raise EOFError
+                    message = worker.conn.recv()
+                except (EOFError, OSError):  # the worker's process ended
+                    pool.remove(worker)
+                    lost = _worker_ended(worker)
+                    if lost is not None:
+                        yield lost
+                        if todo:
+                            pool.append(start())
+                    continue
+                if isinstance(message, Outcome) and worker.spec is not None:
+                    yield worker.spec, message
+                worker.ready = True
+                worker.spec = todo.popleft() if todo else None
+                worker.conn.send(worker.spec.scenario_toml if worker.spec else None)
+    finally:
+        for worker in pool:
+            worker.process.kill()
+        for worker in pool:
+            worker.process.join()
+            worker.conn.close()
+
+
+def _worker_ended(worker: _Worker) -> tuple[RunSpec, Outcome] | None:
+    """The failed outcome of the run a worker was running when its process ended, or None
+    if it held no run. Raises DcsimError if it ended while starting."""
+    worker.process.join()
+    worker.conn.close()
+    code = worker.process.exitcode
+    if not worker.ready:
+        if code == UNGUARDED_MAIN_EXIT:
+            script = getattr(sys.modules["__main__"], "__file__", None)
+            raise DcsimError(_unguarded_main_message(script))
+        raise DcsimError(
+            f"sweep worker process {worker.process.name} ended while starting "
+            f"({_exit_reason(code)}); its error, if any, is printed above"
+        )
+    if worker.spec is None:
+        return None
+    error = f"worker died: {_exit_reason(code)}"
+    why = f"{error}\nThe worker process ended before sending this run's outcome: no traceback.\n"
+    return worker.spec, Outcome(None, error, why, float("nan"), socket.gethostname())
+
+
+def _exit_reason(code: int | None) -> str:
+    """How a process ended, from its exit code (negative: the signal that killed it)."""
+    if code is None or code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:  # a signal without a name (real-time signals)
+        return f"killed by signal {-code}"
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, parent_pid: int) -> None:
+    """A local worker: say it is ready, then run each scenario it receives and send back
+    the outcome, until it receives None or its parent is gone."""
+    _end_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the sweep
+    try:
+        conn.send(_READY)
+        while (scenario_toml := conn.recv()) is not None:
+            conn.send(execute(scenario_toml))
+    except (EOFError, OSError):  # the parent is gone
+        pass
+
+
+def _end_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux: PR_SET_PDEATHSIG).
+
+    Elsewhere a worker notices only when it next uses its pipe, after its current run."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:  # the parent died before the kernel was told
+        os._exit(1)
+
+
+def _refuse_main_module_rerun() -> None:
+    """Stop a `sweep` called by the top-level code of a script that a starting child process
+    re-runs (the spawn and forkserver start methods import it as `__mp_main__`): the call
+    is not under `if __name__ == "__main__":`. A dcsim worker exits with
+    UNGUARDED_MAIN_EXIT, for its parent to raise the error once; another process's child
+    raises it itself."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__mp_main__":
+            if multiprocessing.current_process().name.startswith(WORKER_NAME):
+                raise SystemExit(UNGUARDED_MAIN_EXIT)
+            raise DcsimError(_unguarded_main_message(frame.f_globals.get("__file__")))
+        frame = frame.f_back
+
+
+def _unguarded_main_message(script: str | None) -> str:
+    script = script or "the main module"
+    return (
+        f"sim.sweep is called from the top-level code of {script}, which every worker "
+        'process re-runs when it starts: put the call under `if __name__ == "__main__":` '
+        "(or pass workers=1)"
+    )
 
 
 def require_dask() -> None:
@@ -433,6 +607,7 @@ def _outcome(future) -> Outcome:
 
 def _store(out: Path, spec: RunSpec, outcome: Outcome) -> dict[str, Any]:
     """Write the run's folder under a temporary name, then rename it into place."""
+    files = outcome.files or {}
     record = {
         "run": spec.index,
         "run_id": spec.run_id,
@@ -442,12 +617,13 @@ def _store(out: Path, spec: RunSpec, outcome: Outcome) -> dict[str, Any]:
         "error": outcome.error,
         "wall_s": outcome.wall_s,
         "host": outcome.host,
+        "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
     }
     final = out / "runs" / spec.run_id
     tmp = out / "runs" / f".{spec.run_id}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    for name, data in (outcome.files or {}).items():
+    for name, data in files.items():
         (tmp / name).write_bytes(data)
     if outcome.traceback:
         (tmp / ERROR_FILE).write_text(outcome.traceback)
@@ -457,12 +633,53 @@ def _store(out: Path, spec: RunSpec, outcome: Outcome) -> dict[str, Any]:
     return record
 
 
-def _finished_record(out: Path, spec: RunSpec) -> dict[str, Any] | None:
-    try:
-        record = json.loads((out / "runs" / spec.run_id / RUN_FILE).read_text())
-    except (OSError, ValueError):
+def _reusable_record(out: Path, spec: RunSpec) -> dict[str, Any] | None:
+    """The run.json of a finished run whose files are all there and unchanged, or None if
+    the run must be computed: not run yet, failed, or damaged (said on stderr)."""
+    folder = out / "runs" / spec.run_id
+    if not folder.exists():
         return None
-    return record if record.get("status") == "ok" else None
+    damage: tuple[str, str] | None
+    try:
+        record = json.loads((folder / RUN_FILE).read_text())
+    except (OSError, ValueError) as e:
+        record, damage = None, (RUN_FILE, f"cannot be read ({_reason(e)})")
+    else:
+        if not isinstance(record, dict) or record.get("status") != "ok":
+            return None
+        damage = _damage(folder, record)
+    if damage is None:
+        return record
+    name, problem = damage
+    print(
+        f"recomputing run {spec.index} ({_label(spec.params)}, seed {spec.seed}): "
+        f"runs/{spec.run_id}/{name} {problem}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
+def _damage(folder: Path, record: dict[str, Any]) -> tuple[str, str] | None:
+    """The first file of a finished run's folder that is missing, unreadable or changed
+    since the run was stored (its SHA-256 in run.json), and what is wrong with it."""
+    digests = record.get("files")
+    if not isinstance(digests, dict):
+        return RUN_FILE, "lists no result files (written by an older dcsim)"
+    for name in (*FILES, *sorted(set(digests) - set(FILES))):
+        if name not in digests:
+            return RUN_FILE, f"does not list {name}"
+        try:
+            data = (folder / name).read_bytes()
+        except OSError as e:
+            return name, f"cannot be read ({_reason(e)})"
+        if hashlib.sha256(data).hexdigest() != digests[name]:
+            return name, f"has changed since the run finished (now {len(data)} bytes)"
+    return None
+
+
+def _reason(error: Exception) -> str:
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
 
 
 def _read_summary(out: Path, spec: RunSpec) -> dict[str, Any]:

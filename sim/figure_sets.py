@@ -3,13 +3,17 @@ a sweep folder (`dcsim sweep --out`). Each figure is written as PNG and PDF."""
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet
 
 from sim import plots
 from sim.errors import ScenarioError
-from sim.experiments import SUMMARY_FILE, SWEEP_FILE, load_run, load_sweep
+from sim.experiments import SUMMARY_FILE, SWEEP_FILE, load_sweep
+from sim.results import FILES as RUN_FILES
 from sim.results import Results
 from sim.stats import mean_ci, paired_differences
 
@@ -17,41 +21,101 @@ MAX_LINES = len(plots.OKABE_ITO)
 """Runs drawn as lines in one figure, at most (one colour each)."""
 MAX_DR_EVENTS = 4
 BASELINE_POLICY = "run_now"
+CI_LEVEL = 0.95
+"""Confidence level of the intervals across seeds on the Pareto front."""
+SWEEP_FILES = (SWEEP_FILE, SUMMARY_FILE)
+"""The files of a sweep folder that `dcsim plot` reads (besides its runs' folders)."""
 
 
 def figures_for(folder: str | Path, out: str | Path | None = None) -> list[Path]:
     """Draw every figure that fits the results in `folder` into `out` (default
-    `folder/figures`); return the files written. Raises ScenarioError if `folder` holds no
-    results."""
+    `folder/figures`); return the files written. Raises ScenarioError, naming the folder and
+    the file, if `folder` is not a complete run or sweep folder (a file missing or
+    unreadable), and if `out` looks like a figure file rather than a folder."""
     folder = Path(folder)
-    out = Path(out) if out is not None else folder / "figures"
-    if (folder / SWEEP_FILE).exists() and (folder / SUMMARY_FILE).exists():
+    out = _figure_folder(out) if out is not None else folder / "figures"
+    if not folder.is_dir():
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise ScenarioError(f"{folder}: {state} (expected the folder of a run or a sweep)")
+    if (folder / SWEEP_FILE).exists() or (folder / SUMMARY_FILE).exists():
+        _check_files(folder, SWEEP_FILES, "sweep")
         return _sweep_figures(folder, out)
     if (folder / "summary.json").exists():
-        results = Results.load(folder)
-        return _run_figures(results, {results.scenario.policy.name: results}, out)
+        results = _load_run(folder)
+        label = f"{results.scenario.name}, {results.scenario.policy.name}"
+        return _run_figures(results, {results.scenario.policy.name: results}, out, label)
     raise ScenarioError(
         f"{folder}: no results here (expected summary.json from `dcsim run --out` or "
         f"{SUMMARY_FILE} and {SWEEP_FILE} from `dcsim sweep --out`)"
     )
 
 
+def _figure_folder(out: str | Path) -> Path:
+    """`out` if it does not end like a figure file (`dcsim plot --out` names a folder)."""
+    out = Path(out)
+    if out.suffix.lower().removeprefix(".") in plots.figure_formats():
+        raise ScenarioError(
+            f"--out {out}: names a folder for the figures, each written as "
+            f"{' and '.join(plots.FIGURE_SUFFIXES)}, not a {out.suffix} file "
+            f"(give a folder name without a figure suffix)"
+        )
+    return out
+
+
+def _check_files(folder: Path, files: tuple[str, ...], kind: str) -> None:
+    """ScenarioError naming the first of `files` in `folder` that is missing or does not
+    parse (JSON and TOML read whole, Parquet by its footer)."""
+    for name in files:
+        path = folder / name
+        if not path.is_file():
+            raise ScenarioError(f"{folder}: not a complete {kind} folder: {name} is missing")
+        try:
+            if path.suffix == ".parquet":
+                pyarrow.parquet.read_metadata(path)
+            elif path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+            elif path.suffix == ".toml":
+                tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ScenarioError(f"{path}: unreadable {kind} result file ({_reason(e)})") from None
+
+
+def _load_run(folder: Path) -> Results:
+    """The results in run folder `folder`, its files checked one by one first
+    (`_check_files`) so that an error names the file."""
+    _check_files(folder, RUN_FILES, "run")
+    try:
+        return Results.load(folder)
+    except (OSError, ValueError) as e:  # a file whose footer parses but whose data do not
+        raise ScenarioError(f"{folder}: unreadable run results ({_reason(e)})") from None
+
+
+def _reason(error: Exception) -> str:
+    """The first line of `error`'s message, or its type's name if it has none."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def _draw(out: Path, name: str, figure_function, *args, **kwargs) -> list[Path]:
     """Call a `sim.plots` function with `path=out/name`; the two files it writes."""
     figure_function(*args, path=out / name, **kwargs)
-    return [out / f"{name}.png", out / f"{name}.pdf"]
+    return [out / f"{name}{suffix}" for suffix in plots.FIGURE_SUFFIXES]
 
 
-def _run_figures(results: Results, runs: dict[str, Results], out: Path) -> list[Path]:
-    """Figures of one run (`results`), and of several runs side by side (`runs`)."""
-    written = _draw(out, "power_and_carbon", plots.power_and_carbon, results)
+def _run_figures(
+    results: Results, runs: dict[str, Results], out: Path, run_label: str
+) -> list[Path]:
+    """Figures of one run (`results`, named `run_label` in their titles), and of several
+    runs side by side (`runs`)."""
+    one = {"run_label": run_label}
+    written = _draw(out, "power_and_carbon", plots.power_and_carbon, results, **one)
     written += _draw(out, "cumulative_carbon", plots.cumulative_carbon, runs)
     written += _draw(out, "wait_and_completion_cdfs", plots.wait_and_completion_cdfs, runs)
     for i in range(min(len(results.dr_events), MAX_DR_EVENTS)):
-        written += _draw(out, f"dr_event_{i}", plots.dr_event_closeup, results, event=i)
+        written += _draw(out, f"dr_event_{i}", plots.dr_event_closeup, results, event=i, **one)
     if not results.services.empty:
-        written += _draw(out, "latency_cdfs", plots.latency_cdfs, results)
-        written += _draw(out, "carbon_per_1k_tokens", plots.carbon_per_1k_tokens, results)
+        written += _draw(out, "latency_cdfs", plots.latency_cdfs, results, **one)
+        written += _draw(out, "carbon_per_1k_tokens", plots.carbon_per_1k_tokens, results, **one)
     models = sorted({p.model for s in results.scenario.sites for p in s.gpus})
     written += _draw(out, "energy_time", plots.energy_time_curve, models)
     return written
@@ -64,20 +128,29 @@ def _sweep_figures(folder: Path, out: Path) -> list[Path]:
     if ok.empty:
         raise ScenarioError(f"{folder}: no run of this sweep finished")
     by = params or ["seed"]
-    means = mean_ci(ok, by, ["carbon_total_kg", "wait_mean_h"])
+    means = mean_ci(ok, by, ["carbon_total_kg", "wait_mean_h"], level=CI_LEVEL)
     means = means.rename(columns={"carbon_total_kg_mean": "carbon_total_kg",
                                   "wait_mean_h_mean": "wait_mean_h"})  # fmt: skip
     means["label"] = [_label(row, by) for row in means.to_dict("records")]
-    written = _draw(out, "pareto_front", plots.pareto_front, means, label="label")
+    seeds = sorted(ok["seed"].unique())
+    written = _draw(
+        out,
+        "pareto_front",
+        plots.pareto_front,
+        means,
+        label="label",
+        interval=f"{CI_LEVEL:.0%} confidence interval of the mean over seeds {_seed_list(seeds)}",
+    )
     heatmap = savings_table(ok, params)
     if heatmap is not None:
         table, value_label = heatmap
         written += _draw(
             out, "savings_heatmap", plots.savings_heatmap, table, value_label=value_label
         )
-    first_seed = ok[ok["seed"] == ok["seed"].min()].head(MAX_LINES).to_dict("records")
-    runs = {_label(row, by): load_run(folder, row["run_id"]) for row in first_seed}
-    return written + _run_figures(next(iter(runs.values())), runs, out)
+    first_seed = ok[ok["seed"] == seeds[0]].head(MAX_LINES).to_dict("records")
+    runs = {_label(row, by): _load_run(folder / "runs" / row["run_id"]) for row in first_seed}
+    first_label = next(iter(runs)) + ("" if by == ["seed"] else f", seed {seeds[0]}")
+    return written + _run_figures(next(iter(runs.values())), runs, out, first_label)
 
 
 def savings_table(ok: pd.DataFrame, params: list[str]) -> tuple[pd.DataFrame, str] | None:
@@ -96,3 +169,10 @@ def savings_table(ok: pd.DataFrame, params: list[str]) -> tuple[pd.DataFrame, st
 
 def _label(row: dict, by: list[str]) -> str:
     return ", ".join(str(row[k]) if k == "policy" else f"{k}={row[k]}" for k in by)
+
+
+def _seed_list(seeds: list) -> str:
+    """`0-4` for consecutive seeds, else `0, 2, 7`."""
+    if len(seeds) > 2 and list(seeds) == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)

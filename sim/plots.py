@@ -2,25 +2,33 @@
 colour-blind-safe palette (Okabe-Ito), one style.
 
 Each function takes results (`sim.Results`) or a summary table, returns a matplotlib
-`Figure` and, given `path`, also writes `path.png` and `path.pdf` (each atomically).
+`Figure` and, given `path`, also writes `path.png` and `path.pdf` (each atomically; a
+`.png` or `.pdf` suffix of `path` is dropped, another figure format's is refused).
 Figures are built without pyplot, so nothing accumulates in a long session, headless runs
 need no display, and a notebook shows a returned figure inline.
+
+Figures of one run take `run_label`, which names the run in the figure's title (a sweep
+draws such figures for one of its runs).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.rcsetup import cycler
 
 from sim import hardware
+from sim.dr_events import BASELINE_WINDOW_S
+from sim.errors import ScenarioError
 from sim.results import Results, operational_carbon_over_time_kg
 
 if TYPE_CHECKING:
@@ -40,6 +48,10 @@ SEQUENTIAL_CMAP = "cividis"
 """Colour map for heatmaps: perceptually uniform and readable with colour-vision deficiency."""
 SHADE: dict[str, Any] = {"color": OKABE_ITO[3], "alpha": 0.15, "lw": 0}
 """How demand-response events are shaded."""
+BASELINE_SHADE: dict[str, Any] = {"color": OKABE_ITO[5], "alpha": 0.2, "lw": 0}
+"""How the window a demand-response baseline is measured over is shaded."""
+FIGURE_SUFFIXES = (".png", ".pdf")
+"""The files each figure function writes."""
 
 METRIC_LABELS = {
     "carbon_total_kg": "total carbon (kg CO2e)",
@@ -71,10 +83,17 @@ FIGURE_KINDS = (
 
 
 def power_and_carbon(
-    results: Results, path: str | Path | None = None, *, sites: Sequence[str] | None = None
+    results: Results,
+    path: str | Path | None = None,
+    *,
+    sites: Sequence[str] | None = None,
+    run_label: str | None = None,
 ) -> Figure:
     """Per site, facility power (kW) over time and, on a second axis, the grid's carbon
-    intensity (g/kWh); the site's demand-response events are shaded."""
+    intensity (g/kWh); the site's demand-response events are shaded. Carbon intensity has
+    one scale, from zero, shared by every site's panel, so a grid five times dirtier draws a
+    line five times higher; power has its own scale, from zero, per site. Time is in UTC
+    dates."""
     from sim.grid import signal_for_site
 
     names = [s.name for s in results.scenario.sites]
@@ -82,40 +101,45 @@ def power_and_carbon(
     for name in sites:
         if name not in names:
             raise ValueError(f"no site {name!r} in this run (sites: {', '.join(names)})")
-    scale_s, unit = _time_unit(results.scenario.horizon_s)
-    horizon = results.scenario.horizon_s / scale_s
+    start, horizon_s = results.scenario.start, results.scenario.horizon_s
+    ci_label = "grid carbon intensity" + (", one scale for all sites" if len(sites) > 1 else "")
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(8, 2.4 * len(sites) + 0.6), layout="constrained")
+        fig = Figure(figsize=(8, 2.4 * len(sites) + 0.8), layout="constrained")
         axes = fig.subplots(len(sites), 1, sharex=True, squeeze=False)[:, 0]
+        ci_axes: list[Any] = []
         for ax, name in zip(axes, sites, strict=True):
             steps = results.power[results.power["site"] == name]
-            t = np.append(steps["time_s"].to_numpy() / scale_s, horizon)
+            t = _utc_days(start, np.append(steps["time_s"].to_numpy(), horizon_s))
             kw = steps["facility_w"].to_numpy() / 1000.0
             ax.stairs(kw, t, baseline=None, color=OKABE_ITO[0], label="facility power")
-            ax.set(ylabel="facility power (kW)", xlim=(0, horizon))
+            ax.set(ylabel="facility power (kW)", xlim=_utc_days(start, [0.0, horizon_s]))
             ax.set_title(name, loc="left")
             ax.set_ylim(bottom=0)
             signal = signal_for_site(results.scenario, names.index(name))
-            edges = np.clip(np.append(signal.times_s, signal.end_s) / scale_s, 0, horizon)
+            edges = np.clip(np.append(signal.times_s, signal.end_s), 0, horizon_s)
             ci_ax = ax.twinx()
+            if ci_axes:
+                ci_ax.sharey(ci_axes[0])
+            ci_axes.append(ci_ax)
             ci_ax.stairs(
                 signal.values_g_per_kwh,
-                edges,
+                _utc_days(start, edges),
                 baseline=None,
                 color=OKABE_ITO[1],
-                label="grid carbon intensity",
+                label=ci_label,
             )
             ci_ax.set_ylabel("carbon intensity (gCO2e/kWh)")
-            ci_ax.set_ylim(bottom=0)
             ci_ax.grid(False)
             events = results.dr_events[results.dr_events["site"] == name]
             for ev in events.itertuples():
-                ax.axvspan(ev.start_s / scale_s, ev.end_s / scale_s, **SHADE)
-        handles = axes[0].get_legend_handles_labels()[0] + ci_ax.get_legend_handles_labels()[0]
+                ax.axvspan(*_utc_days(start, [ev.start_s, ev.end_s]), **SHADE)
+        ci_axes[0].set_ylim(bottom=0)
+        handles = axes[0].get_legend_handles_labels()[0] + ci_axes[0].get_legend_handles_labels()[0]
         if not results.dr_events.empty:
             handles.append(matplotlib.patches.Patch(**SHADE, label="demand-response event"))
-        fig.legend(handles=handles, loc="outside upper center", ncols=len(handles))
-        axes[-1].set_xlabel(f"time ({unit} since start)")
+        fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
+        _utc_axis(axes[-1])
+        _name_run(fig, run_label)
     return _saved(fig, path)
 
 
@@ -149,9 +173,16 @@ def pareto_front(
     x: str = "wait_mean_h",
     y: str = "carbon_total_kg",
     label: str = "policy",
+    interval: str = "95% confidence interval of the mean over seeds",
 ) -> Figure:
     """Carbon against delay: one point per row of `summary` (a run, or a combination's
-    means), coloured by `label`; the Pareto front (lowest `y` for no more `x`) as a line."""
+    means), coloured by `label`; the Pareto front (lowest `y` for no more `x`) as a line.
+
+    Rows with the interval columns `sim.stats.mean_ci` writes (`<x>_ci_low`, `<x>_ci_high`,
+    and the same for `y`) get error bars, described under the figure by `interval`; a row
+    without them (e.g. a single run) gets none. Both axes reach zero, so the distance
+    between two points reads against the whole quantity and a small difference is not
+    drawn as a large one."""
     for col in (x, y, label):
         if col not in summary.columns:
             raise ValueError(f"no column {col!r} in the summary")
@@ -159,36 +190,66 @@ def pareto_front(
     if data.empty:
         raise ValueError(f"no rows with both {x} and {y}")
     front = _pareto(data[x].to_numpy(float), data[y].to_numpy(float))
+    with_ci = any(_error_bars(data, c) is not None for c in (x, y))
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(6, 4), layout="constrained")
         ax = fig.subplots()
         for i, (name, group) in enumerate(data.groupby(label, sort=False)):
-            ax.scatter(group[x], group[y], color=_colour(i), label=str(name), s=28, zorder=3)
+            ax.errorbar(
+                group[x],
+                group[y],
+                xerr=_error_bars(group, x),
+                yerr=_error_bars(group, y),
+                fmt="o",
+                ms=5,
+                capsize=2,
+                elinewidth=1,
+                color=_colour(i),
+                label=str(name),
+                zorder=3,
+                clip_on=False,  # a point at zero sits on the axis, drawn whole
+            )
         ax.step(*front, where="post", color="0.3", lw=1, ls="--", label="Pareto front")
         x_label, y_label = METRIC_LABELS.get(x, x), METRIC_LABELS.get(y, y)
         ax.set(xlabel=x_label, ylabel=y_label)
         ax.set_title(f"{y_label.split(' (')[0]} vs {x_label.split(' (')[0]}")
+        _reach_zero(ax)
         ax.legend(fontsize=7)
+        if with_ci:
+            fig.supxlabel(f"error bars: {interval}", fontsize=7)
     return _saved(fig, path)
 
 
 def wait_and_completion_cdfs(runs: Mapping[str, Results], path: str | Path | None = None) -> Figure:
     """Empirical CDFs of the jobs' wait time and job completion time (h), one line per
-    labelled run; a log time axis when the times span more than two decades."""
+    labelled run. Waits of zero would stack into one step at zero and squeeze the others
+    against the top, so the wait panel draws the CDF of the jobs that waited and its legend
+    gives each run's share of jobs that did not wait. A time axis is logarithmic when its
+    times span more than two decades."""
     _need_runs(runs)
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.2), layout="constrained")
-        axes = fig.subplots(1, 2, sharey=True)
-        columns = (("wait_h", "wait"), ("jct_h", "completion time"))
-        for ax, (column, what) in zip(axes, columns, strict=True):
-            for label, results in runs.items():
-                values = np.sort(results.jobs[column].dropna().to_numpy(float))
-                share = np.arange(1, len(values) + 1) / max(len(values), 1)
-                ax.step(values, share, where="post", label=label)
-            ax.set(xlabel=f"job {what} (h)", ylabel="share of jobs", title=f"job {what}")
-            _log_if_wide(ax, [r.jobs[column] for r in runs.values()])
-        axes[0].set_ylim(0, 1.02)
-        axes[1].legend(fontsize=7)
+        ax_wait, ax_jct = fig.subplots(1, 2)
+        for i, (label, results) in enumerate(runs.items()):
+            waits_h = results.jobs["wait_h"].dropna().to_numpy(float)
+            no_wait = float(np.mean(waits_h <= 0)) if len(waits_h) else 0.0
+            _cdf(ax_wait, waits_h[waits_h > 0], _colour(i), f"{label}: {no_wait:.0%} did not wait")
+            _cdf(ax_jct, results.jobs["jct_h"].dropna().to_numpy(float), _colour(i), label)
+        ax_wait.set(
+            xlabel="job wait (h)",
+            ylabel="share of the jobs that waited",
+            title="wait, of the jobs that waited",
+        )
+        ax_jct.set(
+            xlabel="job completion time (h)", ylabel="share of jobs", title="job completion time"
+        )
+        for ax in (ax_wait, ax_jct):
+            _time_axis(ax)
+            ax.set_ylim(0, 1.02)
+        if not any(len(line.get_xdata()) for line in ax_wait.lines):
+            ax_wait.text(0.5, 0.5, "no job waited", transform=ax_wait.transAxes, ha="center")
+        ax_wait.legend(fontsize=7)
+        ax_jct.legend(fontsize=7)
     return _saved(fig, path)
 
 
@@ -237,17 +298,27 @@ def savings_heatmap(
 
 
 def dr_event_closeup(
-    results: Results, path: str | Path | None = None, *, event: int = 0, margin_h: float = 3.0
+    results: Results,
+    path: str | Path | None = None,
+    *,
+    event: int = 0,
+    margin_h: float = 3.0,
+    run_label: str | None = None,
 ) -> Figure:
     """Facility power of the event's site around one demand-response event (`event`: its row
-    in `results.dr_events`), the event shaded, its power limit and baseline drawn."""
+    in `results.dr_events`), the event shaded, its power limit and baseline drawn, the time
+    it was announced (its notice) marked, and the hour before the notice, over which the
+    baseline is the mean facility power, shaded (`BASELINE_WINDOW_S`). The view spans
+    `margin_h` hours either side of the event, widened to show the baseline window."""
     if results.dr_events.empty:
         raise ValueError("no demand-response events in this run")
     if not 0 <= event < len(results.dr_events):
         raise ValueError(f"event {event}: the run has {len(results.dr_events)} event(s)")
     ev = results.dr_events.iloc[event]
+    notice_s = _notice_s(results, event)
+    window_s = max(0.0, notice_s - BASELINE_WINDOW_S)
     steps = results.power[results.power["site"] == ev["site"]]
-    t0_s = max(0.0, ev["start_s"] - margin_h * 3600)
+    t0_s = max(0.0, min(ev["start_s"] - margin_h * 3600, window_s))
     t1_s = min(results.scenario.horizon_s, ev["end_s"] + margin_h * 3600)
     t = steps["time_s"].to_numpy()
     edges = np.append(t, results.scenario.horizon_s)
@@ -255,10 +326,12 @@ def dr_event_closeup(
     hours = (np.clip(edges, t0_s, t1_s) - ev["start_s"]) / 3600.0
     kw = steps["facility_w"].to_numpy() / 1000.0
     lo, hi = np.flatnonzero(keep)[[0, -1]]
+    notice_h, window_h = (np.array([notice_s, window_s]) - ev["start_s"]) / 3600.0
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(6, 3.2), layout="constrained")
+        fig = Figure(figsize=(6, 3.4), layout="constrained")
         ax = fig.subplots()
         ax.axvspan(0.0, (ev["end_s"] - ev["start_s"]) / 3600.0, **SHADE, label="event")
+        ax.axvspan(window_h, notice_h, **BASELINE_SHADE, label="baseline window")
         ax.stairs(
             kw[lo : hi + 1],
             hours[lo : hi + 2],
@@ -269,6 +342,7 @@ def dr_event_closeup(
         ax.axhline(ev["limit_kw"], color=OKABE_ITO[3], ls="--", label="limit")
         if np.isfinite(ev.get("baseline_kw", np.nan)):
             ax.axhline(ev["baseline_kw"], color="0.4", ls=":", label="baseline")
+        ax.axvline(notice_h, color="black", ls="-.", lw=1, label="notice (announced)")
         ax.set(
             xlabel="time from event start (h)",
             ylabel="facility power (kW)",
@@ -276,6 +350,7 @@ def dr_event_closeup(
         )
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
+        _name_run(fig, run_label)
     return _saved(fig, path)
 
 
@@ -286,9 +361,11 @@ def energy_time_curve(
     profile: str = "mixed",
     caps_w: Sequence[float] | None = None,
 ) -> Figure:
-    """The power model's energy-time trade-off: for each GPU model, GPU energy and time per
-    unit of work (both relative to the uncapped GPU) as the power cap goes from the model's
-    lowest to its highest limit (or over `caps_w`); the energy-optimal cap is marked."""
+    """The power model's energy-time trade-off (`sim.hardware.estimate`, not a measurement):
+    for each GPU model, GPU energy and time per unit of work (both relative to the uncapped
+    GPU) as the power cap goes from the model's lowest to its highest limit (or over
+    `caps_w`); the energy-optimal cap is marked. GPU models whose curves are identical are
+    drawn once, labelled with all their names ("A100-40GB = A100-80GB")."""
     models = [gpu_models] if isinstance(gpu_models, str) else list(gpu_models)
     if not models:
         raise ValueError("no GPU model to draw")
@@ -297,34 +374,45 @@ def energy_time_curve(
             raise ValueError(f"unknown GPU model {m!r}")
     if profile not in hardware.PROFILES:
         raise ValueError(f"unknown profile {profile!r} (known: {', '.join(hardware.PROFILES)})")
+    curves: list[tuple[list[str], np.ndarray, np.ndarray, float]] = []
+    for model in models:
+        spec = hardware.GPU_CATALOG[model]
+        default_caps = np.linspace(spec.min_cap_w, spec.max_cap_w, 60)
+        caps = np.asarray(caps_w if caps_w is not None else default_caps, dtype=float)
+        uncapped = hardware.estimate(model, profile)
+        points = [hardware.estimate(model, profile, c) for c in caps]
+        time_rel = np.array([1.0 / p.throughput_fraction for p in points])
+        energy_rel = np.array(
+            [p.power_w / p.throughput_fraction / uncapped.power_w for p in points]
+        )
+        best_w = float(caps[int(np.argmin(energy_rel))])
+        same = [c for c in curves if _same_curve(c, time_rel, energy_rel, best_w)]
+        if same:
+            same[0][0].append(model)
+        else:
+            curves.append(([model], time_rel, energy_rel, best_w))
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(6, 4), layout="constrained")
         ax = fig.subplots()
-        for i, model in enumerate(models):
-            spec = hardware.GPU_CATALOG[model]
-            default_caps = np.linspace(spec.min_cap_w, spec.max_cap_w, 60)
-            caps = np.asarray(caps_w if caps_w is not None else default_caps, dtype=float)
-            uncapped = hardware.estimate(model, profile)
-            points = [hardware.estimate(model, profile, c) for c in caps]
-            time_rel = np.array([1.0 / p.throughput_fraction for p in points])
-            energy_rel = np.array(
-                [p.power_w / p.throughput_fraction / uncapped.power_w for p in points]
-            )
+        for i, (names, time_rel, energy_rel, best_w) in enumerate(curves):
+            name = " = ".join(names)
             best = int(np.argmin(energy_rel))
-            ax.plot(time_rel, energy_rel, color=_colour(i), label=model)
+            ax.plot(time_rel, energy_rel, color=_colour(i), label=name)
             ax.scatter([time_rel[best]], [energy_rel[best]], color=_colour(i), marker="v", s=36,
-                       zorder=3, label=f"{model}: energy-optimal {caps[best]:.0f} W")  # fmt: skip
+                       zorder=3, label=f"{name}: energy-optimal {best_w:.0f} W")  # fmt: skip
         ax.scatter([1.0], [1.0], color="black", marker="o", s=20, zorder=4, label="uncapped")
         ax.set(
             xlabel="time per unit of work (relative to uncapped)",
             ylabel="GPU energy per unit of work (relative to uncapped)",
-            title=f"power caps, {profile} workload",
+            title=f"the power model's curves under power caps, {profile} workload",
         )
         ax.legend(fontsize=7)
     return _saved(fig, path)
 
 
-def latency_cdfs(results: Results, path: str | Path | None = None) -> Figure:
+def latency_cdfs(
+    results: Results, path: str | Path | None = None, *, run_label: str | None = None
+) -> Figure:
     """Per service, the CDFs of time to first token and time per output token (ms) against
     the service's targets (dashed). At the request level, over the served requests; at the
     fluid level (no per-request records), over the steps' 99th percentiles."""
@@ -357,10 +445,13 @@ def latency_cdfs(results: Results, path: str | Path | None = None) -> Figure:
             ax.set_xscale("log")
         axes[0].set_ylim(0, 1.02)
         axes[1].legend(fontsize=7, title="dashed: targets", title_fontsize=7)
+        _name_run(fig, run_label)
     return _saved(fig, path)
 
 
-def carbon_per_1k_tokens(results: Results, path: str | Path | None = None) -> Figure:
+def carbon_per_1k_tokens(
+    results: Results, path: str | Path | None = None, *, run_label: str | None = None
+) -> Figure:
     """Per service, the operational carbon of its GPUs per 1,000 output tokens generated
     (gCO2e) in each step of services.parquet, over time (steps without tokens left out)."""
     services = _need_services(results)
@@ -380,13 +471,15 @@ def carbon_per_1k_tokens(results: Results, path: str | Path | None = None) -> Fi
         )
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
+        _name_run(fig, run_label)
     return _saved(fig, path)
 
 
 def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path) -> Path:
     """Daily profile (mean and 5-95% band by local hour), weekly profile (mean by local
     weekday) and the distribution of an hourly carbon-intensity series (g/kWh, UTC index),
-    written to exactly `path` (its suffix picks the format)."""
+    written to exactly `path` (its suffix picks the format, `check_figure_file`)."""
+    path = check_figure_file(path)
     local = series.tz_convert(timezone)
     by_hour = local.groupby(local.index.hour)
     by_day = local.groupby(local.index.day_of_week).mean()
@@ -419,8 +512,25 @@ def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path)
         ax_h.hist(series.to_numpy(), bins=50)
         ax_h.set(xlabel="carbon intensity (gCO2e/kWh)", ylabel="hours", title="distribution")
         fig.suptitle(title)
-        path = Path(path)
         _write(fig, path)
+    return path
+
+
+def figure_formats() -> list[str]:
+    """The file formats matplotlib writes, by suffix without the dot."""
+    return sorted(Figure().canvas.get_supported_filetypes())
+
+
+def check_figure_file(path: str | Path) -> Path:
+    """`path` as a Path if its suffix names a format matplotlib writes; else ScenarioError
+    naming the path and the accepted suffixes."""
+    path = Path(path)
+    accepted = figure_formats()
+    if path.suffix.lower().removeprefix(".") not in accepted:
+        raise ScenarioError(
+            f"{path}: unknown figure format {path.suffix or '(no suffix)'!r} "
+            f"(accepted: {', '.join('.' + f for f in accepted)})"
+        )
     return path
 
 
@@ -428,10 +538,20 @@ def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path)
 
 
 def _saved(fig: Figure, path: str | Path | None) -> Figure:
+    """Write `fig` to `path.png` and `path.pdf` (a `.png` or `.pdf` suffix of `path` is
+    dropped; ScenarioError for another figure format's, which would be silently ignored)."""
     if path is not None:
         path = Path(path)
-        for suffix in (".png", ".pdf"):
-            _write(fig, path.with_name(path.name.removesuffix(path.suffix) + suffix))
+        suffix = path.suffix.lower()
+        if suffix in FIGURE_SUFFIXES:
+            path = path.with_suffix("")
+        elif suffix.removeprefix(".") in figure_formats():
+            raise ScenarioError(
+                f"{path}: figures are written as {' and '.join(FIGURE_SUFFIXES)}, not {suffix!r} "
+                f"(give the path without a suffix, or with one of {', '.join(FIGURE_SUFFIXES)})"
+            )
+        for suffix in FIGURE_SUFFIXES:
+            _write(fig, path.with_name(path.name + suffix))
     return fig
 
 
@@ -477,8 +597,85 @@ def _pareto(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(front_x), np.array(front_y)
 
 
-def _log_if_wide(ax, columns: list[pd.Series]) -> None:
-    values = pd.concat(columns).dropna().to_numpy(float)
+def _utc_days(start: datetime, times_s: Any) -> np.ndarray:
+    """Seconds since `start` as matplotlib date numbers (days)."""
+    return mdates.date2num(start) + np.asarray(times_s, dtype=float) / 86400.0
+
+
+def _utc_axis(ax) -> None:
+    """Date ticks on `ax`'s x axis, in UTC: a tick at midnight reads "02 Jun", one within a
+    day "12:00", the year and month are written at the axis' end."""
+    locator = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=9)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(
+        mdates.ConciseDateFormatter(
+            locator,
+            tz=UTC,
+            formats=["%Y", "%b", "%d %b", "%H:%M", "%H:%M", "%S.%f"],
+            zero_formats=["", "%Y", "%d %b", "%d %b", "%H:%M", "%H:%M"],
+        )
+    )
+    ax.set_xlabel("time (UTC)")
+
+
+def _name_run(fig: Figure, run_label: str | None) -> None:
+    if run_label is not None:
+        fig.suptitle(f"run: {run_label}", fontsize=9)
+
+
+def _notice_s(results: Results, event: int) -> float:
+    """When demand-response event `event` (its row in `results.dr_events`) was announced, s.
+    The meter records a window and its `dr_notice` together, so the n-th notice in the event
+    log belongs to the n-th row."""
+    notices = results.events[results.events["kind"] == "dr_notice"]
+    return float(notices["time_s"].iloc[event])
+
+
+def _same_curve(curve: tuple, time_rel: np.ndarray, energy_rel: np.ndarray, best_w: float) -> bool:
+    _, other_time, other_energy, other_best_w = curve
+    return (
+        other_best_w == best_w
+        and other_time.shape == time_rel.shape
+        and np.allclose(other_time, time_rel, rtol=1e-9)
+        and np.allclose(other_energy, energy_rel, rtol=1e-9)
+    )
+
+
+def _error_bars(rows: pd.DataFrame, column: str) -> np.ndarray | None:
+    """Distances below and above `column` to its interval (`<column>_ci_low` and
+    `<column>_ci_high`), for matplotlib's `errorbar`; None without interval columns, or
+    where no row has an interval."""
+    low, high = f"{column}_ci_low", f"{column}_ci_high"
+    if low not in rows.columns or high not in rows.columns or rows[low].isna().all():
+        return None
+    mean = rows[column].to_numpy(float)
+    return np.vstack([mean - rows[low].to_numpy(float), rows[high].to_numpy(float) - mean])
+
+
+def _reach_zero(ax) -> None:
+    """Widen both axes' limits to include zero, exactly at the edge: data that are all at
+    or above zero start there, all-negative data end there."""
+    for get, set_, data in (
+        (ax.get_xlim, ax.set_xlim, ax.dataLim.intervalx),
+        (ax.get_ylim, ax.set_ylim, ax.dataLim.intervaly),
+    ):
+        lo, hi = get()
+        set_(0.0 if data[0] >= 0 else lo, 0.0 if data[1] < 0 else hi)
+
+
+def _cdf(ax, values: np.ndarray, colour: str, label: str) -> None:
+    """The empirical CDF of `values` as a step line."""
+    values = np.sort(values)
+    share = np.arange(1, len(values) + 1) / max(len(values), 1)
+    ax.step(values, share, where="post", color=colour, label=label)
+
+
+def _time_axis(ax) -> None:
+    """A logarithmic x axis when the positive x data span more than two decades (a
+    narrower span on a log axis labels minor ticks, which crowd), else a linear one from 0."""
+    values = np.concatenate([line.get_xdata() for line in ax.lines] or [np.array([])])
     positive = values[values > 0]
     if len(positive) and positive.max() / positive.min() > 100:
-        ax.set_xscale("symlog", linthresh=max(positive.min(), 1e-3))
+        ax.set_xscale("log")
+    else:
+        ax.set_xlim(left=0)

@@ -728,18 +728,23 @@ def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     Raises `ScenarioError` naming the file, the key path and the bad value.
     """
     path = Path(path)
+    raw = read_scenario_toml(path)
+    for item in overrides:
+        apply_override(raw, item)
+    return scenario_from_dict(raw, source=path)
+
+
+def read_scenario_toml(path: Path) -> dict[str, Any]:
+    """The parsed TOML of a scenario file, not yet validated; ScenarioError naming the file
+    if it cannot be read, is not UTF-8 text or is not TOML."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read scenario file ({e.strerror})") from None
-    text = _scenario_text(path, data)
     try:
-        raw = tomllib.loads(text)
+        return tomllib.loads(_scenario_text(path, data))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: invalid TOML: {e}") from None
-    for item in overrides:
-        apply_override(raw, item)
-    return scenario_from_dict(raw, source=path)
 
 
 def _scenario_text(path: Path, data: bytes) -> str:

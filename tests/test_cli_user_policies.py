@@ -199,6 +199,21 @@ def test_a_failing_member_of_a_chain_shows_the_members_frames(tmp_path, capsys):
     assert "policies/chain.py" not in out.err
 
 
+def test_a_chain_member_returning_something_else_than_actions_is_one_line_naming_it(
+    tmp_path, capsys
+):
+    policy = write(
+        tmp_path, "mine.py", "class Mine:\n    def decide(self, state):\n        return 42\n"
+    )
+    scenario = write(tmp_path, "study.toml", SCENARIO)
+    chain = f'policy.params.policies=[{{name="run_now"}}, {{name="{policy}:Mine"}}]'
+    status, out = run_cli(["run", str(scenario), "--policy", "chain", "--set", chain], capsys)
+    assert status == 2
+    assert out.err.strip() == (
+        "error: chain member Mine: decide(state) returned 42 (int), not a list of actions"
+    )
+
+
 def test_a_builtin_policy_failing_in_dcsim_code_is_a_bug_with_its_traceback(monkeypatch):
     # run_now's placement replaced by a C function that fails: no frame of the user's.
     monkeypatch.setattr("policies.run_now.first_come_first_served", operator.truediv)

@@ -6,11 +6,19 @@ resuming it a read, at the site's storage bandwidth. With periodic checkpoints
 checkpoint, losing the work since; the writes themselves slow it by the fraction of time
 they stall it. A start away from the job's origin moves its data over the WAN, a resume or
 migration away from its checkpoint moves the checkpoint: time, energy and carbon of the
-route (`sim.network.Wan`), charged to the job.
+route (`sim.network.Wan`), charged to the job. With `wan.contention`, the moves share link
+capacity (`sim.network.Transfers`, max-min fair): a move's end is known only when it
+arrives, so the job is held until then, and it is charged exactly for its actual rates.
+
+A job held at a site (its data or checkpoint on the way, being read, or its nodes booting)
+has not computed there. If it leaves before its bytes arrive, the move is stopped: it pays
+for the bits sent so far, its data or checkpoint still lies where it came from, and the
+next move goes from there (one move charged, not one to the site it left and another on).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,13 +27,13 @@ import pandas as pd
 
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
-from sim.network import Wan
+from sim.network import Transfer, Wan
 from sim.results import ResultParts
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
 
-__all__ = ["CheckpointWrite", "Checkpoints", "WanMoves"]
+__all__ = ["CheckpointWrite", "Checkpoints", "Inbound", "WanMoves"]
 
 
 @dataclass(slots=True)
@@ -49,6 +57,29 @@ class PeriodicCheckpoint:
 
 
 @dataclass(slots=True)
+class Inbound:
+    """The move of a job's data or checkpoint to the site that holds it until they arrive."""
+
+    src: Site
+    dest: Site
+    gb: float
+    checkpoint: bool
+    """True: the job's checkpoint (read at `dest` once it arrives); False: its input data."""
+    t0_s: float
+    """When sending starts (after a checkpoint write still under way), s."""
+    send_s: float
+    """Time to send it at its route's rate, s (inf with contention: not known in advance)."""
+    deliver_s: float
+    """When the last bit arrives, s (inf with contention until it has)."""
+    energy_kwh: float = 0.0
+    """What the job was charged for it so far, kWh."""
+    carbon_kg: float = 0.0
+    """What the job was charged for it so far, kg."""
+    tid: int | None = None
+    """With contention, its id in `wan.transfers` (None: not sending yet)."""
+
+
+@dataclass(slots=True)
 class WanMoves:
     """What one job moved over the WAN in all: GB, energy (kWh) and carbon (kg)."""
 
@@ -63,6 +94,10 @@ class Checkpoints(Component):
     __slots__ = (
         "_core",
         "wan",
+        "contention",
+        "inbound",
+        "left_behind",
+        "_wake_s",
         "interval_s",
         "writing",
         "since_last",
@@ -76,6 +111,15 @@ class Checkpoints(Component):
         self._core = core
         self.wan = wan
         """The WAN data and checkpoints cross between sites (None: moves are free)."""
+        self.contention = wan is not None and bool(wan.config.contention)
+        """Moves share link capacity in `wan.transfers` (else each has its route alone)."""
+        self.inbound: dict[int, Inbound] = {}
+        """Held jobs whose data or checkpoint is moving (or was moved) to where they are held."""
+        self.left_behind: dict[int, Inbound] = {}
+        """Jobs that left a site before their data or checkpoint arrived there: what still
+        has to move (from `stored_at`) to wherever they run next."""
+        self._wake_s = math.inf
+        """With contention, the earliest wake-up scheduled for `wan.transfers`, s."""
         interval_h = core.scenario.workload.checkpoint_interval_h
         self.interval_s = None if interval_h is None else interval_h * 3600.0
         """Periodic checkpoints every `interval_s` of running time (None: on suspension)."""
@@ -160,6 +204,11 @@ class Checkpoints(Component):
         site, pool = runs.site[j], runs.pool[j]
         assert site is not None and pool is not None
         self.stored_at[j] = site
+        inbound = self.inbound.pop(j, None)
+        if inbound is not None and now < inbound.deliver_s:  # held: its bytes not there yet
+            self._stop_move(j, inbound, now)
+            self.stored_at[j] = inbound.src
+            self.left_behind[j] = inbound
         if self.interval_s is not None:
             runs.close_segment(j, now)
             at_ckpt = self.since_last.pop(j).remaining_gpu_s
@@ -186,40 +235,176 @@ class Checkpoints(Component):
         core.fleet.release(w.site, w.pool, core.runs.gpus[j], w.pool.idle_w)
         core.request_decision()  # GPUs are free
 
+    def departure(self, j: int) -> tuple[Site, float, bool]:
+        """What running job `j` would move if it left now: from which site, GB, and whether
+        it is its checkpoint (read on arrival) or its input data. A job held before its bytes
+        arrived sends them from where they still lie."""
+        runs = self._core.runs
+        inbound = self.inbound.get(j)
+        if inbound is not None and self._core.env.now < inbound.deliver_s:
+            return inbound.src, inbound.gb, inbound.checkpoint
+        site = runs.site[j]
+        assert site is not None
+        return site, float(self._core.jobs.checkpoint_gb[j]), True
+
+    def write_left_s(self, j: int) -> float:
+        """The rest of `j`'s checkpoint write under way, s (0: none)."""
+        writing = self.writing.get(j)
+        return max(0.0, writing.until_s - self._core.env.now) if writing else 0.0
+
     def load_s(self, j: int, dest: Site, move: bool = False) -> float:
         """Time before a suspended or migrating job runs on `dest`: the rest of its checkpoint
         write, its transfer over the WAN from where it was written (charged to the job if
-        `move`), then the read at `dest`'s bandwidth, s."""
-        now = self._core.env.now
-        writing = self.writing.get(j)
-        left_s = max(0.0, writing.until_s - now) if writing else 0.0
-        gb = float(self._core.jobs.checkpoint_gb[j])
+        `move`), then the read at `dest`'s bandwidth, s (inf with contention if `move`: the
+        hold ends when the transfer arrives). A job that left a site before its bytes
+        arrived moves them from where they lie instead (input data is not read)."""
+        left_s = self.write_left_s(j)
+        behind = self.left_behind.pop(j, None) if move else self.left_behind.get(j)
+        if behind is None:
+            gb, checkpoint = float(self._core.jobs.checkpoint_gb[j]), True
+        else:
+            gb, checkpoint = behind.gb, behind.checkpoint
         src = self.stored_at.get(j, dest)
-        move_s = self.move(j, src, dest, gb, now + left_s, charge=move)
-        return left_s + move_s + gb / dest.checkpoint_read_gbps
+        now = self._core.env.now
+        move_s = self.move(j, src, dest, gb, now + left_s, charge=move, checkpoint=checkpoint)
+        return left_s + move_s + (gb / dest.checkpoint_read_gbps if checkpoint else 0.0)
 
     def move(
-        self, j: int, src: Site, dest: Site, gb: float, t0_s: float, charge: bool = True
+        self,
+        j: int,
+        src: Site,
+        dest: Site,
+        gb: float,
+        t0_s: float,
+        charge: bool = True,
+        checkpoint: bool = False,
     ) -> float:
-        """Move `gb` GB of job `j`'s data from `src` to `dest` over the WAN from `t0_s`;
-        returns the time it takes, s, and (if `charge`) charges its energy and carbon."""
-        if self.wan is None or src is dest or gb <= 0.0:
+        """Move `gb` GB of job `j`'s data (`checkpoint`: its checkpoint) from `src` to `dest`
+        over the WAN, sending from `t0_s`; returns the time until it arrives, s. If `charge`,
+        the job pays for it and `dest` holds the job until it arrives: without contention
+        the move is priced now at its route's rate; with contention it joins
+        `wan.transfers` at `t0_s` and is charged when it arrives, and the time returned is
+        inf (the hold ends at the delivery). Without `charge`, the time alone (an estimate
+        with contention)."""
+        wan = self.wan
+        if wan is None or src is dest or gb <= 0.0:
             return 0.0
-        duration_s, energy_kwh, carbon_kg = self.wan.totals(src.name, dest.name, gb, t0_s)
-        if charge:
-            moved = self.wan_moves.get(j)
-            if moved is None:
-                moved = self.wan_moves[j] = WanMoves()
-            moved.gb += gb
-            moved.energy_kwh += energy_kwh
-            moved.carbon_kg += carbon_kg
-            self._core.events.append(
-                self._core.env.now, "transfer", j, dest.index, gb, detail=src.name
+        if not charge:
+            return wan.totals(src.name, dest.name, gb, t0_s)[0]
+        core = self._core
+        now = core.env.now
+        if self.contention:
+            inbound = Inbound(src, dest, gb, checkpoint, t0_s, math.inf, math.inf)
+            self.inbound[j] = inbound
+            if t0_s > now:  # after the checkpoint write
+                core.env.timeout(t0_s - now).callbacks.append(lambda _e: self._send(j, inbound))
+            else:
+                self._send(j, inbound)
+            duration_s = math.inf
+        else:
+            duration_s, energy_kwh, carbon_kg = wan.totals(src.name, dest.name, gb, t0_s)
+            self._charge(j, gb, energy_kwh, carbon_kg)
+            send_s = duration_s - wan.route(src.name, dest.name).propagation_s
+            self.inbound[j] = Inbound(
+                src, dest, gb, checkpoint, t0_s, send_s, t0_s + duration_s, energy_kwh, carbon_kg
             )
+        core.events.append(now, "transfer", j, dest.index, gb, detail=src.name)
         return duration_s
+
+    def arrived(self, j: int) -> None:
+        """Held job `j` computes now: what moved to it is no longer in question."""
+        self.inbound.pop(j, None)
+
+    def _charge(self, j: int, gb: float, energy_kwh: float, carbon_kg: float) -> None:
+        moved = self.wan_moves.get(j)
+        if moved is None:
+            moved = self.wan_moves[j] = WanMoves()
+        moved.gb += gb
+        moved.energy_kwh += energy_kwh
+        moved.carbon_kg += carbon_kg
+
+    def _stop_move(self, j: int, inbound: Inbound, now: float) -> None:
+        """Held `j` leaves before `inbound` arrived: it pays only for the bits sent by now."""
+        wan = self.wan
+        assert wan is not None
+        if self.contention:
+            if inbound.tid is not None:  # else: still writing, nothing sent
+                sent = wan.transfers.cancel(inbound.tid, now)
+                self._charge(j, sent.gb, sent.energy_kwh, sent.carbon_kg)
+                self._wake_transfers()  # the others speed up
+            return
+        share = min(1.0, max(0.0, (now - inbound.t0_s) / inbound.send_s))
+        src, dst = inbound.src.name, inbound.dest.name
+        _, kwh, kg = wan.totals(src, dst, inbound.gb * share, inbound.t0_s)
+        gb_unsent = 0.0 if share == 1.0 else inbound.gb * (1.0 - share)
+        self._charge(j, -gb_unsent, kwh - inbound.energy_kwh, kg - inbound.carbon_kg)
+
+    # --- contention: driving wan.transfers -------------------------------------------------
+
+    def _send(self, j: int, inbound: Inbound) -> None:
+        """Start sending `inbound` now, unless its job has left meanwhile."""
+        if self.inbound.get(j) is not inbound:
+            return
+        assert self.wan is not None
+        inbound.t0_s = now = self._core.env.now
+        inbound.tid = self.wan.transfers.start(
+            inbound.src.name, inbound.dest.name, inbound.gb, now, tag=j
+        )
+        self._wake_transfers()
+
+    def _wake_transfers(self) -> None:
+        """Schedule a wake-up at the transfers' next event (a delivery or a rate change),
+        unless one is already due by then; stale wake-ups find nothing to do."""
+        assert self.wan is not None
+        t = self.wan.transfers.next_event_s()
+        if t is None or t >= self._wake_s:
+            return
+        self._wake_s = t
+        env = self._core.env
+        env.timeout(max(0.0, t - env.now)).callbacks.append(lambda _e: self._transfers_due(t))
+
+    def _transfers_due(self, t: float) -> None:
+        assert self.wan is not None
+        if t == self._wake_s:
+            self._wake_s = math.inf
+        now = self._core.env.now
+        for sent in self.wan.transfers.advance(now):
+            j = sent.tag
+            inbound = self._delivered(j, sent)
+            read_s = inbound.gb / inbound.dest.checkpoint_read_gbps if inbound.checkpoint else 0.0
+            self._core.runs.end_hold(j, now + read_s)
+        self._wake_transfers()
+
+    def _delivered(self, j: int, sent: Transfer) -> Inbound:
+        """`j`'s transfer arrived: charge its final record (energy and exact carbon)."""
+        inbound = self.inbound[j]
+        inbound.deliver_s = sent.end_s
+        inbound.energy_kwh, inbound.carbon_kg = sent.energy_kwh, sent.carbon_kg
+        self._charge(j, sent.gb, sent.energy_kwh, sent.carbon_kg)
+        return inbound
+
+    def _close_transfers(self, now_s: float) -> None:
+        """With contention, at the horizon: moves still under way are charged whole, as
+        they would end at the current rates (as moves are without contention)."""
+        wan = self.wan
+        assert wan is not None
+        for sent in wan.transfers.advance(now_s):
+            self._delivered(sent.tag, sent)
+        for j, inbound in self.inbound.items():
+            if inbound.deliver_s != math.inf:
+                continue
+            if inbound.tid is None:  # still writing: priced alone from when it would start
+                src, dst = inbound.src.name, inbound.dest.name
+                _, kwh, kg = wan.totals(src, dst, inbound.gb, inbound.t0_s)
+                self._charge(j, inbound.gb, kwh, kg)
+            else:
+                sent = wan.transfers.estimate(inbound.tid)
+                self._charge(j, sent.gb, sent.energy_kwh, sent.carbon_kg)
 
     def close(self, now_s: float) -> None:
         runs = self._core.runs
+        if self.contention:
+            self._close_transfers(now_s)
         for j, w in self.writing.items():
             self.add_kwh(
                 j, runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, min(w.until_s, now_s))

@@ -50,7 +50,7 @@ from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, 
 from sim.engine.queries import Queries
 from sim.engine.runs import Runs
 from sim.engine.services import Services
-from sim.errors import PolicyError, ScenarioError
+from sim.errors import PolicyError
 from sim.grid import CarbonSignal, Forecaster
 from sim.network import Wan
 from sim.records import EventLog
@@ -75,11 +75,6 @@ class Engine:
         wan: Wan | None = None,
         sources: list[RequestSource] | None = None,
     ):
-        if wan is not None and wan.config.contention:
-            raise ScenarioError(
-                "wan.contention = true: shared link capacity is modelled in sim.network but "
-                "the engine does not drive it yet; set contention = false"
-            )
         self.scenario = scenario
         self.horizon_s = scenario.horizon_s
         self.env = simpy.Environment()

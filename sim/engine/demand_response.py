@@ -18,7 +18,7 @@ import numpy as np
 
 from sim.api import DemandResponseView
 from sim.cluster import Pool, Site
-from sim.dr_events import DrEvent, dr_events
+from sim.dr_events import BASELINE_WINDOW_S, DrEvent, dr_events
 from sim.engine.component import Component
 from sim.grid import CarbonSignal
 from sim.records import DrJobRecord, DrWindow
@@ -75,8 +75,8 @@ class DemandResponseMeter(Component):
         start_s, end_s, notice_s = ev.start_s, ev.end_s, ev.notice_s
         yield env.timeout(notice_s)
         baseline_kw = core.fleet.mean_facility_kw(
-            site, notice_s - 3600.0, notice_s
-        ) + core.services.mean_extra_facility_kw(site, notice_s - 3600.0, notice_s)
+            site, notice_s - BASELINE_WINDOW_S, notice_s
+        ) + core.services.mean_extra_facility_kw(site, notice_s - BASELINE_WINDOW_S, notice_s)
         if ev.limit_kw is not None:
             limit_kw = ev.limit_kw
         else:

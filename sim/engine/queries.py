@@ -143,28 +143,33 @@ class Queries(Component):
         """(stall s, facility kWh, kg CO2, lost reference GPU-s) of migrating running job `j`
         to `site_name`'s `model` pool (None: its first) now, as `Migrate` would: the
         checkpoint write on the GPUs it leaves (none with periodic checkpoints: it falls back
-        to its last one, losing the work since), the WAN transfer, and the read, during
-        which it holds the new GPUs at idle power. GPU and host energy at each site's PUE and
-        carbon intensity now; the transfer's as `transfer_cost`."""
+        to its last one, losing the work since; none for a held job, which waits for the
+        rest of a write under way), the WAN transfer from where its checkpoint (or, held
+        before they arrived, its data) lies, and the read, during which it holds the new
+        GPUs at idle power, for at least the boot of powered-off nodes they need. GPU and
+        host energy at each site's PUE and carbon intensity now; the transfer's as
+        `transfer_cost`."""
         core = self._core
         runs, checkpoints = core.runs, core.checkpoints
-        src, pool = runs.site[j], runs.pool[j]
-        assert src is not None and pool is not None
+        here, pool = runs.site[j], runs.pool[j]
+        assert here is not None and pool is not None
         dest = self.site(site_name)
         dest_pool = core.fleet.pool(dest, model, "migration_cost")
         now = core.env.now
-        gb = float(self.jobs.checkpoint_gb[j])
+        src, gb, checkpoint = checkpoints.departure(j)
         lost_s = 0.0
         write_s = 0.0
         if checkpoints.interval_s is not None:
             lost_s = checkpoints.work_since_checkpoint(j, now)
         elif j not in runs.holding:
-            write_s = checkpoints.write_s(j, src)
+            write_s = checkpoints.write_s(j, here)
         move_s, move_kwh, move_kg = self.transfer_cost(src.name, dest.name, gb)
-        hold_s = write_s + move_s + gb / dest.checkpoint_read_gbps
+        read_s = gb / dest.checkpoint_read_gbps if checkpoint else 0.0
         gpus = runs.gpus[j]
+        load_s = write_s + checkpoints.write_left_s(j) + move_s + read_s
+        hold_s = max(load_s, core.fleet.wake_s(dest, dest_pool, gpus))
         kwh = kg = 0.0
-        for site, p, dt in ((src, pool, write_s), (dest, dest_pool, hold_s)):
+        for site, p, dt in ((here, pool, write_s), (dest, dest_pool, hold_s)):
             site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / WS_PER_KWH
             kwh += site_kwh
             kg += site_kwh * site.signal.value_at(now) / 1000.0

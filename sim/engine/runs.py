@@ -54,6 +54,7 @@ class Runs(Component):
         "version",
         "holding",
         "loading",
+        "boot_end_s",
         "model",
         "site_of",
         "energy_kwh",
@@ -86,7 +87,10 @@ class Runs(Component):
         self.holding: set[int] = set()
         """Running jobs held at idle power: nodes booting for them, or a checkpoint loading."""
         self.loading: set[int] = set()
-        """Held jobs reading their checkpoint (resumed or migrated)."""
+        """Held jobs whose data or checkpoint is moving or being read."""
+        self.boot_end_s: dict[int, float] = {}
+        """Held jobs waiting for a transfer whose end is not known yet (WAN contention):
+        when their nodes are up, s. `end_hold` ends the hold."""
         # Per-job results, in typed arrays (8 bytes a value, not a float object and a slot).
         self.model: list[str | None] = [None] * n
         """The GPU model the job last ran on."""
@@ -155,15 +159,17 @@ class Runs(Component):
     def run_on(
         self, j: int, site: Site, pool: Pool, cap: float | None, kind: str, hold_s: float = 0.0
     ) -> None:
-        """Run `j` on `pool`; first held at idle power for `hold_s` (a checkpoint loading)
-        or for the boot of powered-off nodes it needs, whichever is longer."""
+        """Run `j` on `pool`; first held at idle power for `hold_s` (its data or checkpoint
+        arriving; inf: until `end_hold`) or for the boot of powered-off nodes it needs,
+        whichever is longer."""
         core = self._core
         now = core.env.now
         gpus = self.gpus[j]
         self.cap_w[j] = cap
         if hold_s > 0.0:
             self.loading.add(j)
-        hold_s = max(hold_s, core.fleet.wake_s(site, pool, gpus))
+        wake_s = core.fleet.wake_s(site, pool, gpus)
+        hold_s = max(hold_s, wake_s)
         if hold_s > 0.0:
             rate, draw_w = 0.0, pool.idle_w
         else:
@@ -188,9 +194,20 @@ class Runs(Component):
             self.version[j] += 1
             v = self.version[j]
             self.holding.add(j)
-            core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, v))
+            if math.isinf(hold_s):
+                self.boot_end_s[j] = now + wake_s
+            else:
+                core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, v))
         else:
             self._schedule_finish(j)
+
+    def end_hold(self, j: int, at_s: float) -> None:
+        """The transfer held job `j` waited for has arrived: it computes from `at_s`, or
+        once its nodes are up if that is later."""
+        at_s = max(at_s, self.boot_end_s.pop(j))
+        v = self.version[j]
+        env = self._core.env
+        env.timeout(at_s - env.now).callbacks.append(lambda _e: self._held(j, v))
 
     def _held(self, j: int, version: int) -> None:
         if self.version[j] != version:
@@ -198,6 +215,7 @@ class Runs(Component):
         self.retime(j)  # charges the hold first
         self.holding.discard(j)
         self.loading.discard(j)
+        self._core.checkpoints.arrived(j)
 
     def _schedule_finish(self, j: int) -> None:
         self.version[j] += 1
@@ -253,6 +271,7 @@ class Runs(Component):
         self.version[j] += 1  # cancels the pending completion (or wake)
         self.holding.discard(j)
         self.loading.discard(j)
+        self.boot_end_s.pop(j, None)
         site, pool = self.site[j], self.pool[j]
         assert site is not None and pool is not None
         core.fleet.release(site, pool, self.gpus[j], self.draw_w[j])

@@ -14,6 +14,7 @@ Engine loop::
     tid = wan.transfers.start(src, dst, gb, now_s, tag=job_id)
     ...schedule a wake-up at wan.transfers.next_event_s() (after every start and advance)
     done = wan.transfers.advance(now_s)   # at each wake-up: the transfers delivered by now
+    part = wan.transfers.cancel(tid, now_s)  # stopped early: the record of the bits sent
 
 A wake-up that finds nothing to do returns []; so stale wake-ups are harmless.
 """
@@ -149,6 +150,19 @@ class Transfers:
             carbon_by_zone_kg=MappingProxyType({z: g / 1000 for z, g in carbon.items()}),
         )
 
+    def cancel(self, tid: int, now_s: float) -> Transfer:
+        """Stop transfer `tid` at `now_s`: its final record covers only the bits sent by then
+        (`gb`, energy and exact carbon of those; `end_s` = `now_s`, or its delivery if it was
+        all sent), and the transfers sharing its links speed up from now on."""
+        self._run_until(now_s)
+        f = self._flow(tid)
+        del self._flows[tid]
+        if f.deliver_s is None:
+            f.gb -= f.remaining_gbit / GBIT_PER_GB
+            f.deliver_s = now_s
+            self._rerate(now_s)
+        return self._record(f)
+
     def what_if_rate_gbps(self, route: Route) -> float:
         """The rate a new transfer on `route` would get now, beside those in flight."""
         if route.src == route.dst:
@@ -196,7 +210,7 @@ class Transfers:
             if not sending:
                 break
             t_next = min(f.send_end_s for f in sending)
-            if t_next > t:
+            if t_next > t + _TOL * max(1.0, t):  # within rounding of t: it ends now
                 break
             for f in sending:
                 self._progress(f, t_next)

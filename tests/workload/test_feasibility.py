@@ -9,7 +9,7 @@ import sim
 from sim import hardware
 from sim.workload import build_jobs
 from sim.workload.feasibility import fastest_runtime_s, infeasible_deadlines
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, run_cli, site, write_jobs
 
 H100_SPEEDUP = hardware.speed("H100-SXM", "mixed")
 """How much faster an H100 runs the `mixed` profile than the reference A100-80GB."""
@@ -78,3 +78,13 @@ def test_a_job_that_fits_no_pool_is_rejected_not_counted_infeasible(tmp_path):
     jobs = build_jobs(scenario, None)  # type: ignore[arg-type]
     assert fastest_runtime_s(jobs, scenario)[0] == float("inf")
     assert not infeasible_deadlines(jobs, scenario).any()
+
+
+def test_the_printed_summary_says_how_many_deadlines_no_policy_could_meet(
+    scenario, tmp_path, capsys
+):
+    path = tmp_path / "study.toml"
+    path.write_text(scenario.to_toml())
+    code, printed = run_cli(["run", str(path)], capsys)
+    assert code == 0
+    assert "deadline_infeasible: 2 jobs had a deadline" in printed.out
