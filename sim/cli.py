@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -22,6 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from sim.api import Policy
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
 from sim.run import build_sources, build_world, random_streams, seed_sequences, simulate
@@ -93,27 +94,45 @@ MANY_FILLED_HOURS = 1000
 """`grid-data list` flags zone-years with this many hours of filled data or more."""
 
 
-def _check_out_folder(out: Path) -> None:
-    """Make sure the results can be written to folder `out` before anything runs (nothing
-    is created yet): an existing folder, or a missing one whose nearest existing ancestor
-    is a folder we may write in; ScenarioError naming it otherwise."""
+def _check_out_folder(out: Path, option: str = "--out") -> None:
+    """Make sure the results can be written to folder `out` (given as `option`) before
+    anything runs: an existing folder, or a missing one that can be made."""
     if out.exists() and not out.is_dir():
-        raise ScenarioError(f"--out {out}: is a file, not a folder")
-    here = out
+        raise ScenarioError(f"{option} {out}: is a file, not a folder")
+    _check_writable(out, f"{option} {out}")
+
+
+def _check_out_file(out: Path, option: str = "--out") -> None:
+    """Make sure file `out` (given as `option`) can be written before anything is read: not
+    a folder, in a folder that exists or can be made (it is created when written)."""
+    if out.is_dir():
+        raise ScenarioError(f"{option} {out}: is a folder, not a file")
+    _check_writable(out.parent, f"{option} {out}")
+
+
+def _check_writable(folder: Path, label: str) -> None:
+    """ScenarioError starting with `label` unless files can be written in `folder` or, if
+    it is missing, in its nearest existing ancestor (which must be a folder). Nothing is
+    left behind."""
+    here = folder
     while not here.exists() and here != here.parent:
         here = here.parent
     if not here.is_dir():
-        raise ScenarioError(f"--out {out}: lies under a file ({here}), not a folder")
-    if not os.access(here, os.W_OK | os.X_OK):
-        raise ScenarioError(f"--out {out}: cannot write in {here} (permission denied)")
+        raise ScenarioError(f"{label}: lies under a file ({here}), not a folder")
+    try:  # a real write, as os.access passes for root and on read-only file systems
+        with tempfile.TemporaryFile(dir=here):
+            pass
+    except OSError as e:
+        raise ScenarioError(f"{label}: cannot write in {here} ({e.strerror})") from None
 
 
-def _check_out_file(out: Path) -> None:
-    """Make sure file `out` can be written before anything is read: not a folder, in a
-    writable folder (created with its parents if missing)."""
-    if out.is_dir():
-        raise ScenarioError(f"--out {out}: is a folder, not a file")
-    _check_out_folder(out.parent)
+def _build_policy(scenario: Scenario, file: Path) -> Policy:
+    """The scenario's policy; a parameter error names the scenario file, as every other
+    error of the scenario's keys does."""
+    try:
+        return build_policy(scenario.policy.name, scenario.policy.params)
+    except ScenarioError as e:
+        raise ScenarioError(f"{file}: {e}") from None
 
 
 def _load(file: Path, overrides: list[str] | None, seed: int | None = None) -> Scenario:
@@ -132,7 +151,7 @@ def validate(
     scenario = _load(file, set_)
     jobs, _signals = build_world(scenario, random_streams(scenario.seed))
     build_sources(scenario, seed_sequences(scenario.seed)["services"])
-    build_policy(scenario.policy.name, scenario.policy.params)
+    _build_policy(scenario, file)
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     services = ""
     if scenario.services:
@@ -174,7 +193,7 @@ def run(
     if out is not None:
         _check_out_folder(out)
     # Built before the world: a parameter the policy does not take fails at once.
-    built = build_policy(scenario.policy.name, scenario.policy.params)
+    built = _build_policy(scenario, file)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, built, progress=progress.update)
     _print_summary(results.summary, scenario)
@@ -407,6 +426,7 @@ def grid_show(
 
     if plot is not None:
         check_figure_file(plot)
+        _check_out_file(plot, "--plot")
     year = year if year is not None else zone_years(zone)[-1]
     series = load_zone(zone, year, variant)
     row = catalog().query("zone == @zone and year == @year").iloc[0]

@@ -171,6 +171,7 @@ def sweep(
     grid = {k: list(v) for k, v in (grid or {}).items()}
     seeds = list(seeds)
     specs = plan(scenario, grid, seeds, overrides)
+    before = _OutState.of(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     _write_json(
@@ -203,13 +204,46 @@ def sweep(
             rows[spec.index] = _row(spec, record, _read_summary(out, spec))
             if progress:
                 progress(len(rows), len(specs))
-    finally:  # an interrupted sweep still leaves the summary of what finished
-        summary = _summary_frame(rows, list(grid))
-        write_atomic(out / SUMMARY_FILE, lambda p: summary.to_parquet(p, index=False))
+    except UnguardedMainError:  # refused before any run: leave `out` as it was
+        before.restore(out)
+        raise
+    except BaseException:  # an interrupted sweep still leaves the summary of what finished
+        _write_summary(out, _summary_frame(rows, list(grid)))
+        raise
+    summary = _summary_frame(rows, list(grid))
+    _write_summary(out, summary)
     summary.attrs.update(
         params=list(grid), runs_executed=len(todo), runs_cached=cached, runs_failed=failed
     )
     return summary
+
+
+def _write_summary(out: Path, summary: pd.DataFrame) -> None:
+    write_atomic(out / SUMMARY_FILE, lambda p: summary.to_parquet(p, index=False))
+
+
+@dataclass(frozen=True)
+class _OutState:
+    """What a sweep's output folder held before the sweep wrote into it, to put back when
+    the sweep is refused before running anything."""
+
+    out_existed: bool
+    runs_existed: bool
+    sweep_json: bytes | None
+
+    @classmethod
+    def of(cls, out: Path) -> _OutState:
+        sweep_json = (out / SWEEP_FILE).read_bytes() if (out / SWEEP_FILE).is_file() else None
+        return cls(out.exists(), (out / "runs").exists(), sweep_json)
+
+    def restore(self, out: Path) -> None:
+        if self.sweep_json is None:
+            (out / SWEEP_FILE).unlink(missing_ok=True)
+        else:
+            write_atomic(out / SWEEP_FILE, lambda p: p.write_bytes(self.sweep_json or b""))
+        for folder, existed in ((out / "runs", self.runs_existed), (out, self.out_existed)):
+            if not existed and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 def load_sweep(out: str | Path) -> pd.DataFrame:
@@ -311,8 +345,9 @@ def _check_policy(scenario: Scenario, checked: set[str], params: dict[str, Any])
     if key not in checked:
         try:
             build_policy(scenario.policy.name, scenario.policy.params)
-        except DcsimError as e:
-            raise type(e)(f"{e} (grid {_label(params)})") from None
+        except DcsimError as e:  # the grid's combination on the first line, before frames
+            head, newline, frames = str(e).partition("\n")
+            raise type(e)(f"{head} (grid {_label(params)}){newline}{frames}") from None
         checked.add(key)
 
 
@@ -476,11 +511,13 @@ def _worker_ended(worker: _Worker) -> tuple[RunSpec, Outcome] | None:
     if not worker.ready:
         if code == UNGUARDED_MAIN_EXIT:
             script = getattr(sys.modules["__main__"], "__file__", None)
-            raise DcsimError(_unguarded_main_message(script))
+            refused = UnguardedMainError(_unguarded_main_message(script))
+            _print_without_traceback(refused)
+            raise refused from None
         raise DcsimError(
             f"sweep worker process {worker.process.name} ended while starting "
             f"({_exit_reason(code)}); its error, if any, is printed above"
-        )
+        ) from None
     if worker.spec is None:
         return None
     error = f"worker died: {_exit_reason(code)}"
@@ -536,6 +573,26 @@ def _refuse_main_module_rerun() -> None:
                 raise SystemExit(UNGUARDED_MAIN_EXIT)
             raise DcsimError(_unguarded_main_message(frame.f_globals.get("__file__")))
         frame = frame.f_back
+
+
+class UnguardedMainError(DcsimError):
+    """`sweep` was called by a script's top-level code outside `if __name__ == "__main__":`,
+    which every local worker re-runs: refused before any run."""
+
+
+def _print_without_traceback(error: BaseException) -> None:
+    """If `error` ends the program uncaught, print it as `error: MESSAGE` on stderr, without
+    a traceback: the traceback would show dcsim's internals, and the message already names
+    the script and the fix. Any other exception is printed by the hook there was before."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb) -> None:
+        if value is error:
+            print(f"error: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, tb)
+
+    sys.excepthook = hook
 
 
 def _unguarded_main_message(script: str | None) -> str:

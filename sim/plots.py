@@ -69,6 +69,8 @@ METRIC_LABELS = {
     "dr_compliance": "demand-response compliance (fraction of event time)",
     "dr_throughput_loss_gpu_h": "throughput lost in events (GPU-h)",
 }
+NO_PARETO_DATA = "no run has both a {x} and a {y}\n(a run that completed no job has no mean wait)"
+"""What an empty Pareto panel says (`pareto_front`); `{x}`, `{y}`: the axes' quantities."""
 FIGURE_KINDS = (
     "power_and_carbon",
     "cumulative_carbon",
@@ -182,13 +184,16 @@ def pareto_front(
     and the same for `y`) get error bars, described under the figure by `interval`; a row
     without them (e.g. a single run) gets none. Both axes reach zero, so the distance
     between two points reads against the whole quantity and a small difference is not
-    drawn as a large one."""
+    drawn as a large one. When no row has both `x` and `y` (a run that completed no job
+    has no mean wait), the panel is drawn empty and says so (`NO_PARETO_DATA`)."""
     for col in (x, y, label):
         if col not in summary.columns:
             raise ValueError(f"no column {col!r} in the summary")
     data = summary.dropna(subset=[x, y])
+    x_label, y_label = METRIC_LABELS.get(x, x), METRIC_LABELS.get(y, y)
     if data.empty:
-        raise ValueError(f"no rows with both {x} and {y}")
+        note = NO_PARETO_DATA.format(x=_short(x_label), y=_short(y_label))
+        return _saved(_no_data(x_label, y_label, note), path)
     front = _pareto(data[x].to_numpy(float), data[y].to_numpy(float))
     with_ci = any(_error_bars(data, c) is not None for c in (x, y))
     with matplotlib.rc_context(STYLE):
@@ -210,9 +215,8 @@ def pareto_front(
                 clip_on=False,  # a point at zero sits on the axis, drawn whole
             )
         ax.step(*front, where="post", color="0.3", lw=1, ls="--", label="Pareto front")
-        x_label, y_label = METRIC_LABELS.get(x, x), METRIC_LABELS.get(y, y)
         ax.set(xlabel=x_label, ylabel=y_label)
-        ax.set_title(f"{y_label.split(' (')[0]} vs {x_label.split(' (')[0]}")
+        ax.set_title(f"{_short(y_label)} vs {_short(x_label)}")
         _reach_zero(ax)
         ax.legend(fontsize=7)
         if with_ci:
@@ -220,20 +224,56 @@ def pareto_front(
     return _saved(fig, path)
 
 
+def _no_data(x_label: str, y_label: str, note: str) -> Figure:
+    """An empty Pareto panel, its axes labelled, that says why it is empty."""
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(6, 4), layout="constrained")
+        ax = fig.subplots()
+        ax.set(xlabel=x_label, ylabel=y_label, xlim=(0, 1), ylim=(0, 1))
+        ax.set_title(f"{_short(y_label)} vs {_short(x_label)}")
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", wrap=True)
+    return fig
+
+
+def _short(label: str) -> str:
+    """An axis label without its unit: "mean wait (h)" -> "mean wait"."""
+    return label.split(" (")[0]
+
+
+def share_text(share: float) -> str:
+    """`share` (0-1) as a percentage that reads 100% only when it is exactly 1 and 0% only
+    when it is exactly 0: whole percents where they do not round to either end, else one
+    decimal, else "> 99.9%" or "< 0.1%"."""
+    if share in (0.0, 1.0) or 0.005 <= share < 0.995:
+        return f"{share:.0%}"
+    if 0.0005 <= share < 0.9995:
+        return f"{share:.1%}"
+    return "< 0.1%" if share < 0.5 else "> 99.9%"
+
+
 def wait_and_completion_cdfs(runs: Mapping[str, Results], path: str | Path | None = None) -> Figure:
     """Empirical CDFs of the jobs' wait time and job completion time (h), one line per
     labelled run. Waits of zero would stack into one step at zero and squeeze the others
     against the top, so the wait panel draws the CDF of the jobs that waited and its legend
-    gives each run's share of jobs that did not wait. A time axis is logarithmic when its
-    times span more than two decades."""
+    gives each run's share of jobs that did not wait (`share_text`: 100% only when every
+    job started at once, 0% only when none did), or that no job started. A panel with
+    nothing to draw says so. A time axis is logarithmic when its times span more than two
+    decades."""
     _need_runs(runs)
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.2), layout="constrained")
         ax_wait, ax_jct = fig.subplots(1, 2)
+        anyone_started = False
         for i, (label, results) in enumerate(runs.items()):
             waits_h = results.jobs["wait_h"].dropna().to_numpy(float)
-            no_wait = float(np.mean(waits_h <= 0)) if len(waits_h) else 0.0
-            _cdf(ax_wait, waits_h[waits_h > 0], _colour(i), f"{label}: {no_wait:.0%} did not wait")
+            started = len(waits_h) > 0
+            wait_label = (
+                f"{label}: {share_text(float(np.mean(waits_h <= 0)))} did not wait"
+                if started
+                else f"{label}: no job started"
+            )
+            anyone_started |= started
+            _cdf(ax_wait, waits_h[waits_h > 0], _colour(i), wait_label)
             _cdf(ax_jct, results.jobs["jct_h"].dropna().to_numpy(float), _colour(i), label)
         ax_wait.set(
             xlabel="job wait (h)",
@@ -247,7 +287,10 @@ def wait_and_completion_cdfs(runs: Mapping[str, Results], path: str | Path | Non
             _time_axis(ax)
             ax.set_ylim(0, 1.02)
         if not any(len(line.get_xdata()) for line in ax_wait.lines):
-            ax_wait.text(0.5, 0.5, "no job waited", transform=ax_wait.transAxes, ha="center")
+            note = "no job waited" if anyone_started else "no job started"
+            ax_wait.text(0.5, 0.5, note, transform=ax_wait.transAxes, ha="center")
+        if not any(len(line.get_xdata()) for line in ax_jct.lines):
+            ax_jct.text(0.5, 0.5, "no job completed", transform=ax_jct.transAxes, ha="center")
         ax_wait.legend(fontsize=7)
         ax_jct.legend(fontsize=7)
     return _saved(fig, path)

@@ -118,8 +118,10 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> Poli
 
     A class with a `from_params(params, build)` classmethod (a composite such as `chain`)
     builds itself, calling `build(name, params, key)` for its members. A parameter the
-    policy does not take, or a bad value, is a ScenarioError naming it; a constructor that
-    raises anything but ValueError is a PolicyError with the user's frames."""
+    policy does not take, or a bad value, is a ScenarioError naming it; a ValueError the
+    constructor (or `__post_init__`, `from_params`) raises is a ScenarioError with its
+    message, followed by the user's frames if the error came from a user's file (`_refusal`);
+    a constructor that raises anything else is a PolicyError with the user's frames."""
     cls = policy_class(name, key)
     if not isinstance(params, dict):
         raise ScenarioError(f"{key}.params: expected a table, got {params!r}")
@@ -130,7 +132,7 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> Poli
         try:
             return _building(label, from_params, params, build_policy)
         except ValueError as e:
-            raise ScenarioError(str(e)) from None
+            raise ScenarioError(_refusal(str(e), e)) from None
     if dataclasses.is_dataclass(cls):
         fields = {f.name for f in dataclasses.fields(cls) if f.init}
         _check_names(name, key, params, fields)
@@ -141,7 +143,8 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> Poli
             if not err["loc"]:  # a check of the whole policy (its __post_init__)
                 msg = err["msg"].removeprefix("Value error, ")
                 msg = msg if msg.startswith(name) else f"{name}: {msg}"
-                raise ScenarioError(f"{key}.params: {msg}") from None
+                raised = err.get("ctx", {}).get("error")
+                raise ScenarioError(_refusal(f"{key}.params: {msg}", raised)) from None
             loc = ".".join(str(p) for p in err["loc"])
             raise ScenarioError(
                 f"{key}.params.{loc}: {err['msg']} (got {err.get('input')!r})"
@@ -150,7 +153,16 @@ def build_policy(name: str, params: dict[str, Any], key: str = "policy") -> Poli
     try:
         return _building(label, lambda: cls(**params))
     except ValueError as e:
-        raise ScenarioError(f"{key}.params: {name}: {e}") from None
+        raise ScenarioError(_refusal(f"{key}.params: {name}: {e}", e)) from None
+
+
+def _refusal(message: str, error: object) -> str:
+    """`message`, the one line of a parameter value a policy's constructor refused with
+    `error` (a ValueError), followed by the user's frames of `error`'s traceback when it has
+    any: a user's policy shows where its refusal (or an accidental ValueError, such as a
+    failed `float(text)` in a helper) came from; a built-in's stays one line."""
+    frames = user_frames(error) if isinstance(error, BaseException) else ""
+    return f"{message}\n{frames}" if frames else message
 
 
 def _check_names(name: str, key: str, params: dict[str, Any], accepted: set[str]) -> None:

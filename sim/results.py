@@ -260,6 +260,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "wan_model": "none"
         if engine.checkpoints.wan is None
         else engine.checkpoints.wan.config.energy_model,
+        "wan_contention": engine.checkpoints.wan is not None
+        and engine.checkpoints.wan.config.contention,
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
         "deadline_infeasible_at_submission": {

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -211,10 +213,20 @@ def under_a_file(tmp_path):
     return tmp_path / "file" / "out"
 
 
+def in_a_read_only_folder(tmp_path):
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux's /proc, where no one (not even root) may create files")
+    return Path("/proc/self/out")
+
+
 @pytest.mark.parametrize(
     ("make_out", "said"),
-    [(a_file, "is a file, not a folder"), (under_a_file, "lies under a file")],
-    ids=["a file", "under a file"],
+    [
+        (a_file, "is a file, not a folder"),
+        (under_a_file, "lies under a file"),
+        (in_a_read_only_folder, "cannot write in /proc/self"),
+    ],
+    ids=["a file", "under a file", "read-only even for root"],
 )
 def test_an_out_folder_that_cannot_be_written_is_refused_before_the_run(
     tmp_path, capsys, make_out, said
@@ -240,6 +252,24 @@ def test_every_command_that_writes_checks_its_out_before_it_starts(tmp_path, cap
     assert code == 2
     (line,) = printed.err.strip().splitlines()
     assert "--out" in line and "lies under a file" in line
+
+
+def test_workload_import_creates_the_folder_of_its_out_file(tmp_path, capsys):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,submit_time,gpus,work_gpu_h\nj1,0,1,2\n")
+    out = tmp_path / "new" / "deeper" / "jobs.csv"
+    code, printed = run_cli(["workload", "import", "native", str(jobs), "--out", str(out)], capsys)
+    assert code == 0, printed.err
+    assert out.is_file()
+
+
+def test_grid_data_show_checks_its_plot_file_before_it_prints(tmp_path, capsys):
+    plot = under_a_file(tmp_path) / "de.png"
+    code, printed = run_cli(["grid-data", "show", "DE", "--plot", str(plot)], capsys)
+    assert code == 2
+    assert printed.out == ""
+    (line,) = printed.err.strip().splitlines()
+    assert f"--plot {plot}: lies under a file" in line
 
 
 def test_a_missing_out_folder_is_created_with_its_parents(tmp_path, capsys):

@@ -25,7 +25,7 @@ def test_a_param_the_chosen_policy_does_not_take_is_one_line_naming_key_and_poli
     status, out = run_cli(args, capsys)
     assert status == 2
     assert out.err.strip().splitlines() == [
-        "error: policy.params.bakfill: wait_awhile has no parameter 'bakfill'; "
+        f"error: {scenario}: policy.params.bakfill: wait_awhile has no parameter 'bakfill'; "
         "its parameters: backfill, interruptible, margin_s, replan"
     ]
 
@@ -46,7 +46,7 @@ def test_a_param_a_plain_user_class_does_not_take_is_named_before_it_is_built(tm
     status, out = run_cli(args, capsys)
     assert status == 2
     assert out.err.strip().splitlines() == [
-        f"error: policy.params.limit: {name} has no parameter 'limit'; "
+        f"error: {scenario}: policy.params.limit: {name} has no parameter 'limit'; "
         "its parameters: limit_g_per_kwh"
     ]
 

@@ -171,7 +171,7 @@ def test_a_policy_class_missing_from_its_file_is_one_line(tmp_path, capsys):
     status, out = run_cli(["run", str(scenario), "--policy", f"{policy}:Yours"], capsys)
     assert status == 2
     assert out.err.strip().splitlines() == [
-        f"error: policy.name: {str(policy)!r} has no class 'Yours'"
+        f"error: {scenario}: policy.name: {str(policy)!r} has no class 'Yours'"
     ]
 
 
@@ -180,7 +180,8 @@ def test_a_module_that_does_not_exist_is_one_line_naming_it(tmp_path, capsys):
     status, out = run_cli(["run", str(scenario), "--policy", "no_such_pkg.mine:Mine"], capsys)
     assert status == 2
     assert out.err.strip().splitlines() == [
-        "error: policy.name: cannot import 'no_such_pkg.mine': No module named 'no_such_pkg'"
+        f"error: {scenario}: policy.name: cannot import 'no_such_pkg.mine': "
+        "No module named 'no_such_pkg'"
     ]
 
 
@@ -228,3 +229,94 @@ def test_a_user_policy_that_raises_is_a_policy_error_in_the_python_api_too():
 
     with pytest.raises(sim.PolicyError, match="policy .*Mine: decide.state. raised ValueError"):
         sim.simulate(make_scenario(), Mine())
+
+
+# --- a ValueError from a constructor: a refused parameter value, with where it came from ----
+
+PARSING_HELPER = """
+def parse(text):
+    return float(text)
+
+"""
+VALUE_ERRORS = {
+    "a plain class": """
+        class Mine:
+            def __init__(self, watts="1"):
+                self.watts = parse(watts)
+
+            def decide(self, state):
+                return []
+        """,
+    "a dataclass": """
+        from dataclasses import dataclass
+
+        @dataclass
+        class Mine:
+            watts: str = "1"
+
+            def __post_init__(self):
+                self.value = parse(self.watts)
+
+            def decide(self, state):
+                return []
+        """,
+}
+
+
+@pytest.mark.parametrize("kind", VALUE_ERRORS, ids=list(VALUE_ERRORS))
+def test_a_user_constructors_value_error_is_a_parameter_error_followed_by_the_users_frames(
+    tmp_path, capsys, kind
+):
+    policy = write(tmp_path, "mine.py", PARSING_HELPER + textwrap.dedent(VALUE_ERRORS[kind]))
+    scenario = write(tmp_path, "study.toml", SCENARIO)
+    args = ["run", str(scenario), "--policy", f"{policy}:Mine", "--set", "policy.params.watts=abc"]
+    status, out = run_cli(args, capsys)
+    assert status == 2
+    lines = out.err.replace(str(policy), "mine.py").strip().splitlines()
+    assert lines[0] == (
+        f"error: {scenario}: policy.params: mine.py:Mine: could not convert string to float: 'abc'"
+    )
+    init = "__init__" if kind == "a plain class" else "__post_init__"
+    assert lines[1].endswith(f", in {init}") and lines[1].startswith('  File "mine.py"')
+    assert lines[3:] == ['  File "mine.py", line 2, in parse', "    return float(text)"]
+    assert "Traceback" not in out.err and "pydantic" not in out.err and "sim/" not in out.err
+
+
+def test_a_user_policys_deliberate_refusal_shows_the_line_that_refused(tmp_path, capsys):
+    source = """
+        class Mine:
+            def __init__(self, watts=1.0):
+                if watts < 0:
+                    raise ValueError(f"watts must be >= 0, got {watts}")
+
+            def decide(self, state):
+                return []
+        """
+    policy = write(tmp_path, "mine.py", source)
+    scenario = write(tmp_path, "study.toml", SCENARIO)
+    args = ["run", str(scenario), "--policy", f"{policy}:Mine", "--set", "policy.params.watts=-1"]
+    status, out = run_cli(args, capsys)
+    assert status == 2
+    assert out.err.replace(str(policy), "mine.py").strip().splitlines() == [
+        f"error: {scenario}: policy.params: mine.py:Mine: watts must be >= 0, got -1",
+        '  File "mine.py", line 4, in __init__',
+        '    raise ValueError(f"watts must be >= 0, got {watts}")',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "value", "message"),
+    [
+        ("carbon_threshold", "percentile=130", "percentile must be in [0, 100], got 130"),
+        ("static_cap", "watts=-5", "watts"),
+    ],
+)
+def test_a_builtin_policys_refused_parameter_value_stays_one_line(
+    tmp_path, capsys, policy, value, message
+):
+    scenario = write(tmp_path, "study.toml", SCENARIO)
+    args = ["run", str(scenario), "--policy", policy, "--set", f"policy.params.{value}"]
+    status, out = run_cli(args, capsys)
+    assert status == 2
+    (line,) = out.err.strip().splitlines()
+    assert line.startswith(f"error: {scenario}: policy.params") and message in line

@@ -365,3 +365,23 @@ def test_ctrl_c_stops_dcsim_sweep_with_what_finished_kept_and_summarised(tmp_pat
                             seeds=[0, 1], out=out, workers=2)  # fmt: skip
     finished = set(partial["run_id"])
     assert first_seeds.attrs["runs_cached"] == len(finished & set(first_seeds["run_id"]))
+
+
+def test_a_grid_policy_refusing_its_parameter_names_the_combination_before_the_users_frames(
+    tmp_path,
+):
+    policy = tmp_path / "mine.py"
+    policy.write_text(
+        "class Mine:\n"
+        "    def __init__(self, watts=1.0):\n"
+        "        self.watts = float(watts)\n"
+        "    def decide(self, state):\n"
+        "        return []\n"
+    )
+    grid = {"policy": [{"name": f"{policy}:Mine", "params": {"watts": "abc"}}]}
+    with pytest.raises(ScenarioError) as e:
+        plan(QUICKSTART, grid, [0], SMALL)
+    first, *frames = str(e.value).splitlines()
+    assert first.startswith(f"policy.params: {policy}:Mine: could not convert string to float")
+    assert first.endswith(")") and "(grid policy=" in first
+    assert frames == [f'  File "{policy}", line 3, in __init__', "    self.watts = float(watts)"]

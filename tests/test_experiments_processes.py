@@ -178,11 +178,28 @@ def test_a_script_without_the_main_guard_is_refused_with_a_message_saying_to_add
     )
     assert done.returncode != 0
     assert "statuses" not in done.stdout  # no summary of failed or NaN runs
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("sim.errors.DcsimError: sim.sweep is called from the top-level code")
-    assert f"of {unguarded}" in last
-    assert 'put the call under `if __name__ == "__main__":`' in last
-    assert not list((tmp_path / "sweep" / "runs").iterdir())
+    assert done.stderr.strip().splitlines() == [
+        f"error: sim.sweep is called from the top-level code of {unguarded}, which every "
+        'worker process re-runs when it starts: put the call under `if __name__ == "__main__":` '
+        "(or pass workers=1)"
+    ]  # no traceback of dcsim's internals, no chained "During handling of the above ..."
+    assert not (tmp_path / "sweep").exists()  # no empty summary.parquet, no sweep.json
+
+
+def test_a_refused_unguarded_sweep_leaves_an_earlier_sweep_folder_as_it_was(tmp_path):
+    out = tmp_path / "sweep"
+    sim.sweep(QUICKSTART, {"policy": ["run_now"]}, out=out, overrides=SMALL, workers=1)
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    call = (  # two runs to do: a pool of two workers
+        f"sim.sweep({str(QUICKSTART)!r}, {{'policy': ['run_now', 'wait_awhile', 'carbon_time']}}, "
+        f"out={str(out)!r}, overrides={SMALL!r}, workers=2)"
+    )
+    unguarded = sweep_script(tmp_path, call, guard=False)
+    done = subprocess.run(
+        [sys.executable, str(unguarded)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.stderr.startswith("error: sim.sweep is called from the top-level code")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
 
 
 def test_the_readme_sweep_snippet_saved_as_a_script_runs_every_run(tmp_path):

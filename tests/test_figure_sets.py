@@ -81,6 +81,53 @@ def spy(drawn: dict, kind: str, draw):
     return recorded
 
 
+def test_a_sweep_whose_runs_completed_no_job_still_plots_and_says_why_a_panel_is_empty(
+    tmp_path, capsys, monkeypatch
+):
+    sweep_dir = tmp_path / "sweep"
+    summary = sim.sweep(QUICKSTART, {"policy": ["run_now", "wait_awhile"]}, out=sweep_dir,
+                        overrides=["duration_h=0.02", "demand_response=[]"], workers=1)  # fmt: skip
+    assert list(summary["status"]) == ["ok", "ok"]
+    assert summary["wait_mean_h"].isna().all()  # a run that completed no job has no mean wait
+    drawn: dict[str, object] = {}
+    for kind in ("pareto_front", "wait_and_completion_cdfs"):
+        monkeypatch.setattr(figure_sets.plots, kind, keep(drawn, kind, getattr(plots, kind)))
+    code, out = run_cli(["plot", str(sweep_dir)], capsys)
+    assert code == 0, out.err
+    assert "Traceback" not in out.err
+    assert set(figures_in(sweep_dir / "figures")) == RUN_FIGURES | {"pareto_front"}
+    notes = {
+        kind: [t.get_text() for ax in fig.axes for t in ax.texts] for kind, fig in drawn.items()
+    }
+    assert notes == {
+        "pareto_front": [
+            "no run has both a mean wait and a total carbon\n"
+            "(a run that completed no job has no mean wait)"
+        ],
+        "wait_and_completion_cdfs": ["no job started", "no job completed"],
+    }
+
+
+def test_a_sweep_in_which_no_run_finished_is_a_one_line_error(small_sweep, tmp_path, capsys):
+    sweep_dir, _ = small_sweep
+    failed = tmp_path / "failed"
+    shutil.copytree(sweep_dir, failed)
+    table = pd.read_parquet(failed / "summary.parquet")
+    table["status"] = "failed"
+    table.to_parquet(failed / "summary.parquet", index=False)
+    assert plot_error([str(failed)], capsys) == f"error: {failed}: no run of this sweep finished"
+
+
+def keep(drawn: dict, kind: str, draw):
+    """`draw`, keeping the figure of its last call in `drawn[kind]`."""
+
+    def kept(*args, **kwargs):
+        drawn[kind] = draw(*args, **kwargs)
+        return drawn[kind]
+
+    return kept
+
+
 def test_plot_of_a_folder_without_results_is_a_clear_error(tmp_path, capsys):
     code, out = run_cli(["plot", str(tmp_path)], capsys)
     assert code == 2

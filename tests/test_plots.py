@@ -5,6 +5,7 @@ can be read, and what a figure shows (a model, a run) in its title."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import warnings
@@ -267,12 +268,46 @@ def test_the_wait_panel_draws_the_jobs_that_waited_and_states_the_share_that_did
     no_wait = (waits_h <= 0).mean()
     assert 0.0 < no_wait < 1.0  # the test needs both kinds
     legend = [t.get_text() for t in wait_ax.get_legend().texts]
-    assert legend == ["run_now: 100% did not wait", f"wait_awhile: {no_wait:.0%} did not wait"]
+    assert legend == [
+        "run_now: 100% did not wait",
+        f"wait_awhile: {plots.share_text(no_wait)} did not wait",
+    ]
     now_line, shifted_line = wait_ax.lines
     assert len(now_line.get_xdata()) == 0
     assert np.min(shifted_line.get_xdata()) > 0
     assert np.max(shifted_line.get_ydata()) == 1.0  # a CDF of the jobs that waited
     assert wait_ax.get_ylabel() == "share of the jobs that waited"
+
+
+@pytest.mark.parametrize(
+    ("share", "text"),
+    [
+        (1.0, "100%"),
+        (0.0, "0%"),
+        (0.5, "50%"),
+        (0.994, "99%"),
+        (0.998, "99.8%"),  # 3 jobs of 1500 waited: not "100%"
+        (0.99999, "> 99.9%"),
+        (0.004, "0.4%"),
+        (0.00001, "< 0.1%"),
+    ],
+)
+def test_a_share_reads_100_percent_only_when_whole_and_0_percent_only_when_none(share, text):
+    assert plots.share_text(share) == text
+
+
+def test_a_run_where_a_few_jobs_waited_does_not_say_that_all_did_not_wait(with_dr):
+    jobs = with_dr.jobs.copy()
+    started = jobs.index[jobs["wait_h"].notna()]
+    assert (jobs["wait_h"].dropna() <= 0).all() and len(started) > 300  # needs < 0.5% waiting
+    jobs.loc[started[:3], "wait_h"] = 0.5
+    few_waited = dataclasses.replace(with_dr, jobs=jobs)
+    wait_ax = plots.wait_and_completion_cdfs({"run_now": few_waited}).axes[0]
+    (legend,) = [t.get_text() for t in wait_ax.get_legend().texts]
+    share = 1 - 3 / len(started)
+    assert legend == f"run_now: {share:.1%} did not wait"
+    assert legend != "run_now: 100% did not wait"
+    assert len(wait_ax.lines[0].get_xdata()) == 3
 
 
 def test_a_run_where_no_job_waited_says_so_on_a_readable_axis(with_dr):
@@ -324,6 +359,19 @@ def test_a_single_point_at_zero_delay_gets_an_axis_from_zero_without_a_warning()
         ax = plots.pareto_front(table).axes[0]
     assert ax.get_xlim()[0] == 0.0 < ax.get_xlim()[1]
     assert ax.get_ylim()[0] == 0.0 and ax.get_ylim()[1] > 50.0
+
+
+def test_a_pareto_front_with_no_row_that_has_both_values_is_an_empty_panel_saying_why(tmp_path):
+    table = sweep_table()
+    table["wait_mean_h"] = np.nan  # runs that completed no job have no mean wait
+    fig = plots.pareto_front(table, tmp_path / "pareto")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == [
+        "no run has both a mean wait and a total carbon\n"
+        "(a run that completed no job has no mean wait)"
+    ]
+    assert len(ax.lines) == 0 and ax.get_xlabel() == "mean wait (h)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pareto.pdf", "pareto.png"]
 
 
 def test_a_pareto_front_without_intervals_draws_no_error_bars_and_no_note():

@@ -26,6 +26,7 @@ import io
 import json
 import logging
 import re
+import zlib
 from collections.abc import Sequence
 from datetime import UTC
 from pathlib import Path
@@ -141,7 +142,7 @@ def _read_text(path: Path) -> str:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise TraceError(f"{path}: cannot decompress gzip trace file ({e})") from None
     try:
         return raw.decode("utf-8-sig")

@@ -3,9 +3,12 @@ column-wise; the first bad row is reported as `file:line: message` and raised as
 
 from __future__ import annotations
 
+import csv
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from gzip import open as gzip_open
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from sim.scenario import Scenario
 from sim.workload.table import (
     ANY_SITE,
     COLUMNS,
+    MAX_JOB_RUNTIME_H,
     MAX_MASK_SITES,
     OPTIONAL_DEFAULTS,
     REQUIRED_COLUMNS,
@@ -92,14 +96,17 @@ def _one_line(e: BaseException) -> str:
 def _read_csv(path: Path, gzip: bool) -> tuple[pd.DataFrame, _Where]:
     # Every cell is read as a string (the header too: repeated names stay visible) and
     # blank lines are kept, so that row k of `table` is line k + 1 of the file.
+    arrow_error = ""
     try:
         table = _read_csv_arrow(path, gzip)
-    except (OSError, EOFError, ValueError, pa.ArrowException):
+    except (OSError, EOFError, ValueError, pa.ArrowException) as e:
         # pandas' parser is slower but names the line of a malformed row; it also
         # explains unreadable, empty and non-UTF-8 files
+        arrow_error = str(e)
         table = _read_csv_pandas(path, gzip)
     header = [str(c).strip() for c in table.iloc[0].tolist()]
     _check_columns(header, f"{path}:1")
+    _refuse_short_rows(path, gzip, arrow_error)
     # first line of each record: one per record, plus the newlines inside quoted values
     newlines = sum(table[c].str.count("\n").to_numpy() for c in table.columns)
     first_line = 1 + np.arange(len(table)) + np.concatenate(([0], np.cumsum(newlines)[:-1]))
@@ -111,6 +118,25 @@ def _read_csv(path: Path, gzip: bool) -> tuple[pd.DataFrame, _Where]:
     if data.empty:
         raise TraceError(f"{path}: the file is empty (a header, no jobs)")
     return data, _Where(path, lines, csv=True)
+
+
+def _refuse_short_rows(path: Path, gzip: bool, arrow_error: str) -> None:
+    """TraceError naming the first row with fewer fields than the header, if Arrow's error
+    says there is one: pandas would pad it with empty cells, and a missing comma must not
+    shift a job's values into the wrong columns unnoticed."""
+    found = re.search(r"Expected (\d+) columns, got (\d+)", arrow_error)
+    if found is None or int(found[2]) >= int(found[1]):
+        return
+    opener = gzip_open if gzip else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+        rows = csv.reader(f)
+        want = len(next(rows, []))
+        for row in rows:
+            if len(row) < want and any(cell.strip() for cell in row):  # blank lines pass
+                raise TraceError(
+                    f"{path}:{rows.line_num}: expected {want} fields like the header, "
+                    f"got {len(row)}"
+                )
 
 
 def _read_csv_arrow(path: Path, gzip: bool) -> pd.DataFrame:
@@ -154,7 +180,7 @@ def _read_csv_pandas(path: Path, gzip: bool) -> pd.DataFrame:
         raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
     except UnicodeDecodeError:
         raise TraceError(f"{path}: cannot read job file: it is not UTF-8 text") from None
-    except (OSError, EOFError, ValueError) as e:  # gzip errors
+    except (OSError, EOFError, ValueError, zlib.error) as e:  # gzip errors
         raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
 
 
@@ -380,6 +406,13 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         check(
             np.isinf(deadline_s),
             lambda i: f"deadline must be finite, got {shown('deadline', i)}",
+        )
+        check(
+            deadline_s - submit_s > MAX_JOB_RUNTIME_H * 3600.0,  # False where either is NaN
+            lambda i: (
+                f"deadline must be at most {MAX_JOB_RUNTIME_H:,.0f} h after submit_time "
+                f"({shown('submit_time', i)}), got {shown('deadline', i)}"
+            ),
         )
         check(
             deadline_s < submit_s,  # False where either is NaN

@@ -64,7 +64,7 @@ def test_starting_away_from_the_origin_moves_the_data_first_and_charges_the_wan(
         s["carbon_operational_kg"] + s["carbon_embodied_kg"] + cost.carbon_kg
     )
     assert (s["wan_data_gb"], s["jobs_away_share"]) == (1000.0, 1.0)
-    assert r.meta["wan_model"] == "path"
+    assert r.meta["wan_model"] == "path" and r.meta["wan_contention"] is False
 
 
 def test_starting_at_the_origin_moves_nothing(tmp_path):

@@ -69,7 +69,9 @@ def test_two_moves_on_one_bottleneck_each_take_twice_as_long_and_cost_the_same_e
     assert alone.duration_s - alone.propagation_s == pytest.approx(80.0)
     # Max-min fair: both cross frankfurt's 100 Gbit/s leg, so each gets 50 Gbit/s for 160 s.
     shared = wan.priced(route, GB, 0.0, 50.0)
-    jobs = by_id(sim.simulate(sc, StartAt({"a": "madrid", "b": "madrid"})))
+    results = sim.simulate(sc, StartAt({"a": "madrid", "b": "madrid"}))
+    assert results.meta["wan_contention"] is True
+    jobs = by_id(results)
     for job_id in "ab":
         job = jobs.loc[job_id]
         assert job["end_s"] == pytest.approx(160.0 + alone.propagation_s + WORK_S)

@@ -104,3 +104,15 @@ def test_the_intensity_bound_applies_after_unit_conversion(tmp_path):
 def test_a_directory_given_as_a_trace_is_a_one_line_error(tmp_path, fmt):
     with pytest.raises(TraceError, match=r": cannot read trace file \(Is a directory\)$"):
         load_trace(tmp_path, format=fmt)
+
+
+CORRUPT_GZIP = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"not deflate data"
+"""A complete gzip header, then a body zlib cannot inflate."""
+
+
+@pytest.mark.parametrize("fmt", TRACE_FORMATS)
+def test_a_gzip_trace_whose_body_is_corrupt_is_a_one_line_error(tmp_path, fmt):
+    path = tmp_path / "trace.csv.gz"
+    path.write_bytes(CORRUPT_GZIP)
+    with pytest.raises(TraceError, match=r"trace\.csv\.gz: cannot decompress gzip trace file"):
+        load_trace(path, format=fmt)

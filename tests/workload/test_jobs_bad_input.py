@@ -278,6 +278,13 @@ def test_a_corrupt_gzip_trace_is_a_one_line_error(tmp_path, fmt):
     assert str(e.value).startswith(f"{path}: cannot read") and "\n" not in str(e.value)
 
 
+def test_a_job_file_whose_gzip_body_is_corrupt_is_a_one_line_error(tmp_path):
+    path = tmp_path / "jobs.csv.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"not deflate data")
+    with pytest.raises(TraceError, match=r"jobs\.csv\.gz: cannot read job file: Error -3"):
+        read_job_frame(path)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_an_unreadable_trace_is_a_one_line_error(tmp_path, fmt):
@@ -286,3 +293,23 @@ def test_an_unreadable_trace_is_a_one_line_error(tmp_path, fmt):
     path.chmod(0)
     with pytest.raises(TraceError, match=r"trace.csv: cannot read"):
         import_trace(fmt, path)
+
+
+def test_a_csv_row_with_fewer_fields_than_the_header_is_an_error_naming_its_line(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text(
+        "job_id,submit_time,gpus,work_gpu_h,origin_site\nj1,0,1,2,a\nj2,0,1,2\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(TraceError, match=r"jobs\.csv:3: expected 5 fields like the header, got 4$"):
+        read_job_frame(path)
+
+
+def test_a_deadline_that_cannot_be_meant_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text(
+        "job_id,submit_time,gpus,work_gpu_h,deadline\nj1,0,1,2,7200\nj2,0,1,2,1e300\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(TraceError, match=r"jobs\.csv:3: deadline must be at most 100,000 h"):
+        load_job_file(path, make_scenario())
