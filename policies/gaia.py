@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.kit import PlannedStart, best_window_start, window_candidates, window_means
+from policies.kit import PlannedStart, best_window_plan, window_candidates, window_means
 from sim.api import JobView, SystemState
 
 __all__ = ["CarbonTime", "LowestWindow"]
@@ -63,9 +63,15 @@ class LowestWindow(PlannedStart):
         return latest
 
     def choose_start(
-        self, job: JobView, times: np.ndarray, values: np.ndarray, latest: float, runtime: float
-    ) -> float:
-        return best_window_start(times, values, float(times[0]), latest, runtime)[0]
+        self,
+        job: JobView,
+        times: np.ndarray,
+        values: np.ndarray,
+        cum: np.ndarray,
+        latest: float,
+        runtime: float,
+    ) -> tuple[float, float]:
+        return best_window_plan(times, values, float(times[0]), latest, runtime, cum)
 
 
 @dataclass
@@ -81,16 +87,22 @@ class CarbonTime(LowestWindow):
             raise ValueError(f"weight must be >= 0, got {self.weight}")
 
     def choose_start(
-        self, job: JobView, times: np.ndarray, values: np.ndarray, latest: float, runtime: float
-    ) -> float:
+        self,
+        job: JobView,
+        times: np.ndarray,
+        values: np.ndarray,
+        cum: np.ndarray,
+        latest: float,
+        runtime: float,
+    ) -> tuple[float, float]:
         now = float(times[0])
         starts = window_candidates(times, now, latest, runtime)  # starts[0] == now
-        means = window_means(times, values, starts, runtime)
+        means = window_means(times, values, starts, runtime, cum)
         saved = (means[0] - means) * runtime  # g/kWh x s, per kW drawn: same for every start
         wait = starts - job.submit_s
         score = saved / np.maximum(runtime + self.weight * wait, 1e-9)
         best = float(score.max())
         if best <= 0.0:
-            return now
+            return now, now
         k = int(np.argmax(score >= best - 1e-9 * abs(best)))
-        return float(starts[k])
+        return float(starts[k]), now

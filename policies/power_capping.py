@@ -416,6 +416,9 @@ class CarbonAwareCap(Adjuster):
         self._levels: dict[str, tuple[float, float]] = {}  # site -> (valid until s, level)
         self._recapped_level: dict[str, float] = {}  # site -> level running jobs last got
         self._set: dict[JobView, float | None] = {}  # job -> cap this policy gave it
+        self._level_caps: dict[tuple[str, str, str], tuple[float, float | None]] = {}
+        """(site, GPU model, profile) -> (the level last asked, its cap before the deadline
+        check, W)."""
 
     # -- levels and caps -----------------------------------------------------------------
 
@@ -473,20 +476,34 @@ class CarbonAwareCap(Adjuster):
         lvl = self.level(state, site)
         if lvl <= 0.0:
             return None
+        profile = job.profile
+        key = (site, model, profile)
+        hit = self._level_caps.get(key)
+        if hit is not None and hit[0] == lvl:
+            cap = hit[1]
+        else:
+            cap = self._level_cap(state, site, model, profile, lvl)
+            self._level_caps[key] = (lvl, cap)
+        if cap is None:
+            return None
+        caps = self._points.table(state, model, profile)[0]
+        return _deadline_guard(state, job, site, model, cap, caps, self.deadline_margin_s)
+
+    def _level_cap(
+        self, state: SystemState, site: str, model: str, profile: str, lvl: float
+    ) -> float | None:
+        """The cap of a `profile` job on `model` GPUs at `site` at capping level `lvl` > 0,
+        W, before the deadline check (None: uncapped)."""
         spec = state.gpu_spec(model)
-        caps = self._points.table(state, model, job.profile)[0]
+        caps = self._points.table(state, model, profile)[0]
         if self.min_cap_frac is not None:
             deepest = min(max(self.min_cap_frac * spec.max_cap_w, spec.min_cap_w), spec.max_cap_w)
         else:
-            opt = self._points.zeus_optimum(
-                state, model, job.profile, 1.0, state.host_w_per_gpu(site)
-            )
+            opt = self._points.zeus_optimum(state, model, profile, 1.0, state.host_w_per_gpu(site))
             deepest = spec.max_cap_w if opt is None else opt
         target = spec.max_cap_w - lvl * (spec.max_cap_w - deepest)
         cap = float(caps[int(np.argmin(np.abs(caps - target)))])
-        if cap >= spec.max_cap_w:
-            return None
-        return _deadline_guard(state, job, site, model, cap, caps, self.deadline_margin_s)
+        return None if cap >= spec.max_cap_w else cap
 
     # -- the decision --------------------------------------------------------------------
 
@@ -496,6 +513,7 @@ class CarbonAwareCap(Adjuster):
             self._levels.clear()
             self._recapped_level.clear()
             self._set.clear()
+            self._level_caps.clear()
 
         def recorded_cap(a: Placement, model: str) -> float | None:
             cap = self._set[a.job] = self.cap_for(state, a.job, a.site, model)

@@ -45,12 +45,10 @@ import numpy as np
 from policies.kit import (
     MIN_DEFER_S,
     Adjuster,
+    DecisionForecasts,
     FreeGpus,
     TimeShifter,
-    WindowMean,
-    best_window_start,
     first_come_first_served,
-    forecast_from_now,
     job_of,
 )
 from sim.api import Action, JobView, Migrate, Policy, Start, SystemState
@@ -95,59 +93,78 @@ class Option:
 
 
 class Outlook:
-    """Expected carbon of runs, from the forecasts of one decision (one per site, fetched
-    when first needed and again only for a longer horizon)."""
+    """Expected carbon of runs, from the forecasts of one decision (`DecisionForecasts`),
+    with what does not depend on the start time (the WAN transfer, the run's estimate, the
+    GPUs held while the data moves) priced once per job, site and GPU model."""
 
     def __init__(self, state: SystemState):
         self.state = state
         self.now_s = state.now_s
-        self._forecasts: dict[str, tuple[float, np.ndarray, np.ndarray, WindowMean]] = {}
-
-    def _fetch(self, site: str, until_s: float) -> tuple[float, np.ndarray, np.ndarray, WindowMean]:
-        horizon_s = until_s - self.now_s
-        got = self._forecasts.get(site)
-        if got is None or got[0] < horizon_s:
-            horizon_s = max(horizon_s, 2.0 * got[0] if got else 86400.0)
-            times, values = forecast_from_now(self.state, site, horizon_s)
-            got = self._forecasts[site] = (horizon_s, times, values, WindowMean(times, values))
-        return got
+        self._forecasts = DecisionForecasts(state)
+        self._sites: dict[str, tuple[dict[str, int], float, float, float]] = {}
+        """Per site: installed GPUs per model, host W per GPU, PUE, intensity now."""
+        self._fixed: dict[tuple[JobView, str], list[tuple[str, float, float, float, float]]] = {}
+        """Per (job, site): per usable GPU model, (model, transfer s, runtime s, run kWh,
+        transfer and hold kg)."""
 
     def forecast(self, site: str, until_s: float) -> tuple[np.ndarray, np.ndarray]:
         """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
-        return self._fetch(site, until_s)[1:3]
+        got = self._forecasts.until(site, until_s)
+        return got.times, got.values
 
     def mean_g_per_kwh(self, site: str, start_s: float, length_s: float) -> float:
         """Mean forecast intensity at `site` over [start_s, start_s + length_s], g/kWh."""
-        return self._fetch(site, start_s + length_s)[3](start_s, length_s)
+        return self._forecasts.until(site, start_s + length_s).mean_g_per_kwh(start_s, length_s)
+
+    def _site(self, site: str) -> tuple[dict[str, int], float, float, float]:
+        got = self._sites.get(site)
+        if got is None:
+            state = self.state
+            got = self._sites[site] = (
+                state.total_gpus(site),
+                state.host_w_per_gpu(site),
+                state.pue(site),
+                state.carbon_intensity(site),
+            )
+        return got
+
+    def _fixed_parts(self, job: JobView, site: str) -> list[tuple[str, float, float, float, float]]:
+        """Per GPU model of `site` with enough GPUs for `job`: (model, transfer s, runtime s,
+        run kWh, kg of the transfer and of the GPUs held idle meanwhile)."""
+        key = (job, site)
+        got = self._fixed.get(key)
+        if got is None:
+            state = self.state
+            gpus = job.gpus
+            move_s, _, move_kg = state.transfer_cost(job.origin_site, site, job.data_gb)
+            total, host_w, pue, ci = self._site(site)
+            got = []
+            for model, count in total.items():
+                if count < gpus:
+                    continue
+                runtime_s, run_kwh = state.estimate(job, site, None, model)
+                hold_kwh = gpus * (state.idle_w(site, model) + host_w) * move_s * pue / _WS_PER_KWH
+                fixed_kg = move_kg + hold_kwh * ci / _KWH_G_PER_KG
+                got.append((model, move_s, runtime_s, run_kwh, fixed_kg))
+            self._fixed[key] = got
+        return got
 
     def options(self, job: JobView, shift_until_s: float | None = None) -> list[Option]:
         """Every (site, GPU model) pending `job` may use and could ever fit on, with the
         expected carbon of starting it now (or, with `shift_until_s`, its deadline less
         the margin: at the best time before that), cheapest first."""
-        state, now = self.state, self.now_s
-        origin = job.origin_site
+        now = self.now_s
+        forecasts = self._forecasts
         out = []
         for site in job.allowed_sites:
-            move_s, _, move_kg = state.transfer_cost(origin, site, job.data_gb)
-            for model, count in state.total_gpus(site).items():
-                if count < job.gpus:
-                    continue
-                runtime_s, run_kwh = state.estimate(job, site, None, model)
-                hold_kwh = (
-                    job.gpus
-                    * (state.idle_w(site, model) + state.host_w_per_gpu(site))
-                    * move_s
-                    * state.pue(site)
-                    / _WS_PER_KWH
-                )
-                fixed_kg = move_kg + hold_kwh * state.carbon_intensity(site) / _KWH_G_PER_KG
+            for model, move_s, runtime_s, run_kwh, fixed_kg in self._fixed_parts(job, site):
                 run_s = now + move_s  # the run begins once the data is there
                 latest_run_s = -np.inf if shift_until_s is None else shift_until_s - runtime_s
                 if shift_until_s is not None and latest_run_s - run_s >= MIN_DEFER_S:
-                    times, values = self.forecast(site, shift_until_s)
-                    run_s, mean = best_window_start(times, values, run_s, latest_run_s, runtime_s)
+                    got = forecasts.until(site, shift_until_s)
+                    run_s, mean = got.best_start(run_s, latest_run_s, runtime_s)
                 else:
-                    mean = self.mean_g_per_kwh(site, run_s, runtime_s)
+                    mean = forecasts.until(site, run_s + runtime_s).mean_g_per_kwh(run_s, runtime_s)
                 carbon_kg = run_kwh * mean / _KWH_G_PER_KG + fixed_kg
                 out.append(Option(site, model, run_s - move_s, run_s + runtime_s, carbon_kg))
         out.sort(key=lambda o: o.carbon_kg)  # stable: ties keep the scenario's site order

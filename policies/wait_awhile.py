@@ -8,7 +8,7 @@ Shifting Can Reduce Carbon Emissions in the Cloud", Middleware 2021
   window [t, t + runtime] has the lowest mean forecast intensity at its origin site
   (runtime: `state.estimate` there). The mean over a sliding window of a step function is
   piecewise linear in t, so the minimum is found exactly among the starts where t or
-  t + runtime meets a forecast breakpoint (`policies.kit.best_window_start`); the paper's
+  t + runtime meets a forecast breakpoint (`policies.kit.best_window_plan`); the paper's
   artifact takes the argmin of a rolling mean on its 30-minute grid. Planned once, when the
   job arrives; the job is deferred to t and started when the deferral expires.
 - With `interruptible = true`, an interruptible job with a deadline runs in the cheapest
@@ -50,7 +50,7 @@ from policies.kit import (
     SLIVER_S,
     FreeGpus,
     PlannedStart,
-    best_window_start,
+    best_window_plan,
     cheapest_slots,
     forecast_from_now,
     runtime_s,
@@ -80,9 +80,15 @@ class WaitAwhile(PlannedStart):
     # --- contiguous: one window per job ---------------------------------------------------
 
     def choose_start(
-        self, job: JobView, times: np.ndarray, values: np.ndarray, latest: float, runtime: float
-    ) -> float:
-        return best_window_start(times, values, float(times[0]), latest, runtime)[0]
+        self,
+        job: JobView,
+        times: np.ndarray,
+        values: np.ndarray,
+        cum: np.ndarray,
+        latest: float,
+        runtime: float,
+    ) -> tuple[float, float]:
+        return best_window_plan(times, values, float(times[0]), latest, runtime, cum)
 
     # --- interruptible: the cheapest steps, re-planned when behind -----------------------
 

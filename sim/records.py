@@ -3,9 +3,11 @@
 Levels are stored only when they change (salabim's level monitors): a site's IT power
 is a step function whose integral is exact.
 
-Columns are typed arrays (`array.array`): 8 bytes per time or value instead of a Python
-float object and its list slot (32 bytes), which matters at millions of rows. Appending to
-one costs about what appending to a list does.
+Columns are typed arrays (`array.array`) of the narrowest type that holds them: 8 bytes per
+time or value instead of a Python float object and its list slot (32 bytes), 4 per job
+index, 2 per site index, and event details as 4-byte codes into the distinct texts. At
+millions of rows that is most of a run's memory. Appending to one costs about what
+appending to a list does.
 """
 
 from __future__ import annotations
@@ -79,16 +81,18 @@ class EventLog:
     detail: `start`/`resume`/`migrate` the GPU model; `reject` the reason; `dr_notice` the
     event's key path."""
 
-    __slots__ = ("time_s", "kind", "job", "site", "value", "detail")
+    __slots__ = ("time_s", "kind", "job", "site", "value", "detail", "_detail_code")
 
     def __init__(self) -> None:
         self.time_s = array("d")
         self.kind = array("b")
         """Codes: index into `EVENT_KINDS`."""
-        self.job = array("q")
-        self.site = array("q")
+        self.job = array("i")
+        self.site = array("h")
         self.value = array("d")
-        self.detail: list[str] = []
+        self.detail = array("i")
+        """Codes: index into the texts in `_detail_code`'s order (first seen first)."""
+        self._detail_code: dict[str, int] = {}
 
     def append(
         self,
@@ -104,7 +108,10 @@ class EventLog:
         self.job.append(job)
         self.site.append(site)
         self.value.append(value)
-        self.detail.append(detail)
+        code = self._detail_code.get(detail)
+        if code is None:
+            code = self._detail_code[detail] = len(self._detail_code)
+        self.detail.append(code)
 
     def __len__(self) -> int:
         return len(self.time_s)
@@ -120,8 +127,21 @@ class EventLog:
                 "job": pd.Categorical.from_codes(_drain(self.job), categories=pd.Index(job_ids)),
                 "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
                 "value": _drain(self.value),
-                "detail": pd.Categorical(_drain(self.detail)),
-            }
+                "detail": self._drain_detail(),
+            },
+            copy=False,  # the drained columns as they are, not a consolidated copy
+        )
+
+    def _drain_detail(self) -> pd.Categorical:
+        """The details as a categorical with its texts sorted (as `pd.Categorical` of the
+        texts themselves orders them), the codes emptied."""
+        texts = list(self._detail_code)
+        order = sorted(range(len(texts)), key=texts.__getitem__)
+        recode = np.empty(len(texts), dtype=np.int32)
+        recode[order] = np.arange(len(texts), dtype=np.int32)
+        self._detail_code = {}
+        return pd.Categorical.from_codes(
+            recode[_drain(self.detail)], categories=pd.Index([texts[i] for i in order])
         )
 
 
@@ -133,10 +153,10 @@ class PowerLog:
 
     def __init__(self, n_sites: int) -> None:
         self.time_s = array("d")
-        self.site = array("q")
+        self.site = array("h")
         self.it_w = array("d")
         self.facility_w = array("d")
-        self.busy_gpus = array("q")
+        self.busy_gpus = array("i")
         self._last_row = [-1] * n_sites
 
     def record(self, t_s: float, site: int, it_w: float, facility_w: float, busy_gpus: int) -> None:
@@ -162,14 +182,14 @@ class PowerLog:
                 "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
                 "it_w": _drain(self.it_w),
                 "facility_w": _drain(self.facility_w),
-                "busy_gpus": _drain(self.busy_gpus),
-            }
+                "busy_gpus": _drain(self.busy_gpus).astype(np.int64),
+            },
+            copy=False,  # the drained columns as they are, not a consolidated copy
         )
 
 
-def _drain(column: array | list) -> np.ndarray:
-    """A copy of `column` as a numpy array (typed arrays keep their type), then `column`
-    emptied."""
-    out = np.array(column, dtype=object) if isinstance(column, list) else np.array(column)
+def _drain(column: array) -> np.ndarray:
+    """A copy of `column` as a numpy array of its type, then `column` emptied."""
+    out = np.array(column)
     del column[:]
     return out

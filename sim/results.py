@@ -244,7 +244,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     )
     summary["deadline_infeasible"] = int(infeasible.sum())
     summary["sim_wall_s"] = wall_s
-    jobs = pd.DataFrame(_ordered(out.job_columns, JOB_COLUMNS))
+    # copy=False: the columns as written, not a consolidated copy of them all (memory).
+    jobs = pd.DataFrame(_ordered(out.job_columns, JOB_COLUMNS), copy=False)
 
     meta = {
         "dcsim_version": package_version(),

@@ -6,17 +6,21 @@
 - `Adjuster`: the base of the policies that amend a scheduler's plan; `job_of`: the job an
   action concerns (`adjuster.py`).
 - `TimeShifter`, `PlannedStart`: the bases of the schedulers that defer jobs, with
-  `runtime_s`, `latest_start_s`, `forecast_from_now` and `MIN_DEFER_S`
+  `runtime_s`, `latest_start_s`, `forecast_from_now`, `DecisionForecast` (a site's forecast
+  of one decision with its prefix sums: window means and best starts on it),
+  `DecisionForecasts` (every site's, each fetched once per decision) and `MIN_DEFER_S`
   (`time_shifting.py`).
 - Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
-  `best_window_start`, `window_candidates`, `cheapest_slots`, `forecast_slots`,
-  `time_weighted_percentile`, `SLIVER_S` (`windows.py`).
+  `best_window_start`, `best_window_plan`, `window_candidates`, `prefix_integrals`,
+  `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`, `SLIVER_S` (`windows.py`).
 """
 
 from policies.kit.adjuster import Adjuster, job_of
 from policies.kit.gpus import FreeGpus, first_come_first_served
 from policies.kit.time_shifting import (
     MIN_DEFER_S,
+    DecisionForecast,
+    DecisionForecasts,
     PlannedStart,
     TimeShifter,
     forecast_from_now,
@@ -26,9 +30,11 @@ from policies.kit.time_shifting import (
 from policies.kit.windows import (
     SLIVER_S,
     WindowMean,
+    best_window_plan,
     best_window_start,
     cheapest_slots,
     forecast_slots,
+    prefix_integrals,
     time_weighted_percentile,
     window_candidates,
     window_means,
@@ -38,10 +44,13 @@ __all__ = [
     "MIN_DEFER_S",
     "SLIVER_S",
     "Adjuster",
+    "DecisionForecast",
+    "DecisionForecasts",
     "FreeGpus",
     "PlannedStart",
     "TimeShifter",
     "WindowMean",
+    "best_window_plan",
     "best_window_start",
     "cheapest_slots",
     "first_come_first_served",
@@ -49,6 +58,7 @@ __all__ = [
     "forecast_slots",
     "job_of",
     "latest_start_s",
+    "prefix_integrals",
     "runtime_s",
     "time_weighted_percentile",
     "window_candidates",

@@ -21,15 +21,19 @@ expires, without planning it again (no chains of deferrals).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import numpy as np
 
 from policies.kit.gpus import FreeGpus
+from policies.kit.windows import WindowMean, best_window_start, prefix_integrals
 from sim.api import Action, Defer, JobView, Policy, Start, SystemState
 
 __all__ = [
     "MIN_DEFER_S",
+    "DecisionForecast",
+    "DecisionForecasts",
     "PlannedStart",
     "TimeShifter",
     "forecast_from_now",
@@ -67,6 +71,99 @@ def latest_start_s(state: SystemState, job: JobView, runtime: float, margin_s: f
     return job.deadline_s - runtime - margin_s
 
 
+FIRST_HORIZON_S = 86400.0
+"""The horizon of a site's first forecast in a decision, s (a day: most plans fit in it)."""
+
+
+class DecisionForecast:
+    """One site's `forecast_from_now` in one decision, fetched once for the longest horizon
+    asked (at least twice the last one), with its `prefix_integrals`: `cut(horizon_s)` is
+    what `forecast_from_now(state, site, horizon_s)` gives, bit for bit (a longer forecast
+    extends a shorter one, and the prefix sums of a forecast cut short are the first ones
+    of the whole)."""
+
+    __slots__ = ("_mean", "_t", "cum", "horizon_s", "now_s", "times", "values")
+
+    def __init__(self, state: SystemState, site: str, horizon_s: float):
+        self.now_s = state.now_s
+        self.horizon_s = horizon_s
+        """The horizon it was fetched for, s from now."""
+        self.times, self.values = forecast_from_now(state, site, horizon_s)
+        self.cum = prefix_integrals(self.times, self.values)
+        self._t: list[float] = self.times.tolist()
+        self._mean: WindowMean | None = None
+
+    def mean_g_per_kwh(self, start_s: float, length_s: float) -> float:
+        """Mean intensity over [start_s, start_s + length_s] (start_s >= now), g/kWh: the
+        same bits as `window_means`."""
+        if self._mean is None:
+            self._mean = WindowMean(self.times, self.values)
+        return self._mean(start_s, length_s)
+
+    def best_start(
+        self, earliest_s: float, latest_s: float, length_s: float
+    ) -> tuple[float, float]:
+        """`best_window_start` on this forecast: (start, mean g/kWh) of the window of
+        `length_s` starting in [earliest_s, latest_s] with the lowest mean, the earliest of
+        ties; `earliest_s` if latest_s < earliest_s."""
+        return best_window_start(self.times, self.values, earliest_s, latest_s, length_s, self.cum)
+
+    def end_s(self, horizon_s: float) -> float:
+        """Where `forecast_from_now` with `horizon_s` cuts (before the signal's end), s."""
+        return self.now_s + max(horizon_s, 0.0)
+
+    def cut(self, horizon_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(times, values, prefix integrals) of `forecast_from_now(.., horizon_s)`
+        (horizon_s <= the fetched one)."""
+        k = bisect_left(self._t, self.end_s(horizon_s))
+        return self.times[:k], self.values[:k], self.cum[:k]
+
+    def breakpoints_before(self, t_s: float) -> int:
+        """How many of its times are before `t_s`."""
+        return bisect_left(self._t, t_s)
+
+    def extends(self, earlier: DecisionForecast) -> bool:
+        """True if this forecast (of a later or the same decision, as long at least) is the
+        same step function as `earlier` from this one's start to `earlier`'s end: the same
+        later breakpoints and values (as a perfect forecast is; a noisy one never)."""
+        k = bisect_right(earlier._t, self.now_s) - 1
+        n = len(earlier._t) - k
+        return (
+            len(self._t) >= n
+            and self._t[1:n] == earlier._t[k + 1 :]
+            and bool(np.array_equal(self.values[:n], earlier.values[k:]))
+        )
+
+
+class DecisionForecasts:
+    """The sites' forecasts of one decision (`DecisionForecast`), each fetched when first
+    needed and again only for a longer horizon: at least twice the last one, a day first.
+    For policies that price many runs in one decision (every site a job may use, for every
+    job)."""
+
+    __slots__ = ("_by_site", "_state", "now_s")
+
+    def __init__(self, state: SystemState):
+        self._state = state
+        self.now_s = state.now_s
+        self._by_site: dict[str, DecisionForecast] = {}
+
+    def at_least(self, site: str, horizon_s: float) -> DecisionForecast:
+        """`site`'s forecast of this decision, at least `horizon_s` long (s from now)."""
+        got = self._by_site.get(site)
+        if got is None or got.horizon_s < horizon_s:
+            longer = max(horizon_s, 2.0 * got.horizon_s if got else FIRST_HORIZON_S)
+            got = self._by_site[site] = DecisionForecast(self._state, site, longer)
+        return got
+
+    def until(self, site: str, until_s: float) -> DecisionForecast:
+        """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
+        return self.at_least(site, until_s - self.now_s)
+
+
+_FLEXIBLE, _RUN_NOW = 1, 2
+
+
 @dataclass
 class TimeShifter(Policy):
     backfill: bool = False
@@ -79,6 +176,9 @@ class TimeShifter(Policy):
     def __post_init__(self) -> None:
         if not self.margin_s >= 0.0:
             raise ValueError(f"margin_s must be >= 0 s, got {self.margin_s}")
+        self._kind = bytearray()
+        """Per job index: 0 not yet seen, `_FLEXIBLE` (ask `defer_until`) or `_RUN_NOW`
+        (no deadline, or `start_when_free`): one byte per job."""
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
         """When pending `job` (which has a deadline) should be looked at again, s; None:
@@ -99,6 +199,11 @@ class TimeShifter(Policy):
     def started(self, job: JobView) -> None:
         """`job` is being started now (forget what was planned for it)."""
 
+    def start_when_free(self, job: JobView) -> None:
+        """From now on, `job` starts as soon as GPUs allow, as a job without a deadline
+        does: `defer_until` is not asked about it again (for a job given its one deferral)."""
+        self._kind[job.index] = _RUN_NOW
+
     def decide(self, state: SystemState) -> list[Action]:
         free = FreeGpus(state)
         actions = self.preempt(state, free)
@@ -106,8 +211,14 @@ class TimeShifter(Policy):
             return actions
         now = state.now_s
         blocked = False
+        kind = self._kind
         for job in state.pending:
-            if job.deadline_s is not None:
+            j = job.index
+            if j >= len(kind):
+                kind.extend(bytes(j + 1 + len(kind)))
+            if not kind[j]:
+                kind[j] = _RUN_NOW if job.deadline_s is None else _FLEXIBLE
+            if kind[j] == _FLEXIBLE:
                 until = self.defer_until(state, job)
                 if until is not None and until - now >= MIN_DEFER_S:
                     actions.append(Defer(job, until))
@@ -124,43 +235,127 @@ class TimeShifter(Policy):
 
 
 @dataclass
+class _StartsNow:
+    """A pending job's plan that said "start now": what it was made from, and until when a
+    plan made again from the same forecast, runtime and latest start says so too."""
+
+    forecast: DecisionForecast
+    end_s: float
+    """Where its forecast was cut, s."""
+    runtime_s: float
+    latest_s: float
+    until_s: float
+
+
+@dataclass
 class PlannedStart(TimeShifter):
     """Plans a start in [now, latest start] for a flexible job when it first becomes
     pending, from the forecast at its origin site; defers it there; starts it when the
-    deferral expires (or as soon as GPUs are free after that)."""
+    deferral expires (or as soon as GPUs are free after that).
+
+    A job whose plan is to start now but that finds no GPUs stays pending and is planned
+    again at the next decision. That plan is not made again while it would give the same
+    answer: the job's runtime and latest start are unchanged, the site's forecast now is
+    the same step function as the one planned from (from now on), and now is before the
+    time `choose_start` promised the start-now answer for. The plans made are exactly those
+    made from scratch at every decision, at O(1) per decision for a job whose answer holds.
+    """
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._planned: dict[str, float] = {}
-        """Job id -> planned start, s, for jobs deferred and not yet started."""
+        self._planned: dict[int, float] = {}
+        """Job index -> planned start, s, for jobs deferred and not yet started."""
+        self._starts_now: dict[int, _StartsNow] = {}
+        """Job index -> its plan to start now, for pending jobs planned to start now."""
+        self._forecasts: DecisionForecasts | None = None
+        """The sites' forecasts of the current decision time."""
+        self._extended: set[int] = set()
+        """ids of the earlier forecasts that the current decision's extend (so do its
+        longer ones)."""
 
     def latest_start(self, state: SystemState, job: JobView, runtime: float) -> float:
         """The latest start this policy allows `job`, s."""
         return latest_start_s(state, job, runtime, self.margin_s)
 
     def choose_start(
-        self, job: JobView, times: np.ndarray, values: np.ndarray, latest: float, runtime: float
-    ) -> float:
-        """The planned start in [times[0] (now), latest], s, given the forecast (times,
-        values) at the job's origin over [now, latest + runtime]."""
+        self,
+        job: JobView,
+        times: np.ndarray,
+        values: np.ndarray,
+        cum: np.ndarray,
+        latest: float,
+        runtime: float,
+    ) -> tuple[float, float]:
+        """(start, holds_until_s): the planned start in [times[0] (now), latest], s, given
+        the forecast (times, values, with its `prefix_integrals` cum) at the job's origin
+        over [now, latest + runtime]; and, when that start is now, until when planning
+        again from the same forecast and runtime at a later time t answers t (now: no such
+        promise)."""
         raise NotImplementedError
 
+    def forecast(self, state: SystemState, site: str, horizon_s: float) -> DecisionForecast:
+        """`site`'s forecast of this decision, at least `horizon_s` long."""
+        if self._forecasts is None or self._forecasts.now_s != state.now_s:
+            self._forecasts = DecisionForecasts(state)
+            self._extended.clear()
+        return self._forecasts.at_least(site, horizon_s)
+
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
-        if job.id in self._planned:
+        j = job.index
+        if j in self._planned:
             return None  # back from its deferral: its time has come
         now = state.now_s
         runtime = runtime_s(state, job)
         latest = self.latest_start(state, job, runtime)
         if latest - now < MIN_DEFER_S:
             return None
-        times, values = forecast_from_now(state, job.origin_site, latest + runtime - now)
+        horizon = latest + runtime - now
+        site = job.origin_site
+        held = self._starts_now.get(j)
+        if held is not None and self._still_starts_now(state, site, held, runtime, latest, horizon):
+            return None
+        forecast = self.forecast(state, site, horizon)
+        times, values, cum = forecast.cut(horizon)
         if times.size == 0:
             return None
-        start = self.choose_start(job, times, values, latest, runtime)
+        start, until = self.choose_start(job, times, values, cum, latest, runtime)
         if start - now < MIN_DEFER_S:
+            if until > now:
+                self._starts_now[j] = _StartsNow(
+                    forecast, forecast.end_s(horizon), runtime, latest, until
+                )
             return None
-        self._planned[job.id] = start
+        self._starts_now.pop(j, None)
+        self._planned[j] = start
+        self.start_when_free(job)  # back from its deferral, its time has come
         return start
 
+    def _still_starts_now(
+        self,
+        state: SystemState,
+        site: str,
+        held: _StartsNow,
+        runtime: float,
+        latest: float,
+        horizon: float,
+    ) -> bool:
+        """Whether a plan made now would start the job now, as `held` promised."""
+        now = state.now_s
+        if now >= held.until_s or runtime != held.runtime_s or latest != held.latest_s:
+            return False
+        earlier = held.forecast
+        forecast = self.forecast(state, site, earlier.now_s + earlier.horizon_s - now)
+        if id(earlier) not in self._extended:
+            if not forecast.extends(earlier):
+                return False
+            self._extended.add(id(earlier))
+        # ... and cut where it was: no breakpoint between the two cuts
+        cut = forecast.breakpoints_before(forecast.end_s(horizon))
+        if cut != forecast.breakpoints_before(held.end_s):
+            return False
+        held.forecast = forecast  # the same from now on: jobs held since share the check
+        return True
+
     def started(self, job: JobView) -> None:
-        self._planned.pop(job.id, None)
+        self._planned.pop(job.index, None)
+        self._starts_now.pop(job.index, None)

@@ -29,9 +29,11 @@ import numpy as np
 __all__ = [
     "SLIVER_S",
     "WindowMean",
+    "best_window_plan",
     "best_window_start",
     "cheapest_slots",
     "forecast_slots",
+    "prefix_integrals",
     "time_weighted_percentile",
     "window_candidates",
     "window_means",
@@ -45,24 +47,35 @@ _REL_TIE = 1e-9
 """Window means within this relative distance of the best count as ties (earliest wins)."""
 
 
-def _integral_at(times: np.ndarray, values: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Integral of the step function from times[0] to each x (>= times[0]), g/kWh x s."""
-    cum = np.concatenate(([0.0], np.cumsum(values[:-1] * np.diff(times))))
-    i = np.searchsorted(times, x, side="right") - 1
-    return cum[i] + values[i] * (x - times[i])
+def prefix_integrals(times: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """cum[i]: the integral of the step function from times[0] to times[i], g/kWh x s, as
+    one sequential cumulative sum: the order of addition of every window mean here, so the
+    prefix sums of a forecast cut short are the first ones of the whole."""
+    cum = np.empty(times.size)
+    cum[:1] = 0.0
+    np.cumsum(values[:-1] * (times[1:] - times[:-1]), out=cum[1:])
+    return cum
 
 
 def window_means(
-    times: np.ndarray, values: np.ndarray, starts: np.ndarray, length_s: float
+    times: np.ndarray,
+    values: np.ndarray,
+    starts: np.ndarray,
+    length_s: float,
+    cum: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Mean intensity (g/kWh) over [s, s + length_s] for each start s (>= times[0])."""
+    """Mean intensity (g/kWh) over [s, s + length_s] for each start s (>= times[0]);
+    `cum`: the forecast's `prefix_integrals`, if already built."""
     starts = np.asarray(starts, dtype=float)
     if length_s <= 0.0:
         i = np.searchsorted(times, starts, side="right") - 1
         return values[i].astype(float)
-    return (
-        _integral_at(times, values, starts + length_s) - _integral_at(times, values, starts)
-    ) / length_s
+    if cum is None:
+        cum = prefix_integrals(times, values)
+    x = np.concatenate((starts + length_s, starts))
+    i = np.searchsorted(times, x, side="right") - 1
+    integral = cum[i] + values[i] * (x - times[i])
+    return (integral[: starts.size] - integral[starts.size :]) / length_s
 
 
 class WindowMean:
@@ -74,10 +87,7 @@ class WindowMean:
     def __init__(self, times: np.ndarray, values: np.ndarray):
         self._t = times.tolist()
         self._v = values.tolist()
-        cum = [0.0]
-        for k in range(len(self._t) - 1):
-            cum.append(cum[-1] + self._v[k] * (self._t[k + 1] - self._t[k]))
-        self._cum = cum
+        self._cum = prefix_integrals(times, values).tolist()
 
     def _integral_to(self, x: float) -> float:
         i = bisect_right(self._t, x) - 1
@@ -102,15 +112,63 @@ def window_candidates(
 
 
 def best_window_start(
-    times: np.ndarray, values: np.ndarray, earliest_s: float, latest_s: float, length_s: float
+    times: np.ndarray,
+    values: np.ndarray,
+    earliest_s: float,
+    latest_s: float,
+    length_s: float,
+    cum: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """(start, mean): the start in [earliest_s, latest_s] whose window of `length_s` has the
     lowest mean intensity, the earliest of (numerical) ties. `latest_s < earliest_s` means
-    no room to wait: the answer is `earliest_s`."""
+    no room to wait: the answer is `earliest_s`. `cum`: as in `window_means`."""
     starts = window_candidates(times, earliest_s, latest_s, length_s)
-    means = window_means(times, values, starts, length_s)
+    means = window_means(times, values, starts, length_s, cum)
     k = _first_within(means, float(means.min()))
     return float(starts[k]), float(means[k])
+
+
+def best_window_plan(
+    times: np.ndarray,
+    values: np.ndarray,
+    earliest_s: float,
+    latest_s: float,
+    length_s: float,
+    cum: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """(start, holds_until_s): `best_window_start`'s start, and, when that start is
+    `earliest_s`, until when it stays so: for every t in [earliest_s, holds_until_s),
+    `best_window_start` on the same step function from t (the forecast cut to [t, the same
+    end]) over [t, latest_s] answers t. `earliest_s` when the start is later (no promise).
+
+    The window mean f is linear between consecutive candidates c_k < c_k+1, and the
+    candidates from t in [c_k, c_k+1) are t and those after c_k; so f(t) <= f(c_k+1) +
+    max(f(c_k) - f(c_k+1), 0) and f(t) <= max(f(c_k), f(c_k+1)). t is the answer while
+    these bounds stay within the tie tolerance of f at every later candidate (at least
+    `_REL_TIE` g/kWh), by more than what the means, computed from t or from `earliest_s`,
+    may be off by (`_rounding_guard`)."""
+    starts = window_candidates(times, earliest_s, latest_s, length_s)
+    means = window_means(times, values, starts, length_s, cum)
+    k = _first_within(means, float(means.min()))
+    if k != 0 or starts.size < 2 or length_s <= 0.0:
+        return float(starts[k]), earliest_s
+    guard = _rounding_guard(times, values, latest_s + length_s, length_s)
+    after_next = np.append(np.minimum.accumulate(means[:1:-1])[::-1], np.inf)
+    holds = (np.maximum(means[:-1] - means[1:], 0.0) + guard <= _REL_TIE) & (
+        np.maximum(means[:-1], means[1:]) + guard <= after_next + _REL_TIE
+    )
+    broken = np.flatnonzero(~holds)
+    return float(starts[0]), float(starts[broken[0] if broken.size else -1])
+
+
+def _rounding_guard(times: np.ndarray, values: np.ndarray, end_s: float, length_s: float) -> float:
+    """Four times a bound, with a factor of ten to spare, on how far a window mean of
+    `length_s` ending by `end_s` on this forecast may be off by rounding, g/kWh: each of its
+    two integrals adds up to n + 3 rounded terms below max|value| x span, and its ends
+    (times since the scenario start) round by one unit in the last place (2.2e-16)."""
+    span_s = end_s - float(times[0])
+    scale = (times.size + 5) * span_s + 2.0 * (abs(float(times[0])) + span_s)
+    return 1e-14 * float(np.abs(values).max()) * (scale / length_s + 1.0)
 
 
 def _first_within(x: np.ndarray, best: float) -> int:

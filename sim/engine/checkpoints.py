@@ -176,7 +176,7 @@ class Checkpoints(Component):
         if since.running_s >= self.interval_s:
             since.running_s %= self.interval_s
             runs = self._core.runs
-            since.remaining_gpu_s = runs.remaining_gpu_s[j] + runs.rate[j] * since.running_s
+            since.remaining_gpu_s = runs.remaining_gpu_s[j] + runs.live[j].rate * since.running_s
 
     def work_since_checkpoint(self, j: int, now: float) -> float:
         """With periodic checkpoints: work running job `j` did since its last checkpoint,
@@ -186,9 +186,10 @@ class Checkpoints(Component):
         since = self.since_last[j]  # every running job has one
         since_s, at_ckpt = since.running_s, since.remaining_gpu_s
         if j not in runs.holding:
-            since_s += now - runs.seg_start_s[j]
+            run = runs.live[j]
+            since_s += now - run.seg_start_s
             if since_s >= self.interval_s:
-                return runs.rate[j] * (since_s % self.interval_s)
+                return run.rate * (since_s % self.interval_s)
         return max(0.0, at_ckpt - runs.remaining_now_gpu_s(j))
 
     def write_s(self, j: int, site: Site) -> float:
@@ -201,8 +202,8 @@ class Checkpoints(Component):
         now, holding its GPUs at idle power for the write."""
         core, runs = self._core, self._core.runs
         now = core.env.now
-        site, pool = runs.site[j], runs.pool[j]
-        assert site is not None and pool is not None
+        run = runs.live[j]
+        site, pool = run.site, run.pool
         self.stored_at[j] = site
         inbound = self.inbound.pop(j, None)
         if inbound is not None and now < inbound.deliver_s:  # held: its bytes not there yet
@@ -243,9 +244,7 @@ class Checkpoints(Component):
         inbound = self.inbound.get(j)
         if inbound is not None and self._core.env.now < inbound.deliver_s:
             return inbound.src, inbound.gb, inbound.checkpoint
-        site = runs.site[j]
-        assert site is not None
-        return site, float(self._core.jobs.checkpoint_gb[j]), True
+        return runs.live[j].site, float(self._core.jobs.checkpoint_gb[j]), True
 
     def write_left_s(self, j: int) -> float:
         """The rest of `j`'s checkpoint write under way, s (0: none)."""

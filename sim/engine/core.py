@@ -20,6 +20,7 @@ Components, in the order their hooks run:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import simpy
@@ -106,6 +107,19 @@ class Engine:
         """The components that take a share of each closed run segment, in order."""
         self.state_view = SystemState(self.queries)
         self._decision_scheduled = False
+        self._carry_out: dict[type, Callable[[Any], None]] = {
+            Start: self._start,
+            Resume: self._resume,
+            Defer: self._defer,
+            Suspend: self._suspend,
+            Migrate: self._migrate,
+            SetCap: self._set_cap,
+            Scale: self._scale,
+            Route: self._route,
+            Reject: self._reject,
+        }
+        """How each action type is checked and carried out, in the order of `apply`'s
+        search for a subclass."""
 
     # --- running -------------------------------------------------------------------------
 
@@ -165,80 +179,98 @@ class Engine:
 
     def apply(self, a: object) -> None:
         """Check action `a` and carry it out now; PolicyError naming it if it cannot be."""
-        book, runs, checkpoints, now = self.book, self.runs, self.checkpoints, self.env.now
-        match a:
-            case Start(job, site, cap, model):
-                j = self._job(a, job, (PENDING, DEFERRED))
-                dest = self._allowed_site(a, j, site)
-                pool = self._pool_under_cap(a, j, dest, model, cap)
-                book.leave_queue(j)
-                origin = self.fleet.sites[self.jobs.origin_site[j]]
-                move_s = checkpoints.move(j, origin, dest, float(self.jobs.data_gb[j]), now)
-                runs.run_on(j, dest, pool, cap, "start", move_s)
-            case Resume(job, site, cap, model):
-                j = self._job(a, job, (SUSPENDED,))
-                dest = self._allowed_site(a, j, site)
-                pool = self._pool_under_cap(a, j, dest, model, cap)
-                book.unsuspend(j)
-                self.dr.end_pause(j, now)
-                runs.run_on(j, dest, pool, cap, "resume", checkpoints.load_s(j, dest, move=True))
-            case Defer(job, until_s):
-                j = self._job(a, job, (PENDING, DEFERRED))
-                if not until_s > now:
-                    raise PolicyError(f"{a}: until_s must be after now ({now} s)")
-                book.defer(j, until_s)
-            case Suspend(job):
-                j = self._job(a, job, (RUNNING,))
-                self._check_interruptible(a, j)
-                self.dr.suspending(j)
-                self.events.append(now, "suspend", j, runs.site_of[j])
-                checkpoints.leave(j)
-                book.suspend(j)
-            case Migrate(job, site, model):
-                j = self._job(a, job, (RUNNING,))
-                dest = self._allowed_site(a, j, site)
-                self._check_interruptible(a, j)
-                if dest is runs.site[j] and model in (None, runs.model[j]):
-                    raise PolicyError(f"{a}: job {self.jobs.job_id[j]} already runs there")
-                cap = runs.cap_w[j]
-                pool = self._pool_under_cap(a, j, dest, model, cap)
-                checkpoints.leave(j)
-                runs.run_on(j, dest, pool, cap, "migrate", checkpoints.load_s(j, dest, move=True))
-            case SetCap(target, watts):
-                if isinstance(target, str):
-                    capped = self.fleet.site(target, a)
-                    if watts is not None:
-                        for p in capped.pools:
-                            self._check_cap(a, p.spec, watts)
-                    self.fleet.set_cap(capped, watts)
-                    runs.site_cap_changed(capped)
-                    self.services.site_cap_changed(capped)
-                elif isinstance(target, ServiceView):
-                    i = self._service(a, target)
-                    if watts is not None:
-                        self.services.check_cap(i, watts, a)
-                    self.services.set_cap(i, watts)
-                else:
-                    j = self._job(a, target, (RUNNING,))
-                    job_pool = runs.pool[j]
-                    assert job_pool is not None  # a running job has its pool
-                    if watts is not None:
-                        self._check_cap(a, job_pool.spec, watts)
-                    runs.set_job_cap(j, watts)
-            case Scale(service, site, replicas):
-                i = self._service(a, service)
-                level = self.services.level(i, site, a)
-                if not (isinstance(replicas, int) and replicas >= 0):
-                    raise PolicyError(f"{a}: replicas must be an int >= 0, got {replicas!r}")
-                self.services.scale(i, level, replicas, a)
-            case Route(service, shares):
-                self.services.route(self._service(a, service), shares, a)
-            case Reject(job, reason):
-                j = self._job(a, job, (PENDING, DEFERRED, SUSPENDED))
-                self.dr.end_pause(j, now)
-                book.reject(j, str(reason))
-            case _:
+        carry_out = self._carry_out.get(type(a))
+        if carry_out is None:  # a subclass of an action type, or not an action
+            carry_out = next((f for t, f in self._carry_out.items() if isinstance(a, t)), None)
+            if carry_out is None:
                 raise plugins.not_an_action(self.policy, a)
+        carry_out(a)
+
+    # One method per action type (dispatched on the type: a `match` on class patterns
+    # costs about 1.5 us more per action).
+
+    def _start(self, a: Start) -> None:
+        j = self._job(a, a.job, (PENDING, DEFERRED))
+        dest = self._allowed_site(a, j, a.site)
+        pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
+        self.book.leave_queue(j)
+        origin = self.fleet.sites[self.jobs.origin_site[j]]
+        move_s = self.checkpoints.move(j, origin, dest, float(self.jobs.data_gb[j]), self.env.now)
+        self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", move_s)
+
+    def _resume(self, a: Resume) -> None:
+        j = self._job(a, a.job, (SUSPENDED,))
+        dest = self._allowed_site(a, j, a.site)
+        pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
+        self.book.unsuspend(j)
+        self.dr.end_pause(j, self.env.now)
+        load_s = self.checkpoints.load_s(j, dest, move=True)
+        self.runs.run_on(j, dest, pool, a.gpu_cap_w, "resume", load_s)
+
+    def _defer(self, a: Defer) -> None:
+        j = self._job(a, a.job, (PENDING, DEFERRED))
+        now = self.env.now
+        if not a.until_s > now:
+            raise PolicyError(f"{a}: until_s must be after now ({now} s)")
+        self.book.defer(j, a.until_s)
+
+    def _suspend(self, a: Suspend) -> None:
+        j = self._job(a, a.job, (RUNNING,))
+        self._check_interruptible(a, j)
+        self.dr.suspending(j)
+        self.events.append(self.env.now, "suspend", j, self.runs.site_of[j])
+        self.checkpoints.leave(j)
+        self.book.suspend(j)
+
+    def _migrate(self, a: Migrate) -> None:
+        runs = self.runs
+        j = self._job(a, a.job, (RUNNING,))
+        dest = self._allowed_site(a, j, a.site)
+        self._check_interruptible(a, j)
+        if dest is runs.live[j].site and a.gpu_model in (None, runs.model[j]):
+            raise PolicyError(f"{a}: job {self.jobs.job_id[j]} already runs there")
+        cap = runs.cap_w[j]
+        pool = self._pool_under_cap(a, j, dest, a.gpu_model, cap)
+        self.checkpoints.leave(j)
+        load_s = self.checkpoints.load_s(j, dest, move=True)
+        runs.run_on(j, dest, pool, cap, "migrate", load_s)
+
+    def _set_cap(self, a: SetCap) -> None:
+        target, watts = a.target, a.watts
+        if isinstance(target, str):
+            capped = self.fleet.site(target, a)
+            if watts is not None:
+                for p in capped.pools:
+                    self._check_cap(a, p.spec, watts)
+            self.fleet.set_cap(capped, watts)
+            self.runs.site_cap_changed(capped)
+            self.services.site_cap_changed(capped)
+        elif isinstance(target, ServiceView):
+            i = self._service(a, target)
+            if watts is not None:
+                self.services.check_cap(i, watts, a)
+            self.services.set_cap(i, watts)
+        else:
+            j = self._job(a, target, (RUNNING,))
+            if watts is not None:
+                self._check_cap(a, self.runs.live[j].pool.spec, watts)
+            self.runs.set_job_cap(j, watts)
+
+    def _scale(self, a: Scale) -> None:
+        i = self._service(a, a.service)
+        level = self.services.level(i, a.site, a)
+        replicas = a.replicas
+        if not (isinstance(replicas, int) and replicas >= 0):
+            raise PolicyError(f"{a}: replicas must be an int >= 0, got {replicas!r}")
+        self.services.scale(i, level, replicas, a)
+
+    def _route(self, a: Route) -> None:
+        self.services.route(self._service(a, a.service), a.shares, a)
+
+    def _reject(self, a: Reject) -> None:
+        j = self._job(a, a.job, (PENDING, DEFERRED, SUSPENDED))
+        self.dr.end_pause(j, self.env.now)
+        self.book.reject(j, str(a.reason))
 
     # --- action checks -------------------------------------------------------------------
 

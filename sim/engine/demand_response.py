@@ -123,17 +123,16 @@ class DemandResponseMeter(Component):
             runs = self._core.runs
             rec = self._record(j)
             rec.run_s += in_event_s
-            rec.done_gpu_s += runs.rate[j] * in_event_s
+            rec.done_gpu_s += runs.live[j].rate * in_event_s
             rec.uncapped_gpu_s += runs.uncapped_rate(j, pool) * in_event_s
 
     def suspending(self, j: int) -> None:
         """Running `j` is about to be suspended: if an event at its site is on or ahead,
         the work it will not do in events is counted from now."""
         runs, now = self._core.runs, self._core.env.now
-        site, pool = runs.site[j], runs.pool[j]
-        assert site is not None and pool is not None
-        if self.ahead(site.index, now):
-            self._paused[j] = _Pause(site.index, now, runs.uncapped_rate(j, pool))
+        run = runs.live[j]
+        if self.ahead(run.site.index, now):
+            self._paused[j] = _Pause(run.site.index, now, runs.uncapped_rate(j, run.pool))
 
     def end_pause(self, j: int, now: float) -> None:
         """Charge a job suspended during an event with the work it did not do in events."""

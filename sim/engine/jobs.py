@@ -65,7 +65,7 @@ class JobBook(Component):
     def __init__(self, core: Engine):
         self._core = core
         n = len(core.jobs)
-        self.state = [SUBMITTED_LATER] * n
+        self.state = array("b", [SUBMITTED_LATER]) * n
         """Per job, one of the state codes above."""
         # Ordered job sets (dicts as insertion-ordered sets), viewed by the policy.
         self.pending: dict[int, None] = {}

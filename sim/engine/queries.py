@@ -116,8 +116,9 @@ class Queries(Component):
         return names
 
     def running_site(self, j: int) -> str | None:
-        site = self._core.runs.site[j]
-        return site.name if site is not None and self._core.book.state[j] == RUNNING else None
+        if self._core.book.state[j] != RUNNING:
+            return None
+        return self._core.runs.live[j].site.name
 
     def running_model(self, j: int) -> str | None:
         return self._core.runs.model[j] if self._core.book.state[j] == RUNNING else None
@@ -126,7 +127,7 @@ class Queries(Component):
         return self._core.runs.cap_w[j]
 
     def job_draw_w(self, j: int) -> float:
-        return self._core.runs.draw_w[j] if self._core.book.state[j] == RUNNING else 0.0
+        return self._core.runs.live[j].draw_w if self._core.book.state[j] == RUNNING else 0.0
 
     # --- what-ifs ----------------------------------------------------------------------------
 
@@ -151,8 +152,8 @@ class Queries(Component):
         `transfer_cost`."""
         core = self._core
         runs, checkpoints = core.runs, core.checkpoints
-        here, pool = runs.site[j], runs.pool[j]
-        assert here is not None and pool is not None
+        run = runs.live[j]
+        here, pool = run.site, run.pool
         dest = self.site(site_name)
         dest_pool = core.fleet.pool(dest, model, "migration_cost")
         now = core.env.now
@@ -182,12 +183,13 @@ class Queries(Component):
         runs = core.runs
         gpus = runs.gpus[j]
         if core.book.state[j] == RUNNING:
-            site, pool = runs.site[j], runs.pool[j]
-            assert site is not None and pool is not None
+            run = runs.live[j]
             if j in runs.holding:
                 return 0.0  # takes its cap when its nodes are up
-            _, draw_w = runs.speed(pool.model, runs.profile[j], runs.effective_cap(site, cap))
-            return gpus * (draw_w - runs.draw_w[j])
+            _, draw_w = runs.speed(
+                run.pool.model, runs.profile[j], runs.effective_cap(run.site, cap)
+            )
+            return gpus * (draw_w - run.draw_w)
         if site_name is None:
             raise PolicyError(
                 "power_delta_w: give the site a job that is not running would start on"
@@ -243,7 +245,8 @@ class Queries(Component):
                 rate = runs.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
                 end = now + runs.remaining_gpu_s[j] / rate
             else:  # when its completion is scheduled
-                end = runs.seg_start_s[j] + runs.remaining_gpu_s[j] / runs.rate[j]
+                run = runs.live[j]
+                end = run.seg_start_s + runs.remaining_gpu_s[j] / run.rate
             ends.append(end)
             gpus.append(runs.gpus[j])
         return ends, gpus

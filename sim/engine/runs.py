@@ -5,7 +5,7 @@ changes (start, cap change, suspend, migrate), so at each change the run closes 
 segment, subtracts speed x duration from the work left, charges the segment's energy and
 carbon (power x the exact integral of PUE, and of PUE x carbon intensity), and schedules
 the completion from the work left. A completion is one timeout carrying a callback,
-cancelled by bumping the job's version number.
+cancelled by giving the job's run a new token (or by ending the run).
 
 Work is counted in reference GPU-seconds (A100-80GB at its maximum power limit); a job on
 `g` GPUs of model `m` under cap `c` advances at g x speed(m, profile) x throughput(m,
@@ -14,6 +14,7 @@ profile, c) reference GPU-seconds per second.
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from typing import TYPE_CHECKING
@@ -30,14 +31,43 @@ from sim.results import ResultParts, ideal_runtime_s
 if TYPE_CHECKING:
     from sim.engine.core import Engine
 
-__all__ = ["Runs", "WS_PER_KWH"]
+__all__ = ["Run", "Runs", "WS_PER_KWH"]
 
 WS_PER_KWH = 3.6e6
 _GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
 
 
+def _typed(code: str, values: np.ndarray) -> array:
+    """`values` as a typed array of type `code` ("i": int32, "d": float64, ...), copied
+    without a Python object per value."""
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values, dtype=np.dtype(code)).tobytes())
+    return out
+
+
+class Run:
+    """What changes while one job runs: where, how fast, at what draw, since when. Kept
+    for running (and held) jobs only, which are few next to all jobs."""
+
+    __slots__ = ("site", "pool", "rate", "draw_w", "seg_start_s", "token")
+
+    def __init__(self, site: Site, pool: Pool, rate: float, draw_w: float, seg_start_s: float):
+        self.site = site
+        self.pool = pool
+        self.rate = rate
+        """Progress, reference GPU-seconds per second (0 while held)."""
+        self.draw_w = draw_w
+        """Active power of one of the job's GPUs, W."""
+        self.seg_start_s = seg_start_s
+        """Start of the current segment (the last change of speed or power), s."""
+        self.token = -1
+        """The scheduled completion or end of hold that is still valid (a callback
+        carrying another token does nothing)."""
+
+
 class Runs(Component):
-    """Per-job run state and charges, as columns indexed by job."""
+    """Per-job run state and charges: columns indexed by job, and the hot state of the
+    running jobs (`live`)."""
 
     __slots__ = (
         "_core",
@@ -45,13 +75,9 @@ class Runs(Component):
         "gpus",
         "profile",
         "remaining_gpu_s",
-        "site",
-        "pool",
         "cap_w",
-        "rate",
-        "draw_w",
-        "seg_start_s",
-        "version",
+        "live",
+        "_tokens",
         "holding",
         "loading",
         "boot_end_s",
@@ -69,21 +95,18 @@ class Runs(Component):
         self._book = core.book
         jobs = core.jobs
         n = len(jobs)
-        self.gpus: list[int] = jobs.gpus.tolist()
+        # Per-job numbers in typed arrays of the narrowest type that holds them (not a
+        # list slot and a Python object per job: memory at millions of jobs).
+        self.gpus = _typed("i", jobs.gpus)
         self.profile: list[str] = jobs.profile.tolist()
-        self.remaining_gpu_s: list[float] = (jobs.work_gpu_h * 3600.0).tolist()
+        self.remaining_gpu_s = _typed("d", jobs.work_gpu_h * 3600.0)
         """Work left, reference GPU-seconds (as of the start of the current segment)."""
-        self.site: list[Site | None] = [None] * n
-        self.pool: list[Pool | None] = [None] * n
         self.cap_w: list[float | None] = [None] * n
         """The job's own cap, W (None: the site's cap, or uncapped)."""
-        self.rate = [0.0] * n
-        """Progress, reference GPU-seconds per second (while running; 0 while held)."""
-        self.draw_w = [0.0] * n
-        """Active power of one of the job's GPUs, W (while running)."""
-        self.seg_start_s = [0.0] * n
-        self.version = [0] * n
-        """Bumped to cancel a scheduled completion or end of hold."""
+        self.live: dict[int, Run] = {}
+        """The running jobs (held ones included): their `Run`."""
+        self._tokens = itertools.count()
+        """Tokens of scheduled completions and ends of hold, never reused."""
         self.holding: set[int] = set()
         """Running jobs held at idle power: nodes booting for them, or a checkpoint loading."""
         self.loading: set[int] = set()
@@ -91,10 +114,10 @@ class Runs(Component):
         self.boot_end_s: dict[int, float] = {}
         """Held jobs waiting for a transfer whose end is not known yet (WAN contention):
         when their nodes are up, s. `end_hold` ends the hold."""
-        # Per-job results, in typed arrays (8 bytes a value, not a float object and a slot).
+        # Per-job results.
         self.model: list[str | None] = [None] * n
         """The GPU model the job last ran on."""
-        self.site_of = array("q", [-1]) * n
+        self.site_of = array("h", [-1]) * n
         """The index of the site the job last ran on (-1: never ran)."""
         self.energy_kwh = array("d", [0.0]) * n
         """Facility energy of the job's GPUs and their host share, kWh."""
@@ -111,9 +134,9 @@ class Runs(Component):
     def remaining_now_gpu_s(self, j: int) -> float:
         """Work left now, reference GPU-s."""
         if self._book.state[j] == RUNNING:
+            run = self.live[j]
             return max(
-                0.0,
-                self.remaining_gpu_s[j] - self.rate[j] * (self._core.env.now - self.seg_start_s[j]),
+                0.0, self.remaining_gpu_s[j] - run.rate * (self._core.env.now - run.seg_start_s)
             )
         return self.remaining_gpu_s[j]
 
@@ -149,10 +172,9 @@ class Runs(Component):
         return self.gpus[j] * per_gpu * checkpoints.duty(j, site), draw_w
 
     def uncapped_rate(self, j: int, pool: Pool) -> float:
-        """Progress of `j` on `pool` with no cap (periodic checkpoint stalls included)."""
-        site = self.site[j]
-        assert site is not None
-        return self.rate_and_draw(j, site, pool, math.inf)[0]
+        """Progress of running `j` on `pool` with no cap (periodic checkpoint stalls
+        included)."""
+        return self.rate_and_draw(j, self.live[j].site, pool, math.inf)[0]
 
     # --- starting, changing and stopping runs ----------------------------------------------
 
@@ -177,11 +199,8 @@ class Runs(Component):
         woken = site.allocate(now, pool, gpus, draw_w)
         self._book.run(j, now)
         pool.jobs[j] = None
-        self.site[j], self.pool[j] = site, pool
+        run = self.live[j] = Run(site, pool, rate, draw_w, now)
         self.site_of[j], self.model[j] = site.index, pool.model
-        self.rate[j] = rate
-        self.draw_w[j] = draw_w
-        self.seg_start_s[j] = now
         if core.checkpoints.interval_s is not None:
             core.checkpoints.started(j)
         cap_w = self.effective_cap(site, cap)
@@ -191,13 +210,12 @@ class Runs(Component):
         if woken:
             core.events.append(now, "wake", j, site.index, value=woken)
         if hold_s > 0.0:
-            self.version[j] += 1
-            v = self.version[j]
+            run.token = token = next(self._tokens)
             self.holding.add(j)
             if math.isinf(hold_s):
                 self.boot_end_s[j] = now + wake_s
             else:
-                core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, v))
+                core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, token))
         else:
             self._schedule_finish(j)
 
@@ -205,12 +223,18 @@ class Runs(Component):
         """The transfer held job `j` waited for has arrived: it computes from `at_s`, or
         once its nodes are up if that is later."""
         at_s = max(at_s, self.boot_end_s.pop(j))
-        v = self.version[j]
+        token = self.live[j].token
         env = self._core.env
-        env.timeout(at_s - env.now).callbacks.append(lambda _e: self._held(j, v))
+        env.timeout(at_s - env.now).callbacks.append(lambda _e: self._held(j, token))
 
-    def _held(self, j: int, version: int) -> None:
-        if self.version[j] != version:
+    def _valid(self, j: int, token: int) -> bool:
+        """True if the callback carrying `token` is still `j`'s (it was not stopped,
+        re-timed or stopped and restarted since)."""
+        run = self.live.get(j)
+        return run is not None and run.token == token
+
+    def _held(self, j: int, token: int) -> None:
+        if not self._valid(j, token):
             return  # stopped while held
         self.retime(j)  # charges the hold first
         self.holding.discard(j)
@@ -218,17 +242,16 @@ class Runs(Component):
         self._core.checkpoints.arrived(j)
 
     def _schedule_finish(self, j: int) -> None:
-        self.version[j] += 1
-        v = self.version[j]
-        delay = self.remaining_gpu_s[j] / self.rate[j]
-        self._core.env.timeout(delay).callbacks.append(lambda _e: self._finish(j, v))
+        run = self.live[j]
+        run.token = token = next(self._tokens)
+        delay = self.remaining_gpu_s[j] / run.rate
+        self._core.env.timeout(delay).callbacks.append(lambda _e: self._finish(j, token))
 
-    def _finish(self, j: int, version: int) -> None:
-        if self.version[j] != version:
+    def _finish(self, j: int, token: int) -> None:
+        if not self._valid(j, token):
             return  # re-timed or stopped since this completion was scheduled
         self.stop(j)
-        # Shared constants in place of the job's own float objects (memory at 1M jobs).
-        self.remaining_gpu_s[j] = self.rate[j] = self.draw_w[j] = self.seg_start_s[j] = 0.0
+        self.remaining_gpu_s[j] = 0.0
         core = self._core
         self._book.complete(j, core.env.now)
         core.events.append(core.env.now, "finish", j, self.site_of[j])
@@ -239,19 +262,18 @@ class Runs(Component):
         now on."""
         now = self._core.env.now
         self.close_segment(j, now)
-        site, pool = self.site[j], self.pool[j]
-        assert site is not None and pool is not None
-        rate, draw_w = self.rate_and_draw(j, site, pool, self.cap_w[j])
-        site.change_power(now, self.gpus[j] * (draw_w - self.draw_w[j]))
-        self.draw_w[j] = draw_w
-        self.rate[j] = rate
+        run = self.live[j]
+        rate, draw_w = self.rate_and_draw(j, run.site, run.pool, self.cap_w[j])
+        run.site.change_power(now, self.gpus[j] * (draw_w - run.draw_w))
+        run.draw_w = draw_w
+        run.rate = rate
         self._schedule_finish(j)
 
     def site_cap_changed(self, site: Site) -> None:
         """`site`'s cap changed (`Fleet.set_cap`): its running jobs without a cap of their
         own run at the new one from now."""
         for j in tuple(self._book.running):
-            if self.site[j] is site and self.cap_w[j] is None and j not in self.holding:
+            if self.live[j].site is site and self.cap_w[j] is None and j not in self.holding:
                 self.retime(j)
 
     def set_job_cap(self, j: int, watts: float | None) -> None:
@@ -268,15 +290,13 @@ class Runs(Component):
         """Close the run and free the GPUs (suspend, migrate, finish)."""
         core = self._core
         self.close_segment(j, core.env.now)
-        self.version[j] += 1  # cancels the pending completion (or wake)
+        run = self.live.pop(j)  # cancels the pending completion (or end of hold)
         self.holding.discard(j)
         self.loading.discard(j)
         self.boot_end_s.pop(j, None)
-        site, pool = self.site[j], self.pool[j]
-        assert site is not None and pool is not None
-        core.fleet.release(site, pool, self.gpus[j], self.draw_w[j])
+        core.fleet.release(run.site, run.pool, self.gpus[j], run.draw_w)
         self._book.stop_running(j)
-        del pool.jobs[j]
+        del run.pool.jobs[j]
         if core.checkpoints.interval_s is not None:
             core.checkpoints.stopped(j)
 
@@ -286,27 +306,25 @@ class Runs(Component):
         core = self._core
         now = core.env.now
         self.close_segment(j, now)
-        self.version[j] += 1  # cancels the pending completion
-        site, pool = self.site[j], self.pool[j]
-        assert site is not None and pool is not None
-        site.change_power(now, self.gpus[j] * (pool.idle_w - self.draw_w[j]))
+        run = self.live.pop(j)  # cancels the pending completion
+        run.site.change_power(now, self.gpus[j] * (run.pool.idle_w - run.draw_w))
         self._book.stop_running(j)
-        del pool.jobs[j]
+        del run.pool.jobs[j]
 
     # --- charges -----------------------------------------------------------------------------
 
     def close_segment(self, j: int, now: float) -> None:
         """Charge the run since the last change: progress, energy, carbon, GPU time; then
         every meter (the checkpoints, the demand-response meter) takes its share."""
-        t0 = self.seg_start_s[j]
+        run = self.live[j]
+        t0 = run.seg_start_s
         dt = now - t0
         if dt <= 0.0:
             return
-        site, pool = self.site[j], self.pool[j]
-        assert site is not None and pool is not None
-        self.remaining_gpu_s[j] = max(0.0, self.remaining_gpu_s[j] - self.rate[j] * dt)
-        energy_kwh = self.charge(j, site, pool, self.draw_w[j], t0, now)
-        self.seg_start_s[j] = now
+        site, pool = run.site, run.pool
+        self.remaining_gpu_s[j] = max(0.0, self.remaining_gpu_s[j] - run.rate * dt)
+        energy_kwh = self.charge(j, site, pool, run.draw_w, t0, now)
+        run.seg_start_s = now
         for meter in self._core.meters:
             meter.segment_closed(j, site, pool, t0, now, energy_kwh)
 

@@ -50,6 +50,7 @@ class CarbonSignal:
         "_v",
         "_cum",
         "_t0",
+        "_last",
         "_knots_s",
         "_knots_cum",
     )
@@ -99,6 +100,7 @@ class CarbonSignal:
         self._v: list[float] = v.tolist()
         self._cum: list[float] = cum.tolist()
         self._t0 = self._t[0]
+        self._last = len(self._t) - 1
         # A regular grid (hourly catalog traces) finds a step by division: O(1) lookups.
         steps = np.diff(t)
         regular = steps.size and np.allclose(steps, steps[0], rtol=1e-9, atol=0.0)
@@ -205,11 +207,16 @@ class CarbonSignal:
 
     def _index(self, t_s: float) -> int:
         """Index of the step holding at `t_s` (in the domain): O(1) on a regular grid."""
-        if self._step_s:
-            i = min(int((t_s - self._t0) // self._step_s), len(self._t) - 1)
-            if i + 1 < len(self._t) and self._t[i + 1] <= t_s:  # guard against rounding
+        step_s = self._step_s
+        if step_s:
+            t = self._t
+            last = self._last
+            i = int((t_s - self._t0) // step_s)
+            if i >= last:
+                i = last
+            elif t[i + 1] <= t_s:  # guard against rounding
                 return i + 1
-            return i - 1 if self._t[i] > t_s else i
+            return i - 1 if t[i] > t_s else i
         return bisect_right(self._t, t_s) - 1
 
     def value_at(self, t_s: float) -> float:

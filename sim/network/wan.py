@@ -227,9 +227,11 @@ class Wan:
         # Routes found so far; a trailing None: there are no more than those.
         self._routes: dict[tuple[str, str], tuple[Route | None, ...]] = {}
         self._energy: dict[tuple[str, str, tuple], RouteEnergy] = {}
-        self._solo: dict[tuple[str, str], tuple[float, float, tuple[tuple[str, float], ...]]] = {}
-        """Per (src, dst): the shortest route's solo rate (Gbit/s), propagation delay (s) and
-        energy per GB by zone (`totals`)."""
+        self._solo: dict[
+            tuple[str, str], tuple[float, float, tuple[tuple[CarbonSignal, str, float], ...]]
+        ] = {}
+        """Per (src, dst): the shortest route's solo rate (Gbit/s), propagation delay (s) and,
+        per zone in route order, its signal, name and energy per GB (kWh) (`totals`)."""
         self._zone_at: dict[tuple[float, float], str] = {}
         self._signals: dict[str, CarbonSignal] = {}
         self._zones = self._covering_zones()
@@ -479,17 +481,29 @@ class Wan:
         solo = self._solo.get((src, dst))
         if solo is None:
             route = self.route(src, dst)
-            per_gb = tuple(self.route_energy(route).by_zone_kwh_per_gb.items())
+            per_gb = tuple(
+                (self.zone_signal(z), z, k)
+                for z, k in self.route_energy(route).by_zone_kwh_per_gb.items()
+            )
             solo = self._solo[src, dst] = (self.solo_rate_gbps(route), route.propagation_s, per_gb)
         gb = _check_gb(gb)
         if src == dst:
             return 0.0, 0.0, 0.0
         rate_gbps, propagation_s, per_gb = solo
         send_s = gb * GBIT_PER_GB / rate_gbps
-        energy = [(z, k * gb) for z, k in per_gb]
-        carbon = (self._zone_carbon_kg(z, e, t0_s, send_s) for z, e in energy)
+        t1_s = t0_s + send_s
+        energy_kwh = carbon_kg = 0.0
+        for sig, zone, kwh_per_gb in per_gb:  # summed in route order, as `cost` does
+            kwh = kwh_per_gb * gb
+            energy_kwh += kwh
+            if not send_s:
+                continue
+            if 0.0 <= t0_s and t1_s <= sig.end_s:  # within the zone's signal: carbon_g inlined
+                carbon_kg += kwh * sig.integral(t0_s, t1_s) / send_s / 1000
+            else:
+                carbon_kg += kwh * self.carbon_g(zone, t0_s, t1_s) / send_s / 1000
         duration_s = (t0_s + send_s + propagation_s) - t0_s  # as Transfer.duration_s
-        return duration_s, sum(e for _, e in energy), sum(carbon)
+        return duration_s, energy_kwh, carbon_kg
 
     def _zone_carbon_kg(self, zone: str, kwh: float, t0_s: float, send_s: float) -> float:
         """Carbon of `kwh` spent evenly in `zone` over [t0_s, t0_s + send_s], kg."""

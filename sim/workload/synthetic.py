@@ -93,12 +93,15 @@ def generate_synthetic(
 
     origin = rng.choice(len(site_names), size=n, p=_origin_weights(cfg, site_names))
 
+    profile = np.empty(n, dtype=object)
+    profile.fill(cfg.profile)  # one shared text (np.full would copy it for every job)
+
     return JobTable(
         job_id=np.array([f"j{i}" for i in range(n)], dtype=object),
         submit_s=submit_s,
         gpus=gpus,
         work_gpu_h=duration_h * gpus,
-        profile=np.full(n, cfg.profile, dtype=object),
+        profile=profile,
         deadline_s=deadline_s,
         interruptible=interruptible,
         checkpoint_gb=np.full(n, float(cfg.checkpoint_gb)),

@@ -10,6 +10,7 @@ import pytest
 import sim
 from sim.api import Defer, Migrate, Reject, Resume, SetCap, Start, Suspend
 from sim.hardware import GPU_CATALOG, PROFILES, estimate, speed
+from sim.run import build_engine
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 
@@ -160,6 +161,17 @@ def test_jobs_still_running_at_the_horizon_are_unfinished_and_charged_until_then
     assert r.summary["jobs_unfinished"] == 1
 
 
+def test_only_running_jobs_keep_run_state(tmp_path):
+    """Memory at millions of jobs: a job's site, pool, speed, draw and segment are kept
+    while it runs, not after."""
+    jobs = [job("done", work_gpu_h=1.0), job("suspended", interruptible=True)]
+    jobs.append(job("running", work_gpu_h=48.0))
+    policy = Scripted({600.0: lambda s: [Suspend(s.running[1])]})
+    engine = build_engine(make_scenario(tmp_path, jobs), policy)
+    engine.run()
+    assert [engine.jobs.job_id[j] for j in engine.runs.live] == ["running"]
+
+
 def test_migrate_moves_a_job_with_its_progress(tmp_path):
     sites = [site(), site(name="b", gpus=[{"model": "H100-SXM", "count": 2}])]
     script = {600.0: lambda s: [Migrate(s.running[0], "b")]}
@@ -191,6 +203,20 @@ def test_invalid_actions_raise_policy_error_naming_the_action(tmp_path, action, 
     policy = Scripted({0.0: action}, auto_start=False)
     with pytest.raises(sim.PolicyError, match=message):
         sim.simulate(make_scenario(tmp_path, [job()]), policy)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledStart(Start):
+    """A policy's own kind of Start, carrying a label for its log."""
+
+    label: str = ""
+
+
+def test_a_subclass_of_an_action_type_is_carried_out_as_that_action(tmp_path):
+    policy = Scripted({0.0: lambda s: [LabelledStart(s.pending[0], "a", label="now")]})
+    r = sim.simulate(make_scenario(tmp_path, [job()]), policy)
+    runtime_s = 3600 / speed("A100-80GB", "compute-bound")
+    assert log_of(r) == [("submit", "j1", 0.0), ("start", "j1", 0.0), ("finish", "j1", runtime_s)]
 
 
 def test_suspending_a_job_that_is_not_interruptible_is_an_error(tmp_path):

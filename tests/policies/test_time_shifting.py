@@ -15,14 +15,18 @@ import json
 from functools import cache
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from policies.carbon_threshold import CarbonThreshold
 from policies.gaia import CarbonTime, LowestWindow
 from policies.kit import (
     WindowMean,
+    best_window_plan,
     best_window_start,
+    prefix_integrals,
     time_weighted_percentile,
+    window_candidates,
     window_means,
 )
 from policies.run_now import RunNow
@@ -31,6 +35,7 @@ from sim.api import Defer, Resume, Start, Suspend
 from sim.errors import ScenarioError
 from sim.plugins import build_policy
 from sim.run import simulate
+from sim.scenario import load_scenario
 from sim.testing import PolicyHarness
 from tests.conftest import REPO, make_scenario, run_cli, site
 
@@ -105,6 +110,71 @@ def test_the_best_window_is_at_least_as_good_as_any_start_on_a_fine_grid(seed):
     assert mean == pytest.approx(window_means(t, v, np.array([best]), length)[0])
     grid = np.linspace(0.0, latest, 4001)
     assert mean <= window_means(t, v, grid, length).min() + 1e-9
+
+
+def _reference_candidates(t, earliest, latest, length):
+    """`window_candidates` as first written (the specification of its bits)."""
+    inner = np.concatenate((t, t - length))
+    inner = inner[(inner > earliest) & (inner < latest)]
+    return np.unique(np.concatenate(([earliest, max(earliest, latest)], inner)))
+
+
+def _reference_means(t, v, starts, length):
+    """`window_means` as first written: one cumulative sum per integral asked."""
+
+    def integral_at(x):
+        cum = np.concatenate(([0.0], np.cumsum(v[:-1] * np.diff(t))))
+        i = np.searchsorted(t, x, side="right") - 1
+        return cum[i] + v[i] * (x - t[i])
+
+    return (integral_at(starts + length) - integral_at(starts)) / length
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_fast_window_arithmetic_gives_the_reference_bits(seed):
+    """Same candidates and same means, bit for bit, as the first (slower) formulation, on
+    forecasts whose breakpoints the windows' ends meet exactly and whose values tie; and the
+    prefix sums of a forecast cut short are the first ones of the whole."""
+    rng = np.random.default_rng(seed)
+    hourly = seed % 2 == 0  # windows of whole hours meet breakpoints exactly
+    steps = np.full(30, H) if hourly else rng.uniform(0.2, 3.0, 30) * H
+    t = rng.uniform(0.0, H) + np.concatenate(([0.0], np.cumsum(steps)))
+    v = rng.choice([100.0, 250.0, 300.0], t.size) if seed % 4 < 2 else rng.uniform(0, 500, t.size)
+    length = float(rng.integers(1, 6)) * H if hourly else rng.uniform(0.0, 8.0) * H
+    earliest = float(t[0]) + rng.choice([0.0, rng.uniform(0.0, H)])
+    latest = earliest + rng.uniform(-H, 20 * H)
+    starts = window_candidates(t, earliest, latest, length)
+    assert starts.tolist() == _reference_candidates(t, earliest, latest, length).tolist()
+    means = window_means(t, v, starts, length)
+    assert means.tolist() == _reference_means(t, v, starts, length).tolist()
+    cum = prefix_integrals(t, v)
+    assert window_means(t, v, starts, length, cum).tolist() == means.tolist()
+    cut = int(rng.integers(1, t.size))
+    assert prefix_integrals(t[:cut], v[:cut]).tolist() == cum[:cut].tolist()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_start_now_answer_holds_from_every_later_time_until_the_promised_one(seed):
+    """`best_window_plan`: from any t before `holds_until_s`, the best window over [t,
+    latest] of the same forecast (cut at the same end) starts at t; a later start promises
+    nothing."""
+    rng = np.random.default_rng(seed)
+    t = np.concatenate(
+        ([0.0], np.cumsum(np.full(30, H) if seed % 2 else rng.uniform(0.3, 2, 30) * H))
+    )
+    v = rng.choice([100.0, 200.0, 300.0], t.size) if seed % 3 == 0 else rng.uniform(0, 500, t.size)
+    v[: seed % 4] = 50.0  # a clean start: starting now is best, for a while
+    length, latest = rng.uniform(0.2, 6.0) * H, rng.uniform(2.0, 20.0) * H
+    end = latest + length
+    times, values = t[t < end], v[t < end]
+    start, until = best_window_plan(times, values, 0.0, latest, length)
+    assert start == best_window_start(times, values, 0.0, latest, length)[0]
+    if start > 0.0:
+        assert until == 0.0
+    for now in np.linspace(0.0, until, 50, endpoint=False)[1:] if until > 0.0 else []:
+        k = np.searchsorted(times, now, side="right") - 1
+        later_t = np.concatenate(([now], times[k + 1 :]))
+        assert best_window_start(later_t, values[k:], now, latest, length)[0] == now
 
 
 def test_percentiles_are_weighted_by_how_long_each_value_holds():
@@ -458,6 +528,35 @@ def test_on_a_crowded_two_site_cluster_every_action_is_valid(policy):
     assert all(a.gpu_model for a in recording.actions if isinstance(a, Start | Resume))
     if getattr(policy, "interruptible", False):
         assert {"Suspend", "Resume"} <= kinds
+
+
+class FreshPlans(WaitAwhile):
+    """wait_awhile that makes no promise with its plans: a job planned to start now that
+    finds no GPUs is planned afresh at every decision."""
+
+    def choose_start(self, job, times, values, cum, latest, runtime):
+        return super().choose_start(job, times, values, cum, latest, runtime)[0], times[0]
+
+
+@pytest.mark.parametrize("forecast", ["perfect", "persistence", "gaussian"])
+def test_plans_kept_while_they_hold_are_the_plans_made_afresh(forecast):
+    """On three small sites flooded with jobs (most wait for GPUs, so plans to start now
+    are made again and again), keeping a start-now plan while it holds gives the same run,
+    bit for bit, as planning afresh at every decision."""
+    noise = {"sigma_frac": 0.2} if forecast == "gaussian" else {}
+    scenario = load_scenario(
+        REPO / "scenarios" / "quickstart.toml",
+        [
+            "duration_h=24",
+            "workload.synthetic.arrival_rate_per_h=40",
+            "demand_response=[]",
+            f"forecast={json.dumps({'model': forecast, **noise}).replace(':', '=')}",
+        ],
+    )
+    kept, fresh = simulate(scenario, WaitAwhile()), simulate(scenario, FreshPlans())
+    assert kept.summary["jobs_submitted"] > 800
+    pd.testing.assert_frame_equal(kept.jobs, fresh.jobs)
+    pd.testing.assert_frame_equal(kept.events, fresh.events)
 
 
 # --- end to end on a real grid -------------------------------------------------------------

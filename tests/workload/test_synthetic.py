@@ -91,6 +91,15 @@ def test_philly_preset_gpu_mix_and_duration_percentiles():
     assert np.mean(d_min) / 60 == pytest.approx(c.duration.expected_h(), rel=0.05)
 
 
+def test_every_job_refers_to_one_profile_text():
+    """Memory at millions of jobs: the profile column holds one shared text, not a copy
+    per job."""
+    jobs = gen(cfg(profile="resnet50"), 24.0)
+    assert len(jobs) > 100
+    assert set(jobs.profile) == {"resnet50"}
+    assert len({id(p) for p in jobs.profile}) == 1
+
+
 def test_explicit_keys_override_the_preset():
     c = SyntheticWorkload.model_validate(
         {"preset": "philly", "arrival_rate_per_h": 1.0, "gpus": {1: 1.0}}
