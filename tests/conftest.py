@@ -36,6 +36,25 @@ BASE = {
 }
 
 
+SMALL_SCENARIO_TOML = """
+name = "small"
+start = 2020-06-01T00:00:00Z
+duration_h = 24
+
+[[sites]]
+name = "a"
+lat = 50.1
+lon = 8.7
+carbon = { constant_g_per_kwh = 300 }
+gpus = [{ model = "A100-80GB", count = 8 }]
+
+[workload.synthetic]
+arrival_rate_per_h = 2
+duration = { dist = "exponential", mean_h = 1 }
+"""
+"""A valid one-site scenario file, for tests that damage it or run a policy on it."""
+
+
 def site(**changes) -> dict:
     """The base site (A100-80GB x 4, PUE 1.5, host 40 W/GPU, 300 g/kWh) with `changes`."""
     return {**copy.deepcopy(BASE["sites"][0]), **changes}

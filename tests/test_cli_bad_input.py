@@ -8,24 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import SMALL_SCENARIO_TOML, run_cli
 
-GOOD = """
-name = "bad-input"
-start = 2020-06-01T00:00:00Z
-duration_h = 24
-
-[[sites]]
-name = "a"
-lat = 50.1
-lon = 8.7
-carbon = { constant_g_per_kwh = 300 }
-gpus = [{ model = "A100-80GB", count = 8 }]
-
-[workload.synthetic]
-arrival_rate_per_h = 2
-duration = { dist = "exponential", mean_h = 1 }
-"""
+GOOD = SMALL_SCENARIO_TOML
 
 
 def write(tmp_path, text, name="study.toml"):

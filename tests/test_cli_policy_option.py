@@ -4,8 +4,9 @@ policy, and nothing the user gave is dropped without a word."""
 from __future__ import annotations
 
 import sim
+from tests.conftest import SMALL_SCENARIO_TOML as SCENARIO
 from tests.conftest import run_cli
-from tests.test_cli_user_policies import SCENARIO, write
+from tests.test_cli_user_policies import write
 
 
 def test_params_set_after_policy_reach_that_policy(tmp_path, capsys):

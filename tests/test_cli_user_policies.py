@@ -9,24 +9,9 @@ import textwrap
 import pytest
 
 import sim
-from tests.conftest import make_scenario, run_cli
+from tests.conftest import SMALL_SCENARIO_TOML, make_scenario, run_cli
 
-SCENARIO = """
-name = "user-policy"
-start = 2020-06-01T00:00:00Z
-duration_h = 12
-
-[[sites]]
-name = "a"
-lat = 50.1
-lon = 8.7
-carbon = { constant_g_per_kwh = 300 }
-gpus = [{ model = "A100-80GB", count = 8 }]
-
-[workload.synthetic]
-arrival_rate_per_h = 2
-duration = { dist = "exponential", mean_h = 1 }
-"""
+SCENARIO = SMALL_SCENARIO_TOML
 
 CASES = {
     "a syntax error": (

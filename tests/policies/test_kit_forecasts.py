@@ -14,7 +14,7 @@ from policies.kit import (
     best_window_start,
     window_means,
 )
-from policies.kit.time_shifting import FIRST_HORIZON_S as DEFAULT_HORIZON_S
+from policies.kit.time_shifting import FIRST_HORIZON_S
 
 
 class _Given:
@@ -101,11 +101,11 @@ def test_a_site_is_fetched_once_per_decision_unless_a_longer_horizon_is_asked() 
     state = _State()
     forecasts = DecisionForecasts(state)  # type: ignore[arg-type]
     first = forecasts.until("a", 100.0 + 3600.0)
-    assert forecasts.until("a", 100.0 + DEFAULT_HORIZON_S) is first
-    assert state.asked == [("a", DEFAULT_HORIZON_S)]
+    assert forecasts.until("a", 100.0 + FIRST_HORIZON_S) is first
+    assert state.asked == [("a", FIRST_HORIZON_S)]
     assert first.values[0] == 250.0  # the current step is the intensity measured now
-    longer = forecasts.until("a", 100.0 + DEFAULT_HORIZON_S + 1.0)
-    assert state.asked[-1] == ("a", 2 * DEFAULT_HORIZON_S)  # at least twice the last
+    longer = forecasts.until("a", 100.0 + FIRST_HORIZON_S + 1.0)
+    assert state.asked[-1] == ("a", 2 * FIRST_HORIZON_S)  # at least twice the last
     assert longer.times.size > first.times.size
     forecasts.until("b", 200.0)
     assert [site for site, _ in state.asked] == ["a", "a", "b"]
