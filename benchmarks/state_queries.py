@@ -34,6 +34,7 @@ def queries(state: SystemState) -> dict[str, Callable[[], object]]:
     job = state.pending[0] if state.pending else running
     here, there = state.sites[0], state.sites[-1]
     model = state.gpu_models(here)[0]
+    mark = state.pending_mark - 1
     return {
         "`now_s`": lambda: state.now_s,
         "`len(pending)`, `len(running)`": lambda: (len(state.pending), len(state.running)),
@@ -48,7 +49,10 @@ def queries(state: SystemState) -> dict[str, Callable[[], object]]:
         "`operating_point(model, profile, cap)`": lambda: state.operating_point(
             model, "mixed", 250.0
         ),
+        "`pending_since(pending_mark - 1)`": lambda: state.pending_since(mark),
         "`estimate(job, site)`": lambda: state.estimate(job, there),
+        "`runtime_s(job, site)`": lambda: state.runtime_s(job, there),
+        "`runtime_version(site)`": lambda: state.runtime_version(here),
         "`power_delta_w(job)`": lambda: state.power_delta_w(job, site=here),
         "`transfer_cost(src, dst, 50 GB)`": lambda: state.transfer_cost(here, there, 50.0),
         "`migration_cost(running job, site)`": lambda: state.migration_cost(running, there),

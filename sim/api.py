@@ -19,7 +19,8 @@ Actions are checked by the engine in order; an action that cannot be applied rai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Protocol, overload
@@ -223,7 +224,7 @@ class StateQueries(Protocol):
     jobs: JobTable
     """The workload's columns (ids, submit times, GPUs, work, deadlines, ...)."""
     site_names: tuple[str, ...]
-    pending: dict[int, None]
+    pending: dict[int, int]
     running: dict[int, None]
     suspended: dict[int, None]
 
@@ -232,6 +233,9 @@ class StateQueries(Protocol):
     @property
     def horizon_s(self) -> float: ...
     def site(self, name: str) -> Site: ...
+    @property
+    def pending_count(self) -> int: ...
+    def pending_since(self, mark: int) -> list[int]: ...
     def state_name(self, j: int) -> str: ...
     def remaining_gpu_s(self, j: int) -> float: ...
     def held(self, j: int) -> bool: ...
@@ -252,6 +256,8 @@ class StateQueries(Protocol):
     def estimate(
         self, j: int, site_name: str, cap: float | None, model: str | None
     ) -> tuple[float, float]: ...
+    def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float: ...
+    def runtime_version(self, site_name: str) -> int: ...
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
     def site_it_w(self, name: str) -> float: ...
 
@@ -314,8 +320,8 @@ class JobView:
     @property
     def deadline_s(self) -> float | None:
         """Latest completion time, or None for a job that must run as soon as possible."""
-        d = self._q.jobs.deadline_s[self.index]
-        return None if np.isnan(d) else float(d)
+        d = float(self._q.jobs.deadline_s[self.index])
+        return None if math.isnan(d) else d
 
     @property
     def interruptible(self) -> bool:
@@ -377,7 +383,7 @@ class _JobSeq(Sequence[JobView]):
 
     __slots__ = ("_q", "_members")
 
-    def __init__(self, queries: StateQueries, members: dict[int, None]):
+    def __init__(self, queries: StateQueries, members: Mapping[int, object]):
         self._q = queries
         self._members = members
 
@@ -511,6 +517,18 @@ class SystemState:
     def horizon_s(self) -> float:
         return self._q.horizon_s
 
+    @property
+    def pending_mark(self) -> int:
+        """A mark of the pending queue now, for `pending_since`."""
+        return self._q.pending_count
+
+    def pending_since(self, mark: int) -> list[JobView]:
+        """The jobs pending now that became pending (arrived, or came back from a deferral)
+        after `pending_mark` gave `mark`, in queue order: the tail of `pending`. Costs
+        O(those jobs), where walking `pending` costs O(all of them)."""
+        q = self._q
+        return [JobView(q, j) for j in q.pending_since(mark)]
+
     def gpu_models(self, site: str) -> tuple[str, ...]:
         return tuple(p.model for p in self._q.site(site).pools)
 
@@ -640,3 +658,17 @@ class SystemState:
         now, uninterrupted, under `cap_w` (None: the site's cap, or uncapped), on `gpu_model`
         (None: the site's first pool)."""
         return self._q.estimate(job.index, site, cap_w, gpu_model)
+
+    def runtime_s(
+        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
+    ) -> float:
+        """`estimate(job, site, cap_w, gpu_model)`'s runtime_s alone, at a third of its cost
+        (no energy integral)."""
+        return self._q.runtime_s(job.index, site, cap_w, gpu_model)
+
+    def runtime_version(self, site: str) -> int:
+        """A number that changes whenever `runtime_s` (and `estimate`'s runtime) at `site`
+        may change for a job that has not run yet: a new site cap, and with power-off, any
+        start, end or switch-off there. While it is unchanged, such a job's runtime there
+        is too: a policy may keep it rather than ask again."""
+        return self._q.runtime_version(site)

@@ -208,6 +208,7 @@ class Site:
         "facility_ci",
         "pools",
         "cap_w",
+        "runtime_version",
         "it_w",
         "busy_gpus",
         "total_gpus",
@@ -246,6 +247,10 @@ class Site:
         ]
         self.cap_w: float | None = None
         """Site-wide GPU power cap, W, for jobs without a cap of their own."""
+        self.runtime_version = 0
+        """Changes whenever a job that has not run yet may get another runtime estimate
+        here: when the cap changes, and with power-off, at every allocation, release and
+        switch-off (they change which starts need a node woken)."""
         self.total_gpus = sum(p.count for p in self.pools)
         self.busy_gpus = 0
         self.it_w = sum(p.count * (p.idle_w + p.host_w) for p in self.pools)
@@ -271,6 +276,7 @@ class Site:
         pool._accrue(now_s)
         woken = 0
         if self.power_off is not None:
+            self.runtime_version += 1
             woken = pool.nodes_to_wake(gpus)
             for _ in range(pool.nodes_taken(gpus) - woken):
                 pool.idle_since.pop()  # the most recently idled node
@@ -289,6 +295,7 @@ class Site:
         busy = pool.count - pool.free
         freed = 0
         if self.power_off is not None:
+            self.runtime_version += 1
             freed = pool.busy_nodes(busy) - pool.busy_nodes(busy - gpus)
             pool.idle_since.extend([now_s] * freed)
         pool.free += gpus
@@ -309,6 +316,7 @@ class Site:
                 self.it_w -= pool.node_w
                 off += 1
         if off:
+            self.runtime_version += 1
             self.log_power(now_s)
         return off
 

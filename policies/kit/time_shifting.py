@@ -49,8 +49,8 @@ def runtime_s(state: SystemState, job: JobView) -> float:
     """Time to finish `job`'s remaining work uninterrupted, s: where it runs (on its GPU
     model, under its cap), else at its origin site on the site's first GPU model."""
     if job.site is not None:
-        return state.estimate(job, job.site, job.cap_w, job.gpu_model)[0]
-    return state.estimate(job, job.origin_site)[0]
+        return state.runtime_s(job, job.site, job.cap_w, job.gpu_model)
+    return state.runtime_s(job, job.origin_site)
 
 
 def forecast_from_now(
@@ -179,6 +179,11 @@ class TimeShifter(Policy):
         self._kind = bytearray()
         """Per job index: 0 not yet seen, `_FLEXIBLE` (ask `defer_until`) or `_RUN_NOW`
         (no deadline, or `start_when_free`): one byte per job."""
+        self._mark = 0
+        """`state.pending_mark` at the last decision: jobs pending since are new to it."""
+        self._flexible: dict[int, JobView] = {}
+        """Job index -> view of the pending jobs of kind `_FLEXIBLE`, in queue order (and,
+        until the next full walk, some that left the queue)."""
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
         """When pending `job` (which has a deadline) should be looked at again, s; None:
@@ -207,31 +212,65 @@ class TimeShifter(Policy):
     def decide(self, state: SystemState) -> list[Action]:
         free = FreeGpus(state)
         actions = self.preempt(state, free)
+        self._see_new_pending(state)
         if not state.pending:
             return actions
         now = state.now_s
-        blocked = False
         kind = self._kind
+        asked: set[int] = set()
         for job in state.pending:
+            j = job.index
+            if kind[j] == _FLEXIBLE:
+                asked.add(j)
+                until = self.defer_until(state, job)
+                if until is not None and until - now >= MIN_DEFER_S:
+                    actions.append(Defer(job, until))
+                    continue
+            placed = self.place(state, free, job)
+            if placed is not None:
+                actions.append(placed)
+                self.started(job)
+            elif not self.backfill:
+                self._defer_flexible(state, asked, actions)
+                return actions
+        self._flexible = {j: job for j, job in self._flexible.items() if _still_flexible(job, kind)}
+        return actions
+
+    def _see_new_pending(self, state: SystemState) -> None:
+        """Classify the jobs that became pending since the last decision, and queue the
+        flexible ones in `_flexible`, in the pending queue's order."""
+        kind = self._kind
+        for job in state.pending_since(self._mark):
             j = job.index
             if j >= len(kind):
                 kind.extend(bytes(j + 1 + len(kind)))
             if not kind[j]:
                 kind[j] = _RUN_NOW if job.deadline_s is None else _FLEXIBLE
             if kind[j] == _FLEXIBLE:
-                until = self.defer_until(state, job)
-                if until is not None and until - now >= MIN_DEFER_S:
-                    actions.append(Defer(job, until))
-                    continue
-            if blocked:
+                self._flexible.pop(j, None)  # back in the queue: at its end
+                self._flexible[j] = job
+        self._mark = state.pending_mark
+
+    def _defer_flexible(self, state: SystemState, asked: set[int], actions: list[Action]) -> None:
+        """Once a job that should start now has not fit (no backfill), no later job starts:
+        only flexible jobs not `asked` yet can act, by a deferral. They are found in
+        `_flexible` rather than by walking the whole queue."""
+        now = state.now_s
+        kind = self._kind
+        for j, job in list(self._flexible.items()):
+            if j in asked:
                 continue
-            placed = self.place(state, free, job)
-            if placed is not None:
-                actions.append(placed)
-                self.started(job)
-            elif not self.backfill:
-                blocked = True
-        return actions
+            if not _still_flexible(job, kind):
+                del self._flexible[j]
+                continue
+            until = self.defer_until(state, job)
+            if until is not None and until - now >= MIN_DEFER_S:
+                actions.append(Defer(job, until))
+
+
+def _still_flexible(job: JobView, kind: bytearray) -> bool:
+    """Whether `job` is pending and still asked when to start (`defer_until`)."""
+    return kind[job.index] == _FLEXIBLE and job.state == "pending"
 
 
 @dataclass
@@ -269,12 +308,16 @@ class PlannedStart(TimeShifter):
         """Job index -> its plan to start now, for pending jobs planned to start now."""
         self._forecasts: DecisionForecasts | None = None
         """The sites' forecasts of the current decision time."""
+        self._runtimes: dict[int, tuple[int, float, float]] = {}
+        """Job index -> (origin's `runtime_version`, runtime s, latest start s), for the
+        jobs not yet deferred or started."""
         self._extended: set[int] = set()
         """ids of the earlier forecasts that the current decision's extend (so do its
         longer ones)."""
 
     def latest_start(self, state: SystemState, job: JobView, runtime: float) -> float:
-        """The latest start this policy allows `job`, s."""
+        """The latest start this policy allows `job`, s: a function of the job and its
+        `runtime` alone (it is kept while they are unchanged)."""
         return latest_start_s(state, job, runtime, self.margin_s)
 
     def choose_start(
@@ -305,12 +348,11 @@ class PlannedStart(TimeShifter):
         if j in self._planned:
             return None  # back from its deferral: its time has come
         now = state.now_s
-        runtime = runtime_s(state, job)
-        latest = self.latest_start(state, job, runtime)
+        site = job.origin_site
+        runtime, latest = self._runtime_and_latest(state, job, site)
         if latest - now < MIN_DEFER_S:
             return None
         horizon = latest + runtime - now
-        site = job.origin_site
         held = self._starts_now.get(j)
         if held is not None and self._still_starts_now(state, site, held, runtime, latest, horizon):
             return None
@@ -326,9 +368,25 @@ class PlannedStart(TimeShifter):
                 )
             return None
         self._starts_now.pop(j, None)
+        self._runtimes.pop(j, None)
         self._planned[j] = start
         self.start_when_free(job)  # back from its deferral, its time has come
         return start
+
+    def _runtime_and_latest(
+        self, state: SystemState, job: JobView, site: str
+    ) -> tuple[float, float]:
+        """(`runtime_s`, `latest_start`) of pending `job` at its origin `site`, s: kept
+        while the site's `runtime_version` is unchanged (the job has not run, so only the
+        site can change them)."""
+        version = state.runtime_version(site)
+        known = self._runtimes.get(job.index)
+        if known is not None and known[0] == version:
+            return known[1], known[2]
+        runtime = runtime_s(state, job)
+        latest = self.latest_start(state, job, runtime)
+        self._runtimes[job.index] = (version, runtime, latest)
+        return runtime, latest
 
     def _still_starts_now(
         self,
@@ -359,3 +417,4 @@ class PlannedStart(TimeShifter):
     def started(self, job: JobView) -> None:
         self._planned.pop(job.index, None)
         self._starts_now.pop(job.index, None)
+        self._runtimes.pop(job.index, None)

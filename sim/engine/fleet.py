@@ -125,6 +125,7 @@ class Fleet(Component):
         """Cap every GPU of `site`, W (None: no cap): jobs without a cap of their own and
         later starts run under it."""
         site.cap_w = watts
+        site.runtime_version += 1
         now = self._core.env.now
         self._core.events.append(
             now, "setcap", -1, site.index, math.nan if watts is None else watts

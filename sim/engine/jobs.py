@@ -53,6 +53,7 @@ class JobBook(Component):
         "_core",
         "state",
         "pending",
+        "pending_count",
         "running",
         "suspended",
         "deferred_until",
@@ -68,7 +69,11 @@ class JobBook(Component):
         self.state = array("b", [SUBMITTED_LATER]) * n
         """Per job, one of the state codes above."""
         # Ordered job sets (dicts as insertion-ordered sets), viewed by the policy.
-        self.pending: dict[int, None] = {}
+        self.pending: dict[int, int] = {}
+        """Pending jobs -> when each became pending, counted in `pending_count` (so the
+        values increase along the dict's order)."""
+        self.pending_count = 0
+        """How many times a job has become pending so far (arrival or deferral expiry)."""
         self.running: dict[int, None] = {}
         self.suspended: dict[int, None] = {}
         self.deferred_until: dict[int, float] = {}
@@ -97,9 +102,24 @@ class JobBook(Component):
             if gpus[j] > largest:
                 self.reject(j, f"needs {gpus[j]} GPUs; the largest pool has {largest}")
                 continue
-            self.state[j] = PENDING
-            self.pending[j] = None
+            self._make_pending(j)
             core.request_decision()
+
+    def _make_pending(self, j: int) -> None:
+        self.state[j] = PENDING
+        self.pending[j] = self.pending_count
+        self.pending_count += 1
+
+    def pending_since(self, mark: int) -> list[int]:
+        """The pending jobs that became pending at or after `mark` (a `pending_count`), in
+        queue order: O(those jobs)."""
+        newer: list[int] = []
+        for j, count in reversed(self.pending.items()):
+            if count < mark:
+                break
+            newer.append(j)
+        newer.reverse()
+        return newer
 
     def leave_queue(self, j: int) -> None:
         """`j` starts: out of the pending set, its deferral forgotten."""
@@ -145,8 +165,7 @@ class JobBook(Component):
         if self.deferred_until.get(j) != until_s:
             return  # started, rejected or deferred again meanwhile
         del self.deferred_until[j]
-        self.state[j] = PENDING
-        self.pending[j] = None
+        self._make_pending(j)
         self._core.events.append(self._core.env.now, "ready", j)
         self._core.request_decision()
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.api import DemandResponseView
-from sim.cluster import Site
+from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
 from sim.engine.runs import WS_PER_KWH
@@ -61,6 +61,13 @@ class Queries(Component):
     @property
     def horizon_s(self) -> float:
         return self._core.horizon_s
+
+    @property
+    def pending_count(self) -> int:
+        return self._core.book.pending_count
+
+    def pending_since(self, mark: int) -> list[int]:
+        return self._core.book.pending_since(mark)
 
     def site(self, name: str) -> Site:
         return self._core.fleet.site(name)
@@ -212,17 +219,12 @@ class Queries(Component):
         self, j: int, site_name: str, cap: float | None, model: str | None
     ) -> tuple[float, float]:
         core = self._core
-        runs = core.runs
         site = self.site(site_name)
         pool = core.fleet.pool(site, model, "estimate")
-        rate, draw_w = runs.rate_and_draw(j, site, pool, cap)
-        gpus = runs.gpus[j]
+        hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
         now = core.env.now
-        hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
-        hold_s = max(hold_s, core.fleet.wake_s(site, pool, gpus))
-        runtime_s = runs.remaining_now_gpu_s(j) / rate
         energy_kwh = (
-            gpus
+            core.runs.gpus[j]
             * (
                 (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
                 + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
@@ -230,6 +232,29 @@ class Queries(Component):
             / WS_PER_KWH
         )
         return hold_s + runtime_s, energy_kwh
+
+    def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float:
+        site = self.site(site_name)
+        hold_s, runtime_s, _ = self._hold_run_draw(
+            j, site, self._core.fleet.pool(site, model, "runtime_s"), cap
+        )
+        return hold_s + runtime_s
+
+    def runtime_version(self, site_name: str) -> int:
+        return self.site(site_name).runtime_version
+
+    def _hold_run_draw(
+        self, j: int, site: Site, pool: Pool, cap: float | None
+    ) -> tuple[float, float, float]:
+        """(hold s, computing s, active W per GPU) of `j` started or resumed on `pool` now:
+        the hold is a suspended job's checkpoint load or the boot of powered-off nodes,
+        whichever is longer."""
+        core = self._core
+        runs = core.runs
+        rate, draw_w = runs.rate_and_draw(j, site, pool, cap)
+        hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
+        hold_s = max(hold_s, core.fleet.wake_s(site, pool, runs.gpus[j]))
+        return hold_s, runs.remaining_now_gpu_s(j) / rate, draw_w
 
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
         core = self._core

@@ -21,17 +21,20 @@ import pytest
 from policies.carbon_threshold import CarbonThreshold
 from policies.gaia import CarbonTime, LowestWindow
 from policies.kit import (
+    MIN_DEFER_S,
     WindowMean,
     best_window_plan,
     best_window_start,
     prefix_integrals,
+    runtime_s,
     time_weighted_percentile,
     window_candidates,
     window_means,
 )
+from policies.kit.time_shifting import _FLEXIBLE
 from policies.run_now import RunNow
 from policies.wait_awhile import WaitAwhile
-from sim.api import Defer, Resume, Start, Suspend
+from sim.api import Defer, Resume, SetCap, Start, Suspend
 from sim.errors import ScenarioError
 from sim.plugins import build_policy
 from sim.run import simulate
@@ -531,19 +534,55 @@ def test_on_a_crowded_two_site_cluster_every_action_is_valid(policy):
 
 
 class FreshPlans(WaitAwhile):
-    """wait_awhile that makes no promise with its plans: a job planned to start now that
-    finds no GPUs is planned afresh at every decision."""
+    """wait_awhile the slow, obvious way: it makes no promise with its plans (a job planned
+    to start now that finds no GPUs is planned afresh at every decision), asks every
+    runtime afresh, and walks the whole pending queue for flexible jobs once blocked."""
 
     def choose_start(self, job, times, values, cum, latest, runtime):
         return super().choose_start(job, times, values, cum, latest, runtime)[0], times[0]
 
+    def _runtime_and_latest(self, state, job, site):
+        runtime = runtime_s(state, job)
+        return runtime, self.latest_start(state, job, runtime)
 
-@pytest.mark.parametrize("forecast", ["perfect", "persistence", "gaussian"])
-def test_plans_kept_while_they_hold_are_the_plans_made_afresh(forecast):
+    def _defer_flexible(self, state, asked, actions):
+        for job in state.pending:
+            if job.index not in asked and job.deadline_s is not None:
+                if self._kind[job.index] == _FLEXIBLE:
+                    until = self.defer_until(state, job)
+                    if until is not None and until - state.now_s >= MIN_DEFER_S:
+                        actions.append(Defer(job, until))
+
+
+class CapsFrankfurtInEvenHours:
+    """Mixed into a policy: caps every GPU in Frankfurt at 200 W during even hours, so
+    that the runtimes of jobs not started yet change there."""
+
+    def decide(self, state):
+        capped = int(state.now_s // 3600) % 2 == 0
+        return [*super().decide(state), SetCap("frankfurt", 200.0 if capped else None)]
+
+
+class CappedKept(CapsFrankfurtInEvenHours, WaitAwhile):
+    pass
+
+
+class CappedFresh(CapsFrankfurtInEvenHours, FreshPlans):
+    pass
+
+
+@pytest.mark.parametrize(
+    "forecast, changing_sites",
+    [("perfect", False), ("persistence", False), ("gaussian", False), ("perfect", True)],
+)
+def test_plans_kept_while_they_hold_are_the_plans_made_afresh(forecast, changing_sites):
     """On three small sites flooded with jobs (most wait for GPUs, so plans to start now
-    are made again and again), keeping a start-now plan while it holds gives the same run,
-    bit for bit, as planning afresh at every decision."""
+    are made again and again), keeping a start-now plan while it holds, and runtimes while
+    their site's `runtime_version` holds, gives the same run, bit for bit, as planning
+    afresh at every decision. With `changing_sites`, nodes power off and on and
+    Frankfurt's cap changes every hour, so runtimes of waiting jobs change."""
     noise = {"sigma_frac": 0.2} if forecast == "gaussian" else {}
+    power_off = [f"sites[{i}].power_off={{idle_s=600, wake_s=300, off_w=10}}" for i in range(3)]
     scenario = load_scenario(
         REPO / "scenarios" / "quickstart.toml",
         [
@@ -551,12 +590,17 @@ def test_plans_kept_while_they_hold_are_the_plans_made_afresh(forecast):
             "workload.synthetic.arrival_rate_per_h=40",
             "demand_response=[]",
             f"forecast={json.dumps({'model': forecast, **noise}).replace(':', '=')}",
+            *(power_off if changing_sites else []),
         ],
     )
-    kept, fresh = simulate(scenario, WaitAwhile()), simulate(scenario, FreshPlans())
-    assert kept.summary["jobs_submitted"] > 800
-    pd.testing.assert_frame_equal(kept.jobs, fresh.jobs)
-    pd.testing.assert_frame_equal(kept.events, fresh.events)
+    kept, fresh = (CappedKept(), CappedFresh()) if changing_sites else (WaitAwhile(), FreshPlans())
+    kept_run, fresh_run = simulate(scenario, kept), simulate(scenario, fresh)
+    assert kept_run.summary["jobs_submitted"] > 800
+    pd.testing.assert_frame_equal(kept_run.jobs, fresh_run.jobs)
+    pd.testing.assert_frame_equal(kept_run.events, fresh_run.events)
+    if changing_sites:
+        assert (kept_run.events["kind"] == "wake").any()
+        assert (kept_run.events["kind"] == "setcap").sum() > 10
 
 
 # --- end to end on a real grid -------------------------------------------------------------
