@@ -415,6 +415,8 @@ class CarbonAwareCap(Adjuster):
         self._run: object = None  # the state of the run the memory below belongs to
         self._levels: dict[str, tuple[float, float]] = {}  # site -> (valid until s, level)
         self._recapped_level: dict[str, float] = {}  # site -> level running jobs last got
+        self._recapped_until_s = -math.inf
+        """Until when every site's level stays the one its running jobs last got, s."""
         self._set: dict[JobView, float | None] = {}  # job -> cap this policy gave it
         self._level_caps: dict[tuple[str, str, str], tuple[float, float | None]] = {}
         """(site, GPU model, profile) -> (the level last asked, its cap before the deadline
@@ -512,6 +514,7 @@ class CarbonAwareCap(Adjuster):
             self._run = state
             self._levels.clear()
             self._recapped_level.clear()
+            self._recapped_until_s = -math.inf
             self._set.clear()
             self._level_caps.clear()
 
@@ -525,12 +528,17 @@ class CarbonAwareCap(Adjuster):
 
     def _recap(self, state: SystemState, concerned: set[JobView]) -> list[Action]:
         """SetCaps for the running jobs of sites whose level changed since their last re-cap."""
+        if state.now_s < self._recapped_until_s:
+            return []  # no site's level can have changed: each is still the one cached
         changed = set()
+        recapped_until_s = math.inf
         for name in state.sites:
             lvl = self.level(state, name)
+            recapped_until_s = min(recapped_until_s, self._levels[name][0])
             if self._recapped_level.get(name) != lvl:
                 self._recapped_level[name] = lvl
                 changed.add(name)
+        self._recapped_until_s = recapped_until_s
         if not changed:
             return []
         out: list[Action] = []

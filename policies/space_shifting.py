@@ -37,7 +37,7 @@ the facility energy, so each site's PUE counts; embodied carbon is not weighed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,38 +203,65 @@ class ForecastSite(_StartNow):
 class Bookings:
     """GPUs per (site, model) over time as one decision sees them: running jobs until their
     expected end, and the jobs planned to start later, so that planned starts do not pile
-    more jobs onto a site's clean hours than it has GPUs. A pool's running jobs are read
-    (`state.expected_ends`) only when a plan first asks about that pool."""
+    more jobs onto a site's clean hours than it has GPUs. The plans are kept across
+    decisions (`add`, `drop`); the running jobs are those of the decision last given to
+    `look_at`, a pool's read (`state.expected_ends`) only when a plan first asks about it."""
 
-    def __init__(self, state: SystemState, planned: Iterable[tuple[JobView, Option]]):
-        self._state = state
-        self._spans: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
-        """Planned starts per pool: (start_s, end_s, GPUs)."""
+    def __init__(self) -> None:
+        self._state: SystemState | None = None
+        self._spans: dict[tuple[str, str], dict[JobView, tuple[float, float, int]]] = {}
+        """Planned starts per pool: job -> (start_s, end_s, GPUs)."""
         self._running: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
-        for job, o in planned:
-            self.add(o, job.gpus)
 
-    def add(self, o: Option, gpus: int) -> None:
-        self._spans.setdefault((o.site, o.gpu_model), []).append((o.start_s, o.end_s, gpus))
+    def look_at(self, state: SystemState) -> None:
+        """See the running jobs of `state`'s decision from now on."""
+        self._state = state
+        self._running.clear()
+
+    def add(self, job: JobView, o: Option) -> None:
+        """Book `job`'s GPUs for its planned run `o`."""
+        self._spans.setdefault((o.site, o.gpu_model), {})[job] = (o.start_s, o.end_s, job.gpus)
+
+    def drop(self, job: JobView, o: Option) -> None:
+        """Give back what `add(job, o)` booked."""
+        del self._spans[(o.site, o.gpu_model)][job]
 
     def fits(self, o: Option, gpus: int) -> bool:
         """Whether `gpus` more GPUs of `o.gpu_model` at `o.site` stay within the installed ones
-        throughout [o.start_s, o.end_s)."""
+        throughout [o.start_s, o.end_s). The pool's running jobs are read only if the GPUs
+        free now could not hold these and every plan overlapping the span at once: running
+        jobs hold GPUs that are not free, so they never take more than the others."""
+        start, end = o.start_s, o.end_s
         key = (o.site, o.gpu_model)
+        overlapping = [s for s in self._spans.get(key, {}).values() if s[1] > start and s[0] < end]
+        state = self._state
+        assert state is not None, "look_at a decision first"
+        if gpus + sum(n for _, _, n in overlapping) <= state.free_gpus(o.site)[o.gpu_model]:
+            return True
+        return self._swept_fits(state, key, start, end, gpus, overlapping)
+
+    def _swept_fits(
+        self,
+        state: SystemState,
+        key: tuple[str, str],
+        start: float,
+        end: float,
+        gpus: int,
+        overlapping: list[tuple[float, float, int]],
+    ) -> bool:
+        """`fits`, by sweeping the pool's GPUs in use over [start, end) s: its running jobs
+        until their expected ends and the `overlapping` plans."""
         running = self._running.get(key)
         if running is None:
-            running = self._running[key] = self._state.expected_ends(o.site, o.gpu_model)
-        start, end = o.start_s, o.end_s
-        busy = gpus - self._state.total_gpus(o.site)[o.gpu_model]  # > 0: over the installed
+            running = self._running[key] = state.expected_ends(*key)
+        busy = gpus - state.total_gpus(key[0])[key[1]]  # > 0: over the installed
         steps = []  # (time, GPUs taken (+) or given back (-)) inside (start, end)
         for b, n in zip(*running, strict=True):
             if b > start:
                 busy += n
                 if b < end:
                     steps.append((b, -n))
-        for a, b, n in self._spans.get(key, ()):
-            if b <= start or a >= end:
-                continue
+        for a, b, n in overlapping:
             if a <= start:
                 busy += n
             else:
@@ -258,18 +285,31 @@ class SpaceTime(TimeShifter):
         super().__post_init__()
         self._planned: dict[JobView, Option] = {}
         """Jobs deferred to a planned start -> where and when."""
+        self._booked = Bookings()
+        """The running jobs and the plans as the current decision sees them: every plan in
+        `_planned`, and those started since the decision's first look (`_leaving`)."""
+        self._leaving: list[tuple[JobView, Option]] = []
+        """Plans of jobs started since the last look, still booked until the next one (a
+        decision's bookings are those of its first look, and the plans it makes)."""
+        self._looked = False
 
     def decide(self, state: SystemState) -> list[Action]:
         self._outlook = Outlook(state)
-        self._booked: Bookings | None = None  # built when this decision first plans a job
+        self._looked = False  # the bookings are brought up to date when first asked
         return super().decide(state)
 
     def bookings(self, state: SystemState) -> Bookings:
-        """This decision's bookings (running jobs and earlier plans)."""
-        if self._booked is None:
+        """This decision's bookings (running jobs and the plans of jobs not started at its
+        first call)."""
+        if not self._looked:
+            self._looked = True
+            for job, o in self._leaving:
+                self._booked.drop(job, o)
+            self._leaving.clear()
             for job in [j for j in self._planned if j.state not in ("pending", "deferred")]:
-                del self._planned[job]  # started or rejected without this policy's knowing
-            self._booked = Bookings(state, self._planned.items())
+                # started or rejected without this policy's knowing
+                self._booked.drop(job, self._planned.pop(job))
+            self._booked.look_at(state)
         return self._booked
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
@@ -281,7 +321,7 @@ class SpaceTime(TimeShifter):
                 return None  # best now: start where it fits now
             booked = self.bookings(state)
             if booked.fits(o, job.gpus):
-                booked.add(o, job.gpus)
+                booked.add(job, o)
                 self._planned[job] = o
                 return o.start_s
         return None
@@ -293,7 +333,9 @@ class SpaceTime(TimeShifter):
         return take_first(free, job, self._outlook.options(job), self.margin_s)
 
     def started(self, job: JobView) -> None:
-        self._planned.pop(job, None)
+        plan = self._planned.pop(job, None)
+        if plan is not None:
+            self._leaving.append((job, plan))
 
 
 @dataclass
