@@ -124,7 +124,7 @@ class EventLog:
             {
                 "time_s": _drain(self.time_s),
                 "kind": pd.Categorical.from_codes(_drain(self.kind), categories=EVENT_KINDS),
-                "job": pd.Categorical.from_codes(_drain(self.job), categories=pd.Index(job_ids)),
+                "job": _job_categorical(_drain(self.job), job_ids),
                 "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
                 "value": _drain(self.value),
                 "detail": self._drain_detail(),
@@ -186,6 +186,18 @@ class PowerLog:
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
         )
+
+
+def _job_categorical(codes: np.ndarray, job_ids: np.ndarray) -> pd.Categorical:
+    """Job indices (-1: none) as a categorical of the job ids, without the lookup table that
+    checking the ids are unique leaves cached on them: for text categories pandas keeps a
+    Python string per id and a hash table (about 60 MB at a million jobs), which nothing
+    reads afterwards. The ids are unique (`JobTable` checks it)."""
+    column = pd.Categorical.from_codes(codes, categories=pd.Index(job_ids))
+    # pandas' private memo of computed properties, rebuilt on use; if a pandas release drops
+    # it, nothing is cleared (tests/test_results_memory.py then says so)
+    getattr(column.categories, "_cache", {}).clear()
+    return column
 
 
 def _drain(column: array) -> np.ndarray:

@@ -1,0 +1,38 @@
+"""The event table's job column: the job ids as categories, without the lookup table that
+checking their uniqueness leaves behind (about 60 MB at a million jobs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sim.records import EventLog
+
+JOB_IDS = np.array([f"j{i}" for i in range(5)], dtype=object)
+SITES = ["a", "b"]
+
+
+def _event_table() -> pd.DataFrame:
+    log = EventLog()
+    log.append(0.0, "submit", 0)
+    log.append(1.0, "start", 3, 1, detail="V100")
+    log.append(2.0, "dr_start", site=0, value=5.0)
+    return log.drain_frame(JOB_IDS, SITES)
+
+
+def test_the_job_column_names_each_event_s_job_and_none_for_site_wide_events():
+    job = _event_table()["job"]
+    assert job.tolist()[:2] == ["j0", "j3"]
+    assert pd.isna(job.iloc[2])
+
+
+def test_the_job_categories_are_every_job_id_in_job_order_as_pandas_would_build_them():
+    expected = pd.Categorical.from_codes([0, 3, -1], categories=pd.Index(JOB_IDS))
+    pd.testing.assert_extension_array_equal(_event_table()["job"].array, expected)
+
+
+def test_no_lookup_table_is_kept_on_the_job_categories_and_lookups_still_work():
+    categories = _event_table()["job"].cat.categories
+    assert "_engine" not in categories._cache
+    assert categories.get_loc("j3") == 3
+    assert categories.is_unique
