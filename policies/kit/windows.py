@@ -21,7 +21,10 @@ guess there is). Everything here is exact: no sampling of start times, no grid.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import math
+import operator
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, islice
 from typing import NamedTuple
 
 import numpy as np
@@ -144,18 +147,20 @@ def best_window_plan(
     The window mean f is linear between consecutive candidates c_k < c_k+1, and the
     candidates from t in [c_k, c_k+1) are t and those after c_k; so f(t) <= f(c_k+1) +
     max(f(c_k) - f(c_k+1), 0) and f(t) <= max(f(c_k), f(c_k+1)). t is the answer while
-    these bounds stay within the tie tolerance of f at every later candidate (at least
-    `_REL_TIE` g/kWh), by more than what the means, computed from t or from `earliest_s`,
-    may be off by (`_rounding_guard`)."""
+    these bounds stay within the tie tolerance of f at every later candidate, by more than
+    what the means, computed from t or from `earliest_s`, may be off by (`_rounding_guard`).
+    That tolerance is `_REL_TIE` x max(1, |best|), best the least mean from t; it is taken
+    at its least: `_REL_TIE` x max(1, the least mean here less the guard)."""
     starts = window_candidates(times, earliest_s, latest_s, length_s)
     means = window_means(times, values, starts, length_s, cum)
     k = _first_within(means, float(means.min()))
     if k != 0 or starts.size < 2 or length_s <= 0.0:
         return float(starts[k]), earliest_s
     guard = _rounding_guard(times, values, latest_s + length_s, length_s)
+    tie = _REL_TIE * max(1.0, float(means.min()) - guard)
     after_next = np.append(np.minimum.accumulate(means[:1:-1])[::-1], np.inf)
-    holds = (np.maximum(means[:-1] - means[1:], 0.0) + guard <= _REL_TIE) & (
-        np.maximum(means[:-1], means[1:]) + guard <= after_next + _REL_TIE
+    holds = (np.maximum(means[:-1] - means[1:], 0.0) + guard <= tie) & (
+        np.maximum(means[:-1], means[1:]) + guard <= after_next + tie
     )
     broken = np.flatnonzero(~holds)
     return float(starts[0]), float(starts[broken[0] if broken.size else -1])
@@ -208,55 +213,140 @@ class _Plan(NamedTuple):
     """When it ends, s."""
 
 
+class _CheapestFirst:
+    """The steps before a last step, cheapest first (their order in `rest`), with the running
+    sums over the first p of them: length (s) and forecast carbon (g/kWh x s), each added one
+    step at a time in that order, and their earliest start (s). Sums are made as far as they
+    are asked for, and dropped from where a step is inserted, so each is the same float as
+    the one made from scratch over the same steps."""
+
+    __slots__ = ("_carbon", "_earliest_s", "_len_s", "_ranks", "_rest", "_step_carbon", "_t", "_l")
+
+    def __init__(
+        self, rest: list[int], starts_s: list[float], lengths_s: list[float], carbon: list[float]
+    ):
+        self._rest, self._t, self._l, self._step_carbon = rest, starts_s, lengths_s, carbon
+        self._ranks: list[int] = []
+        self._len_s, self._carbon, self._earliest_s = [0.0], [0.0], [math.inf]
+
+    def insert(self, rank: int) -> None:
+        """Add the step at `rank` in `rest`."""
+        at = bisect_left(self._ranks, rank)
+        self._ranks.insert(at, rank)
+        del self._len_s[at + 1 :], self._carbon[at + 1 :], self._earliest_s[at + 1 :]
+
+    def lengths_to(self, need_s: float) -> list[float]:
+        """The running lengths (s) over the first 0, 1, ... steps, made at least until one
+        reaches `need_s` or all steps are in."""
+        while self._len_s[-1] < need_s and len(self._len_s) <= len(self._ranks):
+            self._extend(max(8, len(self._len_s)))
+        return self._len_s
+
+    def _extend(self, count: int) -> None:
+        """Make the running sums over up to `count` more steps."""
+        done = len(self._len_s) - 1
+        steps = [self._rest[r] for r in self._ranks[done : done + count]]
+        for sums, terms, add in (
+            (self._len_s, self._l, operator.add),
+            (self._carbon, self._step_carbon, operator.add),
+            (self._earliest_s, self._t, min),
+        ):
+            sums += islice(
+                accumulate(map(terms.__getitem__, steps), add, initial=sums[-1]), 1, None
+            )
+
+    def sums(self, p: int) -> tuple[float, float, float]:
+        """(length, s; carbon, g/kWh x s; earliest start, s, inf if none) of the first p steps,
+        p less than the size of `lengths_to`'s answer."""
+        return self._len_s[p], self._carbon[p], self._earliest_s[p]
+
+
+class _Candidate(NamedTuple):
+    """A plan of `_last_in_part`: the first p cheapest steps before step `last`, step 0 whole
+    if `with_first`, and `last` in part."""
+
+    cost: float
+    """Its forecast carbon, g/kWh x s."""
+    end_s: float
+    """When it ends, s."""
+    first_start_s: float
+    """When its first step starts, s."""
+    with_first: bool
+    last: int
+    p: int
+
+
+def _ending_in(
+    taken: _CheapestFirst,
+    last: int,
+    with_first: bool,
+    need_s: float,
+    t: list[float],
+    lengths: list[float],
+    vals: list[float],
+) -> list[_Candidate]:
+    """The plans ending in step `last`, used in part (more than 0, at most its length and
+    `SLIVER_S`), after the p cheapest steps before it (and step 0 whole if `with_first`), for
+    every p that leaves such a part: the parts shrink as p grows, so these p are a range."""
+    base_s, base_carbon = (lengths[0], vals[0] * lengths[0]) if with_first else (0.0, 0.0)
+    room_s = lengths[last] + SLIVER_S
+    # The first p that leaves no part: base + taken >= need (the part's sign, exactly).
+    p = bisect_left(taken.lengths_to(need_s), need_s, key=base_s.__add__) - 1
+    found = []
+    while p >= 0:
+        taken_s, taken_carbon, earliest_s = taken.sums(p)
+        part_s = need_s - (base_s + taken_s)
+        if part_s > room_s:
+            break
+        used_s = min(part_s, lengths[last])
+        first_s = t[0] if with_first else min(earliest_s, t[last])
+        cost = base_carbon + taken_carbon + used_s * vals[last]
+        found.append(_Candidate(cost, t[last] + used_s, first_s, with_first, last, p))
+        p -= 1
+    return found
+
+
 def _last_in_part(
     starts: np.ndarray, lengths: np.ndarray, vals: np.ndarray, need_s: float, early_end: bool
 ) -> _Plan:
     """The plan of least cost of whole steps and the last step used in part from its start,
-    `need_s` in all. Ties: the earliest end, then the earliest start if `early_end`; else
-    the latest start, then the latest end (the same rule on a time-reversed forecast).
+    `need_s` (> 0) in all. Ties: the earliest end, then the earliest start if `early_end`;
+    else the latest start, then the latest end (the same rule on a time-reversed forecast).
     For each last step f, the steps before it are the cheapest, as many as leave
     0 < part <= length of f, with and without step 0 (which may be short)."""
     n = lengths.size
     # Steps 1.., cheapest first; equal ones the earliest first (on a reversed forecast, the
     # latest: the earliest in time).
     rest = 1 + np.lexsort((starts[1:] if early_end else -starts[1:], vals[1:]))
-    last = np.arange(n)[:, None]
-    before = np.hstack((np.ones((n, 1), dtype=bool), rest[None, :] < last))
-    # Column 0: no step of `rest`; column j > 0: the first j of `rest` that lie before f.
-    taken_s = np.cumsum(np.where(before[:, 1:], lengths[rest], 0.0), axis=1)
-    taken_cost = np.cumsum(np.where(before[:, 1:], (vals * lengths)[rest], 0.0), axis=1)
-    earliest = np.minimum.accumulate(np.where(before[:, 1:], starts[rest], np.inf), axis=1)
-    zero = np.zeros((n, 1))
-    taken_s, taken_cost = np.hstack((zero, taken_s)), np.hstack((zero, taken_cost))
-    earliest = np.minimum(np.hstack((zero + np.inf, earliest)), starts[last])
-    cost, first_start, end = [], [], []
-    for with_first in (False, True):
-        base_s, base_cost = (lengths[0], vals[0] * lengths[0]) if with_first else (0.0, 0.0)
-        part = need_s - (base_s + taken_s)
-        ok = before & (part > 0.0) & (part <= lengths[last] + SLIVER_S)
-        if with_first:
-            ok &= last >= 1
-        used = np.minimum(part, lengths[last])
-        cost.append(np.where(ok, base_cost + taken_cost + used * vals[last], np.inf))
-        first_start.append(np.full_like(earliest, starts[0]) if with_first else earliest)
-        end.append(starts[last] + used)
-    costs = np.stack(cost)
-    best = float(costs.min())
-    ties = np.flatnonzero(costs <= best + _REL_TIE * max(1.0, abs(best)))
-    ends, firsts = np.stack(end).ravel()[ties], np.stack(first_start).ravel()[ties]
-    keys = (firsts, ends) if early_end else (-ends, -firsts)  # the last key sorts first
-    with_first, f, j = np.unravel_index(ties[np.lexsort(keys)[0]], costs.shape)
-    whole = rest[:j][rest[:j] < f]
-    if with_first:
+    rank = np.empty(n, dtype=int)
+    rank[rest] = np.arange(n - 1)
+    t, lens, v = starts.tolist(), lengths.tolist(), vals.tolist()
+    taken = _CheapestFirst(rest.tolist(), t, lens, (vals * lengths).tolist())
+    found: list[_Candidate] = []
+    for last in range(n):
+        if last >= 2:
+            taken.insert(int(rank[last - 1]))
+        found += _ending_in(taken, last, False, need_s, t, lens, v)
+        if last >= 1:
+            found += _ending_in(taken, last, True, need_s, t, lens, v)
+    best = min(c.cost for c in found)
+    cut = best + _REL_TIE * max(1.0, abs(best))
+    ties = [c for c in found if c.cost <= cut]
+    if early_end:
+        pick = min(ties, key=lambda c: (c.end_s, c.first_start_s, c.with_first, c.last, c.p))
+    else:
+        pick = min(ties, key=lambda c: (-c.first_start_s, -c.end_s, c.with_first, c.last, c.p))
+    whole = rest[rest < pick.last][: pick.p]
+    if pick.with_first:
         whole = np.append(0, whole)
-    part_s = min(need_s - float(lengths[whole].sum()), float(lengths[f]))
+    part_s = min(need_s - float(lengths[whole].sum()), float(lengths[pick.last]))
     return _Plan(
         best,
         np.sort(whole),
-        int(f),
+        pick.last,
         part_s,
-        float(np.stack(first_start)[with_first, f, j]),
-        float(starts[f] + part_s),
+        pick.first_start_s,
+        float(starts[pick.last] + part_s),
     )
 
 
@@ -279,12 +369,17 @@ def cheapest_slots(
 
     Exact when all steps but the first (cut by times[0]) and the last (cut by `end_s`)
     have the same length, as forecasts on a regular grid do; with steps of other lengths
-    the plan is valid, and may cost more than the best by part of a step. O(n^2) for n
-    steps."""
+    the plan is valid, and may cost more than the best by part of a step. No windows if
+    `need_s` <= 0. O(n log n) for n steps, plus the running sums of the cheapest steps
+    before each step, redone from where each step joins them and as far as `need_s` reaches
+    (so that they add up in one fixed order): at most n x m for plans of m steps, when
+    every step is cheaper than all before it."""
     starts, lengths, vals = forecast_slots(times, values, end_s)
     ends = starts + lengths
     if lengths.sum() <= need_s:
         return starts, ends
+    if need_s <= 0.0:
+        return np.empty(0), np.empty(0)
     plan = _last_in_part(starts, lengths, vals, need_s, early_end=True)
     win_starts = np.append(starts[plan.whole], starts[plan.part])
     win_ends = np.append(ends[plan.whole], plan.end_s)
