@@ -662,8 +662,8 @@ class SystemState:
     def runtime_s(
         self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
     ) -> float:
-        """`estimate(job, site, cap_w, gpu_model)`'s runtime_s alone, at a third of its cost
-        (no energy integral)."""
+        """`estimate(job, site, cap_w, gpu_model)`'s runtime_s alone, without its energy
+        integrals."""
         return self._q.runtime_s(job.index, site, cap_w, gpu_model)
 
     def runtime_version(self, site: str) -> int:
