@@ -30,7 +30,8 @@ Differences from the artifact, all documented in docs/policies-time-shifting.md:
   objective, 0 maximises the carbon saved alone, i.e. is `lowest_window`.
 
 As in GAIA, the start is planned once, when the job arrives; the job is deferred to it and
-started when the deferral expires.
+started when the deferral expires. With `capacity_aware = true` (not in GAIA), the start is
+the best one whose run fits the origin site's GPUs (`PlannedStart`, `policies.kit.Bookings`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.kit import PlannedStart, best_window_plan, window_candidates, window_means
+from policies.kit import PlannedStart, Planning, window_candidates, window_means
 from sim.api import JobView, SystemState
 
 __all__ = ["CarbonTime", "LowestWindow"]
@@ -62,17 +63,6 @@ class LowestWindow(PlannedStart):
             latest = min(latest, job.submit_s + self.max_wait_h * 3600.0)
         return latest
 
-    def choose_start(
-        self,
-        job: JobView,
-        times: np.ndarray,
-        values: np.ndarray,
-        cum: np.ndarray,
-        latest: float,
-        runtime: float,
-    ) -> tuple[float, float]:
-        return best_window_plan(times, values, float(times[0]), latest, runtime, cum)
-
 
 @dataclass
 class CarbonTime(LowestWindow):
@@ -86,21 +76,20 @@ class CarbonTime(LowestWindow):
         if not self.weight >= 0.0:
             raise ValueError(f"weight must be >= 0, got {self.weight}")
 
-    def choose_start(
-        self,
-        job: JobView,
-        times: np.ndarray,
-        values: np.ndarray,
-        cum: np.ndarray,
-        latest: float,
-        runtime: float,
-    ) -> tuple[float, float]:
-        now = float(times[0])
-        starts = window_candidates(times, now, latest, runtime)  # starts[0] == now
-        means = window_means(times, values, starts, runtime, cum)
+    def start_costs(self, job: JobView, plan: Planning) -> tuple[np.ndarray, np.ndarray]:
+        """(the candidate starts, s; minus their objective: the carbon saved per unit of
+        completion time, g/kWh per kW drawn)."""
+        runtime = plan.runtime_s
+        starts = window_candidates(plan.times, plan.now_s, plan.latest_s, runtime)
+        means = window_means(plan.times, plan.values, starts, runtime, plan.cum)  # [0]: now
         saved = (means[0] - means) * runtime  # g/kWh x s, per kW drawn: same for every start
         wait = starts - job.submit_s
-        score = saved / np.maximum(runtime + self.weight * wait, 1e-9)
+        return starts, -saved / np.maximum(runtime + self.weight * wait, 1e-9)
+
+    def choose_start(self, job: JobView, plan: Planning) -> tuple[float, float]:
+        now = plan.now_s
+        starts, costs = self.start_costs(job, plan)
+        score = -costs
         best = float(score.max())
         if best <= 0.0:
             return now, now

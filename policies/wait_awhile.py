@@ -10,7 +10,9 @@ Shifting Can Reduce Carbon Emissions in the Cloud", Middleware 2021
   piecewise linear in t, so the minimum is found exactly among the starts where t or
   t + runtime meets a forecast breakpoint (`policies.kit.best_window_plan`); the paper's
   artifact takes the argmin of a rolling mean on its 30-minute grid. Planned once, when the
-  job arrives; the job is deferred to t and started when the deferral expires.
+  job arrives; the job is deferred to t and started when the deferral expires. With
+  `capacity_aware = true`, t is the best start whose run fits the origin site's GPUs
+  (`PlannedStart`, `policies.kit.Bookings`).
 - With `interruptible = true`, an interruptible job with a deadline runs in the cheapest
   forecast steps before its deadline and is suspended in between (the paper's
   interruptible case: the `duration` lowest-intensity steps of the window). Its plan is
@@ -50,7 +52,6 @@ from policies.kit import (
     SLIVER_S,
     FreeGpus,
     PlannedStart,
-    best_window_plan,
     cheapest_slots,
     forecast_from_now,
     runtime_s,
@@ -76,19 +77,6 @@ class WaitAwhile(PlannedStart):
         """Interruptible job -> (starts, ends) of the run windows planned for it, s."""
         self._suspended: set[str] = set()
         """Ids of the jobs this policy suspended (and resumes); others' are left alone."""
-
-    # --- contiguous: one window per job ---------------------------------------------------
-
-    def choose_start(
-        self,
-        job: JobView,
-        times: np.ndarray,
-        values: np.ndarray,
-        cum: np.ndarray,
-        latest: float,
-        runtime: float,
-    ) -> tuple[float, float]:
-        return best_window_plan(times, values, float(times[0]), latest, runtime, cum)
 
     # --- interruptible: the cheapest steps, re-planned when behind -----------------------
 

@@ -668,7 +668,8 @@ class SystemState:
 
     def runtime_version(self, site: str) -> int:
         """A number that changes whenever `runtime_s` (and `estimate`'s runtime) at `site`
-        may change for a job that has not run yet: a new site cap, and with power-off, any
+        may change for a job that stays pending: a new site cap, and with power-off, any
         start, end or switch-off there. While it is unchanged, such a job's runtime there
-        is too: a policy may keep it rather than ask again."""
+        is too: a policy may keep it rather than ask again, until the job runs (a job back
+        in the queue after a failure has less work left: `pending_since` shows it again)."""
         return self._q.runtime_version(site)

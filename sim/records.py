@@ -38,6 +38,7 @@ EVENT_KINDS = (
     "power_off",
     "checkpoint",
     "transfer",
+    "fail",
 )
 _KIND_CODE = {kind: code for code, kind in enumerate(EVENT_KINDS)}
 
@@ -77,7 +78,8 @@ class EventLog:
     value (a number whose meaning depends on the kind), detail (text).
 
     value: `defer` the time deferred to (s); `setcap` the cap (W, NaN = removed);
-    `dr_*` the limit (kW); `wake` and `power_off` the number of nodes.
+    `dr_*` the limit (kW); `wake` and `power_off` the number of nodes; `fail` the work the
+    job lost (reference GPU-h).
     detail: `start`/`resume`/`migrate` the GPU model; `reject` the reason; `dr_notice` the
     event's key path."""
 

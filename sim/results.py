@@ -43,6 +43,8 @@ SUMMARY_KEYS = (
     "energy_idle_kwh",
     "energy_checkpoint_kwh",
     "work_lost_gpu_h",
+    "failures",
+    "work_lost_failures_gpu_h",
     "carbon_operational_kg",
     "carbon_embodied_kg",
     "carbon_wan_kg",
@@ -211,6 +213,8 @@ JOB_COLUMNS = (
     "work_lost_gpu_h",
     "slowdown",
     "dr_slowdown",
+    "failures",
+    "work_lost_failures_gpu_h",
 )
 """The columns of `jobs.parquet`, in order; a new component's columns follow these."""
 

@@ -18,7 +18,7 @@ from sim.scenario import Scenario
 from sim.serving.sources import RequestSource, build_source
 from sim.workload import JobTable, build_jobs
 
-STREAMS = ("workload", "forecast", "services")
+STREAMS = ("workload", "forecast", "services", "failures")
 """The random streams of a run, in spawn order: new components append theirs at the end,
 so that existing ones never move."""
 
@@ -77,6 +77,7 @@ def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engi
         Forecaster(scenario.forecast, streams["forecast"]),
         Wan.from_scenario(scenario),
         sources,
+        streams["failures"],
     )
 
 

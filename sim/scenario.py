@@ -514,6 +514,52 @@ class WanConfig(ConfigModel):
         return self
 
 
+LLAMA3_FAILURES_PER_GPU_H: Final = 419 / (16_384 * 54 * 24)
+"""Unexpected job interruptions per GPU-hour in Meta's Llama 3 405B pre-training (Dubey et
+al. 2024, "The Llama 3 Herd of Models", section 3.3.4): 419 in a 54-day snapshot on up to
+16,384 H100 GPUs, so 419 / (16,384 x 54 x 24 h) = 1.97e-5 per GPU-hour (one per 51,000
+GPU-hours; a lower bound, as not every GPU ran the whole snapshot)."""
+
+
+MAX_FAILURES_PER_GPU_H: Final = 1.0
+"""Failures per GPU-hour at most: measured rates are about 1e-5; far higher ones would
+interrupt large jobs faster than time advances."""
+
+
+class FailuresConfig(ConfigModel):
+    """GPU and node failures that interrupt running jobs (`sim.engine.failures`): exactly
+    one of a rate or a trace. A failed job loses its work since its last checkpoint, frees
+    its GPUs and is pending again; the policy places it anew."""
+
+    rate_per_gpu_h: float | Literal["llama3"] | None = None
+    """Failures per GPU-hour of a running job's GPUs (a job on n GPUs fails at n x this
+    rate, memoryless), at most `MAX_FAILURES_PER_GPU_H`; "llama3":
+    `LLAMA3_FAILURES_PER_GPU_H`."""
+    trace: Path | None = None
+    """A CSV file, relative to the scenario file, with a header `time_h,site` and one row
+    per failure: hours since the scenario start, and the site whose running jobs it may
+    hit (one of them, drawn weighted by GPUs)."""
+
+    @field_validator("rate_per_gpu_h")
+    @classmethod
+    def _not_negative(cls, v: float | str | None) -> float | str | None:
+        if isinstance(v, float) and not 0 <= v <= MAX_FAILURES_PER_GPU_H:
+            raise ValueError(f'must be in [0, {MAX_FAILURES_PER_GPU_H:g}] or "llama3", got {v}')
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FailuresConfig:
+        if (self.rate_per_gpu_h is None) == (self.trace is None):
+            raise ValueError("give exactly one of rate_per_gpu_h or trace")
+        return self
+
+    def rate(self) -> float | None:
+        """Failures per GPU-hour of a running job's GPUs (None: from the trace)."""
+        if self.rate_per_gpu_h == "llama3":
+            return LLAMA3_FAILURES_PER_GPU_H
+        return self.rate_per_gpu_h
+
+
 class PolicyConfig(ConfigModel):
     name: str = "run_now"
     """Registry name (see `policies.REGISTRY`) or `module:Class` / `path/to/file.py:Class`."""
@@ -609,6 +655,8 @@ class Scenario(ConfigModel):
     services: list[ServiceConfig] = []
     """LLM inference services (docs/serving.md)."""
     serving: ServingConfig = ServingConfig()
+    failures: FailuresConfig | None = None
+    """GPU and node failures of running jobs; None: none."""
 
     @field_validator("start")
     @classmethod
@@ -800,6 +848,9 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     wan = raw.get("wan")
     if isinstance(wan, dict) and isinstance(wan.get("topology_file"), str):
         wan["topology_file"] = str(base / wan["topology_file"])
+    failures = raw.get("failures")
+    if isinstance(failures, dict) and isinstance(failures.get("trace"), str):
+        failures["trace"] = str(base / failures["trace"])
     _resolve_policy_file(raw.get("policy"), base)
 
 

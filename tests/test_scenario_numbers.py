@@ -128,6 +128,9 @@ requests = { rate_per_s = 1.0, daily_amplitude = 0.3, weekly_amplitude = 0.1 }
 
 [serving]
 step_s = 60
+
+[failures]
+rate_per_gpu_h = 2e-5
 """
 
 ALTERNATIVE_KEYS = {

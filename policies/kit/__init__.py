@@ -8,23 +8,28 @@
 - `TimeShifter`, `PlannedStart`: the bases of the schedulers that defer jobs, with
   `runtime_s`, `latest_start_s`, `forecast_from_now`, `DecisionForecast` (a site's forecast
   of one decision with its prefix sums: window means and best starts on it),
-  `DecisionForecasts` (every site's, each fetched once per decision) and `MIN_DEFER_S`
-  (`time_shifting.py`).
+  `DecisionForecasts` (every site's, each fetched once per decision), `ranked_starts` and
+  `MIN_DEFER_S` (`time_shifting.py`).
+- `Bookings`: the GPUs of a pool over time, running jobs and planned runs (`PlannedRun`,
+  `Run`), to plan starts that fit the installed GPUs (`bookings.py`).
 - Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
   `best_window_start`, `best_window_plan`, `window_candidates`, `prefix_integrals`,
   `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`, `SLIVER_S` (`windows.py`).
 """
 
 from policies.kit.adjuster import Adjuster, job_of
+from policies.kit.bookings import Bookings, PlannedRun, Run
 from policies.kit.gpus import FreeGpus, first_come_first_served
 from policies.kit.time_shifting import (
     MIN_DEFER_S,
     DecisionForecast,
     DecisionForecasts,
     PlannedStart,
+    Planning,
     TimeShifter,
     forecast_from_now,
     latest_start_s,
+    ranked_starts,
     runtime_s,
 )
 from policies.kit.windows import (
@@ -44,10 +49,14 @@ __all__ = [
     "MIN_DEFER_S",
     "SLIVER_S",
     "Adjuster",
+    "Bookings",
     "DecisionForecast",
     "DecisionForecasts",
     "FreeGpus",
+    "PlannedRun",
     "PlannedStart",
+    "Planning",
+    "Run",
     "TimeShifter",
     "WindowMean",
     "best_window_plan",
@@ -59,6 +68,7 @@ __all__ = [
     "job_of",
     "latest_start_s",
     "prefix_integrals",
+    "ranked_starts",
     "runtime_s",
     "time_weighted_percentile",
     "window_candidates",

@@ -16,18 +16,28 @@ Subclasses implement `defer_until(state, job)`, and may add actions about runnin
 suspended jobs before the pending queue is served (`preempt`). `PlannedStart` is the base of
 the policies that choose one start time per job when they first see it (wait_awhile,
 lowest_window, carbon_time): they defer the job to that time and start it when its deferral
-expires, without planning it again (no chains of deferrals).
+expires, without planning it again (no chains of deferrals); with `capacity_aware`, only to
+a time whose run fits the GPUs at its origin site (`Bookings`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from policies.kit.bookings import Bookings, Run
 from policies.kit.gpus import FreeGpus
-from policies.kit.windows import WindowMean, best_window_start, prefix_integrals
+from policies.kit.windows import (
+    WindowMean,
+    best_window_plan,
+    best_window_start,
+    prefix_integrals,
+    window_candidates,
+    window_means,
+)
 from sim.api import Action, Defer, JobView, Policy, Start, SystemState
 
 __all__ = [
@@ -35,9 +45,11 @@ __all__ = [
     "DecisionForecast",
     "DecisionForecasts",
     "PlannedStart",
+    "Planning",
     "TimeShifter",
     "forecast_from_now",
     "latest_start_s",
+    "ranked_starts",
     "runtime_s",
 ]
 
@@ -69,6 +81,13 @@ def latest_start_s(state: SystemState, job: JobView, runtime: float, margin_s: f
     """deadline - runtime - margin_s (the job must have a deadline)."""
     assert job.deadline_s is not None
     return job.deadline_s - runtime - margin_s
+
+
+def ranked_starts(starts_s: np.ndarray, costs: np.ndarray, first_s: float) -> np.ndarray:
+    """The candidate `starts_s` (ascending), `first_s` (one of them) first, then the others
+    by ascending `costs` (one per start), equal costs the earliest first, s."""
+    ranked = starts_s[np.argsort(costs, kind="stable")]
+    return np.concatenate(([first_s], ranked[ranked != first_s]))
 
 
 FIRST_HORIZON_S = 86400.0
@@ -204,6 +223,11 @@ class TimeShifter(Policy):
     def started(self, job: JobView) -> None:
         """`job` is being started now (forget what was planned for it)."""
 
+    def queued(self, job: JobView) -> None:
+        """`job` has joined the pending queue since the last decision: it arrived, came back
+        from a deferral, or was requeued after a failure (forget what held while it was
+        elsewhere)."""
+
     def start_when_free(self, job: JobView) -> None:
         """From now on, `job` starts as soon as GPUs allow, as a job without a deadline
         does: `defer_until` is not asked about it again (for a job given its one deferral)."""
@@ -242,6 +266,7 @@ class TimeShifter(Policy):
         kind = self._kind
         for job in state.pending_since(self._mark):
             j = job.index
+            self.queued(job)
             if j >= len(kind):
                 kind.extend(bytes(j + 1 + len(kind)))
             if not kind[j]:
@@ -273,6 +298,23 @@ def _still_flexible(job: JobView, kind: bytearray) -> bool:
     return kind[job.index] == _FLEXIBLE and job.state == "pending"
 
 
+class Planning(NamedTuple):
+    """What a job's start is planned from (`PlannedStart.choose_start`): the forecast at its
+    origin site over [now, latest + runtime] (`times` s, `values` g/kWh, their
+    `prefix_integrals` `cum`), its latest start and its runtime, s."""
+
+    times: np.ndarray
+    values: np.ndarray
+    cum: np.ndarray
+    latest_s: float
+    runtime_s: float
+
+    @property
+    def now_s(self) -> float:
+        """The decision's time, the forecast's first, s."""
+        return float(self.times[0])
+
+
 @dataclass
 class _StartsNow:
     """A pending job's plan that said "start now": what it was made from, and until when a
@@ -298,10 +340,35 @@ class PlannedStart(TimeShifter):
     the same step function as the one planned from (from now on), and now is before the
     time `choose_start` promised the start-now answer for. The plans made are exactly those
     made from scratch at every decision, at O(1) per decision for a job whose answer holds.
+
+    With `capacity_aware`, a plan must also fit the GPUs of the job's origin site, on the
+    site's first GPU model (where its runtime is estimated): the candidate starts are taken
+    in the order of the policy's objective (`start_order`: `choose_start`'s answer first),
+    and the job is deferred to the first whose run [start, start + runtime) fits this
+    decision's `bookings`. It starts now if that start is now, or if none fits. Either
+    answer is final, as a deferral is: a job told to start now that finds no GPUs queues
+    and starts as soon as GPUs allow, without being planned again (so no start-now answer
+    is kept, and a queued job keeps its place). A deferred job's run is booked when it is
+    planned; the run from its actual `Start` (any job's) replaces it until the next
+    decision sees the job running.
     """
+
+    capacity_aware: bool = False
+    """Defer a job only to a start whose run fits the GPUs of its origin site, given the
+    running jobs and the runs planned and started before it (`Bookings`)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._booked = Bookings()
+        """With `capacity_aware`: the running jobs as the current decision saw them first,
+        the runs of the jobs in `_runs`, and those started since (`_leaving`)."""
+        self._runs: dict[int, tuple[JobView, Run]] = {}
+        """Job index -> (job, booked run) for the deferred jobs not yet started."""
+        self._leaving: list[tuple[JobView, Run]] = []
+        """Runs of the jobs started since the last look, booked until the next one (when
+        the jobs are running, in `state.expected_ends`)."""
+        self._looked = False
+        """Whether the current decision has brought `_booked` up to date."""
         self._planned: dict[int, float] = {}
         """Job index -> planned start, s, for jobs deferred and not yet started."""
         self._starts_now: dict[int, _StartsNow] = {}
@@ -320,21 +387,49 @@ class PlannedStart(TimeShifter):
         `runtime` alone (it is kept while they are unchanged)."""
         return latest_start_s(state, job, runtime, self.margin_s)
 
-    def choose_start(
-        self,
-        job: JobView,
-        times: np.ndarray,
-        values: np.ndarray,
-        cum: np.ndarray,
-        latest: float,
-        runtime: float,
-    ) -> tuple[float, float]:
-        """(start, holds_until_s): the planned start in [times[0] (now), latest], s, given
-        the forecast (times, values, with its `prefix_integrals` cum) at the job's origin
-        over [now, latest + runtime]; and, when that start is now, until when planning
-        again from the same forecast and runtime at a later time t answers t (now: no such
-        promise)."""
-        raise NotImplementedError
+    def choose_start(self, job: JobView, plan: Planning) -> tuple[float, float]:
+        """(start, holds_until_s): the planned start in [now, `plan.latest_s`], s; and, when
+        that start is now, until when planning again from the same forecast and runtime at
+        a later time t answers t (now: no such promise). By default the start of the window
+        of lowest mean forecast intensity, the earliest of ties (`best_window_plan`:
+        wait_awhile's and lowest_window's rule)."""
+        return best_window_plan(
+            plan.times, plan.values, plan.now_s, plan.latest_s, plan.runtime_s, plan.cum
+        )
+
+    def start_costs(self, job: JobView, plan: Planning) -> tuple[np.ndarray, np.ndarray]:
+        """(the candidate starts in [now, latest], ascending, s; their costs, the lower the
+        better): by default the mean intensity of each window [start, start + runtime],
+        g/kWh (the objective of the default `choose_start`)."""
+        starts = window_candidates(plan.times, plan.now_s, plan.latest_s, plan.runtime_s)
+        return starts, window_means(plan.times, plan.values, starts, plan.runtime_s, plan.cum)
+
+    def start_order(self, job: JobView, plan: Planning) -> np.ndarray:
+        """The candidate starts, s, best first: `choose_start`'s answer (its ties broken as
+        there), then the others by `start_costs`, equal costs the earliest first."""
+        first, _ = self.choose_start(job, plan)
+        starts, costs = self.start_costs(job, plan)
+        return ranked_starts(starts, costs, first)
+
+    def decide(self, state: SystemState) -> list[Action]:
+        self._looked = False  # the bookings are brought up to date when first asked
+        return super().decide(state)
+
+    def bookings(self, state: SystemState) -> Bookings:
+        """This decision's bookings (`capacity_aware`): the running jobs at its first call,
+        the runs of the deferred jobs, and those of the jobs started since."""
+        if not self._looked:
+            self._looked = True
+            booked = self._booked
+            for job, run in self._leaving:
+                booked.drop(job, run)
+            self._leaving.clear()
+            for j, (job, run) in list(self._runs.items()):
+                if job.state not in ("pending", "deferred"):  # rejected, or started elsewhere
+                    booked.drop(job, run)
+                    del self._runs[j]
+            booked.look_at(state)
+        return self._booked
 
     def forecast(self, state: SystemState, site: str, horizon_s: float) -> DecisionForecast:
         """`site`'s forecast of this decision, at least `horizon_s` long."""
@@ -360,25 +455,68 @@ class PlannedStart(TimeShifter):
         times, values, cum = forecast.cut(horizon)
         if times.size == 0:
             return None
-        start, until = self.choose_start(job, times, values, cum, latest, runtime)
-        if start - now < MIN_DEFER_S:
-            if until > now:
-                self._starts_now[j] = _StartsNow(
-                    forecast, forecast.end_s(horizon), runtime, latest, until
-                )
-            return None
+        plan = Planning(times, values, cum, latest, runtime)
+        if self.capacity_aware:
+            start = self._first_fitting_start(state, job, plan)
+            if start - now < MIN_DEFER_S:
+                self._runtimes.pop(j, None)
+                self.start_when_free(job)  # planned once: it queues if it finds no GPUs
+                return None
+        else:
+            start, until = self.choose_start(job, plan)
+            if start - now < MIN_DEFER_S:
+                if until > now:
+                    self._starts_now[j] = _StartsNow(
+                        forecast, forecast.end_s(horizon), runtime, latest, until
+                    )
+                return None
         self._starts_now.pop(j, None)
         self._runtimes.pop(j, None)
         self._planned[j] = start
         self.start_when_free(job)  # back from its deferral, its time has come
         return start
 
+    def _first_fitting_start(self, state: SystemState, job: JobView, plan: Planning) -> float:
+        """The first of `start_order` whose run fits the bookings at `job`'s origin site on
+        its first GPU model, its run booked if it is a deferral; now if none fits, s."""
+        now = state.now_s
+        site = job.origin_site
+        model = next(iter(state.total_gpus(site)))
+        booked = self.bookings(state)
+        for start in self.start_order(job, plan).tolist():
+            run = Run(site, model, start, start + plan.runtime_s)
+            if booked.fits(run, job.gpus):
+                if start - now >= MIN_DEFER_S:
+                    booked.add(job, run)
+                    self._runs[job.index] = (job, run)
+                return start
+        return now
+
+    def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
+        placed = super().place(state, free, job)
+        if placed is not None and self.capacity_aware:
+            self._book_start(state, job, placed)
+        return placed
+
+    def _book_start(self, state: SystemState, job: JobView, placed: Start) -> None:
+        """Book `job`'s run from its `Start` now, on its site and GPU model, until the next
+        decision's look (in place of its planned run, if it had one)."""
+        booked = self.bookings(state)
+        planned = self._runs.pop(job.index, None)
+        if planned is not None:
+            booked.drop(job, planned[1])
+        site, model, now = placed.site, placed.gpu_model, state.now_s
+        assert model is not None
+        run = Run(site, model, now, now + state.runtime_s(job, site, None, model))
+        booked.add(job, run)
+        self._leaving.append((job, run))
+
     def _runtime_and_latest(
         self, state: SystemState, job: JobView, site: str
     ) -> tuple[float, float]:
         """(`runtime_s`, `latest_start`) of pending `job` at its origin `site`, s: kept
-        while the site's `runtime_version` is unchanged (the job has not run, so only the
-        site can change them)."""
+        while the site's `runtime_version` is unchanged and the job stays in the queue (it
+        does not run meanwhile, so only the site can change them; `queued` forgets them)."""
         version = state.runtime_version(site)
         known = self._runtimes.get(job.index)
         if known is not None and known[0] == version:
@@ -417,4 +555,8 @@ class PlannedStart(TimeShifter):
     def started(self, job: JobView) -> None:
         self._planned.pop(job.index, None)
         self._starts_now.pop(job.index, None)
+        self._runtimes.pop(job.index, None)
+
+    def queued(self, job: JobView) -> None:
+        self._starts_now.pop(job.index, None)  # a requeued job has less work left
         self._runtimes.pop(job.index, None)

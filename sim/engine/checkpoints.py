@@ -204,19 +204,11 @@ class Checkpoints(Component):
         now = core.env.now
         run = runs.live[j]
         site, pool = run.site, run.pool
-        self.stored_at[j] = site
-        inbound = self.inbound.pop(j, None)
-        if inbound is not None and now < inbound.deliver_s:  # held: its bytes not there yet
-            self._stop_move(j, inbound, now)
-            self.stored_at[j] = inbound.src
-            self.left_behind[j] = inbound
+        self._store(j, site, now)
         if self.interval_s is not None:
-            runs.close_segment(j, now)
-            at_ckpt = self.since_last.pop(j).remaining_gpu_s
-            lost = at_ckpt - runs.remaining_gpu_s[j]
+            lost = self._fall_back(j)
             if lost > 0.0:
                 self.work_lost_gpu_s[j] = self.work_lost_gpu_s.get(j, 0.0) + lost
-                runs.rewind(j, at_ckpt)
             runs.stop(j)
             return
         write_s = self.write_s(j, site)
@@ -227,6 +219,45 @@ class Checkpoints(Component):
         self.writing[j] = CheckpointWrite(site, pool, now, now + write_s)
         core.events.append(now, "checkpoint", j, site.index, value=write_s)
         core.env.timeout(write_s).callbacks.append(lambda _e: self._written(j))
+
+    def fail(self, j: int, restart_gpu_s: float | None) -> float:
+        """Running job `j` fails: it falls back to its last checkpoint (the last periodic
+        one; without periodic checkpoints the one it last started from, `restart_gpu_s` of
+        work left) and frees its GPUs at once, writing nothing. Back at the start of its
+        work, it has no checkpoint to read. Returns the work lost, reference GPU-s."""
+        runs = self._core.runs
+        now = self._core.env.now
+        self._store(j, runs.live[j].site, now)
+        lost = self._fall_back(j, restart_gpu_s)
+        runs.stop(j)
+        if runs.remaining_gpu_s[j] >= float(self._core.jobs.work_gpu_h[j]) * 3600.0:
+            self.stored_at.pop(j)
+            self.left_behind.pop(j, None)
+        return lost
+
+    def _store(self, j: int, site: Site, now: float) -> None:
+        """Running `j` leaves `site`: its checkpoint lies there, or, if it was held before
+        its bytes arrived, the move stops and they lie where they came from."""
+        self.stored_at[j] = site
+        inbound = self.inbound.pop(j, None)
+        if inbound is not None and now < inbound.deliver_s:  # held: its bytes not there yet
+            self._stop_move(j, inbound, now)
+            self.stored_at[j] = inbound.src
+            self.left_behind[j] = inbound
+
+    def _fall_back(self, j: int, restart_gpu_s: float | None = None) -> float:
+        """Running `j`'s run is charged up to now and its work left set back to its last
+        checkpoint's: the last periodic one, else `restart_gpu_s`. Returns the work lost,
+        reference GPU-s."""
+        runs = self._core.runs
+        runs.close_segment(j, self._core.env.now)  # may pass a periodic checkpoint
+        if self.interval_s is not None:
+            restart_gpu_s = self.since_last.pop(j).remaining_gpu_s
+        assert restart_gpu_s is not None
+        lost = restart_gpu_s - runs.remaining_gpu_s[j]
+        if lost > 0.0:
+            runs.rewind(j, restart_gpu_s)
+        return lost
 
     def _written(self, j: int) -> None:
         """`j`'s checkpoint is written: charge the write, free the GPUs it held."""
@@ -250,6 +281,16 @@ class Checkpoints(Component):
         """The rest of `j`'s checkpoint write under way, s (0: none)."""
         writing = self.writing.get(j)
         return max(0.0, writing.until_s - self._core.env.now) if writing else 0.0
+
+    def start_s(self, j: int, dest: Site) -> float:
+        """Time before pending `j` computes on `dest`: the move and read of its checkpoint
+        if it failed after one (`load_s`), else the move of its input data from its
+        origin (charged to the job), s."""
+        if j in self.stored_at:
+            return self.load_s(j, dest, move=True)
+        core = self._core
+        origin = core.fleet.sites[core.jobs.origin_site[j]]
+        return self.move(j, origin, dest, float(core.jobs.data_gb[j]), core.env.now)
 
     def load_s(self, j: int, dest: Site, move: bool = False) -> float:
         """Time before a suspended or migrating job runs on `dest`: the rest of its checkpoint

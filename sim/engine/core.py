@@ -11,6 +11,7 @@ Components, in the order their hooks run:
 - `book` (`JobBook`): job states, the pending/running/suspended sets, deferrals, arrivals;
 - `runs` (`Runs`): progress, speed and power of running jobs, their energy and carbon;
 - `checkpoints` (`Checkpoints`): checkpoint writes and reads, WAN moves;
+- `failures` (`Failures`): GPU and node failures of running jobs;
 - `services` (`Services`): inference services' replicas, their power, their requests;
 - `dr` (`DemandResponseMeter`): demand-response events and their per-job accounting;
 - `fleet` (`Fleet`): the sites, their power log, power-off and PUE timers;
@@ -46,6 +47,7 @@ from sim.cluster import Pool, Site
 from sim.engine.checkpoints import Checkpoints
 from sim.engine.component import Component
 from sim.engine.demand_response import DemandResponseMeter
+from sim.engine.failures import Failures
 from sim.engine.fleet import Fleet
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.queries import Queries
@@ -75,6 +77,7 @@ class Engine:
         forecaster: Forecaster,
         wan: Wan | None = None,
         sources: list[RequestSource] | None = None,
+        failures_rng: np.random.Generator | None = None,
     ):
         self.scenario = scenario
         self.horizon_s = scenario.horizon_s
@@ -88,6 +91,7 @@ class Engine:
         self.fleet = Fleet(self, signals)
         self.runs = Runs(self)
         self.checkpoints = Checkpoints(self, wan)
+        self.failures = Failures(self, scenario.failures, failures_rng)
         self.services = Services(self, sources or [], wan)
         self.dr = DemandResponseMeter(self, signals)
         self.queries = Queries(self)
@@ -95,6 +99,7 @@ class Engine:
             self.book,
             self.runs,
             self.checkpoints,
+            self.failures,
             self.services,
             self.dr,
             self.fleet,
@@ -194,9 +199,7 @@ class Engine:
         dest = self._allowed_site(a, j, a.site)
         pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
         self.book.leave_queue(j)
-        origin = self.fleet.sites[self.jobs.origin_site[j]]
-        move_s = self.checkpoints.move(j, origin, dest, float(self.jobs.data_gb[j]), self.env.now)
-        self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", move_s)
+        self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", self.checkpoints.start_s(j, dest))
 
     def _resume(self, a: Resume) -> None:
         j = self._job(a, a.job, (SUSPENDED,))

@@ -137,6 +137,10 @@ class JobBook(Component):
         """`j` no longer computes (suspended, moving, completed): out of the running set."""
         del self.running[j]
 
+    def requeue(self, j: int) -> None:
+        """`j` stopped running after a failure: pending again, at the back of the queue."""
+        self._make_pending(j)
+
     def complete(self, j: int, now_s: float) -> None:
         self.state[j] = COMPLETED
         self.end_s[j] = now_s

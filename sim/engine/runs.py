@@ -203,6 +203,8 @@ class Runs(Component):
         self.site_of[j], self.model[j] = site.index, pool.model
         if core.checkpoints.interval_s is not None:
             core.checkpoints.started(j)
+        if core.failures.active:
+            core.failures.started(j, run)
         cap_w = self.effective_cap(site, cap)
         core.events.append(
             now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model

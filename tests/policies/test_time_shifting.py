@@ -538,8 +538,8 @@ class FreshPlans(WaitAwhile):
     to start now that finds no GPUs is planned afresh at every decision), asks every
     runtime afresh, and walks the whole pending queue for flexible jobs once blocked."""
 
-    def choose_start(self, job, times, values, cum, latest, runtime):
-        return super().choose_start(job, times, values, cum, latest, runtime)[0], times[0]
+    def choose_start(self, job, plan):
+        return super().choose_start(job, plan)[0], plan.now_s
 
     def _runtime_and_latest(self, state, job, site):
         runtime = runtime_s(state, job)

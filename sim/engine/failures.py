@@ -1,0 +1,188 @@
+"""Failures: GPU and node failures that interrupt running jobs (`[failures]` of a scenario).
+
+Two sources, one outcome:
+
+- a rate per GPU-hour (`failures.rate_per_gpu_h`): a running job on n GPUs fails after a
+  time drawn from an exponential of rate n x the rate, drawn again each time it starts
+  (memoryless, so a fresh draw at each start is exact); held jobs (their checkpoint
+  arriving, their nodes booting) hold GPUs and fail too;
+- a trace (`failures.trace`): at each listed time, one running job at the listed site
+  fails, drawn weighted by its GPUs (none running there: the failure hits idle GPUs and
+  interrupts nothing).
+
+A failed job loses its work since its last checkpoint (the last periodic one with
+`workload.checkpoint_interval_h`; else the one its last suspension or migration wrote,
+or none: it starts again from scratch), frees its GPUs at once (nothing is written) and
+is pending again, at the back of the queue: the policy places it anew, as cluster
+schedulers requeue a job whose node failed. Starting it again reads its checkpoint with
+the usual costs (`Checkpoints.start_s`). A checkpoint write under way on GPUs a job has
+left does not fail. Draws come from the run's own `failures` random stream
+(`sim.run.STREAMS`), so failures move no other draw.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim.engine.component import Component
+from sim.errors import ScenarioError
+from sim.results import ResultParts
+from sim.scenario import FailuresConfig
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+    from sim.engine.runs import Run
+
+__all__ = ["TRACE_COLUMNS", "Failures", "read_failure_trace"]
+
+TRACE_COLUMNS = ("time_h", "site")
+"""The header of a failure trace: hours since the scenario start, a site's name."""
+
+
+def read_failure_trace(path: Path, site_names: list[str]) -> list[tuple[float, int]]:
+    """The failures of a trace file as (time s, site index), in time order; ScenarioError
+    naming the file, the line and the value for a bad row."""
+    where = f"failures.trace: {path}"
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            rows = list(enumerate(csv.reader(f), start=1))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{where}: cannot read failure trace ({e})") from None
+    except csv.Error as e:
+        raise ScenarioError(f"{where}: malformed CSV ({e})") from None
+    if not rows or tuple(c.strip() for c in rows[0][1]) != TRACE_COLUMNS:
+        got = rows[0][1] if rows else "an empty file"
+        raise ScenarioError(f"{where}:1: the header must be {','.join(TRACE_COLUMNS)}, got {got}")
+    failures = [_trace_row(where, line, row, site_names) for line, row in rows[1:] if row]
+    return sorted(failures)
+
+
+def _trace_row(where: str, line: int, row: list[str], site_names: list[str]) -> tuple[float, int]:
+    """One row of a failure trace as (time s, site index)."""
+    if len(row) != len(TRACE_COLUMNS):
+        raise ScenarioError(f"{where}:{line}: expected 2 fields (time_h,site), got {row}")
+    time_text, site = row[0].strip(), row[1].strip()
+    try:
+        time_h = float(time_text)
+    except ValueError:
+        time_h = math.nan
+    if not (math.isfinite(time_h) and time_h >= 0):
+        raise ScenarioError(f"{where}:{line}: time_h must be a number >= 0, got {time_text!r}")
+    if site not in site_names:
+        raise ScenarioError(
+            f"{where}:{line}: unknown site {site!r} (sites: {', '.join(site_names)})"
+        )
+    return time_h * 3600.0, site_names.index(site)
+
+
+class Failures(Component):
+    """Failures of running jobs, and what they cost: per job, how often it failed and the
+    work it lost."""
+
+    __slots__ = (
+        "_core",
+        "_rng",
+        "active",
+        "rate_per_gpu_s",
+        "_trace",
+        "restart_gpu_s",
+        "count",
+        "lost_gpu_s",
+    )
+
+    def __init__(
+        self, core: Engine, config: FailuresConfig | None, rng: np.random.Generator | None
+    ):
+        self._core = core
+        self._rng = rng
+        self.active = config is not None
+        """The scenario has failures (else this component does nothing)."""
+        rate = None if config is None else config.rate()
+        self.rate_per_gpu_s = None if rate is None else rate / 3600.0
+        """Failures per GPU-second of a running job (None: from the trace)."""
+        trace = None if config is None else config.trace
+        self._trace = [] if trace is None else read_failure_trace(trace, core.fleet.names)
+        """The trace's failures, (time s, site index) in time order."""
+        self.restart_gpu_s: dict[int, float] = {}
+        """Without periodic checkpoints: each started job's work left when it last started
+        (its last checkpoint, or all of it), reference GPU-s."""
+        self.count: dict[int, int] = {}
+        """Failures per job that failed."""
+        self.lost_gpu_s: dict[int, float] = {}
+        """Work lost to failures per job that failed, reference GPU-s."""
+
+    def start(self) -> None:
+        if self._trace:
+            self._core.env.process(self._replay())
+
+    def started(self, j: int, run: Run) -> None:
+        """`j` runs (`run`, held or computing); only called when failures are `active`:
+        remember its restart point, and with a rate draw when it fails."""
+        core = self._core
+        if core.checkpoints.interval_s is None:
+            self.restart_gpu_s[j] = core.runs.remaining_gpu_s[j]
+        if not self.rate_per_gpu_s:
+            return
+        assert self._rng is not None
+        after_s = float(self._rng.exponential(1.0 / (core.runs.gpus[j] * self.rate_per_gpu_s)))
+        if core.env.now + after_s < core.horizon_s:
+            core.env.timeout(after_s).callbacks.append(lambda _e: self._fail_run(j, run))
+
+    def _fail_run(self, j: int, run: Run) -> None:
+        """A drawn failure: `j` fails if `run` is still its run (not stopped since)."""
+        if self._core.runs.live.get(j) is run:
+            self.fail(j)
+
+    def _replay(self):
+        env = self._core.env
+        for t_s, h in self._trace:
+            if t_s >= self._core.horizon_s:
+                return
+            if t_s > env.now:
+                yield env.timeout(t_s - env.now)
+            j = self._victim(h)
+            if j is not None:
+                self.fail(j)
+
+    def _victim(self, h: int) -> int | None:
+        """A running job at site `h` drawn with probability proportional to its GPUs
+        (None: no job runs there)."""
+        runs = self._core.runs
+        jobs = [j for j, run in runs.live.items() if run.site.index == h]
+        if not jobs:
+            return None
+        assert self._rng is not None
+        weights = np.array([runs.gpus[j] for j in jobs], dtype=float)
+        return jobs[int(self._rng.choice(len(jobs), p=weights / weights.sum()))]
+
+    def fail(self, j: int) -> None:
+        """Running job `j` fails now: it falls back to its last checkpoint, frees its GPUs
+        and is pending again (event `fail`, its value the work lost, reference GPU-h)."""
+        core = self._core
+        site = core.runs.live[j].site
+        lost_gpu_s = core.checkpoints.fail(j, self.restart_gpu_s.get(j))
+        self.count[j] = self.count.get(j, 0) + 1
+        self.lost_gpu_s[j] = self.lost_gpu_s.get(j, 0.0) + lost_gpu_s
+        core.book.requeue(j)
+        core.events.append(core.env.now, "fail", j, site.index, lost_gpu_s / 3600.0)
+        core.request_decision()
+
+    def write_results(self, out: ResultParts) -> None:
+        """Columns `failures` and `work_lost_failures_gpu_h` (reference GPU-h), and their
+        sums."""
+        n = len(self._core.jobs)
+        count = np.zeros(n, dtype=np.int64)
+        for j, k in self.count.items():
+            count[j] = k
+        lost_gpu_h = np.zeros(n)
+        for j, gpu_s in self.lost_gpu_s.items():
+            lost_gpu_h[j] = gpu_s / 3600.0
+        out.job_columns.update(failures=count, work_lost_failures_gpu_h=lost_gpu_h)
+        out.summary["failures"] = int(count.sum())
+        out.summary["work_lost_failures_gpu_h"] = float(pd.Series(lost_gpu_h).sum())
