@@ -99,13 +99,3 @@ def recorded_tables(results) -> tuple[str, ...]:
 
 SKIPPED_SUMMARY_KEYS = ("sim_wall_s",)
 """Summary values that measure the machine, not the simulation."""
-
-ADDED_SUMMARY_KEYS = {"failures": 0, "work_lost_failures_gpu_h": 0.0}
-"""Summary keys added since some references were recorded, with the value every case must
-give (no case has the feature that sets them); a reference without the key is compared
-without it."""
-ADDED_JOB_COLUMNS = ADDED_SUMMARY_KEYS
-"""Jobs-table columns added since, likewise, with the value every job must have."""
-ADDED_EVENT_KINDS = ("fail",)
-"""Event kinds added since, which no case may log; a reference without them is compared
-with them removed from the `kind` categories."""
