@@ -625,6 +625,7 @@ SUMMARY_GROUPS = (
             "deadline_",
             "gpu_utilization",
             "slowdown_jain",
+            "failures",
         ),
     ),  # fmt: skip
     (

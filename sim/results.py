@@ -267,6 +267,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         else engine.checkpoints.wan.config.energy_model,
         "wan_contention": engine.checkpoints.wan is not None
         and engine.checkpoints.wan.config.contention,
+        "throughput_table": None if scenario.throughput is None else str(scenario.throughput.file),
+        "prediction_error": _prediction_meta(engine),
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
         "deadline_infeasible_at_submission": {
@@ -289,6 +291,20 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         out.tables["services"],
         out.tables.get("requests"),
     )
+
+
+def _prediction_meta(engine: Engine) -> dict[str, Any] | None:
+    """The run's `[prediction_error]` settings for meta.json (None: exact)."""
+    config, prediction = engine.scenario.prediction_error, engine.queries.prediction
+    if config is None or prediction is None:
+        return None
+    return {
+        "sigma_frac": config.sigma_frac,
+        "sigma_by_model": {m: config.sigma(m) for m in prediction.columns},
+        "factor": "exp(sigma x z), z ~ N(0, 1), one per (job, GPU model), "
+        "from the 'prediction' random stream",
+        "applies_to": "state.estimate, state.runtime_s, state.expected_ends",
+    }
 
 
 def _ordered(values: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import numpy as np
 
 from sim.api import Policy
 from sim.engine import Engine
+from sim.engine.prediction import build_prediction
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
 from sim.network import Wan
@@ -18,7 +19,7 @@ from sim.scenario import Scenario
 from sim.serving.sources import RequestSource, build_source
 from sim.workload import JobTable, build_jobs
 
-STREAMS = ("workload", "forecast", "services", "failures")
+STREAMS = ("workload", "forecast", "services", "failures", "prediction")
 """The random streams of a run, in spawn order: new components append theirs at the end,
 so that existing ones never move."""
 
@@ -38,8 +39,10 @@ def random_streams(seed: int) -> dict[str, np.random.Generator]:
 def build_world(
     scenario: Scenario, streams: dict[str, np.random.Generator]
 ) -> tuple[JobTable, list[CarbonSignal]]:
-    """Read or generate everything the scenario names: the jobs and each site's carbon signal.
-    Raises ScenarioError/TraceError for bad files."""
+    """Read or generate everything the scenario names: the jobs, each site's carbon signal
+    and the throughput table. Raises ScenarioError/TraceError for bad files."""
+    if scenario.throughput is not None:
+        scenario.throughput.speeds()  # a bad table fails here, before the run
     jobs = build_jobs(scenario, streams["workload"])
     signals = [signal_for_site(scenario, i) for i in range(len(scenario.sites))]
     return jobs, signals
@@ -69,7 +72,7 @@ def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engi
     elif isinstance(policy, str):
         params = scenario.policy.params if policy == scenario.policy.name else {}
         policy = build_policy(policy, params)
-    return Engine(
+    engine = Engine(
         scenario,
         jobs,
         signals,
@@ -79,6 +82,8 @@ def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engi
         sources,
         streams["failures"],
     )
+    engine.queries.prediction = build_prediction(scenario, len(jobs), streams["prediction"])
+    return engine
 
 
 def simulate(

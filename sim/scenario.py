@@ -15,15 +15,17 @@ import re
 import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tomli_w
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
+from sim.csv_rows import csv_rows
 from sim.errors import ScenarioError
 from sim.hardware import GPU_CATALOG, PROFILES, gpu_spec_from_dict, register_gpu
+from sim.hardware import speed as roofline_speed
 from sim.serving.config import ServiceConfig, ServingConfig
 
 SCHEMA_VERSION: Final = 1
@@ -560,6 +562,121 @@ class FailuresConfig(ConfigModel):
         return self.rate_per_gpu_h
 
 
+THROUGHPUT_COLUMNS = ("profile", "gpu_model", "speed")
+"""The header of a throughput table (`ThroughputConfig`)."""
+
+MAX_MEASURED_SPEED: Final = 1000.0
+"""A measured speed at most, reference GPU-s per second of one GPU: a thousand reference
+GPUs' work on one GPU is beyond any accelerator."""
+
+
+class ThroughputConfig(ConfigModel):
+    """Measured throughput per (job profile, GPU model), as in Gavel (Narayanan et al.,
+    OSDI 2020), overriding the roofline `sim.hardware.speed` for the pairs it lists
+    (unlisted pairs keep the roofline).
+
+    `file`: a CSV file, relative to the scenario file, with a header `profile,gpu_model,
+    speed` and one row per pair. `speed` is in the unit of `sim.hardware.speed(gpu_model,
+    profile)`: reference GPU-seconds of work (A100-80GB at its maximum power limit) done per
+    second by one GPU of `gpu_model` at its maximum power limit, i.e. the measured
+    throughput of `gpu_model` on the profile divided by the reference GPU's. A job on g GPUs
+    under a cap then advances at g x speed x the cap model's throughput fraction.
+    """
+
+    file: Path
+    _speeds: dict[tuple[str, str], float] | None = PrivateAttr(default=None)
+
+    def speeds(self) -> dict[tuple[str, str], float]:
+        """{(gpu model, profile): speed} of the file, read on the first call."""
+        if self._speeds is None:
+            self._speeds = read_throughput_table(self.file)
+        return self._speeds
+
+    def speed(self, gpu: str, profile: str) -> float:
+        """Speed of one `gpu` on `profile` at its maximum power limit, reference GPU-s per
+        second: the table's, else the roofline's."""
+        measured = self.speeds().get((gpu, profile))
+        return roofline_speed(gpu, profile) if measured is None else measured
+
+
+def read_throughput_table(path: Path) -> dict[tuple[str, str], float]:
+    """{(gpu model, profile): speed} of a throughput table file; ScenarioError naming the
+    file, the line and the value for a bad row."""
+    where = f"throughput.file: {path}"
+    speeds: dict[tuple[str, str], float] = {}
+    for line, row in csv_rows(path, where, "throughput table", THROUGHPUT_COLUMNS):
+        key, value = _throughput_row(where, line, row)
+        if key in speeds:
+            raise ScenarioError(f"{where}:{line}: {key[1]} on {key[0]} is listed twice")
+        speeds[key] = value
+    return speeds
+
+
+def _throughput_row(where: str, line: int, row: list[str]) -> tuple[tuple[str, str], float]:
+    """One row of a throughput table as ((gpu model, profile), speed)."""
+    if len(row) != len(THROUGHPUT_COLUMNS):
+        raise ScenarioError(
+            f"{where}:{line}: expected 3 fields ({','.join(THROUGHPUT_COLUMNS)}), got {row}"
+        )
+    profile, gpu, text = (c.strip() for c in row)
+    for what, name, known in (("profile", profile, PROFILES), ("gpu_model", gpu, GPU_CATALOG)):
+        if name not in known:
+            raise ScenarioError(
+                f"{where}:{line}: unknown {what} {name!r}; known: {', '.join(sorted(known))}"
+            )
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_MEASURED_SPEED):
+        raise ScenarioError(
+            f"{where}:{line}: speed must be a number in (0, {MAX_MEASURED_SPEED:g}], got {text!r}"
+        )
+    return (gpu, profile), value
+
+
+HABITAT_AVERAGE_ERROR: Final = 0.118
+"""Habitat's average error of predicted training iteration times across six GPU
+architectures: "an average error of 11.8%" (Yu et al., "Habitat: A Runtime-Based
+Computational Performance Predictor for Deep Neural Network Training", USENIX ATC 2021,
+abstract; https://www.usenix.org/conference/atc21/presentation/yu)."""
+
+MAX_PREDICTION_SIGMA: Final = 2.0
+"""Log-standard deviation of a prediction error at most: at 2, one sigma is a factor of
+7.4, far beyond any reported predictor's error."""
+
+PredictionSigma = Annotated[float, Field(ge=0, le=MAX_PREDICTION_SIGMA)]
+
+
+class PredictionErrorConfig(ConfigModel):
+    """The error of the runtimes a policy is told (`state.estimate`, `state.runtime_s`,
+    `state.expected_ends`; `sim.engine.prediction`); the run itself stays true.
+
+    For each (job, GPU model) a factor f = exp(sigma x z), z ~ N(0, 1), is drawn once from
+    the run's `prediction` random stream: lognormal, median 1, log-standard deviation
+    sigma (about the relative error for small sigma). `sigma_frac`: sigma for every GPU
+    model, "habitat" (`HABITAT_AVERAGE_ERROR`), or a table {GPU model: sigma}, where models
+    not listed get no error.
+    """
+
+    sigma_frac: PredictionSigma | Literal["habitat"] | dict[str, PredictionSigma] = "habitat"
+
+    @field_validator("sigma_frac")
+    @classmethod
+    def _known_models(cls, v: float | str | dict[str, float]) -> float | str | dict[str, float]:
+        for gpu in v if isinstance(v, dict) else ():
+            _known("GPU model", gpu, GPU_CATALOG)
+        return v
+
+    def sigma(self, gpu: str) -> float:
+        """Log-standard deviation of the runtime factors on `gpu`."""
+        if self.sigma_frac == "habitat":
+            return HABITAT_AVERAGE_ERROR
+        if isinstance(self.sigma_frac, dict):
+            return self.sigma_frac.get(gpu, 0.0)
+        return float(self.sigma_frac)
+
+
 class PolicyConfig(ConfigModel):
     name: str = "run_now"
     """Registry name (see `policies.REGISTRY`) or `module:Class` / `path/to/file.py:Class`."""
@@ -657,6 +774,10 @@ class Scenario(ConfigModel):
     serving: ServingConfig = ServingConfig()
     failures: FailuresConfig | None = None
     """GPU and node failures of running jobs; None: none."""
+    throughput: ThroughputConfig | None = None
+    """Measured speeds per (profile, GPU model) overriding the roofline; None: the roofline."""
+    prediction_error: PredictionErrorConfig | None = None
+    """The error of the runtimes policies are told; None: exact."""
 
     @field_validator("start")
     @classmethod
@@ -851,6 +972,9 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     failures = raw.get("failures")
     if isinstance(failures, dict) and isinstance(failures.get("trace"), str):
         failures["trace"] = str(base / failures["trace"])
+    throughput = raw.get("throughput")
+    if isinstance(throughput, dict) and isinstance(throughput.get("file"), str):
+        throughput["file"] = str(base / throughput["file"])
     _resolve_policy_file(raw.get("policy"), base)
 
 

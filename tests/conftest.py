@@ -93,6 +93,20 @@ def run_cli(args: list[str], capsys):
     return code, capsys.readouterr()
 
 
+def one_line_cli_error(tmp_path, capsys, files: dict[str, str], scenario_extra: str) -> str:
+    """`dcsim run` on the small scenario with `scenario_extra` (TOML) added, beside `files`
+    (name -> text) in `tmp_path`: checks that it fails with exit status 2 and one line on
+    stderr, and returns that line."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    path = tmp_path / "study.toml"
+    path.write_text(SMALL_SCENARIO_TOML + "\n" + scenario_extra + "\n")
+    code, out = run_cli(["run", str(path)], capsys)
+    assert code == 2
+    (line,) = out.err.strip().splitlines()
+    return line
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

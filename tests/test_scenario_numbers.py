@@ -31,6 +31,7 @@ CHECKED_BY_VALIDATORS = {
     "SyntheticWorkload.gpus": "_gpu_mix: counts at most MAX_POOL_GPUS, probabilities sum to 1",
     "SyntheticWorkload.origin_sites": "relative weights; only their ratios matter",
     "ServiceConfig.replicas": "Scenario._check_services: replicas must fit the site's pool",
+    "PredictionErrorConfig.sigma_frac": "PredictionSigma: 0 <= sigma <= MAX_PREDICTION_SIGMA",
 }
 """Numeric fields without a unit or an `le`/`lt` bound, and what bounds them instead."""
 
@@ -131,6 +132,9 @@ step_s = 60
 
 [failures]
 rate_per_gpu_h = 2e-5
+
+[prediction_error]
+sigma_frac = 0.1
 """
 
 ALTERNATIVE_KEYS = {

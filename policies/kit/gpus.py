@@ -30,7 +30,8 @@ class FreeGpus:
 
     def place(self, job: JobView, sites: Iterable[str] | None = None) -> Start | None:
         """A `Start` of `job` on the first of `sites` (default: its origin, then the others in
-        order) that the job may use and that has a pool of enough free GPUs, taking them;
+        order) that the job may use and that has a pool of enough free GPUs of a model it may
+        run on (of a constrained job: its models in the order it lists them), taking them;
         None if none fits."""
         if sites is None:
             origin = job.origin_site
@@ -39,12 +40,14 @@ class FreeGpus:
                 others = (s for s in self._state.sites if s != origin)
                 sites = self._order[origin] = (origin, *others)
         allowed = job.allowed_sites
+        models = job.allowed_gpu_models or (None,)
         for site in sites:
             if site not in allowed:
                 continue
-            model = self.take(site, None, job.gpus)
-            if model is not None:
-                return Start(job, site, gpu_model=model)
+            for wanted in models:
+                model = self.take(site, wanted, job.gpus)
+                if model is not None:
+                    return Start(job, site, gpu_model=model)
         return None
 
     def book(self, action: Action) -> bool:

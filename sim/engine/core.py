@@ -95,6 +95,8 @@ class Engine:
         self.services = Services(self, sources or [], wan)
         self.dr = DemandResponseMeter(self, signals)
         self.queries = Queries(self)
+        self._gpu_models: list[str] = jobs.gpu_models.tolist()
+        """Per job, the GPU models it may run on ("": any; `sim.workload.JobTable`)."""
         self.components: tuple[Component, ...] = (
             self.book,
             self.runs,
@@ -327,20 +329,48 @@ class Engine:
         return pool
 
     def _choose_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
+        if self._gpu_models[j]:
+            return self._choose_allowed_pool(action, j, site, model)
         gpus = self.runs.gpus[j]
         if model is not None:
-            pool = site.pool(model)
-            if pool is None:
-                raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
-            if pool.free < gpus:
-                raise PolicyError(
-                    f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}"
-                )
-            return pool
+            return self._named_pool(action, site, model, gpus)
         for pool in site.pools:
             if pool.free >= gpus:
                 return pool
         free = ", ".join(f"{p.model}={p.free}" for p in site.pools)
         raise PolicyError(
             f"{action}: job needs {gpus} GPUs of one model, {site.name} has {free} free"
+        )
+
+    @staticmethod
+    def _named_pool(action: object, site: Site, model: str, gpus: int) -> Pool:
+        """The `model` pool of `site`, with `gpus` free GPUs."""
+        pool = site.pool(model)
+        if pool is None:
+            raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
+        if pool.free < gpus:
+            raise PolicyError(
+                f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}"
+            )
+        return pool
+
+    def _choose_allowed_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
+        """`_choose_pool` for a job restricted to some GPU models (a trace's constraint):
+        `model` must be one of them; None takes the first pool of one with enough free GPUs."""
+        allowed = self.jobs.allowed_gpu_models(j)
+        gpus = self.runs.gpus[j]
+        if model is not None:
+            if model not in allowed:
+                raise PolicyError(
+                    f"{action}: job {self.jobs.job_id[j]} may not run on {model} "
+                    f"(allowed GPU models: {', '.join(allowed)})"
+                )
+            return self._named_pool(action, site, model, gpus)
+        for pool in site.pools:
+            if pool.model in allowed and pool.free >= gpus:
+                return pool
+        free = ", ".join(f"{p.model}={p.free}" for p in site.pools if p.model in allowed)
+        raise PolicyError(
+            f"{action}: job {self.jobs.job_id[j]} needs {gpus} GPUs of one of "
+            f"{', '.join(allowed)}, {site.name} has {free or 'none'} free"
         )

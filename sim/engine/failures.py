@@ -22,7 +22,6 @@ left does not fail. Draws come from the run's own `failures` random stream
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from sim.csv_rows import csv_rows
 from sim.engine.component import Component
 from sim.errors import ScenarioError
 from sim.results import ResultParts
@@ -49,17 +49,8 @@ def read_failure_trace(path: Path, site_names: list[str]) -> list[tuple[float, i
     """The failures of a trace file as (time s, site index), in time order; ScenarioError
     naming the file, the line and the value for a bad row."""
     where = f"failures.trace: {path}"
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            rows = list(enumerate(csv.reader(f), start=1))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"{where}: cannot read failure trace ({e})") from None
-    except csv.Error as e:
-        raise ScenarioError(f"{where}: malformed CSV ({e})") from None
-    if not rows or tuple(c.strip() for c in rows[0][1]) != TRACE_COLUMNS:
-        got = rows[0][1] if rows else "an empty file"
-        raise ScenarioError(f"{where}:1: the header must be {','.join(TRACE_COLUMNS)}, got {got}")
-    failures = [_trace_row(where, line, row, site_names) for line, row in rows[1:] if row]
+    rows = csv_rows(path, where, "failure trace", TRACE_COLUMNS)
+    failures = [_trace_row(where, line, row, site_names) for line, row in rows]
     return sorted(failures)
 
 

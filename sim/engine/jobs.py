@@ -17,6 +17,7 @@ import pandas as pd
 
 from sim.engine.component import Component
 from sim.results import TERMINAL_STATES, ResultParts, deadline_misses
+from sim.workload.table import gpu_model_names
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -95,6 +96,8 @@ class JobBook(Component):
         env = core.env
         gpus = core.runs.gpus
         largest = core.fleet.largest_pool
+        models = core.jobs.gpu_models.tolist()
+        largest_of: dict[str, int] = {}  # per `gpu_models` entry, its largest pool
         for j, t in enumerate(core.jobs.submit_s.tolist()):
             if t > env.now:
                 yield env.timeout(t - env.now)
@@ -102,8 +105,24 @@ class JobBook(Component):
             if gpus[j] > largest:
                 self.reject(j, f"needs {gpus[j]} GPUs; the largest pool has {largest}")
                 continue
+            if models[j]:
+                most = largest_of.get(models[j])
+                if most is None:
+                    most = largest_of[models[j]] = self._largest_pool_of(models[j])
+                if gpus[j] > most:
+                    self.reject(
+                        j, f"needs {gpus[j]} GPUs of {models[j]}; the largest pool has {most}"
+                    )
+                    continue
             self._make_pending(j)
             core.request_decision()
+
+    def _largest_pool_of(self, models: str) -> int:
+        """GPUs of the largest pool of any site whose model a `gpu_models` entry names (0:
+        the scenario has none of them)."""
+        names = gpu_model_names(models)
+        pools = (p.count for s in self._core.fleet.sites for p in s.pools if p.model in names)
+        return max(pools, default=0)
 
     def _make_pending(self, j: int) -> None:
         self.state[j] = PENDING

@@ -15,6 +15,7 @@ from sim.api import DemandResponseView
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
+from sim.engine.prediction import Prediction
 from sim.engine.runs import WS_PER_KWH
 from sim.errors import PolicyError
 from sim.serving.config import ServiceConfig
@@ -41,6 +42,7 @@ class Queries(Component):
         "_names_by_mask",
         "_allowed",
         "service_names",
+        "prediction",
     )
 
     def __init__(self, core: Engine):
@@ -53,6 +55,9 @@ class Queries(Component):
         self._allowed = core.book.allowed
         self._names_by_mask: dict[int, tuple[str, ...]] = {}
         self.service_names: tuple[str, ...] = core.services.names
+        self.prediction: Prediction | None = None
+        """The error of the runtimes policies are told (`sim.engine.prediction`; set by
+        `sim.run.build_engine`); None: exact."""
 
     @property
     def now_s(self) -> float:
@@ -222,7 +227,7 @@ class Queries(Component):
         site = self.site(site_name)
         pool = core.fleet.pool(site, model, "estimate")
         hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
-        now = core.env.now
+        now = core.env.now  # the energy of the told runtime, at the true power
         energy_kwh = (
             core.runs.gpus[j]
             * (
@@ -254,7 +259,18 @@ class Queries(Component):
         rate, draw_w = runs.rate_and_draw(j, site, pool, cap)
         hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
         hold_s = max(hold_s, core.fleet.wake_s(site, pool, runs.gpus[j]))
-        return hold_s, runs.remaining_now_gpu_s(j) / rate, draw_w
+        return hold_s, self._told_s(j, pool.model, runs.remaining_now_gpu_s(j) / rate), draw_w
+
+    def _told_s(self, j: int, model: str, runtime_s: float) -> float:
+        """The runtime policies are told for `j`'s true `runtime_s` on `model`, s: times
+        its prediction error factor (`sim.engine.prediction`)."""
+        if self.prediction is None:
+            return runtime_s
+        return runtime_s * self.prediction.factor(j, model)
+
+    def allowed_gpu_models(self, j: int) -> tuple[str, ...]:
+        """The GPU models job `j` may run on; () for any (`JobView.allowed_gpu_models`)."""
+        return self._core.jobs.allowed_gpu_models(j)
 
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
         core = self._core
@@ -268,10 +284,11 @@ class Queries(Component):
         for j in pool.jobs:
             if j in runs.holding:  # its rate once it computes; the hold left is not counted
                 rate = runs.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
-                end = now + runs.remaining_gpu_s[j] / rate
+                start_s, runtime_s = now, runs.remaining_gpu_s[j] / rate
             else:  # when its completion is scheduled
                 run = runs.live[j]
-                end = run.seg_start_s + runs.remaining_gpu_s[j] / run.rate
-            ends.append(end)
+                start_s, runtime_s = run.seg_start_s, runs.remaining_gpu_s[j] / run.rate
+            end = start_s + self._told_s(j, model, runtime_s)
+            ends.append(end if self.prediction is None else max(now, end))
             gpus.append(runs.gpus[j])
         return ends, gpus

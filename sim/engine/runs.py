@@ -150,12 +150,16 @@ class Runs(Component):
         return own_cap if own_cap is not None else site.cap_w
 
     def speed(self, model: str, profile: str, cap: float | None) -> tuple[float, float]:
-        """(reference GPU-s per s of one GPU, active W of one GPU), cached."""
+        """(reference GPU-s per s of one GPU, active W of one GPU), cached: the speed at
+        the maximum power limit (the scenario's `[throughput]` table's, else the roofline
+        `hardware.speed`) x the cap model's throughput fraction."""
         key = (model, profile, cap)
         hit = self._speeds.get(key)
         if hit is None:
             est = hardware.estimate(model, profile, cap)
-            hit = (hardware.speed(model, profile) * est.throughput_fraction, est.power_w)
+            table = self._core.scenario.throughput
+            full = hardware.speed(model, profile) if table is None else table.speed(model, profile)
+            hit = (full * est.throughput_fraction, est.power_w)
             self._speeds[key] = hit
         return hit
 

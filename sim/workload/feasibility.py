@@ -2,12 +2,12 @@
 fastest runtime it could possibly have.
 
 The fastest runtime is a lower bound: the job's work on the fastest GPU model of any site
-it may run on (whose pool is large enough for it), at the maximum power limit, starting at
-submission, with no data moves, boots or checkpoint stalls. A job flagged here misses its
-deadline whatever the policy does, so results count it apart (`deadline_infeasible` in
-the summary, `deadline_infeasible` per job, and in `meta.json`), and a deadline miss is
-not blamed on the policy. Such deadlines are accepted as input: traces and generators may
-hold them.
+it may run on (whose pool is large enough for it, of a model it may run on), at the maximum
+power limit, starting at submission, with no data moves, boots or checkpoint stalls. A
+job flagged here misses its deadline whatever the policy does, so results count it apart
+(`deadline_infeasible` in the summary, `deadline_infeasible` per job, and in
+`meta.json`), and a deadline miss is not blamed on the policy. Such deadlines are accepted
+as input: traces and generators may hold them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from sim import hardware
 from sim.scenario import Scenario
-from sim.workload.table import JobTable
+from sim.workload.table import JobTable, gpu_model_names
 
 __all__ = ["fastest_runtime_s", "infeasible_deadlines"]
 
@@ -26,14 +26,16 @@ TOLERANCE_S = 1e-6
 
 def fastest_runtime_s(jobs: JobTable, scenario: Scenario) -> np.ndarray:
     """Per job, the shortest time its work can take, s (see the module docstring); inf for
-    a job that fits no pool of its allowed sites (it is rejected at arrival)."""
+    a job that fits no pool of its allowed sites and GPU models (it is rejected at arrival)."""
     profiles, profile_of = np.unique(jobs.profile.astype(str), return_inverse=True)
+    entries, entry_of = np.unique(jobs.gpu_models.astype(str), return_inverse=True)
     best_speed = np.zeros(len(jobs))
     for i, site in enumerate(scenario.sites):
         allowed = ((jobs.allowed_sites >> i) & 1).astype(bool)
         for pool in site.gpus:
             speeds = np.array([hardware.speed(pool.model, str(p)) for p in profiles])
-            fits = allowed & (jobs.gpus <= pool.count)
+            model_ok = np.array([not e or pool.model in gpu_model_names(e) for e in entries], bool)
+            fits = allowed & model_ok[entry_of] & (jobs.gpus <= pool.count)
             best_speed = np.where(fits, np.maximum(best_speed, speeds[profile_of]), best_speed)
     with np.errstate(divide="ignore"):
         return np.where(best_speed > 0, jobs.work_gpu_h * 3600.0 / (jobs.gpus * best_speed), np.inf)

@@ -19,18 +19,21 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES
+from sim.hardware import GPU_CATALOG, PROFILES
 from sim.scenario import Scenario
 from sim.workload.table import (
+    ANY_GPU_MODEL,
     ANY_SITE,
     COLUMNS,
     MAX_JOB_RUNTIME_H,
     MAX_MASK_SITES,
+    MODELS_SEPARATOR,
     OPTIONAL_DEFAULTS,
     REQUIRED_COLUMNS,
     SITES_SEPARATOR,
     JobTable,
     job_value_checks,
+    join_gpu_models,
     site_mask,
 )
 
@@ -465,6 +468,20 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         allowed = np.full(n, ANY_SITE, np.int64)
 
+    # gpu_models
+    if (col := column("gpu_models")) is not None:
+        models, m_bad = _gpu_model_lists(_text(col))
+        check(
+            m_bad,
+            lambda i: (
+                f"gpu_models must be GPU models separated by {MODELS_SEPARATOR!r} from the "
+                f"catalog ({', '.join(GPU_CATALOG)}) (empty = any model), "
+                f"got {shown('gpu_models', i)}"
+            ),
+        )
+    else:
+        models = np.full(n, ANY_GPU_MODEL, dtype=object)
+
     _raise_first(checks, where)
 
     order = np.argsort(submit_s, kind="stable")
@@ -480,6 +497,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         data_gb=sizes["data_gb"][order],
         origin_site=origin[order].astype(np.int64),
         allowed_sites=allowed[order],
+        gpu_models=models[order],
     )
 
 
@@ -529,6 +547,22 @@ def _site_masks(names: pd.Series, sites: list[str]) -> tuple[np.ndarray, np.ndar
         by_text[text] = site_mask([index[p] for p in parts]) if ok else 0
     masks = names.map(by_text).to_numpy(np.int64)
     return masks, masks == 0
+
+
+def _gpu_model_lists(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(`gpu_models` entries, bad cells) of a column of ";"-separated GPU models (as
+    `allowed_sites` separates sites); an empty cell allows any model. A cell naming a
+    model the catalog does not know is bad."""
+    by_text: dict[str, str | None] = {}
+    for text in pd.unique(cells):
+        try:
+            by_text[text] = join_gpu_models(text.split(MODELS_SEPARATOR)) if text else ANY_GPU_MODEL
+        except ValueError:
+            by_text[text] = None
+    entries = cells.map(by_text).to_numpy(dtype=object)
+    bad = pd.isna(entries)
+    entries[bad] = ANY_GPU_MODEL
+    return entries, bad
 
 
 def _raise_first(checks: list[_Check], where: _Where) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sim.columns import freeze_columns
-from sim.hardware import PROFILES
+from sim.hardware import GPU_CATALOG, PROFILES
 
 COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -35,6 +35,7 @@ COLUMNS: tuple[str, ...] = (
     "data_gb",
     "origin_site",
     "allowed_sites",
+    "gpu_models",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -48,9 +49,10 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "data_gb": 0.0,
     "origin_site": None,
     "allowed_sites": None,
+    "gpu_models": None,
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
-any site)."""
+any site / any GPU model)."""
 
 ANY_SITE = -1
 """`allowed_sites` of a job that may run on any site (every bit set)."""
@@ -58,6 +60,10 @@ MAX_MASK_SITES = 63
 """Sites a bit mask of `allowed_sites` can name (bits 0..62 of an int64)."""
 SITES_SEPARATOR = ";"
 """Between site names in the `allowed_sites` column of a job file."""
+ANY_GPU_MODEL = ""
+"""`gpu_models` of a job that may run on any GPU model."""
+MODELS_SEPARATOR = ";"
+"""Between GPU model names in the `gpu_models` column of a job file and of a `JobTable`."""
 
 
 MAX_JOB_GPUS = 1 << 20
@@ -132,6 +138,22 @@ def site_mask(indices: Sequence[int]) -> int:
     return mask
 
 
+def gpu_model_names(models: str) -> tuple[str, ...]:
+    """The GPU models a `gpu_models` entry names, in its order; () for `ANY_GPU_MODEL`."""
+    return tuple(models.split(MODELS_SEPARATOR)) if models else ()
+
+
+def join_gpu_models(names: Iterable[str]) -> str:
+    """The `gpu_models` entry of these model names: stripped, repeats dropped, in order;
+    ValueError naming the first one `sim.hardware.GPU_CATALOG` does not know (or an empty
+    name). No names: `ANY_GPU_MODEL`."""
+    unique = dict.fromkeys(name.strip() for name in names)
+    for name in unique:
+        if name not in GPU_CATALOG:
+            raise ValueError(f"unknown GPU model {name!r}")
+    return MODELS_SEPARATOR.join(unique)
+
+
 def mask_sites(mask: int, site_names: Iterable[str]) -> tuple[str, ...]:
     """The names of the sites an `allowed_sites` mask allows, in scenario order."""
     return tuple(name for i, name in enumerate(site_names) if (mask >> i) & 1)
@@ -149,6 +171,7 @@ _DTYPES: dict[str, Any] = {
     "data_gb": np.float64,
     "origin_site": np.int64,
     "allowed_sites": np.int64,
+    "gpu_models": object,
 }
 
 
@@ -187,10 +210,16 @@ class JobTable:
     allowed_sites: np.ndarray = cast(np.ndarray, None)
     """int64 bit mask of the sites the job may run on (bit i: `scenario.sites[i]`; data
     residency); `ANY_SITE` (-1): anywhere. None: every job may run anywhere."""
+    gpu_models: np.ndarray = cast(np.ndarray, None)
+    """str (object), the GPU models the job may run on, catalog names joined by
+    `MODELS_SEPARATOR` (e.g. "A100-80GB;H100-SXM"); `ANY_GPU_MODEL` (""): any model. None:
+    every job may run on any model."""
 
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
             object.__setattr__(self, "allowed_sites", np.full(len(self.job_id), ANY_SITE))
+        if self.gpu_models is None:
+            object.__setattr__(self, "gpu_models", np.full(len(self.job_id), ANY_GPU_MODEL, object))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -219,12 +248,23 @@ class JobTable:
         unknown = set(pd.unique(self.profile)) - PROFILES.keys()
         if unknown:
             raise ValueError(f"JobTable: unknown profiles {sorted(map(str, unknown))}")
+        for models in pd.unique(self.gpu_models):
+            try:
+                canonical = join_gpu_models(gpu_model_names(models))
+            except (AttributeError, ValueError) as e:
+                raise ValueError(f"JobTable: gpu_models {models!r}: {e}") from None
+            if canonical != models:
+                raise ValueError(f"JobTable: gpu_models {models!r} must be written {canonical!r}")
         if not pd.Index(self.job_id).is_unique:
             dup = pd.Index(self.job_id).duplicated()
             raise ValueError(f"JobTable: job_id must be unique, repeated: {self.job_id[dup][0]!r}")
 
     def __len__(self) -> int:
         return len(self.job_id)
+
+    def allowed_gpu_models(self, j: int) -> tuple[str, ...]:
+        """The GPU models job `j` may run on, in the order of its entry; () for any."""
+        return gpu_model_names(self.gpu_models[j])
 
     def equals(self, other: JobTable) -> bool:
         """Whether both tables hold the same jobs in the same order (NaN equals NaN)."""
@@ -237,9 +277,10 @@ class JobTable:
         """The jobs in the native job format (columns `COLUMNS`), one row per job.
 
         Times are numbers of seconds since the scenario start (`submit_time`, `deadline`;
-        NaN = no deadline), `origin_site` is the site's name and `allowed_sites` the names
-        joined by ";" (empty: any site), so that `frame.to_csv(path, index=False)` or
-        `frame.to_parquet(path)` writes a file that `load_job_file` reads back unchanged.
+        NaN = no deadline), `origin_site` is the site's name, `allowed_sites` the names
+        joined by ";" (empty: any site) and `gpu_models` as stored (empty: any model), so
+        that `frame.to_csv(path, index=False)` or `frame.to_parquet(path)` writes a file
+        that `load_job_file` reads back unchanged.
         """
         names = np.asarray(list(site_names), dtype=object)
         if len(self) and (len(names) == 0 or self.origin_site.max() >= len(names)):
@@ -262,6 +303,7 @@ class JobTable:
                     "" if m == ANY_SITE else SITES_SEPARATOR.join(mask_sites(m, names))
                     for m in self.allowed_sites.tolist()
                 ],
+                "gpu_models": self.gpu_models,
             },
             columns=list(COLUMNS),
         )

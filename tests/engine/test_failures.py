@@ -11,7 +11,12 @@ import pytest
 import sim
 from sim.errors import ScenarioError
 from sim.scenario import LLAMA3_FAILURES_PER_GPU_H
-from tests.conftest import SMALL_SCENARIO_TOML, make_scenario, run_cli, site, write_jobs
+from tests.conftest import (
+    make_scenario,
+    one_line_cli_error,
+    site,
+    write_jobs,
+)
 
 H = 3600.0
 
@@ -218,10 +223,6 @@ def test_a_bad_trace_row_is_one_error_naming_the_file_the_line_and_the_value(
 
 
 def test_the_cli_reports_a_bad_trace_on_one_line_with_exit_2(tmp_path, capsys):
-    (tmp_path / "failures.csv").write_text("time_h,site\nlater,a\n")
-    path = tmp_path / "study.toml"
-    path.write_text(SMALL_SCENARIO_TOML + '\n[failures]\ntrace = "failures.csv"\n')
-    code, out = run_cli(["run", str(path)], capsys)
-    assert code == 2
-    (line,) = out.err.strip().splitlines()
+    files = {"failures.csv": "time_h,site\nlater,a\n"}
+    line = one_line_cli_error(tmp_path, capsys, files, '[failures]\ntrace = "failures.csv"')
     assert "failures.csv:2: time_h must be a number >= 0, got 'later'" in line

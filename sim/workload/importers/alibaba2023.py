@@ -19,6 +19,15 @@ own clock, no absolute date). One pod is one job:
   whole GPUs) but `work_gpu_h = gpu_milli / 1000 x runtime_h`, which conserves the trace's
   GPU-hours (the pod runs for that fraction of its measured time). Multi-GPU pods take
   `num_gpu` whole GPUs.
+- GPU types: `gpu_spec` lists the GPU types a pod may run on (`V100M16|V100M32`; empty:
+  any). With `keep_gpu_spec` (default) each type is mapped to a catalog model where the
+  mapping is certain (`TRACE_GPU_MODELS`) and kept as the job's `gpu_models`; a spec
+  naming any other type (the undisclosed G1-G3, the A10 the catalog lacks) keeps no
+  constraint, counted in the notes. A pod whose spec names only types that are the very
+  card of one catalog model X (`SAME_CARD`) was measured on X: its work is converted to
+  reference GPU-hours, `work_gpu_h x speed(X, profile) / speed("A100-80GB", profile)`
+  (`sim.hardware.speed`); other pods' runtimes are taken as reference runtimes
+  (`REFERENCE_NOTE`).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim import hardware
+from sim.hardware import REFERENCE_GPU
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import (
     REFERENCE_NOTE,
@@ -36,17 +47,29 @@ from sim.workload.importers._common import (
     native_frame,
     read_csv_strict,
 )
+from sim.workload.table import join_gpu_models
 
 COLUMNS_USED = (
     "name",
     "num_gpu",
     "gpu_milli",
+    "gpu_spec",
     "pod_phase",
     "creation_time",
     "deletion_time",
     "scheduled_time",
 )
 PHASES = ("Running", "Succeeded", "Failed", "Pending")
+TRACE_GPU_MODELS = {"P100": "P100", "T4": "T4", "V100M16": "V100", "V100M32": "V100"}
+"""The trace's GPU types (`gpu_spec`, the node list's `model`) -> catalog models, where
+certain: V100M16 and V100M32 are the 16 GB and 32 GB V100 (one chip; the catalog's V100
+is the 32 GB PCIe card). G1, G2 and G3 are undisclosed internal codes and the catalog has
+no A10: they map to nothing."""
+SAME_CARD = frozenset({"T4"})
+"""Trace GPU types whose catalog model is the very card, so that its speed is known: the
+T4 comes in one form. The trace does not say whether its P100s and V100s are the PCIe or
+the SXM2 cards (whose clocks, and so speeds, differ), so their runtimes are not converted."""
+SPEC_SEPARATOR = "|"
 
 
 def import_alibaba2023(
@@ -56,9 +79,11 @@ def import_alibaba2023(
     fractional: str = "round_up",
     profile: str = "mixed",
     origin_site: str = "",
+    keep_gpu_spec: bool = True,
 ) -> tuple[pd.DataFrame, ImportReport]:
     """Import an `openb_pod_list_*.csv`. Options: `keep_failed` (keep pods of phase Failed,
-    default false), `fractional` ("round_up" or "share"), `profile`, `origin_site`."""
+    default false), `fractional` ("round_up" or "share"), `profile`, `origin_site`,
+    `keep_gpu_spec` (keep `gpu_spec` as GPU-model constraints, default true)."""
     path = Path(path)
     check_common(path, profile, fractional)
     report = ImportReport("alibaba2023", str(path))
@@ -142,10 +167,24 @@ def import_alibaba2023(
             f"fractional=share: {int(partial.sum())} GPU-sharing pod(s) run on one whole GPU "
             "for gpu_milli/1000 of their measured time (work_gpu_h = share x runtime_h)"
         )
-    report.notes.append(REFERENCE_NOTE)
+    models = None
+    if keep_gpu_spec:
+        spec = pods["gpu_spec"].fillna("").to_numpy(dtype=object)[keep]
+        models, to_reference = _gpu_constraints(spec, profile, report)
+        work = work * to_reference
+    else:
+        report.notes.append("keep_gpu_spec=false: gpu_spec ignored, no GPU-model constraints")
+        report.notes.append(REFERENCE_NOTE)
 
     frame, origin_s = native_frame(
-        name[keep], submit, gpus, work, profile=profile, origin_site=origin_site, report=report
+        name[keep],
+        submit,
+        gpus,
+        work,
+        profile=profile,
+        origin_site=origin_site,
+        report=report,
+        gpu_models=models,
     )
     if len(frame):
         report.trace_start = (
@@ -153,3 +192,48 @@ def import_alibaba2023(
             "(relative seconds, the trace publishes no date)"
         )
     return frame, report
+
+
+def _gpu_constraints(
+    spec: np.ndarray, profile: str, report: ImportReport
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per pod, its `gpu_models` entry ("": any) and the factor from its measured GPU-hours
+    to reference GPU-hours (1 unless it was measured on a known card); notes in `report`."""
+    codes, specs = pd.factorize(spec)
+    entries = np.array([_catalog_entry(text) for text in specs], dtype=object)
+    factors = np.array([_to_reference(text, profile) for text in specs])
+    unmapped = np.array([text != "" for text in specs], bool) & (entries == "")
+    if unmapped.any():
+        names = ", ".join(sorted(map(str, specs[unmapped])))
+        report.notes.append(
+            f"{int(unmapped[codes].sum())} pod(s) with a gpu_spec naming a GPU type without a "
+            f"certain catalog model ({names}): no GPU-model constraint"
+        )
+    converted = int((factors != 1.0)[codes].sum())
+    report.notes.append(
+        f"{int((entries != '')[codes].sum())} pod(s) keep their gpu_spec as gpu_models; "
+        f"{converted} measured on a known card ({', '.join(sorted(SAME_CARD))}) have their "
+        "work converted to reference GPU-hours (x speed(card) / speed(A100-80GB) for the "
+        "profile); for the others, " + REFERENCE_NOTE
+    )
+    return entries[codes], factors[codes]
+
+
+def _to_reference(spec: str, profile: str) -> float:
+    """Reference GPU-hours per GPU-hour measured on the card a `gpu_spec` names, if it
+    names only `SAME_CARD` types of one catalog model; else 1 (runtime taken as is)."""
+    types = {t.strip() for t in spec.split(SPEC_SEPARATOR)} if spec else set()
+    models = {TRACE_GPU_MODELS[t] for t in types & SAME_CARD}
+    if not types or not types <= SAME_CARD or len(models) != 1:
+        return 1.0
+    (card,) = models
+    return hardware.speed(card, profile) / hardware.speed(REFERENCE_GPU, profile)
+
+
+def _catalog_entry(spec: str) -> str:
+    """The `gpu_models` entry of a `gpu_spec` cell: its types' catalog models, "" (any)
+    if it is empty or names a type `TRACE_GPU_MODELS` does not map."""
+    types = [t.strip() for t in spec.split(SPEC_SEPARATOR)] if spec else []
+    if not all(t in TRACE_GPU_MODELS for t in types):
+        return ""
+    return join_gpu_models(TRACE_GPU_MODELS[t] for t in types)

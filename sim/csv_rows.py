@@ -1,0 +1,30 @@
+"""Small CSV input files named by a scenario (failure traces, throughput tables): their
+rows, or one-line errors naming the scenario key, the file and the line."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from sim.errors import ScenarioError
+
+__all__ = ["csv_rows"]
+
+
+def csv_rows(
+    path: Path, where: str, what: str, header: tuple[str, ...]
+) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of each non-blank data row of the CSV file `path`, whose first
+    line must be `header`. ScenarioError starting with `where` (the scenario key and the
+    file) for a file that cannot be read as UTF-8 CSV (`what` names it) or another header."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            rows = list(enumerate(csv.reader(f), start=1))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{where}: cannot read {what} ({e})") from None
+    except csv.Error as e:
+        raise ScenarioError(f"{where}: malformed CSV ({e})") from None
+    if not rows or tuple(c.strip() for c in rows[0][1]) != header:
+        got = rows[0][1] if rows else "an empty file"
+        raise ScenarioError(f"{where}:1: the header must be {','.join(header)}, got {got}")
+    return [(line, row) for line, row in rows[1:] if row]
