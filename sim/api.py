@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol, overload
 import numpy as np
 
 from sim.errors import PolicyError
-from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate, speed
+from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
     from sim.cluster import Site
@@ -259,6 +259,7 @@ class StateQueries(Protocol):
     ) -> tuple[float, float]: ...
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float: ...
     def runtime_version(self, site_name: str) -> int: ...
+    def reference_speed(self, model: str, profile: str) -> float: ...
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
     def site_it_w(self, name: str) -> float: ...
 
@@ -624,8 +625,9 @@ class SystemState:
 
     def reference_speed(self, model: str, profile: str) -> float:
         """Work one uncapped `model` GPU does on a `profile` job, reference GPU-s per s (an
-        A100-80GB at its maximum power limit does 1)."""
-        return speed(model, profile)
+        A100-80GB at its maximum power limit does 1): the scenario's `[throughput]` table's
+        where it lists the pair, else the roofline's."""
+        return self._q.reference_speed(model, profile)
 
     def idle_w(self, site: str, model: str) -> float:
         """Idle power of one `model` GPU at `site` (the site's override, else the catalog's), W."""

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from sim import hardware
 from sim.atomic import write_atomic
 from sim.grid import CarbonSignal
 from sim.records import DrJobRecord, DrWindow
@@ -315,14 +314,15 @@ def _ordered(values: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
     return {**{k: values[k] for k in order}, **values}
 
 
-def ideal_runtime_s(work_gpu_h, gpus, model, profile) -> np.ndarray:
-    """Runtime uninterrupted and uncapped on the GPU model the job ran on (NaN if it never ran)."""
+def ideal_runtime_s(work_gpu_h, gpus, model, profile, speed) -> np.ndarray:
+    """Runtime uninterrupted and uncapped on the GPU model the job ran on (NaN if it never
+    ran), s; `speed(model, profile)`: one GPU's work rate (the scenario's `Scenario.speed`)."""
     out = np.full(len(work_gpu_h), np.nan)
     ran = np.array([m is not None for m in model], dtype=bool)
     pairs = pd.DataFrame({"m": model[ran], "p": profile[ran]}).drop_duplicates()
     for m, p in pairs.itertuples(index=False):
         sel = ran & (model == m) & (profile == p)
-        out[sel] = work_gpu_h[sel] * 3600.0 / (gpus[sel] * hardware.speed(m, p))
+        out[sel] = work_gpu_h[sel] * 3600.0 / (gpus[sel] * speed(m, p))
     return out
 
 

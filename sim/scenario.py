@@ -882,6 +882,13 @@ class Scenario(ConfigModel):
     def site_names(self) -> list[str]:
         return [s.name for s in self.sites]
 
+    def speed(self, gpu: str, profile: str) -> float:
+        """Work one `gpu` does on a `profile` job at its maximum power limit, reference GPU-s
+        per s: the `[throughput]` table's, else the roofline's (`sim.hardware.speed`)."""
+        if self.throughput is None:
+            return roofline_speed(gpu, profile)
+        return self.throughput.speed(gpu, profile)
+
     def to_toml(self) -> str:
         """The scenario as TOML (paths absolute), loadable again with `load_scenario`."""
         return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))

@@ -245,6 +245,9 @@ class Queries(Component):
         )
         return hold_s + runtime_s
 
+    def reference_speed(self, model: str, profile: str) -> float:
+        return self._core.scenario.speed(model, profile)
+
     def runtime_version(self, site_name: str) -> int:
         return self.site(site_name).runtime_version
 

@@ -157,8 +157,7 @@ class Runs(Component):
         hit = self._speeds.get(key)
         if hit is None:
             est = hardware.estimate(model, profile, cap)
-            table = self._core.scenario.throughput
-            full = hardware.speed(model, profile) if table is None else table.speed(model, profile)
+            full = self._core.scenario.speed(model, profile)
             hit = (full * est.throughput_fraction, est.power_w)
             self._speeds[key] = hit
         return hit
@@ -363,7 +362,7 @@ class Runs(Component):
         names = core.fleet.names
         model = np.asarray(self.model, dtype=object)
         site = pd.Categorical.from_codes(self.site_of, categories=names)
-        ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile)
+        ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile, core.scenario.speed)
         cols = out.job_columns
         energy = np.asarray(self.energy_kwh)
         embodied = np.asarray(self.embodied_kg)

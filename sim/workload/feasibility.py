@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim import hardware
 from sim.scenario import Scenario
 from sim.workload.table import JobTable, gpu_model_names
 
@@ -33,7 +32,7 @@ def fastest_runtime_s(jobs: JobTable, scenario: Scenario) -> np.ndarray:
     for i, site in enumerate(scenario.sites):
         allowed = ((jobs.allowed_sites >> i) & 1).astype(bool)
         for pool in site.gpus:
-            speeds = np.array([hardware.speed(pool.model, str(p)) for p in profiles])
+            speeds = np.array([scenario.speed(pool.model, str(p)) for p in profiles])
             model_ok = np.array([not e or pool.model in gpu_model_names(e) for e in entries], bool)
             fits = allowed & model_ok[entry_of] & (jobs.gpus <= pool.count)
             best_speed = np.where(fits, np.maximum(best_speed, speeds[profile_of]), best_speed)

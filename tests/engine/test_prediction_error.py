@@ -184,6 +184,19 @@ def test_a_throughput_table_sets_the_speed_of_the_pairs_it_lists(tmp_path):
     assert results.meta["throughput_table"] == str(tmp_path / "speeds.csv")
 
 
+def test_every_speed_of_the_run_is_the_table_s(tmp_path):
+    """The policy's reference speed, the slowdown's ideal runtime and the deadline check at
+    submission all use the table's speed, as the engine does."""
+    jobs = jobs_of(1, work_gpu_h=3.0, profile="memory-bound")
+    jobs[0]["deadline"] = 3.0 * H / 0.6 - 60.0  # feasible at the roofline's speed, not the table's
+    scenario = table_scenario(tmp_path, "memory-bound,A100-80GB,0.6\n", jobs)
+    assert sim.hardware.speed("A100-80GB", "memory-bound") > 0.6
+    assert pending(scenario).state.reference_speed("A100-80GB", "memory-bound") == 0.6
+    results = sim.simulate(scenario)
+    assert results.jobs.slowdown.iloc[0] == pytest.approx(1.0)
+    assert results.summary["deadline_infeasible"] == 1
+
+
 def test_the_cap_model_still_applies_on_top_of_the_table(tmp_path):
     harness = pending(table_scenario(tmp_path, "compute-bound,A100-80GB,0.5\n", jobs_of(1)))
     harness.apply([Start(harness.job("j0"), "a", gpu_cap_w=250.0)])
