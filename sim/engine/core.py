@@ -95,7 +95,7 @@ class Engine:
         self.services = Services(self, sources or [], wan)
         self.dr = DemandResponseMeter(self, signals)
         self.queries = Queries(self)
-        self._gpu_models: list[str] = jobs.gpu_models.tolist()
+        self._gpu_models: list[str] = jobs.allowed_gpu_models.tolist()
         """Per job, the GPU models it may run on ("": any; `sim.workload.JobTable`)."""
         self.components: tuple[Component, ...] = (
             self.book,
@@ -357,7 +357,7 @@ class Engine:
     def _choose_allowed_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
         """`_choose_pool` for a job restricted to some GPU models (a trace's constraint):
         `model` must be one of them; None takes the first pool of one with enough free GPUs."""
-        allowed = self.jobs.allowed_gpu_models(j)
+        allowed = self.jobs.gpu_models_of(j)
         gpus = self.runs.gpus[j]
         if model is not None:
             if model not in allowed:

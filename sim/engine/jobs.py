@@ -96,8 +96,8 @@ class JobBook(Component):
         env = core.env
         gpus = core.runs.gpus
         largest = core.fleet.largest_pool
-        models = core.jobs.gpu_models.tolist()
-        largest_of: dict[str, int] = {}  # per `gpu_models` entry, its largest pool
+        models = core.jobs.allowed_gpu_models.tolist()
+        largest_of: dict[str, int] = {}  # per `allowed_gpu_models` entry, its largest pool
         for j, t in enumerate(core.jobs.submit_s.tolist()):
             if t > env.now:
                 yield env.timeout(t - env.now)
@@ -118,7 +118,7 @@ class JobBook(Component):
             core.request_decision()
 
     def _largest_pool_of(self, models: str) -> int:
-        """GPUs of the largest pool of any site whose model a `gpu_models` entry names (0:
+        """GPUs of the largest pool of any site whose model an `allowed_gpu_models` entry names (0:
         the scenario has none of them)."""
         names = gpu_model_names(models)
         pools = (p.count for s in self._core.fleet.sites for p in s.pools if p.model in names)

@@ -273,7 +273,7 @@ class Queries(Component):
 
     def allowed_gpu_models(self, j: int) -> tuple[str, ...]:
         """The GPU models job `j` may run on; () for any (`JobView.allowed_gpu_models`)."""
-        return self._core.jobs.allowed_gpu_models(j)
+        return self._core.jobs.gpu_models_of(j)
 
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
         core = self._core

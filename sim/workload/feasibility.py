@@ -27,7 +27,7 @@ def fastest_runtime_s(jobs: JobTable, scenario: Scenario) -> np.ndarray:
     """Per job, the shortest time its work can take, s (see the module docstring); inf for
     a job that fits no pool of its allowed sites and GPU models (it is rejected at arrival)."""
     profiles, profile_of = np.unique(jobs.profile.astype(str), return_inverse=True)
-    entries, entry_of = np.unique(jobs.gpu_models.astype(str), return_inverse=True)
+    entries, entry_of = np.unique(jobs.allowed_gpu_models.astype(str), return_inverse=True)
     best_speed = np.zeros(len(jobs))
     for i, site in enumerate(scenario.sites):
         allowed = ((jobs.allowed_sites >> i) & 1).astype(bool)

@@ -468,15 +468,15 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         allowed = np.full(n, ANY_SITE, np.int64)
 
-    # gpu_models
-    if (col := column("gpu_models")) is not None:
+    # allowed_gpu_models
+    if (col := column("allowed_gpu_models")) is not None:
         models, m_bad = _gpu_model_lists(_text(col))
         check(
             m_bad,
             lambda i: (
-                f"gpu_models must be GPU models separated by {MODELS_SEPARATOR!r} from the "
+                f"allowed_gpu_models must be GPU models separated by {MODELS_SEPARATOR!r} from the "
                 f"catalog ({', '.join(GPU_CATALOG)}) (empty = any model), "
-                f"got {shown('gpu_models', i)}"
+                f"got {shown('allowed_gpu_models', i)}"
             ),
         )
     else:
@@ -497,7 +497,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         data_gb=sizes["data_gb"][order],
         origin_site=origin[order].astype(np.int64),
         allowed_sites=allowed[order],
-        gpu_models=models[order],
+        allowed_gpu_models=models[order],
     )
 
 
@@ -550,7 +550,7 @@ def _site_masks(names: pd.Series, sites: list[str]) -> tuple[np.ndarray, np.ndar
 
 
 def _gpu_model_lists(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(`gpu_models` entries, bad cells) of a column of ";"-separated GPU models (as
+    """(`allowed_gpu_models` entries, bad cells) of a column of ";"-separated GPU models (as
     `allowed_sites` separates sites); an empty cell allows any model. A cell naming a
     model the catalog does not know is bad."""
     by_text: dict[str, str | None] = {}

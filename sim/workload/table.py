@@ -35,7 +35,7 @@ COLUMNS: tuple[str, ...] = (
     "data_gb",
     "origin_site",
     "allowed_sites",
-    "gpu_models",
+    "allowed_gpu_models",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -49,7 +49,7 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "data_gb": 0.0,
     "origin_site": None,
     "allowed_sites": None,
-    "gpu_models": None,
+    "allowed_gpu_models": None,
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
 any site / any GPU model)."""
@@ -61,9 +61,9 @@ MAX_MASK_SITES = 63
 SITES_SEPARATOR = ";"
 """Between site names in the `allowed_sites` column of a job file."""
 ANY_GPU_MODEL = ""
-"""`gpu_models` of a job that may run on any GPU model."""
+"""`allowed_gpu_models` of a job that may run on any GPU model."""
 MODELS_SEPARATOR = ";"
-"""Between GPU model names in the `gpu_models` column of a job file and of a `JobTable`."""
+"""Between GPU model names in the `allowed_gpu_models` column of a job file and of a `JobTable`."""
 
 
 MAX_JOB_GPUS = 1 << 20
@@ -139,12 +139,12 @@ def site_mask(indices: Sequence[int]) -> int:
 
 
 def gpu_model_names(models: str) -> tuple[str, ...]:
-    """The GPU models a `gpu_models` entry names, in its order; () for `ANY_GPU_MODEL`."""
+    """The GPU models a `allowed_gpu_models` entry names, in its order; () for `ANY_GPU_MODEL`."""
     return tuple(models.split(MODELS_SEPARATOR)) if models else ()
 
 
 def join_gpu_models(names: Iterable[str]) -> str:
-    """The `gpu_models` entry of these model names: stripped, repeats dropped, in order;
+    """The `allowed_gpu_models` entry of these model names: stripped, repeats dropped, in order;
     ValueError naming the first one `sim.hardware.GPU_CATALOG` does not know (or an empty
     name). No names: `ANY_GPU_MODEL`."""
     unique = dict.fromkeys(name.strip() for name in names)
@@ -171,7 +171,7 @@ _DTYPES: dict[str, Any] = {
     "data_gb": np.float64,
     "origin_site": np.int64,
     "allowed_sites": np.int64,
-    "gpu_models": object,
+    "allowed_gpu_models": object,
 }
 
 
@@ -210,7 +210,7 @@ class JobTable:
     allowed_sites: np.ndarray = cast(np.ndarray, None)
     """int64 bit mask of the sites the job may run on (bit i: `scenario.sites[i]`; data
     residency); `ANY_SITE` (-1): anywhere. None: every job may run anywhere."""
-    gpu_models: np.ndarray = cast(np.ndarray, None)
+    allowed_gpu_models: np.ndarray = cast(np.ndarray, None)
     """str (object), the GPU models the job may run on, catalog names joined by
     `MODELS_SEPARATOR` (e.g. "A100-80GB;H100-SXM"); `ANY_GPU_MODEL` (""): any model. None:
     every job may run on any model."""
@@ -218,8 +218,10 @@ class JobTable:
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
             object.__setattr__(self, "allowed_sites", np.full(len(self.job_id), ANY_SITE))
-        if self.gpu_models is None:
-            object.__setattr__(self, "gpu_models", np.full(len(self.job_id), ANY_GPU_MODEL, object))
+        if self.allowed_gpu_models is None:
+            object.__setattr__(
+                self, "allowed_gpu_models", np.full(len(self.job_id), ANY_GPU_MODEL, object)
+            )
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -248,13 +250,15 @@ class JobTable:
         unknown = set(pd.unique(self.profile)) - PROFILES.keys()
         if unknown:
             raise ValueError(f"JobTable: unknown profiles {sorted(map(str, unknown))}")
-        for models in pd.unique(self.gpu_models):
+        for models in pd.unique(self.allowed_gpu_models):
             try:
                 canonical = join_gpu_models(gpu_model_names(models))
             except (AttributeError, ValueError) as e:
-                raise ValueError(f"JobTable: gpu_models {models!r}: {e}") from None
+                raise ValueError(f"JobTable: allowed_gpu_models {models!r}: {e}") from None
             if canonical != models:
-                raise ValueError(f"JobTable: gpu_models {models!r} must be written {canonical!r}")
+                raise ValueError(
+                    f"JobTable: allowed_gpu_models {models!r} must be written {canonical!r}"
+                )
         if not pd.Index(self.job_id).is_unique:
             dup = pd.Index(self.job_id).duplicated()
             raise ValueError(f"JobTable: job_id must be unique, repeated: {self.job_id[dup][0]!r}")
@@ -262,9 +266,9 @@ class JobTable:
     def __len__(self) -> int:
         return len(self.job_id)
 
-    def allowed_gpu_models(self, j: int) -> tuple[str, ...]:
+    def gpu_models_of(self, j: int) -> tuple[str, ...]:
         """The GPU models job `j` may run on, in the order of its entry; () for any."""
-        return gpu_model_names(self.gpu_models[j])
+        return gpu_model_names(self.allowed_gpu_models[j])
 
     def equals(self, other: JobTable) -> bool:
         """Whether both tables hold the same jobs in the same order (NaN equals NaN)."""
@@ -278,7 +282,7 @@ class JobTable:
 
         Times are numbers of seconds since the scenario start (`submit_time`, `deadline`;
         NaN = no deadline), `origin_site` is the site's name, `allowed_sites` the names
-        joined by ";" (empty: any site) and `gpu_models` as stored (empty: any model), so
+        joined by ";" (empty: any site) and `allowed_gpu_models` as stored (empty: any model), so
         that `frame.to_csv(path, index=False)` or `frame.to_parquet(path)` writes a file
         that `load_job_file` reads back unchanged.
         """
@@ -303,7 +307,7 @@ class JobTable:
                     "" if m == ANY_SITE else SITES_SEPARATOR.join(mask_sites(m, names))
                     for m in self.allowed_sites.tolist()
                 ],
-                "gpu_models": self.gpu_models,
+                "allowed_gpu_models": self.allowed_gpu_models,
             },
             columns=list(COLUMNS),
         )

@@ -1,4 +1,4 @@
-"""Trace constraints enforced: a job's `gpu_models` (the GPU models it may run on) is read
+"""Trace constraints enforced: a job's `allowed_gpu_models` (the GPU models it may run on) is read
 from the job file, checked against the GPU catalog, kept in the `JobTable`, shown to
 policies as `JobView.allowed_gpu_models`, respected by the kit's placement and enforced by
 the engine; the Alibaba 2023 importer keeps the trace's `gpu_spec` as such constraints."""
@@ -45,14 +45,14 @@ def test_the_column_lists_gpu_models_and_round_trips_through_csv_and_parquet(tmp
     sc = scenario(
         tmp_path,
         [
-            job("a", gpu_models=" H100-SXM ; A100-80GB;H100-SXM"),
+            job("a", allowed_gpu_models=" H100-SXM ; A100-80GB;H100-SXM"),
             job("b"),
-            job("c", gpu_models="V100"),
+            job("c", allowed_gpu_models="V100"),
         ],
     )
     jobs = load_job_file(sc.workload.file, sc)
-    assert jobs.gpu_models.tolist() == ["H100-SXM;A100-80GB", "", "V100"]
-    assert [jobs.allowed_gpu_models(j) for j in range(3)] == [
+    assert jobs.allowed_gpu_models.tolist() == ["H100-SXM;A100-80GB", "", "V100"]
+    assert [jobs.gpu_models_of(j) for j in range(3)] == [
         ("H100-SXM", "A100-80GB"),
         (),
         ("V100",),
@@ -77,20 +77,24 @@ def test_the_column_lists_gpu_models_and_round_trips_through_csv_and_parquet(tmp
 def test_a_gpu_model_the_catalog_lacks_is_a_one_line_error_naming_file_line_and_value(
     tmp_path, cell, shown
 ):
-    sc = scenario(tmp_path, [job("a", gpu_models="V100"), job("b", gpu_models=cell)])
+    sc = scenario(
+        tmp_path, [job("a", allowed_gpu_models="V100"), job("b", allowed_gpu_models=cell)]
+    )
     with pytest.raises(TraceError) as err:
         load_job_file(sc.workload.file, sc)
     message = str(err.value)
     assert "\n" not in message
-    assert message.startswith(f"{sc.workload.file}:3: gpu_models must be GPU models separated")
+    assert message.startswith(
+        f"{sc.workload.file}:3: allowed_gpu_models must be GPU models separated"
+    )
     assert "H100-SXM" in message and message.endswith(f"got {shown}")
 
 
 def test_a_table_without_the_column_allows_any_model(tmp_path):
     sc = scenario(tmp_path, [job("a"), job("b")])
     jobs = load_job_file(sc.workload.file, sc)
-    assert jobs.gpu_models.tolist() == ["", ""]
-    assert jobs.to_frame(sc.site_names())["gpu_models"].tolist() == ["", ""]
+    assert jobs.allowed_gpu_models.tolist() == ["", ""]
+    assert jobs.to_frame(sc.site_names())["allowed_gpu_models"].tolist() == ["", ""]
 
 
 # --- the engine ---------------------------------------------------------------------------
@@ -99,7 +103,7 @@ def test_a_table_without_the_column_allows_any_model(tmp_path):
 def test_the_engine_refuses_to_start_resume_or_migrate_a_job_onto_a_model_it_may_not_use(
     tmp_path,
 ):
-    sc = scenario(tmp_path, [job(gpu_models="A100-80GB;H100-SXM", interruptible=True)])
+    sc = scenario(tmp_path, [job(allowed_gpu_models="A100-80GB;H100-SXM", interruptible=True)])
     h = PolicyHarness(sc).advance(0.0)
     j = h.job("j")
     assert j.allowed_gpu_models == ("A100-80GB", "H100-SXM")
@@ -117,14 +121,14 @@ def test_the_engine_refuses_to_start_resume_or_migrate_a_job_onto_a_model_it_may
 
 
 def test_a_start_without_a_model_takes_the_first_allowed_pool_with_room(tmp_path):
-    sc = scenario(tmp_path, [job("any"), job("v100", gpus=8, gpu_models="V100")])
+    sc = scenario(tmp_path, [job("any"), job("v100", gpus=8, allowed_gpu_models="V100")])
     h = PolicyHarness(sc).advance(0.0)
     h.apply([Start(h.job("any"), "mixed"), Start(h.job("v100"), "mixed")])
     assert (h.job("any").gpu_model, h.job("v100").gpu_model) == ("A100-80GB", "V100")
 
 
 def test_a_start_finding_no_allowed_pool_with_room_names_the_allowed_pools(tmp_path):
-    sc = scenario(tmp_path, [job("a", gpus=8), job("b", gpus=8, gpu_models="V100")])
+    sc = scenario(tmp_path, [job("a", gpus=8), job("b", gpus=8, allowed_gpu_models="V100")])
     h = PolicyHarness(sc).advance(0.0)
     h.apply([Start(h.job("a"), "mixed")])
     with pytest.raises(PolicyError, match=r"job b needs 8 GPUs of one of V100, mixed has V100=0"):
@@ -133,7 +137,8 @@ def test_a_start_finding_no_allowed_pool_with_room_names_the_allowed_pools(tmp_p
 
 def test_a_job_no_pool_of_its_models_can_hold_is_rejected_at_arrival(tmp_path):
     sc = scenario(
-        tmp_path, [job("h200", gpu_models="H200"), job("big", gpus=8, gpu_models="H100-SXM")]
+        tmp_path,
+        [job("h200", allowed_gpu_models="H200"), job("big", gpus=8, allowed_gpu_models="H100-SXM")],
     )
     jobs = sim.simulate(sc, "run_now").jobs.set_index("job_id")
     assert jobs.loc["h200", "reason"] == "needs 2 GPUs of H200; the largest pool has 0"
@@ -142,7 +147,7 @@ def test_a_job_no_pool_of_its_models_can_hold_is_rejected_at_arrival(tmp_path):
 
 
 def test_the_fastest_runtime_counts_only_the_models_a_job_may_use(tmp_path):
-    sc = scenario(tmp_path, [job("any"), job("v100", gpu_models="V100")])
+    sc = scenario(tmp_path, [job("any"), job("v100", allowed_gpu_models="V100")])
     jobs = load_job_file(sc.workload.file, sc)
     fastest = fastest_runtime_s(jobs, sc)
     on = {m: 2 * 3600.0 / hardware.speed(m, "mixed") for m in ("H100-SXM", "V100")}
@@ -155,7 +160,11 @@ def test_the_fastest_runtime_counts_only_the_models_a_job_may_use(tmp_path):
 def test_the_kits_placement_takes_only_pools_of_allowed_models_in_the_jobs_order(tmp_path):
     sc = scenario(
         tmp_path,
-        [job("any"), job("v100", gpu_models="V100"), job("pref", gpu_models="H100-SXM;A100-80GB")],
+        [
+            job("any"),
+            job("v100", allowed_gpu_models="V100"),
+            job("pref", allowed_gpu_models="H100-SXM;A100-80GB"),
+        ],
     )
     h = PolicyHarness(sc).advance(0.0)
     free = FreeGpus(h.state)
@@ -177,7 +186,7 @@ def constrained_workload(tmp_path: Path) -> list[dict]:
             submit_time=float(i * 600),
             gpus=int(rng.choice([1, 2, 4])),
             work_gpu_h=float(rng.uniform(0.5, 8.0)),
-            gpu_models=kinds[i % 3],
+            allowed_gpu_models=kinds[i % 3],
         )
         for i in range(40)
     ]
@@ -189,15 +198,15 @@ def test_run_now_places_constrained_jobs_only_on_their_models(tmp_path):
     ran = r.jobs.set_index("job_id")
     assert (ran["state"] == "completed").all()
     for spec in specs:
-        if spec["gpu_models"]:
-            assert ran.loc[spec["job_id"], "gpu_model"] in spec["gpu_models"].split(";")
+        if spec["allowed_gpu_models"]:
+            assert ran.loc[spec["job_id"], "gpu_model"] in spec["allowed_gpu_models"].split(";")
     assert set(ran["gpu_model"]) == {"A100-80GB", "H100-SXM", "V100"}
 
 
 def test_an_empty_column_gives_the_results_of_no_column(tmp_path):
-    specs = [{**s, "gpu_models": ""} for s in constrained_workload(tmp_path)]
+    specs = [{**s, "allowed_gpu_models": ""} for s in constrained_workload(tmp_path)]
     with_column = sim.simulate(scenario(tmp_path, specs, duration_h=48), "run_now")
-    without = [{k: v for k, v in s.items() if k != "gpu_models"} for s in specs]
+    without = [{k: v for k, v in s.items() if k != "allowed_gpu_models"} for s in specs]
     (tmp_path / "plain").mkdir()
     plain = sim.simulate(scenario(tmp_path / "plain", without, duration_h=48), "run_now")
     wall_clock = {"sim_wall_s"}
@@ -220,12 +229,12 @@ a10,4000,15258,1,1000,V100M32|A10,LS,Succeeded,500,4100,500
 """
 
 
-def test_alibaba_gpu_spec_becomes_gpu_models_where_the_mapping_is_certain(tmp_path):
+def test_alibaba_gpu_spec_becomes_allowed_gpu_models_where_the_mapping_is_certain(tmp_path):
     path = tmp_path / "openb_pod_list_gpuspec.csv"
     path.write_text(OPENB)
     frame, report = import_trace("alibaba2023", path)
     jobs = frame.set_index("job_id")
-    assert jobs["gpu_models"].to_dict() == {
+    assert jobs["allowed_gpu_models"].to_dict() == {
         "free": "",
         "v100": "V100",
         "t4": "T4",
@@ -248,7 +257,7 @@ def test_alibaba_import_can_ignore_gpu_spec(tmp_path):
     path = tmp_path / "openb_pod_list_gpuspec.csv"
     path.write_text(OPENB)
     frame, report = import_trace("alibaba2023", path, keep_gpu_spec=False)
-    assert frame["gpu_models"].isna().all()
+    assert frame["allowed_gpu_models"].isna().all()
     assert (frame["work_gpu_h"] == frame["gpus"]).all()  # an hour each, taken as reference
     assert any("gpu_spec ignored" in n for n in report.notes)
 

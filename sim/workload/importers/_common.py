@@ -170,12 +170,12 @@ def native_frame(
     profile: str,
     origin_site: str,
     report: ImportReport,
-    gpu_models: np.ndarray | None = None,
+    allowed_gpu_models: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, float]:
     """Jobs in the native columns, sorted by submission (stable), and time 0 of their
     `submit_time`: the first kept submission, in the seconds of `submit_s` (NaN if none).
-    `gpu_models`: per row, the job's `gpu_models` entry ("" or None: any model; column
-    left empty when not given).
+    `allowed_gpu_models`: per row, the job's `allowed_gpu_models` entry ("" or None: any
+    model; column left empty when not given).
 
     Rows the native loader would refuse (`sim.workload.table.job_value_checks`: a GPU count
     that is not a positive integer or beyond any cluster, an infinite or absurd runtime, a
@@ -212,8 +212,8 @@ def native_frame(
         },
         columns=list(COLUMNS),
     )
-    if gpu_models is not None:
-        frame["gpu_models"] = np.asarray(gpu_models, object)[order]
+    if allowed_gpu_models is not None:
+        frame["allowed_gpu_models"] = np.asarray(allowed_gpu_models, object)[order]
     return frame, origin
 
 

@@ -21,7 +21,7 @@ own clock, no absolute date). One pod is one job:
   `num_gpu` whole GPUs.
 - GPU types: `gpu_spec` lists the GPU types a pod may run on (`V100M16|V100M32`; empty:
   any). With `keep_gpu_spec` (default) each type is mapped to a catalog model where the
-  mapping is certain (`TRACE_GPU_MODELS`) and kept as the job's `gpu_models`; a spec
+  mapping is certain (`TRACE_GPU_MODELS`) and kept as the job's `allowed_gpu_models`; a spec
   naming any other type (the undisclosed G1-G3, the A10 the catalog lacks) keeps no
   constraint, counted in the notes. A pod whose spec names only types that are the very
   card of one catalog model X (`SAME_CARD`) was measured on X: its work is converted to
@@ -184,7 +184,7 @@ def import_alibaba2023(
         profile=profile,
         origin_site=origin_site,
         report=report,
-        gpu_models=models,
+        allowed_gpu_models=models,
     )
     if len(frame):
         report.trace_start = (
@@ -197,7 +197,7 @@ def import_alibaba2023(
 def _gpu_constraints(
     spec: np.ndarray, profile: str, report: ImportReport
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per pod, its `gpu_models` entry ("": any) and the factor from its measured GPU-hours
+    """Per pod, its `allowed_gpu_models` entry ("": any) and the factor from its measured GPU-hours
     to reference GPU-hours (1 unless it was measured on a known card); notes in `report`."""
     codes, specs = pd.factorize(spec)
     entries = np.array([_catalog_entry(text) for text in specs], dtype=object)
@@ -211,7 +211,7 @@ def _gpu_constraints(
         )
     converted = int((factors != 1.0)[codes].sum())
     report.notes.append(
-        f"{int((entries != '')[codes].sum())} pod(s) keep their gpu_spec as gpu_models; "
+        f"{int((entries != '')[codes].sum())} pod(s) keep their gpu_spec as allowed_gpu_models; "
         f"{converted} measured on a known card ({', '.join(sorted(SAME_CARD))}) have their "
         "work converted to reference GPU-hours (x speed(card) / speed(A100-80GB) for the "
         "profile); for the others, " + REFERENCE_NOTE
@@ -231,7 +231,7 @@ def _to_reference(spec: str, profile: str) -> float:
 
 
 def _catalog_entry(spec: str) -> str:
-    """The `gpu_models` entry of a `gpu_spec` cell: its types' catalog models, "" (any)
+    """The `allowed_gpu_models` entry of a `gpu_spec` cell: its types' catalog models, "" (any)
     if it is empty or names a type `TRACE_GPU_MODELS` does not map."""
     types = [t.strip() for t in spec.split(SPEC_SEPARATOR)] if spec else []
     if not all(t in TRACE_GPU_MODELS for t in types):
