@@ -125,10 +125,23 @@ def best_window_start(
     """(start, mean): the start in [earliest_s, latest_s] whose window of `length_s` has the
     lowest mean intensity, the earliest of (numerical) ties. `latest_s < earliest_s` means
     no room to wait: the answer is `earliest_s`. `cum`: as in `window_means`."""
+    starts, means, k = _best_candidate(times, values, earliest_s, latest_s, length_s, cum)
+    return float(starts[k]), float(means[k])
+
+
+def _best_candidate(
+    times: np.ndarray,
+    values: np.ndarray,
+    earliest_s: float,
+    latest_s: float,
+    length_s: float,
+    cum: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(candidate starts, their window means, the index of the best: the first within the
+    tie tolerance of the least mean)."""
     starts = window_candidates(times, earliest_s, latest_s, length_s)
     means = window_means(times, values, starts, length_s, cum)
-    k = _first_within(means, float(means.min()))
-    return float(starts[k]), float(means[k])
+    return starts, means, _first_within(means, float(means.min()))
 
 
 def best_window_plan(
@@ -151,9 +164,7 @@ def best_window_plan(
     what the means, computed from t or from `earliest_s`, may be off by (`_rounding_guard`).
     That tolerance is `_REL_TIE` x max(1, |best|), best the least mean from t; it is taken
     at its least: `_REL_TIE` x max(1, the least mean here less the guard)."""
-    starts = window_candidates(times, earliest_s, latest_s, length_s)
-    means = window_means(times, values, starts, length_s, cum)
-    k = _first_within(means, float(means.min()))
+    starts, means, k = _best_candidate(times, values, earliest_s, latest_s, length_s, cum)
     if k != 0 or starts.size < 2 or length_s <= 0.0:
         return float(starts[k]), earliest_s
     guard = _rounding_guard(times, values, latest_s + length_s, length_s)
