@@ -69,13 +69,17 @@ class Start:
     """Start a pending (or deferred) job on `site`, all its GPUs from one pool.
 
     `gpu_model=None` takes the site's first pool with enough free GPUs; `gpu_cap_w=None`
-    runs under the site's cap (see `SetCap`), or uncapped.
+    runs under the site's cap (see `SetCap`), or uncapped. `batch_size`: for a job with a
+    `target_metric` that has not run yet, train at this batch size instead of its own (its
+    profile and work become those of the batch size, for the same drawn training run; see
+    docs/training.md); None keeps it.
     """
 
     job: JobView
     site: str
     gpu_cap_w: float | None = None
     gpu_model: str | None = None
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +263,9 @@ class StateQueries(Protocol):
     ) -> tuple[float, float]: ...
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float: ...
     def runtime_version(self, site_name: str) -> int: ...
+    def training_options(self, j: int, truth: bool) -> dict[int, float]: ...
+    def job_profile(self, j: int) -> str: ...
+    def job_work_gpu_h(self, j: int) -> float: ...
     def reference_speed(self, model: str, profile: str) -> float: ...
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
     def site_it_w(self, name: str) -> float: ...
@@ -307,8 +314,9 @@ class JobView:
 
     @property
     def work_gpu_h(self) -> float:
-        """Total work in reference GPU-hours (A100-80GB at its maximum power limit)."""
-        return float(self._q.jobs.work_gpu_h[self.index])
+        """Total work in reference GPU-hours (A100-80GB at its maximum power limit); a target
+        job's follows the batch size it trains at."""
+        return self._q.job_work_gpu_h(self.index)
 
     @property
     def remaining_gpu_h(self) -> float:
@@ -317,7 +325,15 @@ class JobView:
 
     @property
     def profile(self) -> str:
-        return self._q.jobs.profile[self.index]
+        """The job's profile (`sim.hardware.PROFILES`); a target job's names the batch size
+        it trains at (`resnet50@256`)."""
+        return self._q.job_profile(self.index)
+
+    @property
+    def target_metric(self) -> float | None:
+        """The metric a training job trains to (docs/training.md), or None for fixed work."""
+        t = float(self._q.jobs.target_metric[self.index])
+        return None if math.isnan(t) else t
 
     @property
     def deadline_s(self) -> float | None:
@@ -628,6 +644,16 @@ class SystemState:
         A100-80GB at its maximum power limit does 1): the scenario's `[throughput]` table's
         where it lists the pair, else the roofline's."""
         return self._q.reference_speed(model, profile)
+
+    def training_options(self, job: JobView, truth: bool = False) -> dict[int, float]:
+        """For a job with a `target_metric` (docs/training.md): {batch size: work to the
+        target at that batch size, reference GPU-h} over the batch sizes Zeus trained and
+        measured at which some run reaches the target. `truth=False`: the expected work (the
+        mean over the trace's runs at that batch size, a run that never reaches it counted
+        at the maximum epochs), what a scheduler can know; `truth=True`: the work of the run
+        the job will actually train (an oracle's view). A `Start(..., batch_size=b)` before
+        the job first runs makes its work the truth at `b`. {} for other jobs."""
+        return self._q.training_options(job.index, truth)
 
     def idle_w(self, site: str, model: str) -> float:
         """Idle power of one `model` GPU at `site` (the site's override, else the catalog's), W."""

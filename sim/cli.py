@@ -628,6 +628,7 @@ SUMMARY_GROUPS = (
             "failures",
         ),
     ),  # fmt: skip
+    ("training to a target", ("targets_reached", "time_to_accuracy", "energy_to_accuracy")),
     (
         "energy and carbon",
         (

@@ -22,6 +22,10 @@ Speed across GPUs (roofline-style, after Habitat, ATC'21): a profile spends a fr
 FP16 throughput, and the rest in memory-bound kernels, which scale with memory bandwidth.
 The reference is an A100-80GB at its maximum power limit: a job's work is in reference
 GPU-hours.
+
+A measured workload at a batch size (`resnet50@512`, `sim.training`) follows Zeus's power
+sweep of that batch size on the GPUs Zeus measured (time per epoch and power, linear between
+the measured limits), and the workload's shape with the batch size's own draw elsewhere.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+
+from sim import training
 
 __all__ = [
     "GPU_CATALOG",
@@ -55,6 +61,8 @@ __all__ = [
     "floor_w",
     "gpu_spec_from_dict",
     "load_power_model",
+    "profile_choices",
+    "reference_epoch_s",
     "speed",
 ]
 
@@ -284,6 +292,41 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+def _batch_profiles() -> dict[str, Profile]:
+    """A profile per measured workload and batch size with a power sweep (`sim.training`):
+    `power_frac` the median over the measured GPUs of the draw at their maximum limit."""
+    out = {}
+    for wid in training.TRAINING_WORKLOADS:
+        base = PROFILES[wid]
+        for b in training.measured_batch_sizes(wid):
+            fracs = [
+                s.power_w[-1] / s.cap_w[-1]
+                for (_, w, batch), s in training.POWER_SWEEPS.items()
+                if (w, batch) == (wid, b)
+            ]
+            pid = training.batch_profile(wid, b)
+            out[pid] = Profile(
+                pid,
+                float(np.median(fracs)),
+                base.compute_frac,
+                f"{base.description}, batch size {b}",
+                b,
+            )
+    return out
+
+
+PROFILES.update(_batch_profiles())
+
+
+def profile_choices() -> str:
+    """The profile ids in words, for error messages: the batch-size profiles as a pattern."""
+    plain = [p for p in PROFILES if training.split_batch_profile(p) is None]
+    return (
+        f"{', '.join(plain)}, or a measured workload at a batch size Zeus measured, "
+        f"WORKLOAD{training.BATCH_SEPARATOR}BATCH (e.g. resnet50@128; docs/power-model.md)"
+    )
+
+
 # --- the model -------------------------------------------------------------------------------
 
 
@@ -332,12 +375,51 @@ def curve(gpu: str, profile: str) -> tuple[CapCurve, float]:
     pm = POWER_MODEL
     if (gpu, profile) in pm.pairs:
         return pm.pairs[gpu, profile], pm.pair_uncapped_w[gpu, profile]
-    shape = pm.workloads.get(profile, pm.generic)
+    batch = training.split_batch_profile(profile)
+    shape = pm.workloads.get(profile if batch is None else batch[0], pm.generic)
     return shape, prof.power_frac * spec.max_cap_w
 
 
+def _sweep(gpu: str, profile: str) -> training.PowerSweep | None:
+    """Zeus's power sweep of a batch-size profile on `gpu`, if measured."""
+    batch = training.split_batch_profile(profile)
+    return None if batch is None else training.POWER_SWEEPS.get((gpu, *batch))
+
+
+# Measured GPUs in the order their sweep anchors a batch size's reference epoch time: the
+# newest first (the roofline's step to the A100 reference is shortest from it).
+_ANCHOR_GPUS = ("A40", "V100", "RTX6000", "P100")
+
+
+@functools.lru_cache(maxsize=1024)
+def reference_epoch_s(workload: str, batch_size: int) -> float:
+    """Time per epoch of `workload` at `batch_size` on the reference GPU at its maximum
+    limit, s: the measured time on the first of A40, V100, RTX 6000, P100 that Zeus measured
+    at that batch size, times that GPU's roofline speed (Zeus did not measure an A100).
+    ValueError if no GPU was measured at the batch size."""
+    for gpu in _ANCHOR_GPUS:
+        sweep = training.POWER_SWEEPS.get((gpu, workload, batch_size))
+        if sweep is not None:
+            return sweep.epoch_s[-1] * _roofline_speed(gpu, workload)
+    sizes = ", ".join(map(str, training.measured_batch_sizes(workload)))
+    raise ValueError(
+        f"{workload}: batch size {batch_size} has no power sweep on any GPU; measured: {sizes}"
+    )
+
+
 def speed(gpu: str, profile: str) -> float:
-    """Speed of one `gpu` at its maximum power limit relative to the reference GPU."""
+    """Speed of one `gpu` at its maximum power limit relative to the reference GPU: for a
+    batch-size profile on a GPU Zeus measured, the measured time per epoch against the
+    reference's (`reference_epoch_s`); else the roofline."""
+    sweep = _sweep(gpu, profile)
+    if sweep is not None:
+        workload, batch_size = training.split_batch_profile(profile)  # type: ignore[misc]
+        return reference_epoch_s(workload, batch_size) / sweep.epoch_s[-1]
+    return _roofline_speed(gpu, profile)
+
+
+def _roofline_speed(gpu: str, profile: str) -> float:
+    """The roofline speed of one `gpu` at its maximum limit relative to the reference."""
     g, ref, p = GPU_CATALOG[gpu], GPU_CATALOG[REFERENCE_GPU], PROFILES[profile]
     compute_ratio = g.fp16_tflops / ref.fp16_tflops
     memory_ratio = g.mem_bw_gbps / ref.mem_bw_gbps
@@ -354,10 +436,14 @@ def estimate(gpu: str, profile: str, cap_w: float | None = None) -> Estimate:
     (`state.operating_point`, about 0.1 ms uncached).
     """
     spec = GPU_CATALOG[gpu]
+    if cap_w is not None and not cap_w >= spec.max_cap_w and not 0 < cap_w < math.inf:
+        raise ValueError(f"cap_w must be a positive number of watts, got {cap_w}")
+    sweep = _sweep(gpu, profile)
+    if sweep is not None:
+        epoch_s, power_w = sweep.at(spec.max_cap_w if cap_w is None else cap_w)
+        return Estimate(sweep.epoch_s[-1] / epoch_s, power_w)
     cc, p0 = curve(gpu, profile)
     if cap_w is None or cap_w >= spec.max_cap_w:
         return Estimate(1.0, p0)
-    if not math.isfinite(cap_w) or cap_w <= 0:
-        raise ValueError(f"cap_w must be a positive number of watts, got {cap_w}")
     r, power = cap_response(cap_w, p0, spec.max_cap_w, floor_w(spec), cc.n, cc.a, cc.b)
     return Estimate(r, power)

@@ -416,7 +416,7 @@ def energy_time_curve(
         if m not in hardware.GPU_CATALOG:
             raise ValueError(f"unknown GPU model {m!r}")
     if profile not in hardware.PROFILES:
-        raise ValueError(f"unknown profile {profile!r} (known: {', '.join(hardware.PROFILES)})")
+        raise ValueError(f"unknown profile {profile!r} (known: {hardware.profile_choices()})")
     curves: list[tuple[list[str], np.ndarray, np.ndarray, float]] = []
     for model in models:
         spec = hardware.GPU_CATALOG[model]

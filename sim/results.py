@@ -24,6 +24,7 @@ from sim.grid import CarbonSignal
 from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
 from sim.workload.feasibility import infeasible_deadlines
+from sim.workload.time_to_accuracy import outcome_columns, outcome_summary
 
 TERMINAL_STATES = ("completed", "rejected", "unfinished")
 """What a job's `state` in the jobs table can be at the horizon."""
@@ -44,6 +45,9 @@ SUMMARY_KEYS = (
     "work_lost_gpu_h",
     "failures",
     "work_lost_failures_gpu_h",
+    "targets_reached",
+    "time_to_accuracy_mean_h",
+    "energy_to_accuracy_mean_kwh",
     "carbon_operational_kg",
     "carbon_embodied_kg",
     "carbon_wan_kg",
@@ -214,6 +218,10 @@ JOB_COLUMNS = (
     "dr_slowdown",
     "failures",
     "work_lost_failures_gpu_h",
+    "target_metric",
+    "target_reached",
+    "time_to_accuracy_h",
+    "energy_to_accuracy_kwh",
 )
 """The columns of `jobs.parquet`, in order; a new component's columns follow these."""
 
@@ -235,13 +243,22 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         job_id=jt.job_id,
         submit_s=jt.submit_s,
         gpus=jt.gpus,
-        profile=pd.Categorical(jt.profile),
-        work_gpu_h=jt.work_gpu_h,
         deadline_s=jt.deadline_s,
         deadline_infeasible=infeasible,
     )
     engine.write_results(out)
+    cols = out.job_columns
+    training = outcome_columns(
+        jt,
+        np.asarray(cols["profile"], dtype=object),
+        cols["state"] == "completed",
+        cols["start_s"],
+        cols["end_s"],
+        cols["energy_kwh"],
+    )
+    cols.update(training)
     summary = out.summary
+    summary.update(outcome_summary(training))
     summary["carbon_total_kg"] = (
         summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
     )

@@ -17,23 +17,8 @@ from sim.plugins import build_policy
 from sim.results import Results, build_results
 from sim.scenario import Scenario
 from sim.serving.sources import RequestSource, build_source
+from sim.streams import random_streams, seed_sequences
 from sim.workload import JobTable, build_jobs
-
-STREAMS = ("workload", "forecast", "services", "failures", "prediction")
-"""The random streams of a run, in spawn order: new components append theirs at the end,
-so that existing ones never move."""
-
-
-def seed_sequences(seed: int) -> dict[str, np.random.SeedSequence]:
-    """Independent seed sequences per component, spawned from one SeedSequence, so that
-    changing one component (say, the policy) never changes another's draws (the workload)."""
-    children = np.random.SeedSequence(seed).spawn(len(STREAMS))
-    return dict(zip(STREAMS, children, strict=True))
-
-
-def random_streams(seed: int) -> dict[str, np.random.Generator]:
-    """A random generator per component (`seed_sequences`)."""
-    return {n: np.random.default_rng(c) for n, c in seed_sequences(seed).items()}
 
 
 def build_world(

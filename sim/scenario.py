@@ -24,7 +24,13 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
 from sim.csv_rows import csv_rows
 from sim.errors import ScenarioError
-from sim.hardware import GPU_CATALOG, PROFILES, gpu_spec_from_dict, register_gpu
+from sim.hardware import (
+    GPU_CATALOG,
+    PROFILES,
+    gpu_spec_from_dict,
+    profile_choices,
+    register_gpu,
+)
 from sim.hardware import speed as roofline_speed
 from sim.serving.config import ServiceConfig, ServingConfig
 
@@ -42,7 +48,8 @@ MAX_PUE: Final = 10.0
 
 def _known(what: str, name: str, known: dict) -> str:
     if name not in known:
-        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(known))}")
+        choices = profile_choices() if known is PROFILES else ", ".join(sorted(known))
+        raise ValueError(f"unknown {what} {name!r}; known: {choices}")
     return name
 
 
@@ -621,9 +628,8 @@ def _throughput_row(where: str, line: int, row: list[str]) -> tuple[tuple[str, s
     profile, gpu, text = (c.strip() for c in row)
     for what, name, known in (("profile", profile, PROFILES), ("gpu_model", gpu, GPU_CATALOG)):
         if name not in known:
-            raise ScenarioError(
-                f"{where}:{line}: unknown {what} {name!r}; known: {', '.join(sorted(known))}"
-            )
+            choices = profile_choices() if known is PROFILES else ", ".join(sorted(known))
+            raise ScenarioError(f"{where}:{line}: unknown {what} {name!r}; known: {choices}")
     try:
         value = float(text)
     except ValueError:

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 import sim
 from sim import hardware as hw
+from sim import training
 from sim.hardware import GPU_CATALOG, PROFILES, REFERENCE_GPU, estimate, speed
+from sim.training import TRAINING_WORKLOADS
 from tests.conftest import REPO, SHARED_DATA, make_scenario, site
 
 GPU_IDS = [
@@ -81,7 +83,10 @@ def shipped(zeus):
 
 def test_catalog_and_profile_ids_are_exactly_the_documented_ones():
     assert sorted(GPU_CATALOG) == sorted(GPU_IDS)
-    assert sorted(PROFILES) == sorted(PROFILE_IDS)
+    batch_profiles = [
+        f"{w}@{b}" for w in TRAINING_WORKLOADS for b in training.measured_batch_sizes(w)
+    ]
+    assert sorted(PROFILES) == sorted([*PROFILE_IDS, *batch_profiles])
     assert REFERENCE_GPU == "A100-80GB"
     assert all(spec.id == gid for gid, spec in GPU_CATALOG.items())
 

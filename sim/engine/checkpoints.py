@@ -230,7 +230,7 @@ class Checkpoints(Component):
         self._store(j, runs.live[j].site, now)
         lost = self._fall_back(j, restart_gpu_s)
         runs.stop(j)
-        if runs.remaining_gpu_s[j] >= float(self._core.jobs.work_gpu_h[j]) * 3600.0:
+        if runs.remaining_gpu_s[j] >= runs.work_gpu_h[j] * 3600.0:
             self.stored_at.pop(j)
             self.left_behind.pop(j, None)
         return lost

@@ -20,13 +20,14 @@ Components, in the order their hooks run:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import simpy
 
-from sim import hardware, plugins
+from sim import hardware, plugins, training
 from sim.api import (
     Defer,
     JobView,
@@ -61,6 +62,7 @@ from sim.results import ResultParts
 from sim.scenario import Scenario
 from sim.serving.sources import RequestSource
 from sim.workload import JobTable
+from sim.workload.time_to_accuracy import training_work
 
 __all__ = ["Engine"]
 
@@ -199,9 +201,28 @@ class Engine:
     def _start(self, a: Start) -> None:
         j = self._job(a, a.job, (PENDING, DEFERRED))
         dest = self._allowed_site(a, j, a.site)
+        retrain = None if a.batch_size is None else self._batch_size(a, j, a.batch_size)
         pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
+        if retrain is not None:
+            self.runs.retrain(j, *retrain)
         self.book.leave_queue(j)
         self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", self.checkpoints.start_s(j, dest))
+
+    def _batch_size(self, a: Start, j: int, batch_size: int) -> tuple[str, float]:
+        """(profile, work reference GPU-h) of target job `j` trained at `batch_size`;
+        PolicyError unless it has a target, has not run, and the batch size can reach it."""
+        target = float(self.jobs.target_metric[j])
+        if math.isnan(target):
+            raise PolicyError(f"{a}: batch_size needs a job with a target_metric")
+        if self.runs.site_of[j] != -1:
+            raise PolicyError(f"{a}: batch_size can only be chosen before the job first runs")
+        workload = training.split_batch_profile(self.runs.profile[j])[0]  # type: ignore[index]
+        profile = training.batch_profile(workload, batch_size)
+        try:  # a batch size with no run reaching the target, or never measured
+            work_gpu_h, _ = training_work(profile, target, float(self.jobs.training_u[j]))
+        except ValueError as e:
+            raise PolicyError(f"{a}: {e}") from None
+        return profile, work_gpu_h
 
     def _resume(self, a: Resume) -> None:
         j = self._job(a, a.job, (SUSPENDED,))

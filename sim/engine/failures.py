@@ -17,7 +17,7 @@ is pending again, at the back of the queue: the policy places it anew, as cluste
 schedulers requeue a job whose node failed. Starting it again reads its checkpoint with
 the usual costs (`Checkpoints.start_s`). A checkpoint write under way on GPUs a job has
 left does not fail. Draws come from the run's own `failures` random stream
-(`sim.run.STREAMS`), so failures move no other draw.
+(`sim.streams.STREAMS`), so failures move no other draw.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ read live from the components that own the state; nothing is copied per decision
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,7 @@ from sim.serving.config import ServiceConfig
 from sim.serving.service_sim import LiveStats
 from sim.workload import JobTable
 from sim.workload.table import mask_sites
+from sim.workload.time_to_accuracy import training_options
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -247,6 +249,19 @@ class Queries(Component):
 
     def reference_speed(self, model: str, profile: str) -> float:
         return self._core.scenario.speed(model, profile)
+
+    def training_options(self, j: int, truth: bool) -> dict[int, float]:
+        target = float(self.jobs.target_metric[j])
+        if math.isnan(target):
+            return {}
+        u = float(self.jobs.training_u[j]) if truth else None
+        return training_options(self._core.runs.profile[j], target, u)
+
+    def job_profile(self, j: int) -> str:
+        return self._core.runs.profile[j]
+
+    def job_work_gpu_h(self, j: int) -> float:
+        return self._core.runs.work_gpu_h[j]
 
     def runtime_version(self, site_name: str) -> int:
         return self.site(site_name).runtime_version

@@ -74,6 +74,7 @@ class Runs(Component):
         "_book",
         "gpus",
         "profile",
+        "work_gpu_h",
         "remaining_gpu_s",
         "cap_w",
         "live",
@@ -99,6 +100,9 @@ class Runs(Component):
         # list slot and a Python object per job: memory at millions of jobs).
         self.gpus = _typed("i", jobs.gpus)
         self.profile: list[str] = jobs.profile.tolist()
+        """The job's profile; a target job's may change at its first start (`retrain`)."""
+        self.work_gpu_h = _typed("d", jobs.work_gpu_h)
+        """The job's total work, reference GPU-h (a target job's follows its batch size)."""
         self.remaining_gpu_s = _typed("d", jobs.work_gpu_h * 3600.0)
         """Work left, reference GPU-seconds (as of the start of the current segment)."""
         self.cap_w: list[float | None] = [None] * n
@@ -139,6 +143,13 @@ class Runs(Component):
                 0.0, self.remaining_gpu_s[j] - run.rate * (self._core.env.now - run.seg_start_s)
             )
         return self.remaining_gpu_s[j]
+
+    def retrain(self, j: int, profile: str, work_gpu_h: float) -> None:
+        """Job `j`, which has not run yet, trains as `profile` with `work_gpu_h` of work
+        (a target job at another batch size: `sim.workload.time_to_accuracy`)."""
+        self.profile[j] = profile
+        self.work_gpu_h[j] = work_gpu_h
+        self.remaining_gpu_s[j] = work_gpu_h * 3600.0
 
     def rewind(self, j: int, remaining_gpu_s: float) -> None:
         """Stopped `j` falls back to a checkpoint: `remaining_gpu_s` of work left again."""
@@ -362,11 +373,15 @@ class Runs(Component):
         names = core.fleet.names
         model = np.asarray(self.model, dtype=object)
         site = pd.Categorical.from_codes(self.site_of, categories=names)
-        ideal_s = ideal_runtime_s(jt.work_gpu_h, jt.gpus, model, jt.profile, core.scenario.speed)
+        profile = np.asarray(self.profile, dtype=object)
+        work = np.asarray(self.work_gpu_h)
+        ideal_s = ideal_runtime_s(work, jt.gpus, model, profile, core.scenario.speed)
         cols = out.job_columns
         energy = np.asarray(self.energy_kwh)
         embodied = np.asarray(self.embodied_kg)
         cols.update(
+            profile=pd.Categorical(profile),
+            work_gpu_h=work,
             site=site,
             gpu_model=pd.Categorical(model),
             gpu_h=np.asarray(self.gpu_s) / 3600.0,

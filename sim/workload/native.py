@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from sim.errors import TraceError
-from sim.hardware import GPU_CATALOG, PROFILES
+from sim.hardware import GPU_CATALOG, PROFILES, profile_choices
 from sim.scenario import Scenario
 from sim.workload.table import (
     ANY_GPU_MODEL,
@@ -36,6 +36,7 @@ from sim.workload.table import (
     join_gpu_models,
     site_mask,
 )
+from sim.workload.time_to_accuracy import resolve_targets, training_draws
 
 
 def load_job_file(path: str | Path, scenario: Scenario) -> JobTable:
@@ -58,7 +59,12 @@ def read_job_frame(path: str | Path) -> pd.DataFrame:
     The rest needs the scenario (horizon, sites, GPU pools) and is `load_job_file`'s."""
     raw, where = _read_any(Path(path))
     checks: list[_Check] = []
-    _job_values(raw, np.zeros(len(raw)), checks)
+    n = len(raw)
+    work = _numbers(raw["work_gpu_h"])[0] if "work_gpu_h" in raw.columns else np.full(n, np.nan)
+    if "target_metric" in raw.columns:
+        # a target's work comes from the scenario's seed: the loader derives and checks it
+        work[~_numbers(raw["target_metric"])[1]] = 1.0
+    _job_values(raw, np.zeros(n), work, checks)
     _raise_first(checks, where)
     return raw
 
@@ -209,6 +215,8 @@ def _check_columns(header: list[str], where: str) -> None:
             raise TraceError(f"{where}: column {c!r} appears more than once")
         seen.add(c)
     missing = [c for c in REQUIRED_COLUMNS if c not in seen]
+    if "work_gpu_h" not in seen and "target_metric" not in seen:
+        missing.append("work_gpu_h")
     if missing:
         raise TraceError(
             f"{where}: missing required column(s) {', '.join(map(repr, missing))} "
@@ -368,21 +376,10 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         ),
     )
 
-    # gpus, work_gpu_h, checkpoint_gb, data_gb: the rules importers share
-    gpus_f, work, sizes = _job_values(raw, submit_s, checks)
-    if scenario.workload.oversized == "error":
-        check(
-            gpus_f > largest,  # False where NaN
-            lambda i: (
-                f"gpus must be at most {largest} (the largest GPU pool of any site), "
-                f'got {shown("gpus", i)}; or set workload.oversized = "reject"'
-            ),
-        )
-
     # profile
     if (col := column("profile")) is not None:
         profile = _text(col).replace("", OPTIONAL_DEFAULTS["profile"])
-        known = ", ".join(sorted(PROFILES))
+        known = profile_choices()
         check(
             ~profile.isin(list(PROFILES)).to_numpy(),
             lambda i: f"profile must be one of {known}, got {shown('profile', i)}",
@@ -391,6 +388,20 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         profile_arr = np.asarray(uniques, dtype=object)[codes]
     else:
         profile_arr = np.full(n, OPTIONAL_DEFAULTS["profile"], dtype=object)
+
+    # work_gpu_h or target_metric
+    work, target, training_u = _work(raw, ids, profile_arr, scenario.seed, check)
+
+    # gpus, work_gpu_h, checkpoint_gb, data_gb: the rules importers share
+    gpus_f, sizes = _job_values(raw, submit_s, work, checks)
+    if scenario.workload.oversized == "error":
+        check(
+            gpus_f > largest,  # False where NaN
+            lambda i: (
+                f"gpus must be at most {largest} (the largest GPU pool of any site), "
+                f'got {shown("gpus", i)}; or set workload.oversized = "reject"'
+            ),
+        )
 
     # deadline
     if (col := column("deadline")) is not None:
@@ -498,6 +509,8 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         origin_site=origin[order].astype(np.int64),
         allowed_sites=allowed[order],
         allowed_gpu_models=models[order],
+        target_metric=target[order],
+        training_u=training_u[order],
     )
 
 
@@ -509,13 +522,49 @@ def _shown(raw: pd.DataFrame, name: str, i: int) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _work(
+    raw: pd.DataFrame,
+    ids: pd.Series,
+    profile: np.ndarray,
+    seed: int,
+    check: Callable[[np.ndarray, Callable[[int], str]], None],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(work_gpu_h, target_metric, training_u) per row: `work_gpu_h` as given, or derived
+    from `target_metric` (`sim.workload.time_to_accuracy`; `profile` becomes the batch-size
+    profile it trains, in place). Exactly one of the two per row."""
+    n = len(raw)
+    work = _numbers(raw["work_gpu_h"])[0] if "work_gpu_h" in raw.columns else np.full(n, np.nan)
+    target = np.full(n, np.nan)
+    if "target_metric" not in raw.columns:
+        return work, target, target.copy()
+    target, t_missing, t_bad = _numbers(raw["target_metric"])
+    check(
+        t_bad | np.isinf(target),
+        lambda i: f"target_metric must be a number, got {_shown(raw, 'target_metric', i)}",
+    )
+    w_missing = _numbers(raw["work_gpu_h"])[1] if "work_gpu_h" in raw.columns else np.ones(n, bool)
+    check(
+        ~t_missing & ~w_missing,
+        lambda i: "give work_gpu_h or target_metric, not both (the target sets the work)",
+    )
+    target = np.where(np.isfinite(target) & w_missing, target, np.nan)
+    jobs = resolve_targets(profile, target, training_draws(seed, ids.to_numpy(dtype=object)))
+    check(
+        jobs.problem != "",
+        lambda i: f"target_metric {_shown(raw, 'target_metric', i)}: {jobs.problem[i]}",
+    )
+    has_target = np.isfinite(jobs.work_gpu_h)
+    profile[has_target] = jobs.profile[has_target]
+    return np.where(has_target, jobs.work_gpu_h, work), target, jobs.training_u
+
+
 def _job_values(
-    raw: pd.DataFrame, submit_s: np.ndarray, checks: list[_Check]
-) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """gpus, work_gpu_h and the sizes (checkpoint_gb, data_gb; missing = 0) as float64, with
-    `job_value_checks` appended to `checks` (the rules the importers share)."""
+    raw: pd.DataFrame, submit_s: np.ndarray, work: np.ndarray, checks: list[_Check]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """gpus and the sizes (checkpoint_gb, data_gb; missing = 0) as float64, with
+    `job_value_checks` of them and of `work` (work_gpu_h) appended to `checks` (the rules
+    the importers share)."""
     gpus, _, _ = _numbers(raw["gpus"])
-    work, _, _ = _numbers(raw["work_gpu_h"])
     sizes: dict[str, np.ndarray] = {}
     for name in ("checkpoint_gb", "data_gb"):
         values = np.zeros(len(raw))
@@ -531,7 +580,7 @@ def _job_values(
             return f"{rule}, got {_shown(raw, name, i)}"
 
         checks.append((bad, message))
-    return gpus, work, sizes
+    return gpus, sizes
 
 
 def _site_masks(names: pd.Series, sites: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from sim.columns import freeze_columns
 from sim.hardware import GPU_CATALOG, PROFILES
+from sim.training import split_batch_profile
 
 COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -36,10 +37,12 @@ COLUMNS: tuple[str, ...] = (
     "origin_site",
     "allowed_sites",
     "allowed_gpu_models",
+    "target_metric",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
-REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "gpus", "work_gpu_h")
+REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "gpus")
+"""Columns every job file has; it also has `work_gpu_h` or `target_metric` (or both)."""
 
 OPTIONAL_DEFAULTS: dict[str, object] = {
     "profile": "mixed",
@@ -50,6 +53,7 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "origin_site": None,
     "allowed_sites": None,
     "allowed_gpu_models": None,
+    "target_metric": None,
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
 any site / any GPU model)."""
@@ -172,6 +176,8 @@ _DTYPES: dict[str, Any] = {
     "origin_site": np.int64,
     "allowed_sites": np.int64,
     "allowed_gpu_models": object,
+    "target_metric": np.float64,
+    "training_u": np.float64,
 }
 
 
@@ -214,6 +220,13 @@ class JobTable:
     """str (object), the GPU models the job may run on, catalog names joined by
     `MODELS_SEPARATOR` (e.g. "A100-80GB;H100-SXM"); `ANY_GPU_MODEL` (""): any model. None:
     every job may run on any model."""
+    target_metric: np.ndarray = cast(np.ndarray, None)
+    """float64: the metric a training job trains to (`sim.workload.time_to_accuracy`; its
+    profile is then a batch-size profile, `resnet50@256`, and `work_gpu_h` the work of its
+    drawn run); NaN: a job of fixed work. None: no job has a target."""
+    training_u: np.ndarray = cast(np.ndarray, None)
+    """float64 in [0, 1): a target job's draw of its training run in the Zeus train trace;
+    NaN for the others. None: no job has a target."""
 
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
@@ -222,6 +235,9 @@ class JobTable:
             object.__setattr__(
                 self, "allowed_gpu_models", np.full(len(self.job_id), ANY_GPU_MODEL, object)
             )
+        for name in ("target_metric", "training_u"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(len(self.job_id), np.nan))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -259,6 +275,17 @@ class JobTable:
                 raise ValueError(
                     f"JobTable: allowed_gpu_models {models!r} must be written {canonical!r}"
                 )
+        targets = np.isfinite(self.target_metric)
+        require(
+            np.isfinite(self.training_u) == targets,
+            "training_u must be given exactly for the jobs with a target_metric",
+            self.training_u,
+        )
+        for p in pd.unique(self.profile[targets]):
+            if split_batch_profile(p) is None:
+                raise ValueError(
+                    f"JobTable: a target job's profile must name its batch size: {p!r}"
+                )
         if not pd.Index(self.job_id).is_unique:
             dup = pd.Index(self.job_id).duplicated()
             raise ValueError(f"JobTable: job_id must be unique, repeated: {self.job_id[dup][0]!r}")
@@ -282,7 +309,8 @@ class JobTable:
 
         Times are numbers of seconds since the scenario start (`submit_time`, `deadline`;
         NaN = no deadline), `origin_site` is the site's name, `allowed_sites` the names
-        joined by ";" (empty: any site) and `allowed_gpu_models` as stored (empty: any model), so
+        joined by ";" (empty: any site) and `allowed_gpu_models` as stored (empty: any model);
+        a job with a `target_metric` has no `work_gpu_h` (the loader derives it again), so
         that `frame.to_csv(path, index=False)` or `frame.to_parquet(path)` writes a file
         that `load_job_file` reads back unchanged.
         """
@@ -296,7 +324,7 @@ class JobTable:
                 "job_id": self.job_id,
                 "submit_time": self.submit_s,
                 "gpus": self.gpus,
-                "work_gpu_h": self.work_gpu_h,
+                "work_gpu_h": np.where(np.isfinite(self.target_metric), np.nan, self.work_gpu_h),
                 "profile": self.profile,
                 "deadline": self.deadline_s,
                 "interruptible": self.interruptible,
@@ -308,6 +336,7 @@ class JobTable:
                     for m in self.allowed_sites.tolist()
                 ],
                 "allowed_gpu_models": self.allowed_gpu_models,
+                "target_metric": self.target_metric,
             },
             columns=list(COLUMNS),
         )

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES
+from sim.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.table import COLUMNS, job_value_checks
 
@@ -153,7 +153,7 @@ def apply_reasons(
 def check_common(path: Path, profile: str, fractional: str | None = None) -> None:
     if profile not in PROFILES:
         raise TraceError(
-            f"{path}: option profile must be one of {', '.join(PROFILES)}, got {profile!r}"
+            f"{path}: option profile must be one of {profile_choices()}, got {profile!r}"
         )
     if fractional is not None and fractional not in FRACTIONAL:
         raise TraceError(

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES
+from sim.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import apply_reasons, native_frame_utc
 
@@ -65,7 +65,7 @@ def import_helios(
     """Import a Helios `cluster_log.csv` into native jobs (see the module doc)."""
     path = Path(path)
     if profile not in PROFILES:
-        raise TraceError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise TraceError(f"profile must be one of {profile_choices()}, got {profile!r}")
     data = _read(path)
     n = len(data)
     report = ImportReport("helios", str(path), rows_read=n)

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES
+from sim.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import apply_reasons, native_frame_utc
 
@@ -171,7 +171,7 @@ _RUNTIME_TEXT = {
 
 def _check_options(profile: str, runtime: str) -> None:
     if profile not in PROFILES:
-        raise TraceError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise TraceError(f"profile must be one of {profile_choices()}, got {profile!r}")
     if runtime not in RUNTIME_MODES:
         raise TraceError(f"runtime must be one of {', '.join(RUNTIME_MODES)}, got {runtime!r}")
 

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES
+from sim.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import apply_reasons, native_frame
 
@@ -68,7 +68,7 @@ def import_swf(
     """Import an SWF log into native jobs (see the module doc)."""
     path = Path(path)
     if profile not in PROFILES:
-        raise TraceError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise TraceError(f"profile must be one of {profile_choices()}, got {profile!r}")
     if procs not in PROCS_MODES:
         raise TraceError(f"procs must be one of {', '.join(PROCS_MODES)}, got {procs!r}")
     if not procs_per_gpu > 0:
