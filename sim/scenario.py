@@ -32,6 +32,7 @@ from sim.hardware import (
     register_gpu,
 )
 from sim.hardware import speed as roofline_speed
+from sim.scaling import INTERCONNECTS
 from sim.serving.config import ServiceConfig, ServingConfig
 
 SCHEMA_VERSION: Final = 1
@@ -654,6 +655,32 @@ MAX_PREDICTION_SIGMA: Final = 2.0
 PredictionSigma = Annotated[float, Field(ge=0, le=MAX_PREDICTION_SIGMA)]
 
 
+class ScalingConfig(ConfigModel):
+    """Multi-GPU scaling of training jobs (`sim.scaling`, docs/scaling.md): a job on more
+    than one GPU runs at the scaling model's efficiency (gradient all-reduce over the node's
+    interconnect and, across nodes, the cluster network, plus the wait for the slowest
+    worker), and its GPUs draw their communication power for that share of the time. Without
+    the table, speed is linear in the GPU count (as before). Nodes hold each pool's
+    `gpus_per_node` GPUs; links are each GPU model's catalog default unless given here."""
+
+    scheme: Literal["data"] = "data"
+    """The parallel scheme of multi-GPU jobs: data parallel (the engine runs this one; the
+    model's tensor and pipeline schemes are in `sim.scaling` for studies)."""
+    intra_node: str | None = None
+    """Link between the GPUs of a node for every pool (e.g. "NVLink3", "PCIe4"); None: each
+    GPU model's default."""
+    inter_node: str | None = None
+    """Network between nodes for every pool (e.g. "IB-HDR", "Eth-100G"); None: each GPU
+    model's default."""
+
+    @field_validator("intra_node", "inter_node")
+    @classmethod
+    def _known_link(cls, v: str | None) -> str | None:
+        if v is not None:
+            _known("interconnect", v, dict(INTERCONNECTS))
+        return v
+
+
 class PredictionErrorConfig(ConfigModel):
     """The error of the runtimes a policy is told (`state.estimate`, `state.runtime_s`,
     `state.expected_ends`; `sim.engine.prediction`); the run itself stays true.
@@ -784,6 +811,8 @@ class Scenario(ConfigModel):
     """Measured speeds per (profile, GPU model) overriding the roofline; None: the roofline."""
     prediction_error: PredictionErrorConfig | None = None
     """The error of the runtimes policies are told; None: exact."""
+    scaling: ScalingConfig | None = None
+    """Multi-GPU scaling of training jobs; None: linear in the GPU count."""
 
     @field_validator("start")
     @classmethod

@@ -201,7 +201,7 @@ class Queries(Component):
             if j in runs.holding:
                 return 0.0  # takes its cap when its nodes are up
             _, draw_w = runs.speed(
-                run.pool.model, runs.profile[j], runs.effective_cap(run.site, cap)
+                run.pool, runs.profile[j], runs.effective_cap(run.site, cap), gpus
             )
             return gpus * (draw_w - run.draw_w)
         if site_name is None:
@@ -210,7 +210,7 @@ class Queries(Component):
             )
         site = self.site(site_name)
         pool = core.fleet.pool(site, model, "power_delta_w")
-        _, draw_w = runs.speed(pool.model, runs.profile[j], runs.effective_cap(site, cap))
+        _, draw_w = runs.speed(pool, runs.profile[j], runs.effective_cap(site, cap), gpus)
         if core.fleet.needs_wake(site, pool, gpus):
             return pool.nodes_to_wake(gpus) * pool.node_w  # held at idle power while booting
         return gpus * (draw_w - pool.idle_w)

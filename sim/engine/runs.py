@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim import hardware
+from sim import hardware, scaling
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
+from sim.errors import ScenarioError
 from sim.results import ResultParts, ideal_runtime_s
+from sim.scenario import ScalingConfig
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -131,7 +133,11 @@ class Runs(Component):
         """Embodied carbon of the GPU-hours the job held (allocated accounting), kg."""
         self.gpu_s = array("d", [0.0]) * n
         """GPU-seconds the job held (computing, held, or writing a checkpoint), s."""
-        self._speeds: dict[tuple[str, str, float | None], tuple[float, float]] = {}
+        self._speeds: dict[tuple[str, str, float | None, int, int], tuple[float, float]] = {}
+        if core.scenario.scaling is not None:  # a pool without a node shape fails here
+            for site in core.fleet.sites:
+                for pool in site.pools:
+                    node_of(pool, core.scenario.scaling)
 
     # --- speed and power -------------------------------------------------------------------
 
@@ -160,18 +166,36 @@ class Runs(Component):
         """The cap a job's GPUs run under, W: its own, else the site's (None: uncapped)."""
         return own_cap if own_cap is not None else site.cap_w
 
-    def speed(self, model: str, profile: str, cap: float | None) -> tuple[float, float]:
-        """(reference GPU-s per s of one GPU, active W of one GPU), cached: the speed at
-        the maximum power limit (the scenario's `[throughput]` table's, else the roofline
-        `hardware.speed`) x the cap model's throughput fraction."""
-        key = (model, profile, cap)
+    def speed(self, pool: Pool, profile: str, cap: float | None, gpus: int) -> tuple[float, float]:
+        """(reference GPU-s per s of one of a job's `gpus` GPUs of `pool`, active W of one),
+        cached: the speed at the maximum power limit (the scenario's `[throughput]` table's,
+        else the roofline `hardware.speed`) x the cap model's throughput fraction; with
+        `[scaling]`, x the scaling efficiency of `gpus` GPUs, and the draw is the mix of
+        computing and communicating power over the communication's share of time."""
+        scaled = self._core.scenario.scaling is not None and gpus > 1
+        key = (pool.model, profile, cap, gpus if scaled else 1, pool.gpus_per_node)
         hit = self._speeds.get(key)
         if hit is None:
-            est = hardware.estimate(model, profile, cap)
-            full = self._core.scenario.speed(model, profile)
+            est = hardware.estimate(pool.model, profile, cap)
+            full = self._core.scenario.speed(pool.model, profile)
             hit = (full * est.throughput_fraction, est.power_w)
+            if scaled:
+                hit = self._scaled(pool, profile, gpus, *hit)
             self._speeds[key] = hit
         return hit
+
+    def _scaled(
+        self, pool: Pool, profile: str, gpus: int, speed: float, draw_w: float
+    ) -> tuple[float, float]:
+        """(speed, draw W) of one GPU of a `gpus`-GPU data-parallel job on `pool`."""
+        config = self._core.scenario.scaling
+        assert config is not None
+        point = scaling.scaling(profile, pool.model, gpus, config.scheme, node_of(pool, config))
+        comm_w = draw_w * scaling.comm_power_frac(pool.model, profile)
+        return (
+            speed * point.efficiency,
+            draw_w * (1.0 - point.comm_time_frac) + comm_w * point.comm_time_frac,
+        )
 
     def rate_and_draw(
         self, j: int, site: Site, pool: Pool, cap: float | None
@@ -179,7 +203,8 @@ class Runs(Component):
         """(progress in reference GPU-s per s, active W per GPU) of `j` on `pool` under its
         own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
         of time they stall the job (a fluid model of the stalls)."""
-        per_gpu, draw_w = self.speed(pool.model, self.profile[j], self.effective_cap(site, cap))
+        cap = self.effective_cap(site, cap)
+        per_gpu, draw_w = self.speed(pool, self.profile[j], cap, self.gpus[j])
         checkpoints = self._core.checkpoints
         if checkpoints.interval_s is None:
             return self.gpus[j] * per_gpu, draw_w
@@ -397,3 +422,21 @@ class Runs(Component):
         origin = np.array(names, dtype=object)[jt.origin_site]
         away = ran & (pd.Series(site) != origin)
         out.summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
+
+
+def node_of(pool: Pool, config: ScalingConfig) -> scaling.NodeShape:
+    """The node shape of `pool` for the scaling model: its `gpus_per_node`, the links of
+    `config` where given, else the GPU model's catalog default (ScenarioError naming the
+    model if it has none: a model of the scenario's own `[gpu_models]`)."""
+    default = scaling.NODE_DEFAULTS.get(pool.model)
+    if default is None and (config.intra_node is None or config.inter_node is None):
+        raise ScenarioError(
+            f"scaling: GPU model {pool.model!r} has no default node (sim/data/"
+            "interconnects.toml); give scaling.intra_node and scaling.inter_node"
+        )
+    return scaling.NodeShape(
+        pool.gpus_per_node,
+        config.intra_node or default.intra_node,  # type: ignore[union-attr]
+        config.inter_node or default.inter_node,  # type: ignore[union-attr]
+        1 if default is None else default.nics_per_node,
+    )
