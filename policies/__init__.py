@@ -5,6 +5,7 @@ each other: see `sim/api.py` for the contract (`Policy`), and docs/policies.md f
 policy's parameters and source.
 """
 
+from policies.best_config import BestConfig, OracleConfig
 from policies.carbon_threshold import CarbonThreshold
 from policies.chain import Chain
 from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, DrUniformCap
@@ -34,10 +35,13 @@ REGISTRY: dict[str, type] = {
     "space_time": SpaceTime,
     "migrate": MigrateWhenWorth,
     "serve_autoscale": ServeAutoscale,
+    "best_config": BestConfig,
+    "oracle_config": OracleConfig,
 }
 
 __all__ = [
     "REGISTRY",
+    "BestConfig",
     "CarbonAwareCap",
     "CarbonThreshold",
     "CarbonTime",
@@ -51,6 +55,7 @@ __all__ = [
     "LowestCarbonSite",
     "LowestWindow",
     "MigrateWhenWorth",
+    "OracleConfig",
     "RunNow",
     "ServeAutoscale",
     "SpaceTime",

@@ -21,6 +21,7 @@ import pandas as pd
 
 from sim.atomic import write_atomic
 from sim.grid import CarbonSignal
+from sim.rebound import parent_ids
 from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
 from sim.workload.feasibility import infeasible_deadlines
@@ -48,6 +49,8 @@ SUMMARY_KEYS = (
     "targets_reached",
     "time_to_accuracy_mean_h",
     "energy_to_accuracy_mean_kwh",
+    "rebound_jobs",
+    "rebound_work_gpu_h",
     "carbon_operational_kg",
     "carbon_embodied_kg",
     "carbon_wan_kg",
@@ -222,6 +225,7 @@ JOB_COLUMNS = (
     "target_reached",
     "time_to_accuracy_h",
     "energy_to_accuracy_kwh",
+    "rebound_of",
 )
 """The columns of `jobs.parquet`, in order; a new component's columns follow these."""
 
@@ -257,8 +261,13 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         cols["energy_kwh"],
     )
     cols.update(training)
+    parents = parent_ids(jt.job_id) if scenario.rebound is not None else None
+    cols["rebound_of"] = pd.Categorical([""] * len(jt) if parents is None else parents)
     summary = out.summary
     summary.update(outcome_summary(training))
+    followup = np.zeros(len(jt), bool) if parents is None else parents != ""
+    summary["rebound_jobs"] = int(followup.sum())
+    summary["rebound_work_gpu_h"] = float(np.asarray(cols["work_gpu_h"])[followup].sum())
     summary["carbon_total_kg"] = (
         summary["carbon_operational_kg"] + summary["carbon_embodied_kg"] + summary["carbon_wan_kg"]
     )

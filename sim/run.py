@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from sim import rebound
 from sim.api import Policy
 from sim.engine import Engine
 from sim.engine.prediction import build_prediction
@@ -22,13 +24,14 @@ from sim.workload import JobTable, build_jobs
 
 
 def build_world(
-    scenario: Scenario, streams: dict[str, np.random.Generator]
+    scenario: Scenario, streams: dict[str, np.random.Generator], jobs: JobTable | None = None
 ) -> tuple[JobTable, list[CarbonSignal]]:
-    """Read or generate everything the scenario names: the jobs, each site's carbon signal
-    and the throughput table. Raises ScenarioError/TraceError for bad files."""
+    """Read or generate everything the scenario names: the jobs (unless given), each site's
+    carbon signal and the throughput table. Raises ScenarioError/TraceError for bad files."""
     if scenario.throughput is not None:
         scenario.throughput.speeds()  # a bad table fails here, before the run
-    jobs = build_jobs(scenario, streams["workload"])
+    if jobs is None:
+        jobs = build_jobs(scenario, streams["workload"])
     signals = [signal_for_site(scenario, i) for i in range(len(scenario.sites))]
     return jobs, signals
 
@@ -46,11 +49,14 @@ def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[Requ
     return sources
 
 
-def build_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engine:
+def build_engine(
+    scenario: Scenario, policy: Policy | str | None = None, jobs: JobTable | None = None
+) -> Engine:
     """The world of `scenario` with `policy` in charge, ready to run: the one construction
-    path of `simulate` and `sim.testing.PolicyHarness`. `policy` as in `simulate`."""
+    path of `simulate` and `sim.testing.PolicyHarness`. `policy` as in `simulate`; `jobs`:
+    the jobs to run instead of the scenario's workload (the closed loop of `[rebound]`)."""
     streams = random_streams(scenario.seed)
-    jobs, signals = build_world(scenario, streams)
+    jobs, signals = build_world(scenario, streams, jobs)
     sources = build_sources(scenario, seed_sequences(scenario.seed)["services"])
     if policy is None:
         policy = build_policy(scenario.policy.name, scenario.policy.params)
@@ -83,8 +89,45 @@ def simulate(
     (built with the scenario's policy params), or a ready policy object (a `sim.api.Policy`,
     or any object with `decide(state)`).
     `progress(fraction)` is called as the simulation advances.
+
+    With a `[rebound]` table the users' follow-up jobs close a loop: the run is repeated
+    with the follow-ups the last one triggered until they no longer change (`sim.rebound`);
+    `meta.json`'s `rebound` says how many runs it took.
     """
+    if scenario.rebound is not None:
+        return _closed_loop(scenario, policy, progress)
     engine = build_engine(scenario, policy)
     t0 = time.perf_counter()
     engine.run(progress)
     return build_results(engine, time.perf_counter() - t0)
+
+
+def _closed_loop(
+    scenario: Scenario,
+    policy: Policy | str | None,
+    progress: Callable[[float], None] | None,
+) -> Results:
+    """`simulate` with `[rebound]`: runs until the follow-ups a run triggers are those it ran
+    with (at most `max_iterations`; ScenarioError if they never settle)."""
+    config = scenario.rebound
+    assert config is not None
+    workload = build_jobs(scenario, random_streams(scenario.seed)["workload"])
+    extra = rebound.followups_none(workload)
+    wall_s = 0.0
+    for run in range(1, config.max_iterations + 1):
+        jobs = rebound.merged(workload, extra)
+        fresh = copy.deepcopy(policy) if not isinstance(policy, str | None) else policy
+        engine = build_engine(scenario, fresh, jobs)
+        t0 = time.perf_counter()
+        engine.run(progress)
+        wall_s += time.perf_counter() - t0
+        results = build_results(engine, wall_s)
+        triggered = rebound.followups(results.jobs, jobs, scenario, config)
+        if triggered.equals(extra):
+            results.meta["rebound"] = {"runs": run, "followups": len(extra)}
+            return results
+        extra = triggered
+    raise ScenarioError(
+        f"rebound: the follow-up jobs did not settle in {config.max_iterations} runs "
+        "(raise rebound.max_iterations, or lower the elasticities)"
+    )

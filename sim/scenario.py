@@ -681,6 +681,29 @@ class ScalingConfig(ConfigModel):
         return v
 
 
+class ReboundConfig(ConfigModel):
+    """A closed-loop user model (`sim.rebound`, docs/rebound.md): when a completed job took
+    longer than it would have alone at full power (its turnaround over its ideal runtime,
+    d = jct / ideal > 1: slowed by caps, deferred, queued), its user submits a follow-up job
+    with probability min(1, resubmit_elasticity x (d - 1)), `think_time_s` after it ended,
+    asking (1 + gpus_elasticity x (d - 1)) times its GPUs and, for a job of fixed work,
+    (1 + work_elasticity x (d - 1)) times its work. No default elasticity: no published
+    figure was found (docs/rebound.md)."""
+
+    resubmit_elasticity: float = Field(ge=0, le=1000)
+    """Probability of a follow-up per unit of relative delay (d - 1)."""
+    gpus_elasticity: float = Field(default=0.0, ge=0, le=1000)
+    """Relative increase of the follow-up's GPUs per unit of relative delay; 0: the same."""
+    work_elasticity: float = Field(default=0.0, ge=0, le=1000)
+    """Relative increase of the follow-up's work per unit of relative delay; 0: the same."""
+    think_time_s: float = Field(default=0.0, ge=0)
+    """Time between a job's end and its follow-up's submission, s."""
+    max_generations: int = Field(default=1, ge=1, le=10)
+    """How many follow-ups of follow-ups a job may lead to (1: follow-ups do not rebound)."""
+    max_iterations: int = Field(default=30, ge=1, le=1000)
+    """Runs at most to find the closed loop (each run with the follow-ups of the last)."""
+
+
 class PredictionErrorConfig(ConfigModel):
     """The error of the runtimes a policy is told (`state.estimate`, `state.runtime_s`,
     `state.expected_ends`; `sim.engine.prediction`); the run itself stays true.
@@ -813,6 +836,8 @@ class Scenario(ConfigModel):
     """The error of the runtimes policies are told; None: exact."""
     scaling: ScalingConfig | None = None
     """Multi-GPU scaling of training jobs; None: linear in the GPU count."""
+    rebound: ReboundConfig | None = None
+    """Users who resubmit when their jobs are slowed; None: they do not."""
 
     @field_validator("start")
     @classmethod
@@ -823,6 +848,11 @@ class Scenario(ConfigModel):
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
+        if self.rebound is not None and self.prediction_error is not None:
+            raise ValueError(
+                "rebound and prediction_error cannot be combined yet: prediction errors are "
+                "drawn per job index, which the follow-up jobs would move"
+            )
         names = [s.name for s in self.sites]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -133,8 +133,13 @@ step_s = 60
 [failures]
 rate_per_gpu_h = 2e-5
 
-[prediction_error]
-sigma_frac = 0.1
+[rebound]
+resubmit_elasticity = 0.5
+gpus_elasticity = 0.2
+work_elasticity = 0.1
+think_time_s = 600
+max_generations = 2
+max_iterations = 30
 """
 
 ALTERNATIVE_KEYS = {
@@ -150,6 +155,7 @@ ALTERNATIVE_KEYS = {
     "DemandResponseEvent.reduction_pct": "demand_response[0].reduction_pct",
     "DemandResponseEvent.percentile": "demand_response[1].percentile",
     "DemandResponseEvent.min_duration_h": "demand_response[1].min_duration_h",
+    "PredictionErrorConfig.sigma_frac": "prediction_error.sigma_frac",  # not with [rebound]
 }
 """Fields the kitchen sink cannot hold next to their alternatives; their key paths."""
 

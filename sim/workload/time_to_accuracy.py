@@ -15,7 +15,6 @@ measured time per epoch, at the measured power, under any measured power limit.
 from __future__ import annotations
 
 import math
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from sim import hardware, training
-from sim.streams import seed_sequences
+from sim.streams import id_draws
 from sim.workload.table import JobTable
 
 
@@ -44,17 +43,9 @@ class TrainingJobs:
 
 
 def training_draws(seed: int, job_ids: np.ndarray) -> np.ndarray:
-    """A uniform draw in [0, 1) per job that picks its training run: splitmix64 (Steele,
-    Lea, Flood, OOPSLA 2014) of the `training` stream's state mixed with the CRC-32 of the
-    job's id, so a job keeps its draw wherever it stands in the file."""
-    state = seed_sequences(seed)["training"].generate_state(1, np.uint64)[0]
-    ids = np.fromiter((zlib.crc32(str(j).encode()) for j in job_ids), np.uint64, len(job_ids))
-    with np.errstate(over="ignore"):
-        x = state ^ (ids * np.uint64(0x9E3779B97F4A7C15))
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    """A uniform draw in [0, 1) per job that picks its training run: the run's `training`
+    stream and the job's id (`sim.streams.id_draws`)."""
+    return id_draws(seed, "training", job_ids)
 
 
 def resolve_targets(profile: np.ndarray, target: np.ndarray, u: np.ndarray) -> TrainingJobs:

@@ -20,13 +20,14 @@ from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
 from sim.api import PolicyError, Resume, SetCap, Start, Suspend
 from sim.errors import ScenarioError
-from sim.hardware import POWER_MODEL, PROFILES, estimate, speed
+from sim.hardware import POWER_MODEL, estimate, speed
 from sim.plugins import build_policy
 from sim.run import simulate
 from sim.testing import PolicyHarness
+from sim.training import TRAINING_WORKLOADS
 from tests.conftest import REPO, make_scenario, run_cli, site
 
-ZEUS_PROFILES = sorted(p for p, prof in PROFILES.items() if prof.zeus_batch_size is not None)
+ZEUS_PROFILES = sorted(TRAINING_WORKLOADS)  # the six workloads Zeus measured
 MEASURED_GPUS = sorted({gpu for gpu, _ in POWER_MODEL.pairs})
 HOST_W = 40.0  # the base site's host power per GPU (tests/conftest.py)
 
