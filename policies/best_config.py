@@ -37,7 +37,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from policies.kit import FreeGpus, WindowMean
+from policies.kit import FreeGpus, OperatingPoints, WindowMean
 from sim.api import Action, JobView, Policy, Start, SystemState
 
 __all__ = ["BestConfig", "Candidate", "OracleConfig"]
@@ -57,31 +57,6 @@ class Candidate(NamedTuple):
     """Facility energy of the job's GPUs and host share over the run, kWh."""
     carbon_kg: float
     """`energy_kwh` at the site's mean forecast intensity over the run, kg."""
-
-
-class _Curves:
-    """Per (GPU model, profile): the cap grid (W), the throughput of one GPU at each cap
-    (reference GPU-s per s) and its power (W); computed once per pair and step."""
-
-    __slots__ = ("_cache", "step_w")
-
-    def __init__(self, step_w: float):
-        self.step_w = step_w
-        self._cache: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def of(self, state: SystemState, model: str, profile: str) -> tuple[np.ndarray, ...]:
-        key = (model, profile)
-        hit = self._cache.get(key)
-        if hit is None:
-            spec = state.gpu_spec(model)
-            caps = np.arange(spec.min_cap_w, spec.max_cap_w, self.step_w, dtype=float)
-            caps = np.append(caps, float(spec.max_cap_w))
-            points = [state.operating_point(model, profile, float(c)) for c in caps]
-            speed0 = state.reference_speed(model, profile)
-            speed = speed0 * np.array([p.throughput_fraction for p in points])
-            power = np.array([p.power_w for p in points])
-            hit = self._cache[key] = (caps, speed, power)
-        return hit
 
 
 @dataclass
@@ -114,7 +89,7 @@ class BestConfig(Policy):
             raise ValueError(f"max_slowdown must be >= 1, got {self.max_slowdown!r}")
         if not self.deadline_margin_s >= 0.0:
             raise ValueError(f"deadline_margin_s must be >= 0, got {self.deadline_margin_s!r}")
-        self._curves = _Curves(float(self.cap_step_w))
+        self._points = OperatingPoints(float(self.cap_step_w))
 
     # -- the plan ------------------------------------------------------------------------
 
@@ -180,7 +155,9 @@ class BestConfig(Policy):
             pue = state.pue(site)
             priced: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
             for b, work_gpu_h in options.items():
-                caps, speed, power = self._curves.of(state, model, f"{workload}@{b}")
+                profile = f"{workload}@{b}"
+                caps, r, power = self._points.table(state, model, profile)
+                speed = state.reference_speed(model, profile) * r
                 time_s = work_gpu_h * 3600.0 / (job.gpus * speed)
                 energy_kwh = time_s * job.gpus * (power + host_w) * pue / 3.6e6
                 priced.append((b, caps, time_s, energy_kwh))

@@ -10,6 +10,8 @@
   of one decision with its prefix sums: window means and best starts on it),
   `DecisionForecasts` (every site's, each fetched once per decision), `ranked_starts` and
   `MIN_DEFER_S` (`time_shifting.py`).
+- `OperatingPoints`, `cap_grid`: the hardware model's throughput and power over a cap grid,
+  once per (GPU model, profile) (`operating_points.py`).
 - `Bookings`: the GPUs of a pool over time, running jobs and planned runs (`PlannedRun`,
   `Run`), to plan starts that fit the installed GPUs (`bookings.py`).
 - Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
@@ -20,6 +22,7 @@
 from policies.kit.adjuster import Adjuster, job_of
 from policies.kit.bookings import Bookings, PlannedRun, Run
 from policies.kit.gpus import FreeGpus, first_come_first_served
+from policies.kit.operating_points import OperatingPoints, cap_grid
 from policies.kit.time_shifting import (
     MIN_DEFER_S,
     DecisionForecast,
@@ -53,6 +56,7 @@ __all__ = [
     "DecisionForecast",
     "DecisionForecasts",
     "FreeGpus",
+    "OperatingPoints",
     "PlannedRun",
     "PlannedStart",
     "Planning",
@@ -61,6 +65,7 @@ __all__ = [
     "WindowMean",
     "best_window_plan",
     "best_window_start",
+    "cap_grid",
     "cheapest_slots",
     "first_come_first_served",
     "forecast_from_now",
