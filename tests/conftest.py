@@ -112,3 +112,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA} (checkout without ../shared)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def catalog_restored():
+    """Scenario GPU models join the process-wide catalog; take them out again."""
+    from sim.hardware import GPU_CATALOG
+
+    before = set(GPU_CATALOG)
+    yield
+    for gid in set(GPU_CATALOG) - before:
+        del GPU_CATALOG[gid]

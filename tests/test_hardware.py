@@ -357,15 +357,6 @@ MI250X = {
 }
 
 
-@pytest.fixture
-def catalog_restored():
-    """Scenario GPU models join the process-wide catalog; take them out again."""
-    before = set(GPU_CATALOG)
-    yield
-    for gid in set(GPU_CATALOG) - before:
-        del GPU_CATALOG[gid]
-
-
 def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path, catalog_restored):
     scenario = make_scenario(
         tmp_path,

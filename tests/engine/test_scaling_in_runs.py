@@ -76,7 +76,7 @@ def test_an_unknown_link_is_a_one_line_error(tmp_path):
         run(tmp_path, scaling={"intra_node": "NVLink9"})
 
 
-def test_a_scenario_gpu_model_needs_its_links_named(tmp_path):
+def test_a_scenario_gpu_model_needs_its_links_named(tmp_path, catalog_restored):
     own = {
         "MyGPU": {
             **{
