@@ -313,6 +313,13 @@ class JobView:
         return int(self._q.jobs.gpus[self.index])
 
     @property
+    def gpu_milli(self) -> int:
+        """Thousandths of one GPU the job holds: 1000 for whole GPUs; below 1000 (a job of
+        one GPU) it takes room on a GPU shared with other fractional jobs, or one free GPU
+        (docs/gpu-sharing.md)."""
+        return int(self._q.jobs.gpu_milli[self.index])
+
+    @property
     def work_gpu_h(self) -> float:
         """Total work in reference GPU-hours (A100-80GB at its maximum power limit); a target
         job's follows the batch size it trains at."""
@@ -566,8 +573,15 @@ class SystemState:
         return {p.model: p.count for p in self._q.site(site).pools}
 
     def free_gpus(self, site: str) -> dict[str, int]:
-        """Free GPUs per model at `site`, powered on or off."""
+        """Free GPUs per model at `site`, powered on or off (a GPU fractional jobs share is
+        not free: `shared_gpus`)."""
         return {p.model: p.free for p in self._q.site(site).pools}
+
+    def shared_gpus(self, site: str) -> dict[str, list[int]]:
+        """Per model at `site`, the milli (thousandths of a GPU) held on each GPU that
+        fractional jobs share, in the order the engine places them (first fit: a fractional
+        `Start` joins the first with room, else takes a free GPU, appended last)."""
+        return {p.model: p.shared.used_milli() for p in self._q.site(site).pools}
 
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the
@@ -682,7 +696,8 @@ class SystemState:
     def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
         """The jobs running on `site`'s `gpu_model` GPUs: when each is expected to finish at
         its current speed (s since the scenario start; a held job from now, its hold left
-        out) and how many GPUs it holds, as two lists in start order. The same ends as
+        out) and how many GPUs it frees then, as two lists in start order (of the jobs
+        sharing a GPU, the last to end frees it: 1, the others 0). The same ends as
         `estimate(job, site, job.cap_w, gpu_model)`, read in O(1) per job: for policies that
         look at a whole pool's future (bookings, backfilling) at every decision."""
         return self._q.expected_ends(site, gpu_model)

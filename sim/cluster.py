@@ -1,15 +1,17 @@
 """A datacenter site: GPU pools, its power level, its PUE, and idle-energy bookkeeping.
 
 IT power = sum over pools of (installed GPUs x host overhead per GPU)
-         + free GPUs x idle power + sum over running jobs of GPUs x active power.
+         + free GPUs x idle power + sum over running jobs of GPUs x active power,
+where a fractional job (`sim.sharing`) counts its share of one GPU, and the share of a
+shared GPU that no job holds draws idle power.
 Facility power = IT power x PUE(t), PUE constant or an hourly profile (UTC hours).
 
 Energy and carbon of a stretch of constant IT power P over [t0, t1] are exact:
 P x integral of PUE, and P x integral of PUE x carbon intensity (`facility_ci`, a step
 function on the merged breakpoints of both). Free GPUs (with their host share)
-accumulate "idle energy" on their own, so that site energy = sum of job energy + idle
-energy can be checked independently. Pools are plain counters: a large pool costs O(1)
-per allocation (no simpy.Resource).
+accumulate "idle energy" on their own (with the unheld shares of shared GPUs), so that
+site energy = sum of job energy + idle energy can be checked independently. Pools are
+plain counters: a large pool costs O(1) per allocation (no simpy.Resource).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sim.grid import CarbonSignal
 from sim.hardware import GPU_CATALOG, GpuSpec
 from sim.records import PowerLog
 from sim.scenario import Site as SiteConfig
+from sim.sharing import MILLI_PER_GPU, share
 
 _DAY_S = 86400.0
 
@@ -108,6 +111,92 @@ class PueProfile:
         return CarbonSignal(knots, values, signal.end_s, kind=signal.kind)
 
 
+class SharedGpus:
+    """The GPUs of one pool that fractional jobs share (`sim.sharing`): per GPU, its jobs and
+    the milli-GPUs each holds. A GPU is here from the start of its first job to the end of
+    its last one (busy in the pool's books meanwhile); jobs are placed first fit, in the
+    order the GPUs became shared."""
+
+    __slots__ = ("_jobs", "_used", "_ready_s", "_gpu_of", "_used_total")
+
+    def __init__(self) -> None:
+        self._jobs: list[dict[int, int]] = []
+        """Per shared GPU: its jobs (engine indices) and the milli each holds."""
+        self._used: list[int] = []
+        """Per shared GPU: the milli its jobs hold."""
+        self._ready_s: list[float] = []
+        """Per shared GPU: when it can compute (its node up), s."""
+        self._gpu_of: dict[int, int] = {}
+        """Per job here: the index of its GPU in `_jobs`."""
+        self._used_total = 0
+
+    def __len__(self) -> int:
+        """The number of shared GPUs."""
+        return len(self._jobs)
+
+    def __contains__(self, j: object) -> bool:
+        return j in self._gpu_of
+
+    def used_milli(self) -> list[int]:
+        """The milli held on each shared GPU, in first-fit order."""
+        return list(self._used)
+
+    def spare_milli(self) -> int:
+        """Milli of the shared GPUs that no job holds (idle power)."""
+        return len(self._jobs) * MILLI_PER_GPU - self._used_total
+
+    def fit(self, milli: int) -> int | None:
+        """The shared GPU a job of `milli` would join (first fit); None: none has room."""
+        room = MILLI_PER_GPU - milli
+        return next((g for g, used in enumerate(self._used) if used <= room), None)
+
+    def ready_s(self, g: int) -> float:
+        """When shared GPU `g` can compute (after the boot of the node it woke), s."""
+        return self._ready_s[g]
+
+    def milli_of(self, j: int) -> int:
+        return self._jobs[self._gpu_of[j]][j]
+
+    def others_milli(self, j: int) -> int:
+        """Milli held by the jobs co-located with `j`."""
+        g = self._gpu_of[j]
+        return self._used[g] - self._jobs[g][j]
+
+    def co_located(self, j: int) -> list[int]:
+        """The other jobs on `j`'s GPU."""
+        return [k for k in self._jobs[self._gpu_of[j]] if k != j]
+
+    def join(self, j: int, milli: int, ready_s: float = 0.0) -> bool:
+        """Place job `j` of `milli` first fit; True if it opened a new shared GPU (taken from
+        the pool's free GPUs by the caller), which can compute from `ready_s`."""
+        g = self.fit(milli)
+        opened = g is None
+        if g is None:
+            g = len(self._jobs)
+            self._jobs.append({})
+            self._used.append(0)
+            self._ready_s.append(ready_s)
+        self._jobs[g][j] = milli
+        self._used[g] += milli
+        self._used_total += milli
+        self._gpu_of[j] = g
+        return opened
+
+    def leave(self, j: int) -> bool:
+        """Job `j` leaves its GPU; True if no job is left on it (it is free again)."""
+        g = self._gpu_of.pop(j)
+        milli = self._jobs[g].pop(j)
+        self._used[g] -= milli
+        self._used_total -= milli
+        if self._jobs[g]:
+            return False
+        del self._jobs[g], self._used[g], self._ready_s[g]
+        for k, h in self._gpu_of.items():
+            if h > g:
+                self._gpu_of[k] = h - 1
+        return True
+
+
 class Pool:
     """The GPUs of one model at one site, in nodes of `gpus_per_node`.
 
@@ -130,6 +219,7 @@ class Pool:
         "off_w",
         "idle_since",
         "jobs",
+        "shared",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -158,16 +248,22 @@ class Pool:
         """Idle-since times (s) of the powered nodes with no busy GPU, oldest first."""
         self.jobs: dict[int, None] = {}
         """The running jobs on this pool (engine indices, in start order); the engine keeps it."""
+        self.shared = SharedGpus()
+        """The GPUs fractional jobs share (busy GPUs: not in `free`)."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0
 
     def idle_it_w(self) -> float:
-        """IT power of the pool's free GPUs: powered ones at idle + host, off nodes at off_w."""
+        """IT power of the pool's free GPUs: powered ones at idle + host, off nodes at off_w;
+        and of the parts of shared GPUs no job holds, at idle + host."""
         powered = min(self.nodes_on * self.gpus_per_node, self.count)
         powered_free = powered - (self.count - self.free)
         off_nodes = self.nodes - self.nodes_on
-        return powered_free * (self.idle_w + self.host_w) + off_nodes * self.off_w
+        idle_w = powered_free * (self.idle_w + self.host_w) + off_nodes * self.off_w
+        if len(self.shared):
+            idle_w += share(self.shared.spare_milli()) * (self.idle_w + self.host_w)
+        return idle_w
 
     @property
     def node_w(self) -> float:
@@ -274,6 +370,28 @@ class Site:
         """Take `gpus` free GPUs of `pool`, now drawing `active_w` W each. Returns the number
         of powered-off nodes this wakes up (the caller then holds the job for `wake_s`)."""
         pool._accrue(now_s)
+        woken = self._take(pool, gpus)
+        self.it_w += gpus * (active_w - pool.idle_w)
+        self.log_power(now_s)
+        return woken
+
+    def allocate_share(
+        self, now_s: float, pool: Pool, j: int, milli: int, active_w: float, ready_s: float
+    ) -> int:
+        """Job `j` takes `milli` of a shared GPU of `pool` (first fit, else a free GPU becomes
+        shared, computing from `ready_s`), drawing its share of `active_w` W. Returns the
+        powered-off nodes woken."""
+        pool._accrue(now_s)
+        self.runtime_version += 1  # co-located jobs' speeds depend on it
+        woken = self._take(pool, 1) if pool.shared.fit(milli) is None else 0
+        pool.shared.join(j, milli, ready_s)
+        self.it_w += share(milli) * (active_w - pool.idle_w)
+        self.log_power(now_s)
+        return woken
+
+    def _take(self, pool: Pool, gpus: int) -> int:
+        """Move `gpus` free GPUs of `pool` to busy (nodes under perfect packing); returns the
+        powered-off nodes woken."""
         woken = 0
         if self.power_off is not None:
             self.runtime_version += 1
@@ -284,14 +402,31 @@ class Site:
             self.it_w += woken * pool.node_w
         pool.free -= gpus
         self.busy_gpus += gpus
-        self.it_w += gpus * (active_w - pool.idle_w)
-        self.log_power(now_s)
         return woken
 
     def release(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> int:
         """Return `gpus` GPUs drawing `active_w` W each to `pool`'s free GPUs; nodes left
         with no busy GPU join the idle queue; returns how many did."""
         pool._accrue(now_s)
+        freed = self._give_back(now_s, pool, gpus)
+        self.it_w -= gpus * (active_w - pool.idle_w)
+        self.log_power(now_s)
+        return freed
+
+    def release_share(self, now_s: float, pool: Pool, j: int, active_w: float) -> int:
+        """Job `j` drawing its share of `active_w` W leaves its shared GPU of `pool`, which is
+        free again if no job is left on it; returns the nodes this left idle."""
+        pool._accrue(now_s)
+        self.runtime_version += 1
+        milli = pool.shared.milli_of(j)
+        freed = self._give_back(now_s, pool, 1) if pool.shared.leave(j) else 0
+        self.it_w -= share(milli) * (active_w - pool.idle_w)
+        self.log_power(now_s)
+        return freed
+
+    def _give_back(self, now_s: float, pool: Pool, gpus: int) -> int:
+        """Move `gpus` busy GPUs of `pool` to free; returns the nodes left with no busy GPU
+        (queued as idle since `now_s`)."""
         busy = pool.count - pool.free
         freed = 0
         if self.power_off is not None:
@@ -300,8 +435,6 @@ class Site:
             pool.idle_since.extend([now_s] * freed)
         pool.free += gpus
         self.busy_gpus -= gpus
-        self.it_w -= gpus * (active_w - pool.idle_w)
-        self.log_power(now_s)
         return freed
 
     def switch_off_idle(self, now_s: float) -> int:

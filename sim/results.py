@@ -226,6 +226,7 @@ JOB_COLUMNS = (
     "time_to_accuracy_h",
     "energy_to_accuracy_kwh",
     "rebound_of",
+    "gpu_milli",
 )
 """The columns of `jobs.parquet`, in order; a new component's columns follow these."""
 

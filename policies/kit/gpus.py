@@ -9,15 +9,23 @@ from sim.api import Action, JobView, Migrate, Resume, Scale, Start, SystemState
 __all__ = ["FreeGpus", "first_come_first_served"]
 
 
+_MILLI_PER_GPU = 1000
+"""`JobView.gpu_milli` of a job on whole GPUs."""
+
+
 class FreeGpus:
     """Free GPUs per site and model as actions are planned within one decision: read from
-    the state when a site is first needed, then decremented by each planned start."""
+    the state when a site is first needed, then decremented by each planned start. A
+    fractional job (`gpu_milli` < 1000) is placed as the engine places it: on the first
+    shared GPU with room (`state.shared_gpus`), else on a free GPU that becomes shared."""
 
-    __slots__ = ("_free", "_order", "_state")
+    __slots__ = ("_free", "_shared", "_order", "_state")
 
     def __init__(self, state: SystemState):
         self._state = state
         self._free: dict[str, dict[str, int]] = {}
+        self._shared: dict[str, dict[str, list[int]]] = {}
+        """Per site and model: the milli held on each shared GPU, after the planned starts."""
         self._order: dict[str, tuple[str, ...]] = {}
         """Per origin site: the sites in the order jobs from there try them."""
 
@@ -45,7 +53,7 @@ class FreeGpus:
             if site not in allowed:
                 continue
             for wanted in models:
-                model = self.take(site, wanted, job.gpus)
+                model = self.take_for(job, site, wanted)
                 if model is not None:
                     return Start(job, site, gpu_model=model)
         return None
@@ -63,7 +71,31 @@ class FreeGpus:
             return self.take(site, svc.config.gpu, gpus) is not None
         if not isinstance(action, Start | Resume | Migrate):
             return True
-        return self.take(action.site, action.gpu_model, action.job.gpus) is not None
+        return self.take_for(action.job, action.site, action.gpu_model) is not None
+
+    def take_for(self, job: JobView, site: str, model: str | None) -> str | None:
+        """Take what `job` needs at `site` of `model` (None: of the first pool where it
+        fits): its GPUs, or a fractional job's room on a shared GPU or one free GPU; returns
+        the model taken, or None if it does not fit."""
+        milli = job.gpu_milli
+        if milli >= _MILLI_PER_GPU:
+            return self.take(site, model, job.gpus)
+        shared = self._shared.get(site)
+        if shared is None:
+            shared = self._shared[site] = self._state.shared_gpus(site)
+        for m, n in self.at(site).items():
+            if model is not None and m != model:
+                continue
+            held = shared[m]
+            g = next((g for g, used in enumerate(held) if used + milli <= _MILLI_PER_GPU), None)
+            if g is not None:
+                held[g] += milli
+                return m
+            if n >= 1:
+                self._free[site][m] = n - 1
+                held.append(milli)
+                return m
+        return None
 
     def take(self, site: str, model: str | None, gpus: int) -> str | None:
         """Take `gpus` free GPUs of `model` at `site` (None: of the first pool with enough);

@@ -264,7 +264,7 @@ class Checkpoints(Component):
         core = self._core
         w = self.writing.pop(j)
         self.add_kwh(j, core.runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, w.until_s))
-        core.fleet.release(w.site, w.pool, core.runs.gpus[j], w.pool.idle_w)
+        core.runs.release(j, w.site, w.pool, w.pool.idle_w)
         core.request_decision()  # GPUs are free
 
     def departure(self, j: int) -> tuple[Site, float, bool]:

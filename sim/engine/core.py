@@ -350,48 +350,48 @@ class Engine:
         return pool
 
     def _choose_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
-        if self._gpu_models[j]:
-            return self._choose_allowed_pool(action, j, site, model)
-        gpus = self.runs.gpus[j]
+        """The pool of `site` that `action` puts job `j` on: `model`'s, which must have room
+        for it (free GPUs, or for a fractional job a shared GPU with room or a free GPU); None
+        takes the first pool with room (of a model the job may run on)."""
+        runs = self.runs
+        allowed = self.jobs.gpu_models_of(j) if self._gpu_models[j] else ()
         if model is not None:
-            return self._named_pool(action, site, model, gpus)
-        for pool in site.pools:
-            if pool.free >= gpus:
-                return pool
-        free = ", ".join(f"{p.model}={p.free}" for p in site.pools)
-        raise PolicyError(
-            f"{action}: job needs {gpus} GPUs of one model, {site.name} has {free} free"
-        )
-
-    @staticmethod
-    def _named_pool(action: object, site: Site, model: str, gpus: int) -> Pool:
-        """The `model` pool of `site`, with `gpus` free GPUs."""
-        pool = site.pool(model)
-        if pool is None:
-            raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
-        if pool.free < gpus:
-            raise PolicyError(
-                f"{action}: job needs {gpus} GPUs, {site.name} has {pool.free} free {model}"
-            )
-        return pool
-
-    def _choose_allowed_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
-        """`_choose_pool` for a job restricted to some GPU models (a trace's constraint):
-        `model` must be one of them; None takes the first pool of one with enough free GPUs."""
-        allowed = self.jobs.gpu_models_of(j)
-        gpus = self.runs.gpus[j]
-        if model is not None:
-            if model not in allowed:
+            if allowed and model not in allowed:
                 raise PolicyError(
                     f"{action}: job {self.jobs.job_id[j]} may not run on {model} "
                     f"(allowed GPU models: {', '.join(allowed)})"
                 )
-            return self._named_pool(action, site, model, gpus)
-        for pool in site.pools:
-            if pool.model in allowed and pool.free >= gpus:
+            pool = site.pool(model)
+            if pool is None:
+                raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
+            if not runs.fits(j, pool):
+                raise PolicyError(
+                    f"{action}: job needs {runs.needs(j)}, {site.name} has {pool.free} free "
+                    f"{model}{self._shared_text([pool])}"
+                )
+            return pool
+        pools = [p for p in site.pools if not allowed or p.model in allowed]
+        for pool in pools:
+            if runs.fits(j, pool):
                 return pool
-        free = ", ".join(f"{p.model}={p.free}" for p in site.pools if p.model in allowed)
+        free = ", ".join(f"{p.model}={p.free}" for p in pools)
+        if allowed:
+            raise PolicyError(
+                f"{action}: job {self.jobs.job_id[j]} needs {runs.needs(j)} of one of "
+                f"{', '.join(allowed)}, {site.name} has {free or 'none'} free"
+                f"{self._shared_text(pools)}"
+            )
         raise PolicyError(
-            f"{action}: job {self.jobs.job_id[j]} needs {gpus} GPUs of one of "
-            f"{', '.join(allowed)}, {site.name} has {free or 'none'} free"
+            f"{action}: job needs {runs.needs(j)} of one model, {site.name} has {free} free"
+            f"{self._shared_text(pools)}"
         )
+
+    @staticmethod
+    def _shared_text(pools: list[Pool]) -> str:
+        """For messages: the milli held on the shared GPUs of `pools`, if any."""
+        held = [
+            f"{p.model}: {', '.join(map(str, p.shared.used_milli()))}"
+            for p in pools
+            if len(p.shared)
+        ]
+        return f" (milli held on shared GPUs: {'; '.join(held)})" if held else ""

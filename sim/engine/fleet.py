@@ -95,6 +95,12 @@ class Fleet(Component):
         if site.release(self._core.env.now, pool, gpus, draw_w):
             self._switch_off_later(site)
 
+    def release_share(self, site: Site, pool: Pool, j: int, draw_w: float) -> None:
+        """Fractional job `j`, drawing its share of `draw_w` W, leaves its shared GPU of
+        `pool` (free again if it was the last job there; see `release`)."""
+        if site.release_share(self._core.env.now, pool, j, draw_w):
+            self._switch_off_later(site)
+
     def _switch_off_later(self, site: Site) -> None:
         """Switch off the site's nodes still idle after its `power_off.idle_s`."""
         assert site.power_off is not None

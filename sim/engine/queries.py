@@ -180,9 +180,9 @@ class Queries(Component):
             write_s = checkpoints.write_s(j, here)
         move_s, move_kwh, move_kg = self.transfer_cost(src.name, dest.name, gb)
         read_s = gb / dest.checkpoint_read_gbps if checkpoint else 0.0
-        gpus = runs.gpus[j]
+        gpus = runs.gpu_share[j]
         load_s = write_s + checkpoints.write_left_s(j) + move_s + read_s
-        hold_s = max(load_s, core.fleet.wake_s(dest, dest_pool, gpus))
+        hold_s = max(load_s, runs.wake_s(j, dest, dest_pool))
         kwh = kg = 0.0
         for site, p, dt in ((here, pool, write_s), (dest, dest_pool, hold_s)):
             site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / WS_PER_KWH
@@ -196,6 +196,7 @@ class Queries(Component):
         core = self._core
         runs = core.runs
         gpus = runs.gpus[j]
+        held = runs.gpu_share[j]  # the GPUs it is charged for: a fractional job's share
         if core.book.state[j] == RUNNING:
             run = runs.live[j]
             if j in runs.holding:
@@ -203,7 +204,7 @@ class Queries(Component):
             _, draw_w = runs.speed(
                 run.pool, runs.profile[j], runs.effective_cap(run.site, cap), gpus
             )
-            return gpus * (draw_w - run.draw_w)
+            return held * (draw_w - run.draw_w)
         if site_name is None:
             raise PolicyError(
                 "power_delta_w: give the site a job that is not running would start on"
@@ -211,9 +212,10 @@ class Queries(Component):
         site = self.site(site_name)
         pool = core.fleet.pool(site, model, "power_delta_w")
         _, draw_w = runs.speed(pool, runs.profile[j], runs.effective_cap(site, cap), gpus)
-        if core.fleet.needs_wake(site, pool, gpus):
-            return pool.nodes_to_wake(gpus) * pool.node_w  # held at idle power while booting
-        return gpus * (draw_w - pool.idle_w)
+        new_gpus = runs.new_gpus(j, pool)
+        if core.fleet.needs_wake(site, pool, new_gpus):
+            return pool.nodes_to_wake(new_gpus) * pool.node_w  # held at idle while booting
+        return held * (draw_w - pool.idle_w)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
@@ -231,7 +233,7 @@ class Queries(Component):
         hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
         now = core.env.now  # the energy of the told runtime, at the true power
         energy_kwh = (
-            core.runs.gpus[j]
+            core.runs.gpu_share[j]
             * (
                 (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
                 + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
@@ -276,7 +278,7 @@ class Queries(Component):
         runs = core.runs
         rate, draw_w = runs.rate_and_draw(j, site, pool, cap)
         hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
-        hold_s = max(hold_s, core.fleet.wake_s(site, pool, runs.gpus[j]))
+        hold_s = max(hold_s, runs.wake_s(j, site, pool))
         return hold_s, self._told_s(j, pool.model, runs.remaining_now_gpu_s(j) / rate), draw_w
 
     def _told_s(self, j: int, model: str, runtime_s: float) -> float:
@@ -309,4 +311,17 @@ class Queries(Component):
             end = start_s + self._told_s(j, model, runtime_s)
             ends.append(end if self.prediction is None else max(now, end))
             gpus.append(runs.gpus[j])
+        if len(pool.shared):
+            self._free_shared_gpus_once(pool, ends, gpus)
         return ends, gpus
+
+    @staticmethod
+    def _free_shared_gpus_once(pool: Pool, ends: list[float], gpus: list[int]) -> None:
+        """In `expected_ends`' lists (in `pool.jobs` order): a shared GPU is freed by the
+        last of its running jobs to end (1 GPU), the others free none (0)."""
+        index = {j: k for k, j in enumerate(pool.jobs)}
+        for j, k in index.items():
+            if j in pool.shared:
+                mates = [index[m] for m in pool.shared.co_located(j) if m in index]
+                last = max([k, *mates], key=lambda i: (ends[i], i))
+                gpus[k] = 1 if last == k else 0

@@ -9,7 +9,12 @@ cancelled by giving the job's run a new token (or by ending the run).
 
 Work is counted in reference GPU-seconds (A100-80GB at its maximum power limit); a job on
 `g` GPUs of model `m` under cap `c` advances at g x speed(m, profile) x throughput(m,
-profile, c) reference GPU-seconds per second.
+profile, c) reference GPU-seconds per second. A fractional job (`gpu_milli` < 1000) holds
+share s = milli / 1000 of one GPU, shared first fit with other fractional jobs
+(`sim.cluster.SharedGpus`): it advances at s x speed x the interference factor of its
+co-located jobs (`sim.sharing.speed_factor`), draws s x its active power (and s of the
+host's), and is charged for that; when a job joins or leaves a shared GPU, the jobs
+computing on it are re-timed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim import hardware, scaling
+from sim import hardware, scaling, sharing
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
@@ -75,6 +80,8 @@ class Runs(Component):
         "_core",
         "_book",
         "gpus",
+        "milli",
+        "gpu_share",
         "profile",
         "work_gpu_h",
         "remaining_gpu_s",
@@ -101,6 +108,10 @@ class Runs(Component):
         # Per-job numbers in typed arrays of the narrowest type that holds them (not a
         # list slot and a Python object per job: memory at millions of jobs).
         self.gpus = _typed("i", jobs.gpus)
+        self.milli = _typed("i", jobs.gpu_milli)
+        """Thousandths of one GPU the job holds (1000: whole GPUs; `sim.sharing`)."""
+        self.gpu_share = _typed("d", jobs.gpus * jobs.gpu_milli / sharing.MILLI_PER_GPU)
+        """GPUs the job holds and is charged for: `gpus`, or a fractional job's share."""
         self.profile: list[str] = jobs.profile.tolist()
         """The job's profile; a target job's may change at its first start (`retrain`)."""
         self.work_gpu_h = _typed("d", jobs.work_gpu_h)
@@ -202,13 +213,56 @@ class Runs(Component):
     ) -> tuple[float, float]:
         """(progress in reference GPU-s per s, active W per GPU) of `j` on `pool` under its
         own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
-        of time they stall the job (a fluid model of the stalls)."""
+        of time they stall the job (a fluid model of the stalls). A fractional job computes
+        with its share of one GPU, slowed by the jobs co-located with it (where it runs, or
+        on the GPU it would join now)."""
         cap = self.effective_cap(site, cap)
         per_gpu, draw_w = self.speed(pool, self.profile[j], cap, self.gpus[j])
+        milli = self.milli[j]
+        gpus = self.gpus[j] if not sharing.is_fractional(milli) else self._shared_gpus(j, pool)
         checkpoints = self._core.checkpoints
         if checkpoints.interval_s is None:
-            return self.gpus[j] * per_gpu, draw_w
-        return self.gpus[j] * per_gpu * checkpoints.duty(j, site), draw_w
+            return gpus * per_gpu, draw_w
+        return gpus * per_gpu * checkpoints.duty(j, site), draw_w
+
+    def _shared_gpus(self, j: int, pool: Pool) -> float:
+        """The GPUs fractional `j` computes with on `pool`: its share x the interference of
+        the jobs co-located with it (those of the GPU it would join, if it is not there)."""
+        milli, shared = self.milli[j], pool.shared
+        if j in shared:
+            others = shared.others_milli(j)
+        else:
+            g = shared.fit(milli)
+            others = 0 if g is None else shared.used_milli()[g]
+        return sharing.share(milli) * sharing.speed_factor(milli, others)
+
+    def new_gpus(self, j: int, pool: Pool) -> int:
+        """Free GPUs of `pool` that `j` takes if it starts there now: its `gpus`; for a
+        fractional job, 0 if a shared GPU has room for it, else 1."""
+        milli = self.milli[j]
+        if not sharing.is_fractional(milli):
+            return self.gpus[j]
+        return 0 if pool.shared.fit(milli) is not None else 1
+
+    def wake_s(self, j: int, site: Site, pool: Pool) -> float:
+        """Boot time before `j` can compute on `pool` if it starts now, s: of the powered-off
+        node it needs, or, joining a shared GPU whose node is booting, the rest of that boot."""
+        milli = self.milli[j]
+        g = pool.shared.fit(milli) if sharing.is_fractional(milli) else None
+        if g is None:
+            return self._core.fleet.wake_s(site, pool, self.new_gpus(j, pool))
+        return max(0.0, pool.shared.ready_s(g) - self._core.env.now)
+
+    def fits(self, j: int, pool: Pool) -> bool:
+        """True if `j` can start on `pool` now (enough free GPUs, or room on a shared one)."""
+        return pool.free >= self.new_gpus(j, pool)
+
+    def needs(self, j: int) -> str:
+        """What `j` asks for, for messages: "4 GPUs" or "250 milli-GPU"."""
+        milli = self.milli[j]
+        if sharing.is_fractional(milli):
+            return f"{milli} milli-GPU"
+        return f"{self.gpus[j]} GPUs"
 
     def uncapped_rate(self, j: int, pool: Pool) -> float:
         """Progress of running `j` on `pool` with no cap (periodic checkpoint stalls
@@ -225,17 +279,20 @@ class Runs(Component):
         whichever is longer."""
         core = self._core
         now = core.env.now
-        gpus = self.gpus[j]
         self.cap_w[j] = cap
         if hold_s > 0.0:
             self.loading.add(j)
-        wake_s = core.fleet.wake_s(site, pool, gpus)
+        wake_s = self.wake_s(j, site, pool)
         hold_s = max(hold_s, wake_s)
         if hold_s > 0.0:
             rate, draw_w = 0.0, pool.idle_w
         else:
             rate, draw_w = self.rate_and_draw(j, site, pool, cap)
-        woken = site.allocate(now, pool, gpus, draw_w)
+        milli = self.milli[j]
+        if sharing.is_fractional(milli):
+            woken = site.allocate_share(now, pool, j, milli, draw_w, now + wake_s)
+        else:
+            woken = site.allocate(now, pool, self.gpus[j], draw_w)
         self._book.run(j, now)
         pool.jobs[j] = None
         run = self.live[j] = Run(site, pool, rate, draw_w, now)
@@ -259,6 +316,15 @@ class Runs(Component):
                 core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, token))
         else:
             self._schedule_finish(j)
+        if j in pool.shared:
+            self._retime_co_located(pool.shared.co_located(j))
+
+    def _retime_co_located(self, jobs: list[int]) -> None:
+        """A job joined or left the shared GPU of `jobs`: those computing there run at their
+        new speed from now (held ones take it when they compute; writing ones do not run)."""
+        for k in jobs:
+            if k in self.live and k not in self.holding:
+                self.retime(k)
 
     def end_hold(self, j: int, at_s: float) -> None:
         """The transfer held job `j` waited for has arrived: it computes from `at_s`, or
@@ -305,7 +371,7 @@ class Runs(Component):
         self.close_segment(j, now)
         run = self.live[j]
         rate, draw_w = self.rate_and_draw(j, run.site, run.pool, self.cap_w[j])
-        run.site.change_power(now, self.gpus[j] * (draw_w - run.draw_w))
+        run.site.change_power(now, self.gpu_share[j] * (draw_w - run.draw_w))
         run.draw_w = draw_w
         run.rate = rate
         self._schedule_finish(j)
@@ -335,11 +401,21 @@ class Runs(Component):
         self.holding.discard(j)
         self.loading.discard(j)
         self.boot_end_s.pop(j, None)
-        core.fleet.release(run.site, run.pool, self.gpus[j], run.draw_w)
+        self.release(j, run.site, run.pool, run.draw_w)
         self._book.stop_running(j)
         del run.pool.jobs[j]
         if core.checkpoints.interval_s is not None:
             core.checkpoints.stopped(j)
+
+    def release(self, j: int, site: Site, pool: Pool, draw_w: float) -> None:
+        """Free the GPUs (or the share of one) that `j`, no longer running, held on `pool`
+        drawing `draw_w` W each; jobs still co-located with it speed up."""
+        if j not in pool.shared:
+            self._core.fleet.release(site, pool, self.gpus[j], draw_w)
+            return
+        co_located = pool.shared.co_located(j)
+        self._core.fleet.release_share(site, pool, j, draw_w)
+        self._retime_co_located(co_located)
 
     def set_down(self, j: int) -> None:
         """Running `j` stops computing but keeps its GPUs at idle power (a checkpoint
@@ -348,7 +424,7 @@ class Runs(Component):
         now = core.env.now
         self.close_segment(j, now)
         run = self.live.pop(j)  # cancels the pending completion
-        run.site.change_power(now, self.gpus[j] * (run.pool.idle_w - run.draw_w))
+        run.site.change_power(now, self.gpu_share[j] * (run.pool.idle_w - run.draw_w))
         self._book.stop_running(j)
         del run.pool.jobs[j]
 
@@ -370,9 +446,10 @@ class Runs(Component):
             meter.segment_closed(j, site, pool, t0, now, energy_kwh)
 
     def charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
-        """Charge `j` for its GPUs on `pool` drawing `draw_w` W each over [t0, t1]: energy,
-        carbon, GPU time, embodied carbon. Returns the facility energy, kWh."""
-        gpus = self.gpus[j]
+        """Charge `j` for its GPUs (a fractional job: its share of one) on `pool` drawing
+        `draw_w` W each over [t0, t1], with their host share: energy, carbon, GPU time,
+        embodied carbon. Returns the facility energy, kWh."""
+        gpus = self.gpu_share[j]
         it_w = gpus * (draw_w + pool.host_w)
         energy_kwh = it_w * site.pue.integral(t0, t1) / WS_PER_KWH
         self.energy_kwh[j] += energy_kwh
@@ -388,9 +465,10 @@ class Runs(Component):
     # --- results -----------------------------------------------------------------------------
 
     def write_results(self, out: ResultParts) -> None:
-        """Columns `site`, `gpu_model`, `gpu_h`, `energy_kwh`, `carbon_kg`, `embodied_kg` and
-        `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU
-        model the job finished on (> 1 from caps and suspensions; a job migrated to a slower
+        """Columns `site`, `gpu_model`, `gpu_milli`, `gpu_h`, `energy_kwh`, `carbon_kg`,
+        `embodied_kg` and `slowdown` = (end - first start) / the uninterrupted, uncapped
+        runtime on the GPU model the job finished on (a fractional job's: alone at its
+        share; > 1 from caps, suspensions and co-located jobs; a job migrated to a slower
         model can show < 1); the jobs' energy, allocated embodied carbon, the share of jobs
         that ran away from their origin."""
         core = self._core
@@ -400,13 +478,15 @@ class Runs(Component):
         site = pd.Categorical.from_codes(self.site_of, categories=names)
         profile = np.asarray(self.profile, dtype=object)
         work = np.asarray(self.work_gpu_h)
-        ideal_s = ideal_runtime_s(work, jt.gpus, model, profile, core.scenario.speed)
+        gpus = np.asarray(self.gpu_share)  # a fractional job's ideal: alone at its share
+        ideal_s = ideal_runtime_s(work, gpus, model, profile, core.scenario.speed)
         cols = out.job_columns
         energy = np.asarray(self.energy_kwh)
         embodied = np.asarray(self.embodied_kg)
         cols.update(
             profile=pd.Categorical(profile),
             work_gpu_h=work,
+            gpu_milli=np.asarray(jt.gpu_milli),
             site=site,
             gpu_model=pd.Categorical(model),
             gpu_h=np.asarray(self.gpu_s) / 3600.0,

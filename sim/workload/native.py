@@ -21,6 +21,7 @@ import pyarrow.csv as pa_csv
 from sim.errors import TraceError
 from sim.hardware import GPU_CATALOG, PROFILES, profile_choices
 from sim.scenario import Scenario
+from sim.sharing import MILLI_PER_GPU
 from sim.workload.table import (
     ANY_GPU_MODEL,
     ANY_SITE,
@@ -493,6 +494,28 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         models = np.full(n, ANY_GPU_MODEL, dtype=object)
 
+    # gpu_milli
+    if (col := column("gpu_milli")) is not None:
+        milli, milli_missing, _ = _numbers(col)
+        milli[milli_missing] = MILLI_PER_GPU
+        whole_milli = np.isfinite(milli) & (milli == np.floor(milli))
+        check(
+            ~(whole_milli & (milli >= 1) & (milli <= MILLI_PER_GPU)),
+            lambda i: (
+                "gpu_milli must be an integer in 1..1000 (thousandths of one GPU; empty = "
+                f"1000, whole GPUs), got {shown('gpu_milli', i)}"
+            ),
+        )
+        check(
+            (milli < MILLI_PER_GPU) & (gpus_f != 1),  # False where NaN
+            lambda i: (
+                f"gpu_milli below 1000 needs gpus = 1 (a share of one GPU), got gpu_milli "
+                f"{shown('gpu_milli', i)} with gpus {shown('gpus', i)}"
+            ),
+        )
+    else:
+        milli = np.full(n, float(MILLI_PER_GPU))
+
     _raise_first(checks, where)
 
     order = np.argsort(submit_s, kind="stable")
@@ -511,6 +534,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         allowed_gpu_models=models[order],
         target_metric=target[order],
         training_u=training_u[order],
+        gpu_milli=milli[order].astype(np.int64),
     )
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from sim.columns import freeze_columns
 from sim.hardware import GPU_CATALOG, PROFILES
+from sim.sharing import MILLI_PER_GPU
 from sim.training import split_batch_profile
 
 COLUMNS: tuple[str, ...] = (
@@ -38,6 +39,7 @@ COLUMNS: tuple[str, ...] = (
     "allowed_sites",
     "allowed_gpu_models",
     "target_metric",
+    "gpu_milli",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -54,9 +56,10 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "allowed_sites": None,
     "allowed_gpu_models": None,
     "target_metric": None,
+    "gpu_milli": MILLI_PER_GPU,
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
-any site / any GPU model)."""
+any site / any GPU model; `gpu_milli` 1000: whole GPUs)."""
 
 ANY_SITE = -1
 """`allowed_sites` of a job that may run on any site (every bit set)."""
@@ -178,6 +181,7 @@ _DTYPES: dict[str, Any] = {
     "allowed_gpu_models": object,
     "target_metric": np.float64,
     "training_u": np.float64,
+    "gpu_milli": np.int64,
 }
 
 
@@ -227,6 +231,10 @@ class JobTable:
     training_u: np.ndarray = cast(np.ndarray, None)
     """float64 in [0, 1): a target job's draw of its training run in the Zeus train trace;
     NaN for the others. None: no job has a target."""
+    gpu_milli: np.ndarray = cast(np.ndarray, None)
+    """int64 in 1..1000, thousandths of one GPU the job holds (`sim.sharing`); below 1000
+    only for a one-GPU job, which may then share its GPU with other fractional jobs; its
+    `work_gpu_h` stays reference GPU-hours of a whole GPU. None: every job holds whole GPUs."""
 
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
@@ -238,6 +246,8 @@ class JobTable:
         for name in ("target_metric", "training_u"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.full(len(self.job_id), np.nan))
+        if self.gpu_milli is None:
+            object.__setattr__(self, "gpu_milli", np.full(len(self.job_id), MILLI_PER_GPU))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -263,6 +273,13 @@ class JobTable:
             require(np.isfinite(col) & (col >= 0), f"{name} must be >= 0", col)
         require(self.origin_site >= 0, "origin_site must be >= 0", self.origin_site)
         require(self.allowed_sites != 0, "allowed_sites must name a site", self.allowed_sites)
+        milli = self.gpu_milli
+        require((milli >= 1) & (milli <= MILLI_PER_GPU), "gpu_milli must be in 1..1000", milli)
+        require(
+            (milli == MILLI_PER_GPU) | (self.gpus == 1),
+            "gpu_milli below 1000 needs gpus = 1",
+            milli,
+        )
         unknown = set(pd.unique(self.profile)) - PROFILES.keys()
         if unknown:
             raise ValueError(f"JobTable: unknown profiles {sorted(map(str, unknown))}")
@@ -337,6 +354,7 @@ class JobTable:
                 ],
                 "allowed_gpu_models": self.allowed_gpu_models,
                 "target_metric": self.target_metric,
+                "gpu_milli": self.gpu_milli,
             },
             columns=list(COLUMNS),
         )

@@ -15,10 +15,11 @@ own clock, no absolute date). One pod is one job:
   counted in the notes;
 - fractional GPUs: a pod with `num_gpu == 1` and `gpu_milli < 1000` asks for a fraction of
   one GPU. `fractional="round_up"` (default) gives it a whole GPU and
-  `work_gpu_h = runtime_h`; `fractional="share"` still gives it one GPU (dcsim schedules
-  whole GPUs) but `work_gpu_h = gpu_milli / 1000 x runtime_h`, which conserves the trace's
-  GPU-hours (the pod runs for that fraction of its measured time). Multi-GPU pods take
-  `num_gpu` whole GPUs.
+  `work_gpu_h = runtime_h`; `fractional="share"` keeps its `gpu_milli` (the job column:
+  it shares one GPU with other fractional jobs, docs/gpu-sharing.md) with
+  `work_gpu_h = gpu_milli / 1000 x runtime_h`, which conserves the trace's GPU-hours: alone
+  on its GPU it progresses at gpu_milli / 1000 of the GPU's speed, so it runs for its
+  measured time (longer next to co-located jobs). Multi-GPU pods take `num_gpu` whole GPUs.
 - GPU types: `gpu_spec` lists the GPU types a pod may run on (`V100M16|V100M32`; empty:
   any). With `keep_gpu_spec` (default) each type is mapped to a catalog model where the
   mapping is certain (`TRACE_GPU_MODELS`) and kept as the job's `allowed_gpu_models`; a spec
@@ -164,8 +165,9 @@ def import_alibaba2023(
     else:
         work = gpus * fraction * runtime_h
         report.notes.append(
-            f"fractional=share: {int(partial.sum())} GPU-sharing pod(s) run on one whole GPU "
-            "for gpu_milli/1000 of their measured time (work_gpu_h = share x runtime_h)"
+            f"fractional=share: {int(partial.sum())} GPU-sharing pod(s) keep their gpu_milli "
+            "and share a GPU (work_gpu_h = share x runtime_h: alone on its GPU a pod runs for "
+            "its measured time)"
         )
     models = None
     if keep_gpu_spec:
@@ -186,6 +188,9 @@ def import_alibaba2023(
         report=report,
         allowed_gpu_models=models,
     )
+    if fractional == "share":
+        milli_of = pd.Series(np.round(fraction * 1000.0).astype(np.int64), index=name[keep])
+        frame["gpu_milli"] = milli_of.reindex(frame["job_id"]).to_numpy()
     if len(frame):
         report.trace_start = (
             f"creation_time {origin_s:.0f} s of the trace's clock "
