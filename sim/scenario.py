@@ -661,11 +661,9 @@ class ScalingConfig(ConfigModel):
     interconnect and, across nodes, the cluster network, plus the wait for the slowest
     worker), and its GPUs draw their communication power for that share of the time. Without
     the table, speed is linear in the GPU count (as before). Nodes hold each pool's
-    `gpus_per_node` GPUs; links are each GPU model's catalog default unless given here."""
+    `gpus_per_node` GPUs; links are each GPU model's catalog default unless given here.
+    Each job's parallel scheme is its job-file column `parallelism` (data by default)."""
 
-    scheme: Literal["data"] = "data"
-    """The parallel scheme of multi-GPU jobs: data parallel (the engine runs this one; the
-    model's tensor and pipeline schemes are in `sim.scaling` for studies)."""
     intra_node: str | None = None
     """Link between the GPUs of a node for every pool (e.g. "NVLink3", "PCIe4"); None: each
     GPU model's default."""

@@ -195,15 +195,12 @@ class Queries(Component):
     ) -> float:
         core = self._core
         runs = core.runs
-        gpus = runs.gpus[j]
         held = runs.gpu_share[j]  # the GPUs it is charged for: a fractional job's share
         if core.book.state[j] == RUNNING:
             run = runs.live[j]
             if j in runs.holding:
                 return 0.0  # takes its cap when its nodes are up
-            _, draw_w = runs.speed(
-                run.pool, runs.profile[j], runs.effective_cap(run.site, cap), gpus
-            )
+            _, draw_w = runs.speed(j, run.pool, runs.effective_cap(run.site, cap))
             return held * (draw_w - run.draw_w)
         if site_name is None:
             raise PolicyError(
@@ -211,7 +208,7 @@ class Queries(Component):
             )
         site = self.site(site_name)
         pool = core.fleet.pool(site, model, "power_delta_w")
-        _, draw_w = runs.speed(pool, runs.profile[j], runs.effective_cap(site, cap), gpus)
+        _, draw_w = runs.speed(j, pool, runs.effective_cap(site, cap))
         new_gpus = runs.new_gpus(j, pool)
         if core.fleet.needs_wake(site, pool, new_gpus):
             return pool.nodes_to_wake(new_gpus) * pool.node_w  # held at idle while booting

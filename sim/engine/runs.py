@@ -33,10 +33,11 @@ from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
 from sim.errors import ScenarioError
 from sim.results import ResultParts, ideal_runtime_s
-from sim.scenario import ScalingConfig
+from sim.scenario import ScalingConfig, Scenario
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
+    from sim.workload import JobTable
 
 __all__ = ["Run", "Runs", "WS_PER_KWH"]
 
@@ -83,6 +84,7 @@ class Runs(Component):
         "milli",
         "gpu_share",
         "profile",
+        "parallelism",
         "work_gpu_h",
         "remaining_gpu_s",
         "cap_w",
@@ -113,6 +115,8 @@ class Runs(Component):
         self.gpu_share = _typed("d", jobs.gpus * jobs.gpu_milli / sharing.MILLI_PER_GPU)
         """GPUs the job holds and is charged for: `gpus`, or a fractional job's share."""
         self.profile: list[str] = jobs.profile.tolist()
+        self.parallelism: list[str] = jobs.parallelism.tolist()
+        """The job's parallel scheme (`sim.scaling.SCHEMES`), used with `[scaling]`."""
         """The job's profile; a target job's may change at its first start (`retrain`)."""
         self.work_gpu_h = _typed("d", jobs.work_gpu_h)
         """The job's total work, reference GPU-h (a target job's follows its batch size)."""
@@ -144,11 +148,9 @@ class Runs(Component):
         """Embodied carbon of the GPU-hours the job held (allocated accounting), kg."""
         self.gpu_s = array("d", [0.0]) * n
         """GPU-seconds the job held (computing, held, or writing a checkpoint), s."""
-        self._speeds: dict[tuple[str, str, float | None, int, int], tuple[float, float]] = {}
-        if core.scenario.scaling is not None:  # a pool without a node shape fails here
-            for site in core.fleet.sites:
-                for pool in site.pools:
-                    node_of(pool, core.scenario.scaling)
+        self._speeds: dict[tuple[str, str, float | None, int, str, int], tuple[float, float]] = {}
+        if core.scenario.scaling is not None:
+            check_scaling(jobs, [p for s in core.fleet.sites for p in s.pools], core.scenario)
 
     # --- speed and power -------------------------------------------------------------------
 
@@ -177,31 +179,34 @@ class Runs(Component):
         """The cap a job's GPUs run under, W: its own, else the site's (None: uncapped)."""
         return own_cap if own_cap is not None else site.cap_w
 
-    def speed(self, pool: Pool, profile: str, cap: float | None, gpus: int) -> tuple[float, float]:
-        """(reference GPU-s per s of one of a job's `gpus` GPUs of `pool`, active W of one),
+    def speed(self, j: int, pool: Pool, cap: float | None) -> tuple[float, float]:
+        """(reference GPU-s per s of one of job `j`'s GPUs of `pool`, active W of one),
         cached: the speed at the maximum power limit (the scenario's `[throughput]` table's,
         else the roofline `hardware.speed`) x the cap model's throughput fraction; with
-        `[scaling]`, x the scaling efficiency of `gpus` GPUs, and the draw is the mix of
-        computing and communicating power over the communication's share of time."""
+        `[scaling]`, x the scaling efficiency of the job's GPUs under its parallel scheme,
+        and the draw is the mix of computing and communicating power over the
+        communication's share of time."""
+        profile, gpus = self.profile[j], self.gpus[j]
         scaled = self._core.scenario.scaling is not None and gpus > 1
-        key = (pool.model, profile, cap, gpus if scaled else 1, pool.gpus_per_node)
+        scheme = self.parallelism[j] if scaled else ""
+        key = (pool.model, profile, cap, gpus if scaled else 1, scheme, pool.gpus_per_node)
         hit = self._speeds.get(key)
         if hit is None:
             est = hardware.estimate(pool.model, profile, cap)
             full = self._core.scenario.speed(pool.model, profile)
             hit = (full * est.throughput_fraction, est.power_w)
             if scaled:
-                hit = self._scaled(pool, profile, gpus, *hit)
+                hit = self._scaled(pool, profile, gpus, scheme, *hit)
             self._speeds[key] = hit
         return hit
 
     def _scaled(
-        self, pool: Pool, profile: str, gpus: int, speed: float, draw_w: float
+        self, pool: Pool, profile: str, gpus: int, scheme: str, speed: float, draw_w: float
     ) -> tuple[float, float]:
-        """(speed, draw W) of one GPU of a `gpus`-GPU data-parallel job on `pool`."""
+        """(speed, draw W) of one GPU of a `gpus`-GPU job of `scheme` on `pool`."""
         config = self._core.scenario.scaling
         assert config is not None
-        point = scaling.scaling(profile, pool.model, gpus, config.scheme, node_of(pool, config))
+        point = scaling.scaling(profile, pool.model, gpus, scheme, node_of(pool, config))
         comm_w = draw_w * scaling.comm_power_frac(pool.model, profile)
         return (
             speed * point.efficiency,
@@ -217,7 +222,7 @@ class Runs(Component):
         with its share of one GPU, slowed by the jobs co-located with it (where it runs, or
         on the GPU it would join now)."""
         cap = self.effective_cap(site, cap)
-        per_gpu, draw_w = self.speed(pool, self.profile[j], cap, self.gpus[j])
+        per_gpu, draw_w = self.speed(j, pool, cap)
         milli = self.milli[j]
         gpus = self.gpus[j] if not sharing.is_fractional(milli) else self._shared_gpus(j, pool)
         checkpoints = self._core.checkpoints
@@ -520,3 +525,32 @@ def node_of(pool: Pool, config: ScalingConfig) -> scaling.NodeShape:
         config.inter_node or default.inter_node,  # type: ignore[union-attr]
         1 if default is None else default.nics_per_node,
     )
+
+
+def check_scaling(jobs: JobTable, pools: list[Pool], scenario: Scenario) -> None:
+    """ScenarioError, before the run, for a pool the scaling model cannot describe (a GPU
+    model with no node and no links given) or a multi-GPU job it cannot scale on a pool that
+    could hold it (e.g. tensor parallelism on a profile without transformer shapes, or
+    beyond a node on a GPU count that is not a multiple of the node's)."""
+    config = scenario.scaling
+    assert config is not None
+    nodes = {id(p): node_of(p, config) for p in pools}
+    multi = np.flatnonzero(jobs.gpus > 1)
+    kinds = pd.DataFrame(
+        {
+            "profile": jobs.profile[multi],
+            "gpus": jobs.gpus[multi],
+            "scheme": jobs.parallelism[multi],
+        }
+    ).drop_duplicates()  # the first job of each kind, by its position in `multi`
+    for row, profile, gpus, scheme in kinds.itertuples():
+        for pool in pools:
+            if pool.count < gpus:
+                continue
+            try:
+                scaling.scaling(profile, pool.model, gpus, scheme, nodes[id(pool)])
+            except ValueError as e:
+                raise ScenarioError(
+                    f"scaling: job {jobs.job_id[multi[row]]!r} ({profile}, {gpus} GPUs, "
+                    f"{scheme} parallel) on {pool.model}: {e}"
+                ) from None

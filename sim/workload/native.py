@@ -20,6 +20,7 @@ import pyarrow.csv as pa_csv
 
 from sim.errors import TraceError
 from sim.hardware import GPU_CATALOG, PROFILES, profile_choices
+from sim.scaling import SCHEMES
 from sim.scenario import Scenario
 from sim.sharing import MILLI_PER_GPU
 from sim.workload.table import (
@@ -516,6 +517,20 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         milli = np.full(n, float(MILLI_PER_GPU))
 
+    # parallelism
+    if (col := column("parallelism")) is not None:
+        schemes = _text(col).replace("", OPTIONAL_DEFAULTS["parallelism"])
+        check(
+            ~schemes.isin(list(SCHEMES)).to_numpy(),
+            lambda i: (
+                f"parallelism must be one of {', '.join(SCHEMES)} (empty = data), "
+                f"got {shown('parallelism', i)}"
+            ),
+        )
+        scheme_arr = schemes.to_numpy(dtype=object)
+    else:
+        scheme_arr = np.full(n, OPTIONAL_DEFAULTS["parallelism"], dtype=object)
+
     _raise_first(checks, where)
 
     order = np.argsort(submit_s, kind="stable")
@@ -535,6 +550,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         target_metric=target[order],
         training_u=training_u[order],
         gpu_milli=milli[order].astype(np.int64),
+        parallelism=scheme_arr[order],
     )
 
 

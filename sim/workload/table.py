@@ -22,6 +22,7 @@ import pandas as pd
 
 from sim.columns import freeze_columns
 from sim.hardware import GPU_CATALOG, PROFILES
+from sim.scaling import SCHEMES
 from sim.sharing import MILLI_PER_GPU
 from sim.training import split_batch_profile
 
@@ -40,6 +41,7 @@ COLUMNS: tuple[str, ...] = (
     "allowed_gpu_models",
     "target_metric",
     "gpu_milli",
+    "parallelism",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -57,6 +59,7 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "allowed_gpu_models": None,
     "target_metric": None,
     "gpu_milli": MILLI_PER_GPU,
+    "parallelism": "data",
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
 any site / any GPU model; `gpu_milli` 1000: whole GPUs)."""
@@ -182,6 +185,7 @@ _DTYPES: dict[str, Any] = {
     "target_metric": np.float64,
     "training_u": np.float64,
     "gpu_milli": np.int64,
+    "parallelism": object,
 }
 
 
@@ -235,6 +239,9 @@ class JobTable:
     """int64 in 1..1000, thousandths of one GPU the job holds (`sim.sharing`); below 1000
     only for a one-GPU job, which may then share its GPU with other fractional jobs; its
     `work_gpu_h` stays reference GPU-hours of a whole GPU. None: every job holds whole GPUs."""
+    parallelism: np.ndarray = cast(np.ndarray, None)
+    """str (object), how a multi-GPU job splits its work: one of `sim.scaling.SCHEMES`
+    ("data", "tensor", "pipeline"); used with the scenario's `[scaling]`. None: all "data"."""
 
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
@@ -248,6 +255,8 @@ class JobTable:
                 object.__setattr__(self, name, np.full(len(self.job_id), np.nan))
         if self.gpu_milli is None:
             object.__setattr__(self, "gpu_milli", np.full(len(self.job_id), MILLI_PER_GPU))
+        if self.parallelism is None:
+            object.__setattr__(self, "parallelism", np.full(len(self.job_id), "data", object))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -273,6 +282,9 @@ class JobTable:
             require(np.isfinite(col) & (col >= 0), f"{name} must be >= 0", col)
         require(self.origin_site >= 0, "origin_site must be >= 0", self.origin_site)
         require(self.allowed_sites != 0, "allowed_sites must name a site", self.allowed_sites)
+        unknown_schemes = set(pd.unique(self.parallelism)) - set(SCHEMES)
+        if unknown_schemes:
+            raise ValueError(f"JobTable: unknown parallelism {sorted(map(str, unknown_schemes))}")
         milli = self.gpu_milli
         require((milli >= 1) & (milli <= MILLI_PER_GPU), "gpu_milli must be in 1..1000", milli)
         require(
@@ -355,6 +367,7 @@ class JobTable:
                 "allowed_gpu_models": self.allowed_gpu_models,
                 "target_metric": self.target_metric,
                 "gpu_milli": self.gpu_milli,
+                "parallelism": self.parallelism,
             },
             columns=list(COLUMNS),
         )

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from sim import hardware, scaling
-from sim.errors import ScenarioError
+from sim.errors import ScenarioError, TraceError
 from sim.run import simulate
 from tests.conftest import make_scenario, site
 
@@ -42,7 +42,7 @@ def test_without_the_table_speed_is_linear_in_the_gpu_count(tmp_path):
 
 
 def test_a_job_runs_at_the_scaling_models_efficiency_and_communication_power(tmp_path):
-    linear, scaled = run(tmp_path), run(tmp_path, scaling={"scheme": "data"})
+    linear, scaled = run(tmp_path), run(tmp_path, scaling={})
     assert scaled.loc["one", "end_s"] == linear.loc["one", "end_s"]
     assert scaled.loc["one", "energy_kwh"] == pytest.approx(linear.loc["one", "energy_kwh"])
     for job, profile, gpus in (("node", "resnet50", 8), ("two_nodes", "bert-squad", 16)):
@@ -69,6 +69,36 @@ def test_links_given_in_the_table_replace_the_models_defaults(tmp_path):
         node = scaling.NodeShape(8, "PCIe3", "Eth-25G", nics)
         point = scaling.scaling(profile, MODEL, gpus, "data", node)
         assert slow.loc[job, "end_s"] == pytest.approx(linear.loc[job, "end_s"] / point.efficiency)
+
+
+def test_each_job_scales_by_its_own_parallel_scheme(tmp_path):
+    jobs = [
+        {**JOBS[1], "job_id": "tp", "profile": "bert-squad", "parallelism": "tensor"},
+        {**JOBS[1], "job_id": "pp", "profile": "bert-squad", "parallelism": "pipeline"},
+        {**JOBS[1], "job_id": "dp", "profile": "bert-squad"},
+    ]
+    sites = [site(gpus=[{"model": MODEL, "count": 32}], pue=1.0, host_w_per_gpu=0.0)]
+    runs = {}
+    for extra in ({}, {"scaling": {}}):
+        scenario = make_scenario(tmp_path, jobs, duration_h=100, sites=sites, **extra)
+        runs[bool(extra)] = simulate(scenario, "run_now").jobs.set_index("job_id")
+    node = scaling.default_node(MODEL)
+    for job, scheme in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data")):
+        point = scaling.scaling("bert-squad", MODEL, 8, scheme, node)
+        linear_s, scaled_s = runs[False].loc[job, "end_s"], runs[True].loc[job, "end_s"]
+        assert scaled_s == pytest.approx(linear_s / point.efficiency, rel=1e-9)
+    assert len({runs[True].loc[j, "end_s"] for j in ("tp", "pp", "dp")}) == 3
+
+
+def test_a_job_the_model_cannot_scale_is_refused_before_the_run(tmp_path):
+    jobs = [{**JOBS[1], "parallelism": "tensor"}]  # ResNet-50 has no transformer shapes
+    scenario = make_scenario(
+        tmp_path, jobs, sites=[site(gpus=[{"model": MODEL, "count": 8}])], scaling={}
+    )
+    with pytest.raises(
+        ScenarioError, match="scaling: job 'node' \\(resnet50, 8 GPUs, tensor parallel\\)"
+    ):
+        simulate(scenario, "run_now")
 
 
 def test_an_unknown_link_is_a_one_line_error(tmp_path):
@@ -105,4 +135,10 @@ def test_a_scenario_gpu_model_needs_its_links_named(tmp_path, catalog_restored):
     sites = [site(gpus=[{"model": "MyGPU", "count": 16}])]
     scenario = make_scenario(tmp_path, JOBS[:2], sites=sites, gpu_models=own, scaling={})
     with pytest.raises(ScenarioError, match="'MyGPU' has no default node"):
+        simulate(scenario, "run_now")
+
+
+def test_an_unknown_parallel_scheme_in_a_job_file_names_the_line_and_value(tmp_path):
+    scenario = make_scenario(tmp_path, [{**JOBS[0], "parallelism": "zero"}])
+    with pytest.raises(TraceError, match=r"jobs.csv:2: parallelism must be one of .*'zero'"):
         simulate(scenario, "run_now")
