@@ -45,6 +45,7 @@ __all__ = [
     "JobView",
     "Migrate",
     "MigrationCost",
+    "ParallelScaling",
     "Policy",
     "PolicyError",
     "PolicyHooks",
@@ -72,7 +73,9 @@ class Start:
     runs under the site's cap (see `SetCap`), or uncapped. `batch_size`: for a job with a
     `target_metric` that has not run yet, train at this batch size instead of its own (its
     profile and work become those of the batch size, for the same drawn training run; see
-    docs/training.md); None keeps it.
+    docs/training.md); None keeps it. `gpus`: for such a job (whole GPUs), run it on this
+    many GPUs instead of its own; its work stays the same and its speed follows the
+    scenario's `[scaling]` (docs/scaling.md); None keeps it.
     """
 
     job: JobView
@@ -80,6 +83,7 @@ class Start:
     gpu_cap_w: float | None = None
     gpu_model: str | None = None
     batch_size: int | None = None
+    gpus: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +268,11 @@ class StateQueries(Protocol):
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float: ...
     def runtime_version(self, site_name: str) -> int: ...
     def training_options(self, j: int, truth: bool) -> dict[int, float]: ...
+    def parallel_scaling(
+        self, site: str, model: str, profile: str, gpus: int, scheme: str
+    ) -> ParallelScaling: ...
     def job_profile(self, j: int) -> str: ...
+    def job_gpus(self, j: int) -> int: ...
     def job_work_gpu_h(self, j: int) -> float: ...
     def reference_speed(self, model: str, profile: str) -> float: ...
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
@@ -310,7 +318,8 @@ class JobView:
 
     @property
     def gpus(self) -> int:
-        return int(self._q.jobs.gpus[self.index])
+        """GPUs the job runs on (a target job's may be chosen at its first start)."""
+        return self._q.job_gpus(self.index)
 
     @property
     def gpu_milli(self) -> int:
@@ -512,6 +521,20 @@ class DemandResponseView:
 
 
 @dataclass(frozen=True, slots=True)
+class ParallelScaling:
+    """How a job on several GPUs of one pool scales (`SystemState.parallel_scaling`)."""
+
+    efficiency: float
+    """Throughput of the GPUs together over their count x one GPU's, in (0, 1]; 1 without
+    the scenario's `[scaling]`."""
+    comm_time_frac: float
+    """Share of time the GPUs wait on communication (they draw `comm_power_frac` of their
+    computing power meanwhile)."""
+    comm_power_frac: float
+    """GPU power while communicating over power while computing."""
+
+
+@dataclass(frozen=True, slots=True)
 class MigrationCost:
     """What migrating a running job would cost now (`SystemState.migration_cost`)."""
 
@@ -623,6 +646,15 @@ class SystemState:
     def site_cap_w(self, site: str) -> float | None:
         """The site-wide GPU cap set with `SetCap(site, watts)`, W, or None."""
         return self._q.site(site).cap_w
+
+    def parallel_scaling(
+        self, site: str, model: str, profile: str, gpus: int, scheme: str = "data"
+    ) -> ParallelScaling:
+        """How `gpus` GPUs of `model` at `site` scale on a `profile` job parallelised by
+        `scheme` (docs/scaling.md): the engine's own numbers, so a job on n GPUs advances at
+        n x `reference_speed` x the cap's throughput fraction x `efficiency`. Without the
+        scenario's `[scaling]`: (1, 0, 1), linear."""
+        return self._q.parallel_scaling(site, model, profile, gpus, scheme)
 
     def operating_point(self, model: str, profile: str, cap_w: float | None = None) -> Estimate:
         """The hardware model: throughput fraction (relative to uncapped) and average active

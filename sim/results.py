@@ -247,7 +247,6 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     out.job_columns.update(
         job_id=jt.job_id,
         submit_s=jt.submit_s,
-        gpus=jt.gpus,
         deadline_s=jt.deadline_s,
         deadline_infeasible=infeasible,
     )

@@ -47,6 +47,7 @@ API_NAMES = [
     "JobView",
     "Migrate",
     "MigrationCost",
+    "ParallelScaling",
     "Policy",
     "PolicyError",
     "PolicyHooks",

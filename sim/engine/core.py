@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim import hardware, plugins, training
+from sim import hardware, plugins, sharing, training
 from sim.api import (
     Defer,
     JobView,
@@ -62,6 +62,7 @@ from sim.results import ResultParts
 from sim.scenario import Scenario
 from sim.serving.sources import RequestSource
 from sim.workload import JobTable
+from sim.workload.table import MAX_JOB_GPUS
 from sim.workload.time_to_accuracy import training_work
 
 __all__ = ["Engine"]
@@ -202,11 +203,31 @@ class Engine:
         j = self._job(a, a.job, (PENDING, DEFERRED))
         dest = self._allowed_site(a, j, a.site)
         retrain = None if a.batch_size is None else self._batch_size(a, j, a.batch_size)
-        pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
+        own_gpus = self.runs.gpus[j]
+        if a.gpus is not None:
+            self._check_gpu_count(a, j, a.gpus)
+            self.runs.resize(j, a.gpus)  # tentatively: the pool must hold the new count
+        try:
+            pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
+        except PolicyError:
+            self.runs.resize(j, own_gpus)
+            raise
         if retrain is not None:
             self.runs.retrain(j, *retrain)
         self.book.leave_queue(j)
         self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", self.checkpoints.start_s(j, dest))
+
+    def _check_gpu_count(self, a: Start, j: int, gpus: int) -> None:
+        """PolicyError unless target job `j` holds whole GPUs, has not run, and `gpus` is a
+        GPU count."""
+        if math.isnan(float(self.jobs.target_metric[j])):
+            raise PolicyError(f"{a}: gpus needs a job with a target_metric")
+        if self.runs.site_of[j] != -1:
+            raise PolicyError(f"{a}: gpus can only be chosen before the job first runs")
+        if sharing.is_fractional(int(self.jobs.gpu_milli[j])):
+            raise PolicyError(f"{a}: a job holding a share of one GPU keeps it")
+        if not (isinstance(gpus, int) and 1 <= gpus <= MAX_JOB_GPUS):
+            raise PolicyError(f"{a}: gpus must be an integer in 1..{MAX_JOB_GPUS:,}")
 
     def _batch_size(self, a: Start, j: int, batch_size: int) -> tuple[str, float]:
         """(profile, work reference GPU-h) of target job `j` trained at `batch_size`;

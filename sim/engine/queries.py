@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.api import DemandResponseView
+from sim import scaling
+from sim.api import DemandResponseView, ParallelScaling
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
 from sim.engine.prediction import Prediction
-from sim.engine.runs import WS_PER_KWH
+from sim.engine.runs import WS_PER_KWH, node_of
 from sim.errors import PolicyError
 from sim.serving.config import ServiceConfig
 from sim.serving.service_sim import LiveStats
@@ -255,6 +256,24 @@ class Queries(Component):
             return {}
         u = float(self.jobs.training_u[j]) if truth else None
         return training_options(self._core.runs.profile[j], target, u)
+
+    def parallel_scaling(
+        self, site: str, model: str, profile: str, gpus: int, scheme: str
+    ) -> ParallelScaling:
+        config = self._core.scenario.scaling
+        if config is None or gpus <= 1:
+            return ParallelScaling(1.0, 0.0, 1.0)
+        pool = self._core.fleet.pool(self.site(site), model, "parallel_scaling")
+        try:
+            point = scaling.scaling(profile, model, gpus, scheme, node_of(pool, config))
+        except ValueError as e:
+            raise PolicyError(f"parallel_scaling: {e}") from None
+        return ParallelScaling(
+            point.efficiency, point.comm_time_frac, scaling.comm_power_frac(model, profile)
+        )
+
+    def job_gpus(self, j: int) -> int:
+        return self._core.runs.gpus[j]
 
     def job_profile(self, j: int) -> str:
         return self._core.runs.profile[j]

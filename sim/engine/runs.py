@@ -170,6 +170,12 @@ class Runs(Component):
         self.work_gpu_h[j] = work_gpu_h
         self.remaining_gpu_s[j] = work_gpu_h * 3600.0
 
+    def resize(self, j: int, gpus: int) -> None:
+        """Job `j`, which has not run yet, runs on `gpus` whole GPUs (a target job whose
+        GPU count a policy chose: `Start.gpus`)."""
+        self.gpus[j] = gpus
+        self.gpu_share[j] = float(gpus)
+
     def rewind(self, j: int, remaining_gpu_s: float) -> None:
         """Stopped `j` falls back to a checkpoint: `remaining_gpu_s` of work left again."""
         self.remaining_gpu_s[j] = remaining_gpu_s
@@ -470,12 +476,12 @@ class Runs(Component):
     # --- results -----------------------------------------------------------------------------
 
     def write_results(self, out: ResultParts) -> None:
-        """Columns `site`, `gpu_model`, `gpu_milli`, `gpu_h`, `energy_kwh`, `carbon_kg`,
-        `embodied_kg` and `slowdown` = (end - first start) / the uninterrupted, uncapped
-        runtime on the GPU model the job finished on (a fractional job's: alone at its
-        share; > 1 from caps, suspensions and co-located jobs; a job migrated to a slower
-        model can show < 1); the jobs' energy, allocated embodied carbon, the share of jobs
-        that ran away from their origin."""
+        """Columns `gpus`, `profile`, `work_gpu_h` (as the job ran), `site`, `gpu_model`,
+        `gpu_milli`, `gpu_h`, `energy_kwh`, `carbon_kg`, `embodied_kg` and `slowdown` = (end
+        - first start) / the uninterrupted, uncapped runtime on the GPU model the job
+        finished on (a fractional job's: alone at its share; > 1 from caps, suspensions and
+        co-located jobs; a job migrated to a slower model can show < 1); the jobs' energy,
+        allocated embodied carbon, the share of jobs that ran away from their origin."""
         core = self._core
         jt = core.jobs
         names = core.fleet.names
@@ -489,6 +495,7 @@ class Runs(Component):
         energy = np.asarray(self.energy_kwh)
         embodied = np.asarray(self.embodied_kg)
         cols.update(
+            gpus=np.asarray(self.gpus, dtype=np.int64),
             profile=pd.Categorical(profile),
             work_gpu_h=work,
             gpu_milli=np.asarray(jt.gpu_milli),
