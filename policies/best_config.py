@@ -17,7 +17,8 @@ the work of the run the job will actually train). A candidate is feasible if it 
 most that many times the time of the job's own batch size at the maximum limit on the
 fastest free GPU. The policy starts the feasible candidate of least objective (ties: the
 faster); if none is feasible, the fastest candidate (a job that cannot meet its target
-gets there as soon as it can). The GPU count stays `job.gpus`.
+gets there as soon as it can). With `gpu_counts`, each listed GPU count is a candidate
+too, at the engine's scaling (`state.parallel_scaling`); else the count stays `job.gpus`.
 
 Alone (`decide`), the jobs are taken in queue order over every site they may use; a job
 without a target is placed as `run_now` places it; a job that fits nowhere waits, and so
@@ -52,6 +53,7 @@ class Candidate(NamedTuple):
     gpu_model: str
     batch_size: int
     cap_w: float
+    gpus: int
     time_s: float
     energy_kwh: float
     """Facility energy of the job's GPUs and host share over the run, kWh."""
@@ -75,6 +77,9 @@ class BestConfig(Policy):
     """Time kept in reserve before a job's deadline, s."""
     backfill: bool = False
     """Alone: let later jobs start while the head of the queue waits for GPUs."""
+    gpu_counts: list[int] | None = None
+    """GPU counts to try per job (each where a pool has them free; the job's speed on n GPUs
+    follows the scenario's `[scaling]`, `state.parallel_scaling`); None: the job's own."""
 
     truth: ClassVar[bool] = False
     """Price batch sizes with the work of the run the job will train (the oracle), not the
@@ -89,6 +94,10 @@ class BestConfig(Policy):
             raise ValueError(f"max_slowdown must be >= 1, got {self.max_slowdown!r}")
         if not self.deadline_margin_s >= 0.0:
             raise ValueError(f"deadline_margin_s must be >= 0, got {self.deadline_margin_s!r}")
+        counts = self.gpu_counts
+        whole = counts is None or all(type(n) is int and n >= 1 for n in counts)
+        if not whole or counts == []:
+            raise ValueError(f"gpu_counts must be a list of integers >= 1, got {counts!r}")
         self._points = OperatingPoints(float(self.cap_step_w))
 
     # -- the plan ------------------------------------------------------------------------
@@ -128,24 +137,39 @@ class BestConfig(Policy):
     ) -> Start | None:
         """The `Start` of the best candidate for `job` on `sites`, its GPUs taken from
         `free`; None if no pool has enough free GPUs."""
-        best = self.choose(self.candidates(state, job, _pools(free, job, sites)), job, state)
+        counts = self._counts(job)
+        pools = _pools(free, job, sites, min(counts))
+        best = self.choose(self.candidates(state, job, pools, free), job, state)
         if best is None:
             return None
-        free.take(best.site, best.gpu_model, job.gpus)
+        free.take(best.site, best.gpu_model, best.gpus)
         return Start(
             job,
             best.site,
             gpu_cap_w=best.cap_w,
             gpu_model=best.gpu_model,
             batch_size=best.batch_size,
+            gpus=None if best.gpus == job.gpus else best.gpus,
         )
+
+    def _counts(self, job: JobView) -> list[int]:
+        """The GPU counts to try for `job`: `gpu_counts` (whole-GPU jobs), else its own."""
+        if self.gpu_counts is None or job.gpu_milli < 1000:  # a share of one GPU keeps it
+            return [job.gpus]
+        return sorted(set(self.gpu_counts))
 
     # -- the search ----------------------------------------------------------------------
 
     def candidates(
-        self, state: SystemState, job: JobView, pools: Iterable[tuple[str, str]]
+        self,
+        state: SystemState,
+        job: JobView,
+        pools: Iterable[tuple[str, str]],
+        free: FreeGpus | None = None,
     ) -> list[Candidate]:
-        """Every (batch size, cap) of `job` on each (site, GPU model) of `pools`, priced."""
+        """Every (GPU count, batch size, cap) of `job` on each (site, GPU model) of `pools`,
+        priced; a count only where `free` has that many GPUs of the pool (None: the job's
+        own count, wherever `pools` says)."""
         workload = job.profile.split("@")[0]
         options = state.training_options(job, truth=self.truth)
         now_s = state.now_s
@@ -153,22 +177,27 @@ class BestConfig(Policy):
         for site, model in pools:
             host_w = state.host_w_per_gpu(site)
             pue = state.pue(site)
-            priced: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
-            for b, work_gpu_h in options.items():
-                profile = f"{workload}@{b}"
-                caps, r, power = self._points.table(state, model, profile)
-                speed = state.reference_speed(model, profile) * r
-                time_s = work_gpu_h * 3600.0 / (job.gpus * speed)
-                energy_kwh = time_s * job.gpus * (power + host_w) * pue / 3.6e6
-                priced.append((b, caps, time_s, energy_kwh))
-            longest_s = max((float(p[2].max()) for p in priced), default=0.0)
+            room = job.gpus if free is None else free.at(site).get(model, 0)
+            counts = [n for n in self._counts(job) if n <= room] if free else [job.gpus]
+            priced: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
+            for n in counts:
+                for b, work_gpu_h in options.items():
+                    profile = f"{workload}@{b}"
+                    caps, r, power = self._points.table(state, model, profile)
+                    par = state.parallel_scaling(site, model, profile, n)
+                    speed = state.reference_speed(model, profile) * r * par.efficiency
+                    draw_w = power * (1.0 - par.comm_time_frac * (1.0 - par.comm_power_frac))
+                    time_s = work_gpu_h * 3600.0 / (n * speed)
+                    energy_kwh = time_s * n * (draw_w + host_w) * pue / 3.6e6
+                    priced.append((n, b, caps, time_s, energy_kwh))
+            longest_s = max((float(p[3].max()) for p in priced), default=0.0)
             mean_g_per_kwh = WindowMean(*state.forecast(site, longest_s))
-            for b, caps, time_s, energy_kwh in priced:
+            for n, b, caps, time_s, energy_kwh in priced:
                 for c, t, e in zip(
                     caps.tolist(), time_s.tolist(), energy_kwh.tolist(), strict=True
                 ):
                     carbon_kg = e * mean_g_per_kwh(now_s, t) / 1000.0
-                    out.append(Candidate(site, model, b, c, t, e, carbon_kg))
+                    out.append(Candidate(site, model, b, c, n, t, e, carbon_kg))
         return out
 
     def choose(
@@ -206,14 +235,14 @@ def _configurable(start: Start) -> bool:
     )
 
 
-def _pools(free: FreeGpus, job: JobView, sites: Sequence[str]) -> list[tuple[str, str]]:
-    """The (site, GPU model) pools of `sites` with `job.gpus` free GPUs of a model it may use."""
+def _pools(free: FreeGpus, job: JobView, sites: Sequence[str], gpus: int) -> list[tuple[str, str]]:
+    """The (site, GPU model) pools of `sites` with `gpus` free GPUs of a model `job` may use."""
     allowed = job.allowed_gpu_models
     return [
         (site, model)
         for site in sites
         for model, n in free.at(site).items()
-        if n >= job.gpus and (not allowed or model in allowed)
+        if n >= gpus and (not allowed or model in allowed)
     ]
 
 
@@ -221,8 +250,8 @@ def _default_time_s(candidates: Sequence[Candidate], job: JobView) -> float:
     """Time of `job`'s own batch size at the maximum limit on its fastest pool, s (of the
     fastest candidate if that batch size cannot reach the target)."""
     own_b = int(job.profile.split("@")[1])
-    at_max: dict[tuple[str, str, int], Candidate] = {}
-    for c in candidates:  # the maximum limit is the last cap of each (pool, batch size)
-        at_max[(c.site, c.gpu_model, c.batch_size)] = c
-    own = [c.time_s for c in at_max.values() if c.batch_size == own_b]
+    at_max: dict[tuple[str, str, int, int], Candidate] = {}
+    for c in candidates:  # the maximum limit is the last cap of each (pool, count, batch size)
+        at_max[(c.site, c.gpu_model, c.gpus, c.batch_size)] = c
+    own = [c.time_s for c in at_max.values() if c.batch_size == own_b and c.gpus == job.gpus]
     return min(own) if own else min(c.time_s for c in candidates)

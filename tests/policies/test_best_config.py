@@ -18,6 +18,7 @@ import pytest
 from policies import REGISTRY
 from policies.best_config import BestConfig, OracleConfig
 from policies.chain import Chain
+from policies.kit import FreeGpus
 from policies.run_now import RunNow
 from policies.wait_awhile import WaitAwhile
 from sim.api import Defer, Policy, Start, SystemState
@@ -315,3 +316,50 @@ def test_bad_parameters_are_one_line_errors_naming_the_parameter(params, names):
     with pytest.raises(ScenarioError, match=names) as e:
         build_policy("best_config", params)
     assert "\n" not in str(e.value)
+
+
+# --- the GPU count ------------------------------------------------------------------------
+
+
+def scaled_run(tmp_path: Path, jobs: list[dict], params: dict):
+    """A run on one site of 8 A100-80GB with the scaling model, `best_config` with `params`."""
+    sites = [site(gpus=[{"model": "A100-80GB", "count": 8}])]
+    sc = make_scenario(tmp_path, jobs=jobs, sites=sites, duration_h=200.0, scaling={})
+    return simulate(sc, BestConfig(**params)).jobs.set_index("job_id")
+
+
+def test_more_gpus_never_save_energy_so_without_a_deadline_one_gpu_is_chosen(tmp_path):
+    jobs = scaled_run(tmp_path, [target_job("a", "bert-squad", 84.0)], {"gpu_counts": [1, 2, 4, 8]})
+    assert jobs.loc["a", "gpus"] == 1
+    assert jobs.loc["a", "target_reached"]
+
+
+def test_a_deadline_one_gpu_cannot_meet_gets_the_fewest_gpus_that_meet_it(tmp_path):
+    solo = scaled_run(tmp_path, [target_job("a", "bert-squad", 84.0)], {})
+    fastest_alone_s = solo.loc["a", "end_s"]  # its energy-optimal batch and cap on 1 GPU
+    deadline_s = 0.4 * fastest_alone_s
+    job = target_job("a", "bert-squad", 84.0, deadline=deadline_s)
+    jobs = scaled_run(tmp_path, [job], {"gpu_counts": [1, 2, 4, 8], "deadline_margin_s": 0})
+    n = jobs.loc["a", "gpus"]
+    assert n > 1 and jobs.loc["a", "end_s"] <= deadline_s
+    # and no smaller count of the list would have met it: each is priced by the engine's scaling
+    h = PolicyHarness(
+        make_scenario(
+            tmp_path,
+            jobs=[job],
+            sites=[site(gpus=[{"model": "A100-80GB", "count": 8}])],
+            duration_h=200.0,
+            scaling={},
+        )
+    ).advance(0.0)
+    policy = BestConfig(gpu_counts=[1, 2, 4, 8], deadline_margin_s=0)
+    candidates = policy.candidates(h.state, h.job("a"), [("a", "A100-80GB")], FreeGpus(h.state))
+    for smaller in (m for m in (1, 2, 4, 8) if m < n):
+        assert min(c.time_s for c in candidates if c.gpus == smaller) > deadline_s
+
+
+def test_gpu_counts_must_be_whole_numbers():
+    with pytest.raises(ValueError, match="gpu_counts must be a list of integers >= 1"):
+        BestConfig(gpu_counts=[0, 2])
+    with pytest.raises(ValueError, match="gpu_counts must be a list of integers >= 1"):
+        BestConfig(gpu_counts=[])
