@@ -329,6 +329,13 @@ class JobView:
         return int(self._q.jobs.gpu_milli[self.index])
 
     @property
+    def mig_profile(self) -> str:
+        """The MIG profile of the slice the job runs on (e.g. "3g.40gb": one slice of a GPU
+        pool partitioned with that profile, docs/mig.md); "" for whole GPUs or a share of
+        one."""
+        return str(self._q.jobs.mig_profile[self.index])
+
+    @property
     def work_gpu_h(self) -> float:
         """Total work in reference GPU-hours (A100-80GB at its maximum power limit); a target
         job's follows the batch size it trains at."""
@@ -605,6 +612,12 @@ class SystemState:
         fractional jobs share, in the order the engine places them (first fit: a fractional
         `Start` joins the first with room, else takes a free GPU, appended last)."""
         return {p.model: p.shared.used_milli() for p in self._q.site(site).pools}
+
+    def free_mig_slices(self, site: str) -> dict[str, dict[str, int]]:
+        """Per model of a MIG-partitioned pool at `site`, its free slices per profile of the
+        pool's layout (docs/mig.md); a job with a `mig_profile` starts only on one of them."""
+        pools = self._q.site(site).pools
+        return {p.model: p.mig.free_slices() for p in pools if p.mig is not None}
 
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the

@@ -2,8 +2,9 @@
 
 IT power = sum over pools of (installed GPUs x host overhead per GPU)
          + free GPUs x idle power + sum over running jobs of GPUs x active power,
-where a fractional job (`sim.sharing`) counts its share of one GPU, and the share of a
-shared GPU that no job holds draws idle power.
+where a fractional job (`sim.sharing`) counts its share of one GPU and a job on a MIG slice
+(`sim.mig`) its slice's SM share of one, and the part of a shared or partitioned GPU that
+no job holds draws idle power.
 Facility power = IT power x PUE(t), PUE constant or an hourly profile (UTC hours).
 
 Energy and carbon of a stretch of constant IT power P over [t0, t1] are exact:
@@ -16,12 +17,16 @@ plain counters: a large pool costs O(1) per allocation (no simpy.Resource).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import numpy as np
 
+from sim import mig
 from sim.grid import CarbonSignal
 from sim.hardware import GPU_CATALOG, GpuSpec
 from sim.records import PowerLog
@@ -157,6 +162,10 @@ class SharedGpus:
     def milli_of(self, j: int) -> int:
         return self._jobs[self._gpu_of[j]][j]
 
+    def share_of(self, j: int) -> float:
+        """The share of its GPU that job `j` holds (its milli / 1000)."""
+        return share(self.milli_of(j))
+
     def others_milli(self, j: int) -> int:
         """Milli held by the jobs co-located with `j`."""
         g = self._gpu_of[j]
@@ -197,6 +206,140 @@ class SharedGpus:
         return True
 
 
+class MigSlices:
+    """The slices of one partitioned pool (`sim.mig`, NVIDIA MIG): every GPU has the same
+    layout; per GPU with a slice held, which job holds which of its slices. A GPU is here
+    (busy in the pool's books) from the start of its first slice's job to the end of its
+    last one's; a job takes a free slice of its profile on the first such GPU (in the order
+    they became busy), else a slice of a GPU nothing holds."""
+
+    __slots__ = (
+        "placement",
+        "count",
+        "_sm_count",
+        "_sm_full",
+        "_slots",
+        "_gpus",
+        "_ready_s",
+        "_where",
+        "_ids",
+        "_held_sm",
+    )
+
+    def __init__(self, gpu_model: str, layout: Sequence[str], count: int):
+        self.placement = mig.validate_layout(gpu_model, layout)
+        """Every GPU's instances and their start slots."""
+        self.count = count
+        """GPUs of the pool."""
+        gpu = mig.mig_gpu(gpu_model)
+        self._sm_full = gpu.sm_full
+        self._sm_count = [gpu.profiles[s.profile].sm_count for s in self.placement.slices]
+        """Per slice of the layout: its SMs."""
+        self._slots: dict[str, list[int]] = {}
+        """Per profile of the layout: the indices of its slices in `placement.slices`."""
+        for i, s in enumerate(self.placement.slices):
+            self._slots.setdefault(s.profile, []).append(i)
+        self._gpus: dict[int, dict[int, int]] = {}
+        """Per busy GPU (an id): the job (engine index) holding each held slice."""
+        self._ready_s: dict[int, float] = {}
+        """Per busy GPU: when it can compute (its node up), s."""
+        self._where: dict[int, tuple[int, int]] = {}
+        """Per job here: its GPU's id and its slice's index."""
+        self._ids = itertools.count()
+        self._held_sm = 0
+        """SMs of the held slices, over all busy GPUs."""
+
+    def __len__(self) -> int:
+        """The number of busy GPUs (a slice held)."""
+        return len(self._gpus)
+
+    def __contains__(self, j: object) -> bool:
+        return j in self._where
+
+    def has(self, profile: str) -> bool:
+        """True if the layout has a slice of `profile`."""
+        return profile in self._slots
+
+    def fit(self, profile: str) -> int | None:
+        """The busy GPU (its id) whose free slice of `profile` a job would take (first fit);
+        None: no busy GPU has one (the job takes a GPU nothing holds, if any)."""
+        slots = self._slots.get(profile, ())
+        return next(
+            (g for g, held in self._gpus.items() if any(i not in held for i in slots)), None
+        )
+
+    def fits(self, profile: str) -> bool:
+        """True if a job of `profile` can take a slice now."""
+        return self.has(profile) and (self.fit(profile) is not None or len(self) < self.count)
+
+    def ready_s(self, g: int) -> float:
+        """When busy GPU `g` can compute (after the boot of the node it woke), s."""
+        return self._ready_s[g]
+
+    def free_slices(self) -> dict[str, int]:
+        """Free slices per profile of the layout, over the whole pool."""
+        idle_gpus = self.count - len(self)
+        return {
+            p: idle_gpus * len(slots)
+            + sum(i not in held for held in self._gpus.values() for i in slots)
+            for p, slots in self._slots.items()
+        }
+
+    def join(self, j: int, profile: str, ready_s: float = 0.0) -> bool:
+        """Job `j` takes a free slice of `profile` (first fit); True if it is the first on
+        its GPU (taken from the pool's unheld GPUs by the caller), which can compute from
+        `ready_s`. ValueError if no slice of `profile` is free (the caller checks `fits`)."""
+        if not self.fits(profile):
+            raise ValueError(f"no free {profile} slice (free: {self.free_slices()})")
+        g = self.fit(profile)
+        opened = g is None
+        if g is None:
+            g = next(self._ids)
+            self._gpus[g] = {}
+            self._ready_s[g] = ready_s
+        held = self._gpus[g]
+        i = next(i for i in self._slots[profile] if i not in held)
+        held[i] = j
+        self._where[j] = (g, i)
+        self._held_sm += self._sm_count[i]
+        return opened
+
+    def share_of(self, j: int) -> float:
+        """The SM share of the GPU that job `j`'s slice holds (`sim.mig.sm_share`)."""
+        return self._sm_count[self._where[j][1]] / self._sm_full
+
+    def leave(self, j: int) -> bool:
+        """Job `j` leaves its slice; True if no slice of its GPU is held (it is free again)."""
+        g, i = self._where.pop(j)
+        held = self._gpus[g]
+        del held[i]
+        self._held_sm -= self._sm_count[i]
+        if held:
+            return False
+        del self._gpus[g], self._ready_s[g]
+        return True
+
+    def spare_gpus(self) -> float:
+        """GPUs' worth of the busy GPUs that no slice holds (idle power): their SMs outside
+        held slices, over the whole GPU's SMs (MIG mode leaves some SMs in no slice)."""
+        return len(self._gpus) - self._held_sm / self._sm_full
+
+
+class GpuParts(Protocol):
+    """A ledger of GPUs whose parts jobs hold: `SharedGpus` (milli) or `MigSlices` (a
+    profile)."""
+
+    def fit(self, need: Any) -> int | None: ...
+
+    def ready_s(self, g: int) -> float: ...
+
+    def join(self, j: int, need: Any, ready_s: float = 0.0) -> bool: ...
+
+    def leave(self, j: int) -> bool: ...
+
+    def share_of(self, j: int) -> float: ...
+
+
 class Pool:
     """The GPUs of one model at one site, in nodes of `gpus_per_node`.
 
@@ -204,6 +347,10 @@ class Pool:
     ceil(busy / gpus_per_node) nodes; the other powered nodes are idle, queued with the
     time they became idle (oldest first), and switch off after `idle_s`. A start takes the
     most recently idled nodes first, then wakes powered-off ones.
+
+    A partitioned pool (`mig`: every GPU with the same MIG layout) runs only jobs on MIG
+    slices: none of its GPUs is ever `free` for whole-GPU or fractional jobs or replicas;
+    a GPU with a slice held is busy (`held`).
     """
 
     __slots__ = (
@@ -211,6 +358,7 @@ class Pool:
         "spec",
         "count",
         "free",
+        "held",
         "idle_w",
         "host_w",
         "gpus_per_node",
@@ -220,6 +368,7 @@ class Pool:
         "idle_since",
         "jobs",
         "shared",
+        "mig",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -234,11 +383,18 @@ class Pool:
         pue: PueProfile,
         gpus_per_node: int,
         off_w: float,
+        mig_layout: Sequence[str] = (),
     ):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
         self.count = count
-        self.free = count
+        self.mig = MigSlices(model, mig_layout, count) if mig_layout else None
+        """The slices of a partitioned pool and who holds them (None: not partitioned)."""
+        self.free = 0 if self.mig is not None else count
+        """GPUs a whole-GPU or fractional job or a replica can take: those nothing holds,
+        none in a partitioned pool."""
+        self.held = 0
+        """Busy GPUs: held by jobs (whole, shared or sliced) or replicas."""
         self.idle_w = idle_w
         self.host_w = host_w
         self.gpus_per_node = gpus_per_node
@@ -255,14 +411,17 @@ class Pool:
         self._since_s = 0.0
 
     def idle_it_w(self) -> float:
-        """IT power of the pool's free GPUs: powered ones at idle + host, off nodes at off_w;
-        and of the parts of shared GPUs no job holds, at idle + host."""
+        """IT power of the pool's GPUs nothing holds: powered ones at idle + host, off nodes
+        at off_w; and of the parts of shared or partitioned GPUs no job holds, at idle +
+        host."""
         powered = min(self.nodes_on * self.gpus_per_node, self.count)
-        powered_free = powered - (self.count - self.free)
+        powered_unheld = powered - self.held
         off_nodes = self.nodes - self.nodes_on
-        idle_w = powered_free * (self.idle_w + self.host_w) + off_nodes * self.off_w
+        idle_w = powered_unheld * (self.idle_w + self.host_w) + off_nodes * self.off_w
         if len(self.shared):
             idle_w += share(self.shared.spare_milli()) * (self.idle_w + self.host_w)
+        if self.mig is not None and len(self.mig):
+            idle_w += self.mig.spare_gpus() * (self.idle_w + self.host_w)
         return idle_w
 
     @property
@@ -275,8 +434,7 @@ class Pool:
 
     def nodes_taken(self, gpus: int) -> int:
         """Nodes that `gpus` more busy GPUs add to the busy ones (perfect packing)."""
-        busy = self.count - self.free
-        return self.busy_nodes(busy + gpus) - self.busy_nodes(busy)
+        return self.busy_nodes(self.held + gpus) - self.busy_nodes(self.held)
 
     def nodes_to_wake(self, gpus: int) -> int:
         """Powered-off nodes that `gpus` more busy GPUs need (idle powered nodes go first)."""
@@ -338,6 +496,7 @@ class Site:
                 self.pue,
                 config.gpus_per_node,
                 off_w,
+                p.mig or (),
             )
             for p in config.gpus
         ]
@@ -375,17 +534,23 @@ class Site:
         self.log_power(now_s)
         return woken
 
-    def allocate_share(
-        self, now_s: float, pool: Pool, j: int, milli: int, active_w: float, ready_s: float
+    def allocate_part(
+        self,
+        now_s: float,
+        pool: Pool,
+        parts: GpuParts,
+        j: int,
+        need: int | str,
+        active_w: float,
+        ready_s: float,
     ) -> int:
-        """Job `j` takes `milli` of a shared GPU of `pool` (first fit, else a free GPU becomes
-        shared, computing from `ready_s`), drawing its share of `active_w` W. Returns the
-        powered-off nodes woken."""
+        """Job `j` takes part of a GPU of `pool` from `parts` (`need`: milli of a shared GPU,
+        first fit; a profile: a MIG slice), drawing its share of `active_w` W; a GPU nothing
+        held becomes busy, computing from `ready_s`. Returns the powered-off nodes woken."""
         pool._accrue(now_s)
         self.runtime_version += 1  # co-located jobs' speeds depend on it
-        woken = self._take(pool, 1) if pool.shared.fit(milli) is None else 0
-        pool.shared.join(j, milli, ready_s)
-        self.it_w += share(milli) * (active_w - pool.idle_w)
+        woken = self._take(pool, 1) if parts.join(j, need, ready_s) else 0
+        self.it_w += parts.share_of(j) * (active_w - pool.idle_w)
         self.log_power(now_s)
         return woken
 
@@ -400,7 +565,9 @@ class Site:
                 pool.idle_since.pop()  # the most recently idled node
             pool.nodes_on += woken
             self.it_w += woken * pool.node_w
-        pool.free -= gpus
+        if pool.mig is None:
+            pool.free -= gpus
+        pool.held += gpus
         self.busy_gpus += gpus
         return woken
 
@@ -413,27 +580,32 @@ class Site:
         self.log_power(now_s)
         return freed
 
-    def release_share(self, now_s: float, pool: Pool, j: int, active_w: float) -> int:
-        """Job `j` drawing its share of `active_w` W leaves its shared GPU of `pool`, which is
-        free again if no job is left on it; returns the nodes this left idle."""
+    def release_part(
+        self, now_s: float, pool: Pool, parts: GpuParts, j: int, active_w: float
+    ) -> int:
+        """Job `j` drawing its share of `active_w` W leaves its part of a GPU of `pool` in
+        `parts`; the GPU is free again if no job is left on it; returns the nodes this left
+        idle."""
         pool._accrue(now_s)
         self.runtime_version += 1
-        milli = pool.shared.milli_of(j)
-        freed = self._give_back(now_s, pool, 1) if pool.shared.leave(j) else 0
-        self.it_w -= share(milli) * (active_w - pool.idle_w)
+        held_share = parts.share_of(j)
+        freed = self._give_back(now_s, pool, 1) if parts.leave(j) else 0
+        self.it_w -= held_share * (active_w - pool.idle_w)
         self.log_power(now_s)
         return freed
 
     def _give_back(self, now_s: float, pool: Pool, gpus: int) -> int:
         """Move `gpus` busy GPUs of `pool` to free; returns the nodes left with no busy GPU
         (queued as idle since `now_s`)."""
-        busy = pool.count - pool.free
+        busy = pool.held
         freed = 0
         if self.power_off is not None:
             self.runtime_version += 1
             freed = pool.busy_nodes(busy) - pool.busy_nodes(busy - gpus)
             pool.idle_since.extend([now_s] * freed)
-        pool.free += gpus
+        if pool.mig is None:
+            pool.free += gpus
+        pool.held -= gpus
         self.busy_gpus -= gpus
         return freed
 

@@ -47,6 +47,7 @@ __all__ = [
     "layouts",
     "mig_gpu",
     "profile",
+    "profile_names",
     "reconfiguration_s",
     "slice_speed_frac",
     "sm_share",
@@ -191,6 +192,11 @@ def profile(gpu_model: str, name: str) -> MigProfile:
             f"{gpu_model}: unknown MIG profile {name!r}; profiles: {', '.join(profiles)}"
         )
     return profiles[name]
+
+
+def profile_names() -> tuple[str, ...]:
+    """Every profile name of some MIG GPU of the catalog, sorted."""
+    return tuple(sorted({n for gpu in MIG_GPUS.values() for n in gpu.profiles}))
 
 
 def reconfiguration_s(gpu_model: str) -> float:

@@ -227,6 +227,7 @@ JOB_COLUMNS = (
     "energy_to_accuracy_kwh",
     "rebound_of",
     "gpu_milli",
+    "mig_profile",
 )
 """The columns of `jobs.parquet`, in order; a new component's columns follow these."""
 

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import tomli_w
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from sim import mig
 from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
 from sim.csv_rows import csv_rows
 from sim.errors import ScenarioError
@@ -116,11 +117,29 @@ class CarbonConfig(ConfigModel):
 class GpuPool(ConfigModel):
     model: str
     count: int = Field(gt=0, le=MAX_POOL_GPUS)
+    mig: tuple[str, ...] | None = None
+    """A MIG layout every GPU of the pool is partitioned into, profile names of `model`
+    (`sim.mig`, docs/mig.md), e.g. ["3g.40gb", "2g.20gb", "2g.20gb"]: the pool then runs only
+    jobs with a `mig_profile`, one per slice. None: whole GPUs."""
 
     @field_validator("model")
     @classmethod
     def _known_model(cls, v: str) -> str:
         return _known("GPU model", v, GPU_CATALOG)
+
+    def check_mig(self, site: str) -> None:
+        """ValueError naming `site`, the model and the layout unless `mig` is a valid MIG
+        layout of the model (`sim.mig.validate_layout`)."""
+        if self.mig is None:
+            return
+        try:
+            if not self.mig:
+                raise ValueError(
+                    f"{self.model}: list at least one profile (omit mig for whole GPUs)"
+                )
+            mig.validate_layout(self.model, self.mig)
+        except ValueError as e:
+            raise ValueError(f"site {site!r}: mig layout {list(self.mig)}: {e}") from None
 
 
 class PowerOff(ConfigModel):
@@ -172,6 +191,8 @@ class Site(ConfigModel):
         models = [p.model for p in self.gpus]
         if len(set(models)) != len(models):
             raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
+        for p in self.gpus:
+            p.check_mig(self.name)
         if self.power_off is not None:
             for p in self.gpus:
                 if p.count % self.gpus_per_node:

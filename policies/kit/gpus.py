@@ -17,14 +17,17 @@ class FreeGpus:
     """Free GPUs per site and model as actions are planned within one decision: read from
     the state when a site is first needed, then decremented by each planned start. A
     fractional job (`gpu_milli` < 1000) is placed as the engine places it: on the first
-    shared GPU with room (`state.shared_gpus`), else on a free GPU that becomes shared."""
+    shared GPU with room (`state.shared_gpus`), else on a free GPU that becomes shared. A job
+    on a MIG slice (`mig_profile`) is never placed: the state does not show free slices,
+    and a partitioned pool shows no free GPUs, so nothing here over-commits a slice."""
 
-    __slots__ = ("_free", "_shared", "_order", "_state")
+    __slots__ = ("_free", "_shared", "_slices", "_order", "_state")
 
     def __init__(self, state: SystemState):
         self._state = state
         self._free: dict[str, dict[str, int]] = {}
         self._shared: dict[str, dict[str, list[int]]] = {}
+        self._slices: dict[str, dict[str, dict[str, int]]] = {}
         """Per site and model: the milli held on each shared GPU, after the planned starts."""
         self._order: dict[str, tuple[str, ...]] = {}
         """Per origin site: the sites in the order jobs from there try them."""
@@ -76,7 +79,10 @@ class FreeGpus:
     def take_for(self, job: JobView, site: str, model: str | None) -> str | None:
         """Take what `job` needs at `site` of `model` (None: of the first pool where it
         fits): its GPUs, or a fractional job's room on a shared GPU or one free GPU; returns
-        the model taken, or None if it does not fit."""
+        the model taken, or None if it does not fit (a MIG job: a free slice of its profile
+        in a partitioned pool)."""
+        if job.mig_profile:
+            return self._take_slice(site, model, job.mig_profile)
         milli = job.gpu_milli
         if milli >= _MILLI_PER_GPU:
             return self.take(site, model, job.gpus)
@@ -94,6 +100,18 @@ class FreeGpus:
             if n >= 1:
                 self._free[site][m] = n - 1
                 held.append(milli)
+                return m
+        return None
+
+    def _take_slice(self, site: str, model: str | None, profile: str) -> str | None:
+        """Take a free `profile` MIG slice at `site` of `model` (None: of the first
+        partitioned pool with one); returns the model taken, or None."""
+        slices = self._slices.get(site)
+        if slices is None:
+            slices = self._slices[site] = self._state.free_mig_slices(site)
+        for m, free in slices.items():
+            if (model is None or m == model) and free.get(profile, 0) >= 1:
+                free[profile] -= 1
                 return m
         return None
 

@@ -226,6 +226,8 @@ class Engine:
             raise PolicyError(f"{a}: gpus can only be chosen before the job first runs")
         if sharing.is_fractional(int(self.jobs.gpu_milli[j])):
             raise PolicyError(f"{a}: a job holding a share of one GPU keeps it")
+        if self.runs.mig_profile[j]:
+            raise PolicyError(f"{a}: a job on a MIG slice keeps it")
         if not (isinstance(gpus, int) and 1 <= gpus <= MAX_JOB_GPUS):
             raise PolicyError(f"{a}: gpus must be an integer in 1..{MAX_JOB_GPUS:,}")
 
@@ -372,8 +374,9 @@ class Engine:
 
     def _choose_pool(self, action: object, j: int, site: Site, model: str | None) -> Pool:
         """The pool of `site` that `action` puts job `j` on: `model`'s, which must have room
-        for it (free GPUs, or for a fractional job a shared GPU with room or a free GPU); None
-        takes the first pool with room (of a model the job may run on)."""
+        for it (free GPUs, or for a fractional job a shared GPU with room or a free GPU, or
+        for a MIG job a free slice of its profile in a partitioned pool); None takes the
+        first pool with room (of a model the job may run on)."""
         runs = self.runs
         allowed = self.jobs.gpu_models_of(j) if self._gpu_models[j] else ()
         if model is not None:
@@ -388,7 +391,7 @@ class Engine:
             if not runs.fits(j, pool):
                 raise PolicyError(
                     f"{action}: job needs {runs.needs(j)}, {site.name} has {pool.free} free "
-                    f"{model}{self._shared_text([pool])}"
+                    f"{model}{self._parts_text([pool])}"
                 )
             return pool
         pools = [p for p in site.pools if not allowed or p.model in allowed]
@@ -400,19 +403,26 @@ class Engine:
             raise PolicyError(
                 f"{action}: job {self.jobs.job_id[j]} needs {runs.needs(j)} of one of "
                 f"{', '.join(allowed)}, {site.name} has {free or 'none'} free"
-                f"{self._shared_text(pools)}"
+                f"{self._parts_text(pools)}"
             )
         raise PolicyError(
             f"{action}: job needs {runs.needs(j)} of one model, {site.name} has {free} free"
-            f"{self._shared_text(pools)}"
+            f"{self._parts_text(pools)}"
         )
 
     @staticmethod
-    def _shared_text(pools: list[Pool]) -> str:
-        """For messages: the milli held on the shared GPUs of `pools`, if any."""
+    def _parts_text(pools: list[Pool]) -> str:
+        """For messages: the milli held on the shared GPUs of `pools` and the free slices of
+        their partitioned ones, if any."""
         held = [
             f"{p.model}: {', '.join(map(str, p.shared.used_milli()))}"
             for p in pools
             if len(p.shared)
         ]
-        return f" (milli held on shared GPUs: {'; '.join(held)})" if held else ""
+        slices = [
+            f"{p.model}: {', '.join(f'{n} {name}' for name, n in p.mig.free_slices().items())}"
+            for p in pools
+            if p.mig is not None
+        ]
+        text = f" (milli held on shared GPUs: {'; '.join(held)})" if held else ""
+        return text + (f" (free MIG slices: {'; '.join(slices)})" if slices else "")

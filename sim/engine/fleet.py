@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.cluster import Pool, Site
+from sim.cluster import GpuParts, Pool, Site
 from sim.engine.component import Component
-from sim.errors import PolicyError
+from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal
 from sim.records import PowerLog
 from sim.results import ResultParts, busy_gpu_s, site_energy_kwh, site_operational_carbon_kg
@@ -45,6 +45,19 @@ class Fleet(Component):
         ]
         self.by_name = {s.name: s for s in self.sites}
         """The sites by name."""
+        self._check_services()
+
+    def _check_services(self) -> None:
+        """ScenarioError naming the service and the site if a service's replicas would need
+        a partitioned pool (its GPUs run only jobs on MIG slices)."""
+        for i, svc in enumerate(self._core.scenario.services):
+            for name in svc.sites:
+                pool = self.by_name[name].pool(svc.gpu)
+                if pool is not None and pool.mig is not None:
+                    raise ScenarioError(
+                        f"services[{i}].gpu: the {svc.gpu} GPUs of site {name} are MIG-"
+                        "partitioned (gpus[].mig); replicas need whole GPUs"
+                    )
 
     def site(self, name: str, asker: object = None) -> Site:
         """The site called `name`; PolicyError naming the sites if there is none (and
@@ -95,10 +108,11 @@ class Fleet(Component):
         if site.release(self._core.env.now, pool, gpus, draw_w):
             self._switch_off_later(site)
 
-    def release_share(self, site: Site, pool: Pool, j: int, draw_w: float) -> None:
-        """Fractional job `j`, drawing its share of `draw_w` W, leaves its shared GPU of
-        `pool` (free again if it was the last job there; see `release`)."""
-        if site.release_share(self._core.env.now, pool, j, draw_w):
+    def release_part(self, site: Site, pool: Pool, parts: GpuParts, j: int, draw_w: float) -> None:
+        """Job `j`, drawing its share of `draw_w` W, leaves its part of a GPU of `pool` in
+        `parts` (a shared GPU or a MIG slice; the GPU is free again if it was the last job
+        there; see `release`)."""
+        if site.release_part(self._core.env.now, pool, parts, j, draw_w):
             self._switch_off_later(site)
 
     def _switch_off_later(self, site: Site) -> None:

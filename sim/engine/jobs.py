@@ -97,6 +97,7 @@ class JobBook(Component):
         gpus = core.runs.gpus
         largest = core.fleet.largest_pool
         models = core.jobs.allowed_gpu_models.tolist()
+        slices = core.runs.mig_profile
         largest_of: dict[str, int] = {}  # per `allowed_gpu_models` entry, its largest pool
         for j, t in enumerate(core.jobs.submit_s.tolist()):
             if t > env.now:
@@ -114,8 +115,21 @@ class JobBook(Component):
                         j, f"needs {gpus[j]} GPUs of {models[j]}; the largest pool has {most}"
                     )
                     continue
+            if slices[j] and not self._offers_slice(slices[j], models[j]):
+                self.reject(j, f"needs a {slices[j]} MIG slice; no partitioned pool offers one")
+                continue
             self._make_pending(j)
             core.request_decision()
+
+    def _offers_slice(self, profile: str, models: str) -> bool:
+        """Whether a partitioned pool of the scenario (of a model an `allowed_gpu_models`
+        entry names, "" for any) has `profile` slices in its layout."""
+        names = gpu_model_names(models)
+        return any(
+            p.mig is not None and p.mig.has(profile) and (not names or p.model in names)
+            for s in self._core.fleet.sites
+            for p in s.pools
+        )
 
     def _largest_pool_of(self, models: str) -> int:
         """GPUs of the largest pool of any site whose model an `allowed_gpu_models` entry names (0:

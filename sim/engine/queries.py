@@ -170,7 +170,7 @@ class Queries(Component):
         run = runs.live[j]
         here, pool = run.site, run.pool
         dest = self.site(site_name)
-        dest_pool = core.fleet.pool(dest, model, "migration_cost")
+        dest_pool = self._pool(j, dest, model, "migration_cost")
         now = core.env.now
         src, gb, checkpoint = checkpoints.departure(j)
         lost_s = 0.0
@@ -208,12 +208,12 @@ class Queries(Component):
                 "power_delta_w: give the site a job that is not running would start on"
             )
         site = self.site(site_name)
-        pool = core.fleet.pool(site, model, "power_delta_w")
+        pool = self._pool(j, site, model, "power_delta_w")
         _, draw_w = runs.speed(j, pool, runs.effective_cap(site, cap))
         new_gpus = runs.new_gpus(j, pool)
         if core.fleet.needs_wake(site, pool, new_gpus):
             return pool.nodes_to_wake(new_gpus) * pool.node_w  # held at idle while booting
-        return held * (draw_w - pool.idle_w)
+        return runs.share_on(j, pool) * (draw_w - pool.idle_w)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
@@ -227,11 +227,11 @@ class Queries(Component):
     ) -> tuple[float, float]:
         core = self._core
         site = self.site(site_name)
-        pool = core.fleet.pool(site, model, "estimate")
+        pool = self._pool(j, site, model, "estimate")
         hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
         now = core.env.now  # the energy of the told runtime, at the true power
         energy_kwh = (
-            core.runs.gpu_share[j]
+            core.runs.share_on(j, pool)
             * (
                 (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
                 + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
@@ -243,12 +243,23 @@ class Queries(Component):
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float:
         site = self.site(site_name)
         hold_s, runtime_s, _ = self._hold_run_draw(
-            j, site, self._core.fleet.pool(site, model, "runtime_s"), cap
+            j, site, self._pool(j, site, model, "runtime_s"), cap
         )
         return hold_s + runtime_s
 
     def reference_speed(self, model: str, profile: str) -> float:
         return self._core.scenario.speed(model, profile)
+
+    def _pool(self, j: int, site: Site, model: str | None, asker: str) -> Pool:
+        """`site`'s pool of `model` for `j`; None: its first pool, or for a MIG job the
+        first partitioned pool whose layout has its profile (PolicyError if none)."""
+        profile = self._core.runs.mig_profile[j]
+        if model is None and profile:
+            for pool in site.pools:
+                if pool.mig is not None and pool.mig.has(profile):
+                    return pool
+            raise PolicyError(f"{asker}: site {site.name} has no {profile} MIG slices")
+        return self._core.fleet.pool(site, model, asker)
 
     def training_options(self, j: int, truth: bool) -> dict[int, float]:
         target = float(self.jobs.target_metric[j])

@@ -14,11 +14,15 @@ share s = milli / 1000 of one GPU, shared first fit with other fractional jobs
 (`sim.cluster.SharedGpus`): it advances at s x speed x the interference factor of its
 co-located jobs (`sim.sharing.speed_factor`), draws s x its active power (and s of the
 host's), and is charged for that; when a job joins or leaves a shared GPU, the jobs
-computing on it are re-timed.
+computing on it are re-timed. A MIG job (`mig_profile`) holds one slice of a partitioned
+pool (`sim.cluster.MigSlices`): it advances at speed x `sim.mig.slice_speed_frac` (no
+interference: MIG isolates SMs and memory), and draws and is charged the slice's SM share
+of its active power and of the host's, as a fractional job its share.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from array import array
@@ -27,11 +31,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim import hardware, scaling, sharing
-from sim.cluster import Pool, Site
+from sim import hardware, mig, scaling, sharing
+from sim.cluster import GpuParts, Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
-from sim.errors import ScenarioError
+from sim.errors import PolicyError, ScenarioError
 from sim.results import ResultParts, ideal_runtime_s
 from sim.scenario import ScalingConfig, Scenario
 
@@ -83,6 +87,7 @@ class Runs(Component):
         "gpus",
         "milli",
         "gpu_share",
+        "mig_profile",
         "profile",
         "parallelism",
         "work_gpu_h",
@@ -113,7 +118,10 @@ class Runs(Component):
         self.milli = _typed("i", jobs.gpu_milli)
         """Thousandths of one GPU the job holds (1000: whole GPUs; `sim.sharing`)."""
         self.gpu_share = _typed("d", jobs.gpus * jobs.gpu_milli / sharing.MILLI_PER_GPU)
-        """GPUs the job holds and is charged for: `gpus`, or a fractional job's share."""
+        """GPUs the job holds and is charged for: `gpus`, or a fractional job's share, or a
+        MIG job's slice's SM share of its GPU (set when it starts on a pool)."""
+        self.mig_profile: list[str] = jobs.mig_profile.tolist()
+        """The MIG profile of the slice a job runs on ("": whole GPUs or a share of one)."""
         self.profile: list[str] = jobs.profile.tolist()
         self.parallelism: list[str] = jobs.parallelism.tolist()
         """The job's parallel scheme (`sim.scaling.SCHEMES`), used with `[scaling]`."""
@@ -226,11 +234,17 @@ class Runs(Component):
         own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
         of time they stall the job (a fluid model of the stalls). A fractional job computes
         with its share of one GPU, slowed by the jobs co-located with it (where it runs, or
-        on the GPU it would join now)."""
+        on the GPU it would join now); a MIG job with its slice (`sim.mig.slice_speed_frac`),
+        under the cap of the whole GPU."""
         cap = self.effective_cap(site, cap)
         per_gpu, draw_w = self.speed(j, pool, cap)
         milli = self.milli[j]
-        gpus = self.gpus[j] if not sharing.is_fractional(milli) else self._shared_gpus(j, pool)
+        if self.mig_profile[j]:
+            gpus = self._slice_gpus(j, pool)
+        elif sharing.is_fractional(milli):
+            gpus = self._shared_gpus(j, pool)
+        else:
+            gpus = self.gpus[j]
         checkpoints = self._core.checkpoints
         if checkpoints.interval_s is None:
             return gpus * per_gpu, draw_w
@@ -247,30 +261,64 @@ class Runs(Component):
             others = 0 if g is None else shared.used_milli()[g]
         return sharing.share(milli) * sharing.speed_factor(milli, others)
 
+    def _slice_gpus(self, j: int, pool: Pool) -> float:
+        """The GPUs' worth MIG job `j` computes with on a slice of `pool`'s model; PolicyError
+        if the model has no slice of its profile (a query about a pool it cannot run on)."""
+        try:
+            return _slice_speed_frac(pool.model, self.mig_profile[j], self.profile[j])
+        except ValueError as e:
+            raise PolicyError(f"job {self._core.jobs.job_id[j]} cannot run on {e}") from None
+
+    def _parts(self, j: int, pool: Pool) -> tuple[GpuParts, int | str] | None:
+        """The ledger of GPU parts of `pool` that `j` takes a part of, and what it asks: a
+        fractional job's milli of a shared GPU, a MIG job's profile of a slice (of a
+        partitioned pool); None for whole GPUs."""
+        if self.mig_profile[j] and pool.mig is not None:
+            return pool.mig, self.mig_profile[j]
+        milli = self.milli[j]
+        return (pool.shared, milli) if sharing.is_fractional(milli) else None
+
+    def share_on(self, j: int, pool: Pool) -> float:
+        """GPUs `j` is charged for on `pool`: its GPUs, a fractional job's share of one, a
+        MIG job's slice (its SM share of the GPU, `sim.mig.sm_share`)."""
+        if self.mig_profile[j] and pool.mig is not None:
+            return mig.sm_share(pool.model, self.mig_profile[j])
+        return self.gpu_share[j]
+
     def new_gpus(self, j: int, pool: Pool) -> int:
         """Free GPUs of `pool` that `j` takes if it starts there now: its `gpus`; for a
-        fractional job, 0 if a shared GPU has room for it, else 1."""
-        milli = self.milli[j]
-        if not sharing.is_fractional(milli):
+        fractional or MIG job, 0 if a shared GPU has room for it (a busy partitioned GPU a
+        free slice of its profile), else 1."""
+        parts = self._parts(j, pool)
+        if parts is None:
             return self.gpus[j]
-        return 0 if pool.shared.fit(milli) is not None else 1
+        return 0 if parts[0].fit(parts[1]) is not None else 1
 
     def wake_s(self, j: int, site: Site, pool: Pool) -> float:
         """Boot time before `j` can compute on `pool` if it starts now, s: of the powered-off
-        node it needs, or, joining a shared GPU whose node is booting, the rest of that boot."""
-        milli = self.milli[j]
-        g = pool.shared.fit(milli) if sharing.is_fractional(milli) else None
-        if g is None:
+        node it needs, or, joining a shared (or partitioned) GPU whose node is booting, the
+        rest of that boot."""
+        parts = self._parts(j, pool)
+        g = None if parts is None else parts[0].fit(parts[1])
+        if parts is None or g is None:
             return self._core.fleet.wake_s(site, pool, self.new_gpus(j, pool))
-        return max(0.0, pool.shared.ready_s(g) - self._core.env.now)
+        return max(0.0, parts[0].ready_s(g) - self._core.env.now)
 
     def fits(self, j: int, pool: Pool) -> bool:
-        """True if `j` can start on `pool` now (enough free GPUs, or room on a shared one)."""
+        """True if `j` can start on `pool` now: enough free GPUs, or room on a shared one; a
+        MIG job, a free slice of its profile (never on whole GPUs, and no other job on a
+        partitioned pool, which has no free GPUs)."""
+        profile = self.mig_profile[j]
+        if profile:
+            return pool.mig is not None and pool.mig.fits(profile)
         return pool.free >= self.new_gpus(j, pool)
 
     def needs(self, j: int) -> str:
-        """What `j` asks for, for messages: "4 GPUs" or "250 milli-GPU"."""
+        """What `j` asks for, for messages: "4 GPUs", "250 milli-GPU" or "a 1g.10gb MIG
+        slice"."""
         milli = self.milli[j]
+        if self.mig_profile[j]:
+            return f"a {self.mig_profile[j]} MIG slice"
         if sharing.is_fractional(milli):
             return f"{milli} milli-GPU"
         return f"{self.gpus[j]} GPUs"
@@ -299,11 +347,13 @@ class Runs(Component):
             rate, draw_w = 0.0, pool.idle_w
         else:
             rate, draw_w = self.rate_and_draw(j, site, pool, cap)
-        milli = self.milli[j]
-        if sharing.is_fractional(milli):
-            woken = site.allocate_share(now, pool, j, milli, draw_w, now + wake_s)
-        else:
+        parts = self._parts(j, pool)
+        if parts is None:
             woken = site.allocate(now, pool, self.gpus[j], draw_w)
+        else:
+            ledger, need = parts
+            woken = site.allocate_part(now, pool, ledger, j, need, draw_w, now + wake_s)
+            self.gpu_share[j] = ledger.share_of(j)
         self._book.run(j, now)
         pool.jobs[j] = None
         run = self.live[j] = Run(site, pool, rate, draw_w, now)
@@ -419,14 +469,17 @@ class Runs(Component):
             core.checkpoints.stopped(j)
 
     def release(self, j: int, site: Site, pool: Pool, draw_w: float) -> None:
-        """Free the GPUs (or the share of one) that `j`, no longer running, held on `pool`
-        drawing `draw_w` W each; jobs still co-located with it speed up."""
-        if j not in pool.shared:
-            self._core.fleet.release(site, pool, self.gpus[j], draw_w)
-            return
-        co_located = pool.shared.co_located(j)
-        self._core.fleet.release_share(site, pool, j, draw_w)
-        self._retime_co_located(co_located)
+        """Free the GPUs (or the share of one, or the MIG slice) that `j`, no longer running,
+        held on `pool` drawing `draw_w` W each; jobs still co-located with it speed up."""
+        fleet = self._core.fleet
+        if j in pool.shared:
+            co_located = pool.shared.co_located(j)
+            fleet.release_part(site, pool, pool.shared, j, draw_w)
+            self._retime_co_located(co_located)
+        elif pool.mig is not None and j in pool.mig:
+            fleet.release_part(site, pool, pool.mig, j, draw_w)
+        else:
+            fleet.release(site, pool, self.gpus[j], draw_w)
 
     def set_down(self, j: int) -> None:
         """Running `j` stops computing but keeps its GPUs at idle power (a checkpoint
@@ -457,10 +510,12 @@ class Runs(Component):
             meter.segment_closed(j, site, pool, t0, now, energy_kwh)
 
     def charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
-        """Charge `j` for its GPUs (a fractional job: its share of one) on `pool` drawing
-        `draw_w` W each over [t0, t1], with their host share: energy, carbon, GPU time,
-        embodied carbon. Returns the facility energy, kWh."""
-        gpus = self.gpu_share[j]
+        """Charge `j` for its GPUs (a fractional job: its share of one; a MIG job: its
+        slice's SM share of one) on `pool` drawing `draw_w` W each over [t0, t1], with their
+        host share: energy, carbon, GPU time, embodied carbon. Returns the facility energy,
+        kWh."""
+        # a MIG job writing its checkpoint on a pool it left: its slice there, not the next
+        gpus = pool.mig.share_of(j) if pool.mig is not None and j in pool.mig else self.gpu_share[j]
         it_w = gpus * (draw_w + pool.host_w)
         energy_kwh = it_w * site.pue.integral(t0, t1) / WS_PER_KWH
         self.energy_kwh[j] += energy_kwh
@@ -477,11 +532,12 @@ class Runs(Component):
 
     def write_results(self, out: ResultParts) -> None:
         """Columns `gpus`, `profile`, `work_gpu_h` (as the job ran), `site`, `gpu_model`,
-        `gpu_milli`, `gpu_h`, `energy_kwh`, `carbon_kg`, `embodied_kg` and `slowdown` = (end
-        - first start) / the uninterrupted, uncapped runtime on the GPU model the job
-        finished on (a fractional job's: alone at its share; > 1 from caps, suspensions and
-        co-located jobs; a job migrated to a slower model can show < 1); the jobs' energy,
-        allocated embodied carbon, the share of jobs that ran away from their origin."""
+        `gpu_milli`, `mig_profile`, `gpu_h`, `energy_kwh`, `carbon_kg`, `embodied_kg` and
+        `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU
+        model the job finished on (a fractional job's: alone at its share; a MIG job's: on
+        its slice; > 1 from caps, suspensions and co-located jobs; a job migrated to a slower
+        model can show < 1); the jobs' energy, allocated embodied carbon, the share of jobs
+        that ran away from their origin."""
         core = self._core
         jt = core.jobs
         names = core.fleet.names
@@ -489,7 +545,7 @@ class Runs(Component):
         site = pd.Categorical.from_codes(self.site_of, categories=names)
         profile = np.asarray(self.profile, dtype=object)
         work = np.asarray(self.work_gpu_h)
-        gpus = np.asarray(self.gpu_share)  # a fractional job's ideal: alone at its share
+        gpus = self._ideal_gpus(model, profile)
         ideal_s = ideal_runtime_s(work, gpus, model, profile, core.scenario.speed)
         cols = out.job_columns
         energy = np.asarray(self.energy_kwh)
@@ -499,6 +555,7 @@ class Runs(Component):
             profile=pd.Categorical(profile),
             work_gpu_h=work,
             gpu_milli=np.asarray(jt.gpu_milli),
+            mig_profile=np.asarray(self.mig_profile, dtype=object),
             site=site,
             gpu_model=pd.Categorical(model),
             gpu_h=np.asarray(self.gpu_s) / 3600.0,
@@ -514,6 +571,22 @@ class Runs(Component):
         origin = np.array(names, dtype=object)[jt.origin_site]
         away = ran & (pd.Series(site) != origin)
         out.summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
+
+    def _ideal_gpus(self, model: np.ndarray, profile: np.ndarray) -> np.ndarray:
+        """Per job, the GPUs' worth of its ideal run: its GPUs, a fractional job's share
+        (alone), a MIG job's slice speed on the model it last ran on."""
+        gpus = np.array(self.gpu_share)
+        sliced = np.flatnonzero(np.asarray(self.mig_profile, dtype=object) != "")
+        for j in sliced.tolist():
+            if model[j] is not None:
+                gpus[j] = _slice_speed_frac(model[j], self.mig_profile[j], profile[j])
+        return gpus
+
+
+@functools.cache
+def _slice_speed_frac(gpu_model: str, mig_profile: str, profile: str) -> float:
+    """`sim.mig.slice_speed_frac`, cached (a job's speed is asked at every change)."""
+    return mig.slice_speed_frac(gpu_model, mig_profile, profile)
 
 
 def node_of(pool: Pool, config: ScalingConfig) -> scaling.NodeShape:

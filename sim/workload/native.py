@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from sim import mig
 from sim.errors import TraceError
 from sim.hardware import GPU_CATALOG, PROFILES, profile_choices
 from sim.scaling import SCHEMES
@@ -531,6 +532,28 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         scheme_arr = np.full(n, OPTIONAL_DEFAULTS["parallelism"], dtype=object)
 
+    # mig_profile
+    if (col := column("mig_profile")) is not None:
+        mig_arr = _text(col).to_numpy(dtype=object)
+        names = mig.profile_names()
+        check(
+            (mig_arr != "") & ~np.isin(mig_arr, names),
+            lambda i: (
+                f"mig_profile must be a MIG profile ({', '.join(names)}; empty = whole GPUs), "
+                f"got {shown('mig_profile', i)}"
+            ),
+        )
+        check(
+            (mig_arr != "") & ((gpus_f != 1) | (milli != MILLI_PER_GPU)),
+            lambda i: (
+                f"mig_profile needs gpus = 1 and gpu_milli 1000 (one slice), got mig_profile "
+                f"{shown('mig_profile', i)} with gpus {shown('gpus', i)} and gpu_milli "
+                f"{'1000' if column('gpu_milli') is None else shown('gpu_milli', i)}"
+            ),
+        )
+    else:
+        mig_arr = np.full(n, OPTIONAL_DEFAULTS["mig_profile"], dtype=object)
+
     _raise_first(checks, where)
 
     order = np.argsort(submit_s, kind="stable")
@@ -551,6 +574,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         training_u=training_u[order],
         gpu_milli=milli[order].astype(np.int64),
         parallelism=scheme_arr[order],
+        mig_profile=mig_arr[order],
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from sim import mig
 from sim.columns import freeze_columns
 from sim.hardware import GPU_CATALOG, PROFILES
 from sim.scaling import SCHEMES
@@ -42,6 +43,7 @@ COLUMNS: tuple[str, ...] = (
     "target_metric",
     "gpu_milli",
     "parallelism",
+    "mig_profile",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -60,9 +62,10 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "target_metric": None,
     "gpu_milli": MILLI_PER_GPU,
     "parallelism": "data",
+    "mig_profile": "",
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
-any site / any GPU model; `gpu_milli` 1000: whole GPUs)."""
+any site / any GPU model; `gpu_milli` 1000: whole GPUs; `mig_profile` "": no MIG slice)."""
 
 ANY_SITE = -1
 """`allowed_sites` of a job that may run on any site (every bit set)."""
@@ -186,6 +189,7 @@ _DTYPES: dict[str, Any] = {
     "training_u": np.float64,
     "gpu_milli": np.int64,
     "parallelism": object,
+    "mig_profile": object,
 }
 
 
@@ -242,6 +246,10 @@ class JobTable:
     parallelism: np.ndarray = cast(np.ndarray, None)
     """str (object), how a multi-GPU job splits its work: one of `sim.scaling.SCHEMES`
     ("data", "tensor", "pipeline"); used with the scenario's `[scaling]`. None: all "data"."""
+    mig_profile: np.ndarray = cast(np.ndarray, None)
+    """str (object), the MIG profile (`sim.mig`, e.g. "3g.40gb") of the slice a one-GPU job
+    of `gpu_milli` 1000 runs on, in a partitioned pool; "": whole GPUs (or a share of one).
+    None: no job runs on a slice."""
 
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
@@ -257,6 +265,8 @@ class JobTable:
             object.__setattr__(self, "gpu_milli", np.full(len(self.job_id), MILLI_PER_GPU))
         if self.parallelism is None:
             object.__setattr__(self, "parallelism", np.full(len(self.job_id), "data", object))
+        if self.mig_profile is None:
+            object.__setattr__(self, "mig_profile", np.full(len(self.job_id), "", object))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -291,6 +301,15 @@ class JobTable:
             (milli == MILLI_PER_GPU) | (self.gpus == 1),
             "gpu_milli below 1000 needs gpus = 1",
             milli,
+        )
+        sliced = self.mig_profile != ""
+        unknown_mig = set(pd.unique(self.mig_profile[sliced])) - set(mig.profile_names())
+        if unknown_mig:
+            raise ValueError(f"JobTable: unknown mig_profile {sorted(map(str, unknown_mig))}")
+        require(
+            ~sliced | ((self.gpus == 1) & (milli == MILLI_PER_GPU)),
+            "mig_profile needs gpus = 1 and gpu_milli 1000",
+            self.mig_profile,
         )
         unknown = set(pd.unique(self.profile)) - PROFILES.keys()
         if unknown:
@@ -368,6 +387,7 @@ class JobTable:
                 "target_metric": self.target_metric,
                 "gpu_milli": self.gpu_milli,
                 "parallelism": self.parallelism,
+                "mig_profile": self.mig_profile,
             },
             columns=list(COLUMNS),
         )

@@ -170,12 +170,12 @@ def native_frame(
     profile: str,
     origin_site: str,
     report: ImportReport,
-    allowed_gpu_models: np.ndarray | None = None,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> tuple[pd.DataFrame, float]:
     """Jobs in the native columns, sorted by submission (stable), and time 0 of their
     `submit_time`: the first kept submission, in the seconds of `submit_s` (NaN if none).
-    `allowed_gpu_models`: per row, the job's `allowed_gpu_models` entry ("" or None: any
-    model; column left empty when not given).
+    `extra`: per row, the values of further native columns the trace gives
+    (`allowed_gpu_models`, `vc`, `user`; columns not given are left empty).
 
     Rows the native loader would refuse (`sim.workload.table.job_value_checks`: a GPU count
     that is not a positive integer or beyond any cluster, an infinite or absurd runtime, a
@@ -212,8 +212,8 @@ def native_frame(
         },
         columns=list(COLUMNS),
     )
-    if allowed_gpu_models is not None:
-        frame["allowed_gpu_models"] = np.asarray(allowed_gpu_models, object)[order]
+    for name, values in (extra or {}).items():
+        frame[name] = np.asarray(values, object)[order]
     return frame, origin
 
 
@@ -226,6 +226,7 @@ def native_frame_utc(
     profile: str,
     origin_site: str,
     report: ImportReport,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Like `native_frame`, from UTC submission times and runtimes (s); sets the report's
     `trace_start` (the first kept submission)."""
@@ -243,6 +244,7 @@ def native_frame_utc(
         profile=profile,
         origin_site=origin_site,
         report=report,
+        extra=extra,
     )
     if len(frame):
         first = t0 + pd.Timedelta(seconds=origin_s)

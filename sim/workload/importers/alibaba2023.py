@@ -178,6 +178,11 @@ def import_alibaba2023(
         report.notes.append("keep_gpu_spec=false: gpu_spec ignored, no GPU-model constraints")
         report.notes.append(REFERENCE_NOTE)
 
+    extra: dict[str, np.ndarray] = {}
+    if models is not None:
+        extra["allowed_gpu_models"] = models
+    if fractional == "share":
+        extra["gpu_milli"] = np.round(fraction * 1000.0).astype(np.int64)
     frame, origin_s = native_frame(
         name[keep],
         submit,
@@ -186,11 +191,8 @@ def import_alibaba2023(
         profile=profile,
         origin_site=origin_site,
         report=report,
-        allowed_gpu_models=models,
+        extra=extra,
     )
-    if fractional == "share":
-        milli_of = pd.Series(np.round(fraction * 1000.0).astype(np.int64), index=name[keep])
-        frame["gpu_milli"] = milli_of.reindex(frame["job_id"]).to_numpy()
     if len(frame):
         report.trace_start = (
             f"creation_time {origin_s:.0f} s of the trace's clock "
