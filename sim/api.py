@@ -273,6 +273,7 @@ class StateQueries(Protocol):
     ) -> ParallelScaling: ...
     def job_profile(self, j: int) -> str: ...
     def job_gpus(self, j: int) -> int: ...
+    def vc_room(self, j: int) -> float: ...
     def job_work_gpu_h(self, j: int) -> float: ...
     def reference_speed(self, model: str, profile: str) -> float: ...
     def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
@@ -334,6 +335,22 @@ class JobView:
         pool partitioned with that profile, docs/mig.md); "" for whole GPUs or a share of
         one."""
         return str(self._q.jobs.mig_profile[self.index])
+
+    @property
+    def vc(self) -> str:
+        """The job's virtual cluster (a trace's team share; "" for none)."""
+        return str(self._q.jobs.vc[self.index])
+
+    @property
+    def user(self) -> str:
+        """Who submitted the job ("" if the trace does not say)."""
+        return str(self._q.jobs.user[self.index])
+
+    @property
+    def vc_room(self) -> float:
+        """GPUs the job's virtual cluster may still start now under its quota
+        (`[virtual_clusters]`); inf without one."""
+        return self._q.vc_room(self.index)
 
     @property
     def work_gpu_h(self) -> float:

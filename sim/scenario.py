@@ -700,6 +700,17 @@ class ScalingConfig(ConfigModel):
         return v
 
 
+class VirtualClustersConfig(ConfigModel):
+    """GPU quotas of virtual clusters: the running jobs of a virtual cluster (job column
+    `vc`, kept by the Philly and Helios importers) hold at most its quota of GPUs at once,
+    over all sites (a job counts its `gpus`; a fractional or MIG job its one GPU). The engine
+    refuses a start or resume beyond it; the policy kit's placement waits instead. Jobs of a
+    virtual cluster without a quota, or of none, are not limited."""
+
+    quota_gpus: dict[str, Annotated[int, Field(ge=1, le=1 << 20)]]
+    """Virtual cluster name -> the most GPUs its running jobs hold at once."""
+
+
 class ReboundConfig(ConfigModel):
     """A closed-loop user model (`sim.rebound`, docs/rebound.md): when a completed job took
     longer than it would have alone at full power (its turnaround over its ideal runtime,
@@ -857,6 +868,8 @@ class Scenario(ConfigModel):
     """Multi-GPU scaling of training jobs; None: linear in the GPU count."""
     rebound: ReboundConfig | None = None
     """Users who resubmit when their jobs are slowed; None: they do not."""
+    virtual_clusters: VirtualClustersConfig | None = None
+    """GPU quotas of virtual clusters (job column `vc`); None: no quotas."""
 
     @field_validator("start")
     @classmethod

@@ -32,6 +32,7 @@ CHECKED_BY_VALIDATORS = {
     "SyntheticWorkload.origin_sites": "relative weights; only their ratios matter",
     "ServiceConfig.replicas": "Scenario._check_services: replicas must fit the site's pool",
     "PredictionErrorConfig.sigma_frac": "PredictionSigma: 0 <= sigma <= MAX_PREDICTION_SIGMA",
+    "VirtualClustersConfig.quota_gpus": "each quota: 1 <= GPUs <= 1,048,576 (Annotated Field)",
 }
 """Numeric fields without a unit or an `le`/`lt` bound, and what bounds them instead."""
 
@@ -132,6 +133,9 @@ step_s = 60
 
 [failures]
 rate_per_gpu_h = 2e-5
+
+[virtual_clusters]
+quota_gpus = { vcA = 8 }
 
 [rebound]
 resubmit_elasticity = 0.5

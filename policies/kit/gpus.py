@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from sim.api import Action, JobView, Migrate, Resume, Scale, Start, SystemState
@@ -21,13 +22,15 @@ class FreeGpus:
     on a MIG slice (`mig_profile`) is never placed: the state does not show free slices,
     and a partitioned pool shows no free GPUs, so nothing here over-commits a slice."""
 
-    __slots__ = ("_free", "_shared", "_slices", "_order", "_state")
+    __slots__ = ("_free", "_shared", "_slices", "_vc_taken", "_order", "_state")
 
     def __init__(self, state: SystemState):
         self._state = state
         self._free: dict[str, dict[str, int]] = {}
         self._shared: dict[str, dict[str, list[int]]] = {}
         self._slices: dict[str, dict[str, dict[str, int]]] = {}
+        self._vc_taken: dict[str, int] = {}
+        """GPUs this decision's starts took per virtual cluster with a quota."""
         """Per site and model: the milli held on each shared GPU, after the planned starts."""
         self._order: dict[str, tuple[str, ...]] = {}
         """Per origin site: the sites in the order jobs from there try them."""
@@ -43,7 +46,9 @@ class FreeGpus:
         """A `Start` of `job` on the first of `sites` (default: its origin, then the others in
         order) that the job may use and that has a pool of enough free GPUs of a model it may
         run on (of a constrained job: its models in the order it lists them), taking them;
-        None if none fits."""
+        None if none fits (or its virtual cluster's quota has no room for it)."""
+        if not self.vc_fits(job):
+            return None
         if sites is None:
             origin = job.origin_site
             sites = self._order.get(origin)
@@ -58,8 +63,19 @@ class FreeGpus:
             for wanted in models:
                 model = self.take_for(job, site, wanted)
                 if model is not None:
+                    self._vc_take(job)
                     return Start(job, site, gpu_model=model)
         return None
+
+    def vc_fits(self, job: JobView) -> bool:
+        """Whether `job`'s virtual cluster has room for its GPUs under its quota, after the
+        starts planned so far (True without a quota)."""
+        room = job.vc_room
+        return room == math.inf or room - self._vc_taken.get(job.vc, 0) >= job.gpus
+
+    def _vc_take(self, job: JobView) -> None:
+        if job.vc_room != math.inf:
+            self._vc_taken[job.vc] = self._vc_taken.get(job.vc, 0) + job.gpus
 
     def book(self, action: Action) -> bool:
         """Book the GPUs `action` places a job on, or that new replicas of a service take
@@ -74,7 +90,14 @@ class FreeGpus:
             return self.take(site, svc.config.gpu, gpus) is not None
         if not isinstance(action, Start | Resume | Migrate):
             return True
-        return self.take_for(action.job, action.site, action.gpu_model) is not None
+        starts = not isinstance(action, Migrate)  # a migrating job already counts in its quota
+        if starts and not self.vc_fits(action.job):
+            return False
+        if self.take_for(action.job, action.site, action.gpu_model) is None:
+            return False
+        if starts:
+            self._vc_take(action.job)
+        return True
 
     def take_for(self, job: JobView, site: str, model: str | None) -> str | None:
         """Take what `job` needs at `site` of `model` (None: of the first pool where it
@@ -135,12 +158,15 @@ def first_come_first_served(
     (default: the first site with a pool of enough free GPUs, the job's origin first),
     taking its GPUs from one ledger `free`. A job that fits nowhere waits, and so do the
     jobs behind it unless `backfill` (greedy backfilling without reservations: small jobs
-    can delay a large head job)."""
+    can delay a large head job). A job its virtual cluster's quota holds back waits without
+    holding back the others (each virtual cluster queues on its own)."""
     if not state.pending:
         return []
     free = FreeGpus(state)
     actions: list[Action] = []
     for job in state.pending:
+        if not free.vc_fits(job):
+            continue
         placed = place(free, job)
         if placed is not None:
             actions.append(placed)

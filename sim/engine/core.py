@@ -208,6 +208,7 @@ class Engine:
             self._check_gpu_count(a, j, a.gpus)
             self.runs.resize(j, a.gpus)  # tentatively: the pool must hold the new count
         try:
+            self._check_quota(a, j)
             pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
         except PolicyError:
             self.runs.resize(j, own_gpus)
@@ -216,6 +217,16 @@ class Engine:
             self.runs.retrain(j, *retrain)
         self.book.leave_queue(j)
         self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", self.checkpoints.start_s(j, dest))
+
+    def _check_quota(self, a: Start | Resume, j: int) -> None:
+        """PolicyError if `j`'s GPUs would take its virtual cluster over its quota."""
+        gpus = self.runs.gpus[j]
+        if gpus > self.book.vc_room(j):
+            vc = self.jobs.vc[j]
+            raise PolicyError(
+                f"{a}: virtual cluster {vc} holds {self.book.vc_running_gpus[vc]} of its "
+                f"{self.book.vc_quota[vc]} GPUs; job {self.jobs.job_id[j]} needs {gpus}"
+            )
 
     def _check_gpu_count(self, a: Start, j: int, gpus: int) -> None:
         """PolicyError unless target job `j` holds whole GPUs, has not run, and `gpus` is a
@@ -250,6 +261,7 @@ class Engine:
     def _resume(self, a: Resume) -> None:
         j = self._job(a, a.job, (SUSPENDED,))
         dest = self._allowed_site(a, j, a.site)
+        self._check_quota(a, j)
         pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
         self.book.unsuspend(j)
         self.dr.end_pause(j, self.env.now)

@@ -62,6 +62,9 @@ class JobBook(Component):
         "allowed",
         "start_s",
         "end_s",
+        "vc_quota",
+        "vc_running_gpus",
+        "_vc",
     )
 
     def __init__(self, core: Engine):
@@ -87,6 +90,12 @@ class JobBook(Component):
         """First start, s (NaN: never started)."""
         self.end_s = array("d", [math.nan]) * n
         """Completion, s (NaN: not completed)."""
+        config = core.scenario.virtual_clusters
+        self.vc_quota: dict[str, int] = {} if config is None else dict(config.quota_gpus)
+        """Virtual cluster -> the most GPUs its running jobs may hold (`[virtual_clusters]`)."""
+        self.vc_running_gpus: dict[str, int] = dict.fromkeys(self.vc_quota, 0)
+        """Virtual cluster with a quota -> GPUs its running jobs hold now."""
+        self._vc: list[str] = core.jobs.vc.tolist() if self.vc_quota else []
 
     def start(self) -> None:
         self._core.env.process(self._arrivals())
@@ -165,10 +174,23 @@ class JobBook(Component):
         self.running[j] = None
         if math.isnan(self.start_s[j]):
             self.start_s[j] = now_s
+        self._count_vc(j, +1)
 
     def stop_running(self, j: int) -> None:
         """`j` no longer computes (suspended, moving, completed): out of the running set."""
         del self.running[j]
+        self._count_vc(j, -1)
+
+    def vc_room(self, j: int) -> float:
+        """GPUs `j`'s virtual cluster may still start now (inf: no quota)."""
+        vc = self._vc[j] if self._vc else ""
+        if vc not in self.vc_quota:
+            return math.inf
+        return self.vc_quota[vc] - self.vc_running_gpus[vc]
+
+    def _count_vc(self, j: int, sign: int) -> None:
+        if self._vc and self._vc[j] in self.vc_quota:
+            self.vc_running_gpus[self._vc[j]] += sign * self._core.runs.gpus[j]
 
     def requeue(self, j: int) -> None:
         """`j` stopped running after a failure: pending again, at the back of the queue."""

@@ -283,6 +283,9 @@ class Queries(Component):
             point.efficiency, point.comm_time_frac, scaling.comm_power_frac(model, profile)
         )
 
+    def vc_room(self, j: int) -> float:
+        return self._core.book.vc_room(j)
+
     def job_gpus(self, j: int) -> int:
         return self._core.runs.gpus[j]
 

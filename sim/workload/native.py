@@ -554,6 +554,12 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
     else:
         mig_arr = np.full(n, OPTIONAL_DEFAULTS["mig_profile"], dtype=object)
 
+    # vc, user: any text (spaces around removed), empty = none
+    vc, user = (
+        _text(raw[name]).to_numpy(dtype=object) if name in raw.columns else np.full(n, "", object)
+        for name in ("vc", "user")
+    )
+
     _raise_first(checks, where)
 
     order = np.argsort(submit_s, kind="stable")
@@ -575,6 +581,8 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         gpu_milli=milli[order].astype(np.int64),
         parallelism=scheme_arr[order],
         mig_profile=mig_arr[order],
+        vc=vc[order],
+        user=user[order],
     )
 
 

@@ -44,6 +44,8 @@ COLUMNS: tuple[str, ...] = (
     "gpu_milli",
     "parallelism",
     "mig_profile",
+    "vc",
+    "user",
 )
 """Columns of the native job format, in the order `JobTable.to_frame` writes them."""
 
@@ -63,6 +65,8 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "gpu_milli": MILLI_PER_GPU,
     "parallelism": "data",
     "mig_profile": "",
+    "vc": "",
+    "user": "",
 }
 """Value of an optional column when it is absent or empty (None: no deadline / first site /
 any site / any GPU model; `gpu_milli` 1000: whole GPUs; `mig_profile` "": no MIG slice)."""
@@ -190,6 +194,8 @@ _DTYPES: dict[str, Any] = {
     "gpu_milli": np.int64,
     "parallelism": object,
     "mig_profile": object,
+    "vc": object,
+    "user": object,
 }
 
 
@@ -250,6 +256,11 @@ class JobTable:
     """str (object), the MIG profile (`sim.mig`, e.g. "3g.40gb") of the slice a one-GPU job
     of `gpu_milli` 1000 runs on, in a partitioned pool; "": whole GPUs (or a share of one).
     None: no job runs on a slice."""
+    vc: np.ndarray = cast(np.ndarray, None)
+    """str (object), the virtual cluster the job belongs to (a trace's team share of the
+    machines; the scenario's `[virtual_clusters]` may cap its GPUs); "": none."""
+    user: np.ndarray = cast(np.ndarray, None)
+    """str (object), who submitted the job (a trace's user); "": unknown."""
 
     def __post_init__(self) -> None:
         if self.allowed_sites is None:
@@ -265,8 +276,9 @@ class JobTable:
             object.__setattr__(self, "gpu_milli", np.full(len(self.job_id), MILLI_PER_GPU))
         if self.parallelism is None:
             object.__setattr__(self, "parallelism", np.full(len(self.job_id), "data", object))
-        if self.mig_profile is None:
-            object.__setattr__(self, "mig_profile", np.full(len(self.job_id), "", object))
+        for name in ("mig_profile", "vc", "user"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(len(self.job_id), "", object))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 
@@ -388,6 +400,8 @@ class JobTable:
                 "gpu_milli": self.gpu_milli,
                 "parallelism": self.parallelism,
                 "mig_profile": self.mig_profile,
+                "vc": self.vc,
+                "user": self.user,
             },
             columns=list(COLUMNS),
         )

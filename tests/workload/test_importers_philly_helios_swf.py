@@ -120,6 +120,7 @@ def test_philly_values_units_and_time_zone(tmp_path):
     assert frame["profile"].eq("mixed").all() and not frame["interruptible"].any()
     assert frame["deadline"].isna().all() and frame["origin_site"].eq("").all()
     assert (frame[["checkpoint_gb", "data_gb"]] == 0).all().all()
+    assert frame["vc"].eq("ee9e8c").all() and frame["user"].eq("ce2f4c").all()  # kept
     assert report.rows_read == 10 and report.imported == 2
     assert report.skipped == {
         "status Killed (keep_failed=false)": 1,
@@ -232,6 +233,7 @@ def test_helios_values_and_reasons(tmp_path):
     assert list(frame["gpus"]) == [8, 1]
     # duration missing: end - start = 2 h; otherwise the duration column
     assert frame["work_gpu_h"].tolist() == pytest.approx([16.0, 36848 / 3600])
+    assert list(frame["vc"]) == ["vcpDC", "vcJkd"] and list(frame["user"]) == ["uzqls", "uXBbc"]
     assert report.rows_read == 11 and report.skipped == {
         "state FAILED (keep_failed=false)": 1,
         "state CANCELLED (keep_failed=false)": 1,

@@ -7,9 +7,10 @@ One CSV per cluster (Earth, Saturn, Uranus, Venus; Hu et al., SC'21), with a hea
 
 (the public README's example omits `jobname`; columns are found by name, in any order).
 
-Columns read: `job_id`, `gpu_num` (GPUs the job requested), `state`, `submit_time`, and the
+Columns read: `job_id`, `gpu_num` (GPUs the job requested), `state`, `submit_time`, the
 runtime: `duration` (seconds, `end_time - start_time` as the trace documents it) or, where
-it is absent or empty, `end_time - start_time`. Other columns are not read.
+it is absent or empty, `end_time - start_time`, and where present `vc` and `user` (kept as
+the job columns of the same names). Other columns are not read.
 
 Conversions (all reported in the `ImportReport`):
 
@@ -127,6 +128,11 @@ def import_helios(
     ids = job_id[keep]
     if id_prefix:
         ids = (id_prefix + pd.Series(ids, dtype=object)).to_numpy(dtype=object)
+    team = {
+        k: data[k].fillna("").astype(str).str.strip().to_numpy(dtype=object)[keep]
+        for k in ("vc", "user")
+        if k in data.columns
+    }
     frame = native_frame_utc(
         ids,
         submit[keep],
@@ -135,6 +141,7 @@ def import_helios(
         profile=profile,
         origin_site=origin_site,
         report=report,
+        extra=team,
     )
     return frame, report
 
@@ -154,7 +161,8 @@ def _read(path: Path) -> pd.DataFrame:
             f"{path}:1: missing required column(s) {', '.join(map(repr, missing))} "
             f"(columns present: {', '.join(header)})"
         )
-    wanted = [*REQUIRED, *(c for c in ("duration", "start_time", "end_time") if c in header)]
+    optional = ("duration", "start_time", "end_time", "vc", "user")
+    wanted = [*REQUIRED, *(c for c in optional if c in header)]
     raw_names = dict(zip(header, raw_header, strict=True))
     try:
         table = pa_csv.read_csv(

@@ -150,6 +150,7 @@ def import_philly(
         n_failed = int((keep & np.isin(status, FAILED_STATUSES)).sum())
         report.notes.append(f"{n_failed} Killed/Failed job(s) kept with their measured runtime")
 
+    team = {k: np.array([str(j.get(k) or "") for j in jobs], dtype=object) for k in ("vc", "user")}
     frame = native_frame_utc(
         job_id=np.array([id_prefix + j for j in job_id[keep]], dtype=object),
         submit_utc=submit[keep],
@@ -158,6 +159,7 @@ def import_philly(
         profile=profile,
         origin_site=origin_site,
         report=report,
+        extra={k: v[keep] for k, v in team.items()},
     )
     return frame, report
 
