@@ -35,6 +35,7 @@ from sim.hardware import (
 from sim.hardware import speed as roofline_speed
 from sim.scaling import INTERCONNECTS
 from sim.serving.config import ServiceConfig, ServingConfig
+from sim.sharing import SLOWDOWN_FULL
 
 SCHEMA_VERSION: Final = 1
 
@@ -700,6 +701,15 @@ class ScalingConfig(ConfigModel):
         return v
 
 
+class SharingConfig(ConfigModel):
+    """GPU sharing of fractional jobs (job column `gpu_milli`, docs/gpu-sharing.md)."""
+
+    slowdown_full: float = Field(default=SLOWDOWN_FULL, ge=0, le=10)
+    """Slowdown of a job by neighbours that hold the rest of its GPU: it runs at
+    1 / (1 + slowdown_full) of its speed alone (Gandiva's measured 0.19 by default; 0: no
+    interference), less in proportion to the share they hold."""
+
+
 class VirtualClustersConfig(ConfigModel):
     """GPU quotas of virtual clusters: the running jobs of a virtual cluster (job column
     `vc`, kept by the Philly and Helios importers) hold at most its quota of GPUs at once,
@@ -868,6 +878,8 @@ class Scenario(ConfigModel):
     """Multi-GPU scaling of training jobs; None: linear in the GPU count."""
     rebound: ReboundConfig | None = None
     """Users who resubmit when their jobs are slowed; None: they do not."""
+    sharing: SharingConfig = SharingConfig()
+    """GPU sharing of fractional jobs: the interference of co-located jobs."""
     virtual_clusters: VirtualClustersConfig | None = None
     """GPU quotas of virtual clusters (job column `vc`); None: no quotas."""
 

@@ -54,9 +54,10 @@ def is_fractional(milli: int) -> bool:
     return milli < MILLI_PER_GPU
 
 
-def speed_factor(own_milli: int, others_milli: int) -> float:
+def speed_factor(own_milli: int, others_milli: int, slowdown_full: float = SLOWDOWN_FULL) -> float:
     """Speed of a job of `own_milli` on a GPU where co-located jobs hold `others_milli`,
-    relative to its speed alone there (1.0 alone; 1 / 1.19 with the rest of the GPU taken)."""
+    relative to its speed alone there (1.0 alone; 1 / (1 + `slowdown_full`) with the rest of
+    the GPU taken: 1 / 1.19 by default)."""
     if others_milli <= 0:
         return 1.0
     room = MILLI_PER_GPU - own_milli
@@ -65,7 +66,7 @@ def speed_factor(own_milli: int, others_milli: int) -> float:
             f"co-located jobs hold {others_milli} milli next to {own_milli}: "
             f"at most {room} fit on one GPU"
         )
-    return 1.0 / (1.0 + SLOWDOWN_FULL * others_milli / room)
+    return 1.0 / (1.0 + slowdown_full * others_milli / room)
 
 
 def gpu_power_w(idle_w: float, jobs: Iterable[tuple[int, float]]) -> float:

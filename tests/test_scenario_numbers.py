@@ -137,6 +137,9 @@ rate_per_gpu_h = 2e-5
 [virtual_clusters]
 quota_gpus = { vcA = 8 }
 
+[sharing]
+slowdown_full = 0.19
+
 [rebound]
 resubmit_elasticity = 0.5
 gpus_elasticity = 0.2

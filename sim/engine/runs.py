@@ -259,7 +259,8 @@ class Runs(Component):
         else:
             g = shared.fit(milli)
             others = 0 if g is None else shared.used_milli()[g]
-        return sharing.share(milli) * sharing.speed_factor(milli, others)
+        slowdown = self._core.scenario.sharing.slowdown_full
+        return sharing.share(milli) * sharing.speed_factor(milli, others, slowdown)
 
     def _slice_gpus(self, j: int, pool: Pool) -> float:
         """The GPUs' worth MIG job `j` computes with on a slice of `pool`'s model; PolicyError

@@ -366,3 +366,13 @@ def test_the_alibaba2023_importer_keeps_gpu_milli_with_fractional_share(tmp_path
     r = sim.simulate(make_scenario(tmp_path, duration_h=6, workload={"file": str(path)}))
     p0 = r.jobs.set_index("job_id").loc["p0"]
     assert p0["end_s"] - p0["start_s"] == pytest.approx(7200.0 / speed(A100, "mixed"))
+
+
+def test_the_interference_is_a_scenario_setting(tmp_path):
+    # Two 500-milli jobs share one GPU: each runs at 1 / (1 + slowdown_full) of its speed alone.
+    jobs = [job("a", 500, 1.0), job("b", 500, 1.0)]
+    alone_s = 1.0 * 3600 / 0.5
+    for slowdown in (0.0, 0.19, 0.5):
+        scenario = make_scenario(tmp_path, jobs, sharing={"slowdown_full": slowdown})
+        ends = sim.simulate(scenario, "run_now").jobs["end_s"]
+        assert ends.tolist() == pytest.approx([alone_s * (1 + slowdown)] * 2)
