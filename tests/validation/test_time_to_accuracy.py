@@ -5,7 +5,8 @@ For every workload Zeus measured, every GPU, batch size and power limit of its p
 the target on that GPU under that limit; the run it trains is the one its draw picks. The
 engine's time and energy to the target must be within 10% of the trace's for that run
 (target epochs x measured time per epoch, x measured power), with PUE 1 and no host power,
-so the job's energy is its GPU's.
+so the job's energy is its GPU's; where the trace's own readings are not monotone in the
+limit (run-to-run noise), within the error any monotone model is forced to make there.
 """
 
 from __future__ import annotations
@@ -25,11 +26,26 @@ from tests.conftest import make_scenario, site
 
 GPUS = {"p100": "P100", "v100": "V100", "rtx6000": "RTX6000", "a40": "A40"}
 TOLERANCE = 0.10
-# The one sweep whose readings are not monotone by more than twice the tolerance: RTX 6000,
-# ShuffleNet-v2 at batch 64 runs an epoch in 50.7 s at 100 W and 61.5 s at 125 W (21%
-# slower under a higher limit, faster than at every limit up to 175 W). The product's sweep
-# is monotone (a higher limit never slows a run), so it meets that reading half way.
-NON_MONOTONE = {("RTX6000", "shufflenetv2", 64): 0.102}
+
+
+def forced_error(values: np.ndarray, increasing: bool) -> float:
+    """The least largest relative error any monotone model of `values` (ordered by power
+    limit) must make: half the largest violation in log space (a reading above a later one
+    where the values should rise, or below one where they should fall)."""
+    z = np.log(values) if increasing else -np.log(values)
+    worst = max((z[i] - z[k] for i in range(len(z)) for k in range(i + 1, len(z))), default=0.0)
+    return float(np.expm1(max(worst, 0.0) / 2))
+
+
+def allowed_error(sweep: pd.DataFrame) -> float:
+    """10%, or where the trace's own readings are not monotone in the limit (run-to-run
+    noise: NCF, the smallest batch sizes), the error a monotone model is forced to make on
+    time x power."""
+    sweep = sweep.sort_values("power_limit")
+    time_err = forced_error(sweep["time_per_epoch"].to_numpy(float), increasing=False)
+    power_err = forced_error(sweep["average_power"].to_numpy(float), increasing=True)
+    rounding = 1e-6  # sim/data/zeus_training.toml keeps 4 decimals of s and W
+    return max(TOLERANCE, (1 + time_err) * (1 + power_err) - 1 + rounding)
 
 
 def zeus_points(data) -> pd.DataFrame:
@@ -142,20 +158,27 @@ def test_time_and_energy_to_accuracy_match_the_zeus_trace(tta_run, shared_data):
             & (train.run == run_no)
             & np.isclose(train.target_metric, row.target)
         ]
-        epochs = float(mine.target_epoch.iloc[0]) if len(mine) else float(wl.max_epochs)
+        reached = len(mine) and not np.isnan(mine.target_epoch.iloc[0])
+        # a run that never reached the target trains the workload's maximum epochs (Zeus)
+        epochs = float(mine.target_epoch.iloc[0]) if reached else float(wl.max_epochs)
         trace_s = epochs * row.time_per_epoch
         trace_kwh = trace_s * row.average_power / 3.6e6
         got = done.loc[row.job_id]
         sim_s = got.end_s - got.start_s
         key = (row.gpu, row.workload, int(row.batch_size))
         err = max(abs(sim_s / trace_s - 1), abs(got.energy_kwh / trace_kwh - 1))
+        assert np.isfinite(err), (key, row.power_limit)
         worst[key] = max(worst.get(key, 0.0), err)
+        assert bool(got.target_reached) == bool(reached), (key, row.power_limit)
         if got.target_reached:
             assert got.time_to_accuracy_h == pytest.approx(sim_s / 3600)
             assert got.energy_to_accuracy_kwh == pytest.approx(got.energy_kwh)
-    over = {k: e for k, e in worst.items() if e > NON_MONOTONE.get(k, TOLERANCE)}
+    sweeps = points.groupby(["gpu", "workload", "batch_size"])
+    allowed = {(g, w, int(b)): allowed_error(sweep) for (g, w, b), sweep in sweeps}
+    over = {k: (e, allowed[k]) for k, e in worst.items() if e > allowed[k]}
     assert not over, f"time or energy to accuracy off the Zeus trace by more than allowed: {over}"
-    assert all(worst[k] > TOLERANCE for k in NON_MONOTONE), "the exception is no longer needed"
+    beyond_10 = {k: e for k, e in worst.items() if e > TOLERANCE}
+    assert len(beyond_10) <= 2, f"more sweeps than expected beyond 10%: {beyond_10}"
 
 
 def test_each_job_trains_one_of_the_traces_runs_and_all_runs_are_drawn(tta_run):
