@@ -196,7 +196,7 @@ def run(
     built = _build_policy(scenario, file)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, built, progress=progress.update)
-    _print_summary(results.summary, scenario)
+    _print_summary(results.summary, scenario, bool(results.jobs["target_metric"].notna().any()))
     _print_sites(results.sites)
     if out is not None:
         results.save(out)
@@ -629,6 +629,7 @@ SUMMARY_GROUPS = (
         ),
     ),  # fmt: skip
     ("training to a target", ("targets_reached", "time_to_accuracy", "energy_to_accuracy")),
+    ("user rebound", ("rebound_",)),
     (
         "energy and carbon",
         (
@@ -670,9 +671,10 @@ def _summary_group(key: str) -> str:
     return "run"
 
 
-def _print_summary(summary: dict, scenario: Scenario) -> None:
-    """The summary's keys in groups (services only when the scenario has some), with a
-    note on signed quantities that read oddly."""
+def _print_summary(summary: dict, scenario: Scenario, targets: bool = False) -> None:
+    """The summary's keys in groups (services only when the scenario has some, training to
+    a target only when a job had a target, user rebound only with `[rebound]`), with a note
+    on signed quantities that read oddly."""
     table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -682,6 +684,10 @@ def _print_summary(summary: dict, scenario: Scenario) -> None:
         groups[_summary_group(key)].append(key)
     if not scenario.services:
         del groups["inference services"]
+    if not targets:
+        del groups["training to a target"]
+    if scenario.rebound is None:
+        del groups["user rebound"]
     for group, keys in groups.items():
         table.add_row(f"[bold]{group}[/bold]", "")
         for key in keys:

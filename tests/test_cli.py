@@ -260,11 +260,30 @@ def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(caps
     groups = ["jobs", "energy and carbon", "WAN", "demand response", "run"]
     at = [text.index(f"│ {g} ") for g in groups]
     assert at == sorted(at)
-    assert "inference services" not in text  # no services in the quickstart
+    # no services, no job trained to a target, no [rebound] in the quickstart
+    assert "inference services" not in text
+    assert "training to a target" not in text and "user rebound" not in text
+    hidden = ("requests_", "slo_", "ttft_", "tpot_", "tokens_", "rebound_")
+    hidden_keys = ("targets_reached", "time_to_accuracy_mean_h", "energy_to_accuracy_mean_kwh")
     for key in SUMMARY_KEYS:
-        if not key.startswith(("requests_", "slo_", "ttft_", "tpot_", "tokens_")) and (
-            "serving" not in key and "per_1k" not in key
+        if (
+            not key.startswith(hidden)
+            and key not in hidden_keys
+            and ("serving" not in key and "per_1k" not in key)
         ):
             assert text.count(f"  {key} ") == 1, key
     assert text.index("│   jobs_away_share") > text.index("│ WAN ")
     assert "dr_energy_shed_kwh < 0: the sites drew more energy" in text
+
+
+def test_the_printed_summary_shows_training_and_rebound_when_the_run_has_them(capsys):
+    scenario = REPO / "scenarios" / "energy_efficient_config.toml"
+    code, out = run_cli(["run", str(scenario), "--set", "rebound.resubmit_elasticity=0.5"], capsys)
+    assert code == 0, out.err
+    for text in (
+        "│ training to a target",
+        "  targets_reached ",
+        "│ user rebound",
+        "  rebound_jobs ",
+    ):
+        assert text in out.out, text
