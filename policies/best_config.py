@@ -39,7 +39,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from policies.kit import FreeGpus, OperatingPoints, WindowMean
-from sim.api import Action, JobView, Policy, Start, SystemState
+from sim.api import Action, JobView, Policy, PolicyError, Start, SystemState
 
 __all__ = ["BestConfig", "Candidate", "OracleConfig"]
 
@@ -137,12 +137,16 @@ class BestConfig(Policy):
     ) -> Start | None:
         """The `Start` of the best candidate for `job` on `sites`, its GPUs taken from
         `free`; None if no pool has enough free GPUs."""
-        counts = self._counts(job)
+        if job.mig_profile or job.gpu_milli < 1000:  # a slice or a share: placed as it asks
+            return free.place(job, sites)
+        counts = [n for n in self._counts(job) if free.vc_fits(job, n)]
+        if not counts:
+            return None  # its virtual cluster's quota has no room now
         pools = _pools(free, job, sites, min(counts))
-        best = self.choose(self.candidates(state, job, pools, free), job, state)
+        best = self.choose(self.candidates(state, job, pools, free, counts), job, state)
         if best is None:
             return None
-        free.take(best.site, best.gpu_model, best.gpus)
+        free.take_job(job, best.site, best.gpu_model, best.gpus)
         return Start(
             job,
             best.site,
@@ -166,10 +170,12 @@ class BestConfig(Policy):
         job: JobView,
         pools: Iterable[tuple[str, str]],
         free: FreeGpus | None = None,
+        counts: Sequence[int] | None = None,
     ) -> list[Candidate]:
         """Every (GPU count, batch size, cap) of `job` on each (site, GPU model) of `pools`,
-        priced; a count only where `free` has that many GPUs of the pool (None: the job's
-        own count, wherever `pools` says)."""
+        priced; a count of `counts` (None: `gpu_counts`, else the job's own) only where
+        `free` has that many GPUs of the pool (None: the job's own count, wherever `pools`
+        says)."""
         workload = job.profile.split("@")[0]
         options = state.training_options(job, truth=self.truth)
         now_s = state.now_s
@@ -178,13 +184,17 @@ class BestConfig(Policy):
             host_w = state.host_w_per_gpu(site)
             pue = state.pue(site)
             room = job.gpus if free is None else free.at(site).get(model, 0)
-            counts = [n for n in self._counts(job) if n <= room] if free else [job.gpus]
+            wanted = self._counts(job) if counts is None else counts
+            fitting = [n for n in wanted if n <= room] if free else [job.gpus]
             priced: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
-            for n in counts:
+            for n in fitting:
                 for b, work_gpu_h in options.items():
                     profile = f"{workload}@{b}"
                     caps, r, power = self._points.table(state, model, profile)
-                    par = state.parallel_scaling(site, model, profile, n)
+                    try:
+                        par = state.parallel_scaling(site, model, profile, n, job.parallelism)
+                    except PolicyError:  # a count its parallel scheme cannot use
+                        continue
                     speed = state.reference_speed(model, profile) * r * par.efficiency
                     draw_w = power * (1.0 - par.comm_time_frac * (1.0 - par.comm_power_frac))
                     time_s = work_gpu_h * 3600.0 / (n * speed)

@@ -71,7 +71,7 @@ class _Models:
         self._free = FreeGpus(state)
 
     def of(self, action: Placement) -> str:
-        taken = self._free.take(action.site, action.gpu_model, action.job.gpus)
+        taken = self._free.take_for(action.job, action.site, action.gpu_model)
         return taken or action.gpu_model or self._state.gpu_models(action.site)[0]
 
 

@@ -178,14 +178,14 @@ def take_first(
     """A `Start` of `job` now on the first of `options` with enough free GPUs, taking them.
     A job with a deadline takes only those that end `margin_s` before it while any do, else
     the one that ends first: a cleaner grid never costs a deadline that could be kept."""
-    fits = [o for o in options if free.at(o.site).get(o.gpu_model, 0) >= job.gpus]
+    fits = [o for o in options if free.can_take(job, o.site, o.gpu_model)]
     if job.deadline_s is not None:
         latest_end_s = job.deadline_s - margin_s
         fits = [o for o in fits if o.end_s <= latest_end_s] or sorted(fits, key=lambda o: o.end_s)
     if not fits:
         return None
     o = fits[0]
-    free.take(o.site, o.gpu_model, job.gpus)
+    free.take_job(job, o.site, o.gpu_model)
     return Start(job, o.site, gpu_model=o.gpu_model)
 
 
@@ -252,7 +252,7 @@ class SpaceTime(TimeShifter):
 
     def place(self, state: SystemState, free: FreeGpus, job: JobView) -> Start | None:
         plan = self._planned.get(job)
-        if plan is not None and free.take(plan.site, plan.gpu_model, job.gpus) is not None:
+        if plan is not None and free.take_job(job, plan.site, plan.gpu_model) is not None:
             return Start(job, plan.site, gpu_model=plan.gpu_model)
         return take_first(free, job, self._outlook.options(job), self.margin_s)
 
@@ -289,8 +289,7 @@ class MigrateWhenWorth(Adjuster):
         for job in state.running:
             if job.interruptible and not job.held and job not in planned:
                 best = self.best_move(state, outlook, free, job)
-                if best is not None:
-                    free.take(best.site, best.gpu_model, job.gpus)
+                if best is not None and free.take_for(job, best.site, best.gpu_model):
                     out.append(Migrate(job, best.site, best.gpu_model))
         return out
 

@@ -337,6 +337,12 @@ class JobView:
         return str(self._q.jobs.mig_profile[self.index])
 
     @property
+    def parallelism(self) -> str:
+        """How the job splits its work over several GPUs: "data", "tensor" or "pipeline"
+        (docs/scaling.md)."""
+        return str(self._q.jobs.parallelism[self.index])
+
+    @property
     def vc(self) -> str:
         """The job's virtual cluster (a trace's team share; "" for none)."""
         return str(self._q.jobs.vc[self.index])

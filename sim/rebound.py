@@ -85,6 +85,8 @@ def followups(
     largest = max(s.max_pool_gpus for s in scenario.sites)
     x = slowed[rows]
     gpus = np.minimum(largest, np.ceil(base.gpus * (1.0 + config.gpus_elasticity * x)))
+    one_gpu = (base.gpu_milli < 1000) | (base.mig_profile != "")
+    gpus = np.where(one_gpu, base.gpus, gpus)  # a share or a slice of one GPU stays one
     new_ids = np.array(
         [
             f"{root_of(str(i))}{GENERATION_MARK}{g + 1}"

@@ -210,7 +210,9 @@ class Site(ConfigModel):
 
     @property
     def max_pool_gpus(self) -> int:
-        return max(p.count for p in self.gpus)
+        """GPUs of the site's largest pool of whole GPUs (a MIG-partitioned pool holds only
+        jobs on its slices; 0 if every pool is partitioned)."""
+        return max((p.count for p in self.gpus if p.mig is None), default=0)
 
 
 class DurationDist(ConfigModel):
@@ -713,8 +715,9 @@ class SharingConfig(ConfigModel):
 class VirtualClustersConfig(ConfigModel):
     """GPU quotas of virtual clusters: the running jobs of a virtual cluster (job column
     `vc`, kept by the Philly and Helios importers) hold at most its quota of GPUs at once,
-    over all sites (a job counts its `gpus`; a fractional or MIG job its one GPU). The engine
-    refuses a start or resume beyond it; the policy kit's placement waits instead. Jobs of a
+    over all sites (a job counts its `gpus`; a fractional or MIG job its one GPU; a suspended
+    job, even while it writes its checkpoint, none). The engine refuses a start or resume
+    beyond it; the policy kit's placement waits instead. Jobs of a
     virtual cluster without a quota, or of none, are not limited."""
 
     quota_gpus: dict[str, Annotated[int, Field(ge=1, le=1 << 20)]]

@@ -105,3 +105,29 @@ def test_a_loop_that_does_not_settle_is_an_error_and_prediction_error_is_refused
         simulate(scenario(rebound={"resubmit_elasticity": 5.0, "max_iterations": 1}))
     with pytest.raises(ScenarioError, match="rebound and prediction_error cannot be combined"):
         scenario(rebound={"resubmit_elasticity": 1.0}, prediction_error={"sigma_frac": 0.1})
+
+
+def test_follow_ups_of_jobs_on_a_share_of_one_gpu_keep_their_one_gpu(tmp_path):
+    jobs = [
+        {"job_id": f"f{i}", "submit_time": 600 * i, "gpus": 1, "work_gpu_h": 1.0, "gpu_milli": 500}
+        for i in range(40)
+    ]
+    sites = [
+        {
+            "name": "a",
+            "lat": 50.1,
+            "lon": 8.7,
+            "carbon": {"constant_g_per_kwh": 300.0},
+            "gpus": [{"model": "A100-80GB", "count": 2}],
+        }
+    ]
+    sc = make_scenario(
+        tmp_path,
+        jobs,
+        sites=sites,
+        duration_h=72,
+        rebound={"resubmit_elasticity": 1.0, "gpus_elasticity": 1.0},
+    )
+    result = simulate(sc).jobs
+    follow = result[result["rebound_of"] != ""]
+    assert len(follow) > 0 and (follow["gpus"] == 1).all() and (follow["gpu_milli"] == 500).all()

@@ -19,8 +19,10 @@ class FreeGpus:
     the state when a site is first needed, then decremented by each planned start. A
     fractional job (`gpu_milli` < 1000) is placed as the engine places it: on the first
     shared GPU with room (`state.shared_gpus`), else on a free GPU that becomes shared. A job
-    on a MIG slice (`mig_profile`) is never placed: the state does not show free slices,
-    and a partitioned pool shows no free GPUs, so nothing here over-commits a slice."""
+    on a MIG slice (`mig_profile`) takes a free slice of its profile in a partitioned pool
+    (`state.free_mig_slices`). A job of a virtual cluster with a quota starts only while the
+    quota has room (`JobView.vc_room`, less what this decision's starts took). Place a job
+    with `place` or `take_job`, which do all of this; `take` counts whole GPUs only."""
 
     __slots__ = ("_free", "_shared", "_slices", "_vc_taken", "_order", "_state")
 
@@ -28,10 +30,11 @@ class FreeGpus:
         self._state = state
         self._free: dict[str, dict[str, int]] = {}
         self._shared: dict[str, dict[str, list[int]]] = {}
+        """Per site and model: the milli held on each shared GPU, after the planned starts."""
         self._slices: dict[str, dict[str, dict[str, int]]] = {}
+        """Per site and partitioned model: free MIG slices per profile, after the planned starts."""
         self._vc_taken: dict[str, int] = {}
         """GPUs this decision's starts took per virtual cluster with a quota."""
-        """Per site and model: the milli held on each shared GPU, after the planned starts."""
         self._order: dict[str, tuple[str, ...]] = {}
         """Per origin site: the sites in the order jobs from there try them."""
 
@@ -61,21 +64,22 @@ class FreeGpus:
             if site not in allowed:
                 continue
             for wanted in models:
-                model = self.take_for(job, site, wanted)
+                model = self.take_job(job, site, wanted)
                 if model is not None:
-                    self._vc_take(job)
                     return Start(job, site, gpu_model=model)
         return None
 
-    def vc_fits(self, job: JobView) -> bool:
-        """Whether `job`'s virtual cluster has room for its GPUs under its quota, after the
-        starts planned so far (True without a quota)."""
+    def vc_fits(self, job: JobView, gpus: int | None = None) -> bool:
+        """Whether `job`'s virtual cluster has room for its GPUs (or `gpus`) under its quota,
+        after the starts planned so far (True without a quota)."""
         room = job.vc_room
-        return room == math.inf or room - self._vc_taken.get(job.vc, 0) >= job.gpus
+        need = job.gpus if gpus is None else gpus
+        return room == math.inf or room - self._vc_taken.get(job.vc, 0) >= need
 
-    def _vc_take(self, job: JobView) -> None:
+    def _vc_take(self, job: JobView, gpus: int | None = None) -> None:
         if job.vc_room != math.inf:
-            self._vc_taken[job.vc] = self._vc_taken.get(job.vc, 0) + job.gpus
+            need = job.gpus if gpus is None else gpus
+            self._vc_taken[job.vc] = self._vc_taken.get(job.vc, 0) + need
 
     def book(self, action: Action) -> bool:
         """Book the GPUs `action` places a job on, or that new replicas of a service take
@@ -90,14 +94,40 @@ class FreeGpus:
             return self.take(site, svc.config.gpu, gpus) is not None
         if not isinstance(action, Start | Resume | Migrate):
             return True
-        starts = not isinstance(action, Migrate)  # a migrating job already counts in its quota
-        if starts and not self.vc_fits(action.job):
+        if isinstance(action, Migrate):  # a migrating job already counts in its quota
+            return self.take_for(action.job, action.site, action.gpu_model) is not None
+        return self.take_job(action.job, action.site, action.gpu_model) is not None
+
+    def can_take(self, job: JobView, site: str, model: str) -> bool:
+        """Whether `take_job(job, site, model)` would succeed now (taking nothing)."""
+        if not self.vc_fits(job):
             return False
-        if self.take_for(action.job, action.site, action.gpu_model) is None:
-            return False
-        if starts:
-            self._vc_take(action.job)
-        return True
+        if job.mig_profile:
+            slices = self._slices.get(site)
+            if slices is None:
+                slices = self._slices[site] = self._state.free_mig_slices(site)
+            return slices.get(model, {}).get(job.mig_profile, 0) >= 1
+        if job.gpu_milli >= _MILLI_PER_GPU:
+            return self.at(site).get(model, 0) >= job.gpus
+        shared = self._shared.get(site)
+        if shared is None:
+            shared = self._shared[site] = self._state.shared_gpus(site)
+        room = any(used + job.gpu_milli <= _MILLI_PER_GPU for used in shared.get(model, []))
+        return room or self.at(site).get(model, 0) >= 1
+
+    def take_job(
+        self, job: JobView, site: str, model: str | None, gpus: int | None = None
+    ) -> str | None:
+        """Take what starting `job` at `site` on `model` (None: the first pool where it
+        fits) needs, on `gpus` GPUs (None: its own): its virtual cluster's quota room and
+        its GPUs, shared room or MIG slice (`take_for`); returns the model, or None."""
+        n = job.gpus if gpus is None else gpus
+        if not self.vc_fits(job, n):
+            return None
+        taken = self.take_for(job, site, model) if n == job.gpus else self.take(site, model, n)
+        if taken is not None:
+            self._vc_take(job, n)
+        return taken
 
     def take_for(self, job: JobView, site: str, model: str | None) -> str | None:
         """Take what `job` needs at `site` of `model` (None: of the first pool where it

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim import hardware, plugins, sharing, training
+from sim import hardware, plugins, scaling, sharing, training
 from sim.api import (
     Defer,
     JobView,
@@ -52,7 +52,7 @@ from sim.engine.failures import Failures
 from sim.engine.fleet import Fleet
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.queries import Queries
-from sim.engine.runs import Runs
+from sim.engine.runs import Runs, node_of
 from sim.engine.services import Services
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal, Forecaster
@@ -210,6 +210,10 @@ class Engine:
         try:
             self._check_quota(a, j)
             pool = self._pool_under_cap(a, j, dest, a.gpu_model, a.gpu_cap_w)
+            if a.gpus is not None or retrain is not None:
+                self._check_scales(
+                    a, j, pool, self.runs.profile[j] if retrain is None else retrain[0]
+                )
         except PolicyError:
             self.runs.resize(j, own_gpus)
             raise
@@ -228,6 +232,20 @@ class Engine:
                 f"{self.book.vc_quota[vc]} GPUs; job {self.jobs.job_id[j]} needs {gpus}"
             )
 
+    def _check_scales(self, a: Start, j: int, pool: Pool, profile: str) -> None:
+        """PolicyError if the scaling model cannot run `j` as `profile` on its GPUs of `pool`
+        under its parallel scheme (`[scaling]`; checked at build for the jobs' own counts)."""
+        config = self.scenario.scaling
+        gpus = self.runs.gpus[j]
+        if config is None or gpus <= 1:
+            return
+        try:
+            scaling.scaling(
+                profile, pool.model, gpus, self.runs.parallelism[j], node_of(pool, config)
+            )
+        except ValueError as e:
+            raise PolicyError(f"{a}: {e}") from None
+
     def _check_gpu_count(self, a: Start, j: int, gpus: int) -> None:
         """PolicyError unless target job `j` holds whole GPUs, has not run, and `gpus` is a
         GPU count."""
@@ -239,7 +257,7 @@ class Engine:
             raise PolicyError(f"{a}: a job holding a share of one GPU keeps it")
         if self.runs.mig_profile[j]:
             raise PolicyError(f"{a}: a job on a MIG slice keeps it")
-        if not (isinstance(gpus, int) and 1 <= gpus <= MAX_JOB_GPUS):
+        if not (_whole(gpus) and 1 <= gpus <= MAX_JOB_GPUS):
             raise PolicyError(f"{a}: gpus must be an integer in 1..{MAX_JOB_GPUS:,}")
 
     def _batch_size(self, a: Start, j: int, batch_size: int) -> tuple[str, float]:
@@ -250,6 +268,8 @@ class Engine:
             raise PolicyError(f"{a}: batch_size needs a job with a target_metric")
         if self.runs.site_of[j] != -1:
             raise PolicyError(f"{a}: batch_size can only be chosen before the job first runs")
+        if not (_whole(batch_size) and batch_size > 0):
+            raise PolicyError(f"{a}: batch_size must be a positive integer")
         workload = training.split_batch_profile(self.runs.profile[j])[0]  # type: ignore[index]
         profile = training.batch_profile(workload, batch_size)
         try:  # a batch size with no run reaching the target, or never measured
@@ -438,3 +458,8 @@ class Engine:
         ]
         text = f" (milli held on shared GPUs: {'; '.join(held)})" if held else ""
         return text + (f" (free MIG slices: {'; '.join(slices)})" if slices else "")
+
+
+def _whole(n: object) -> bool:
+    """Whether `n` is an integer (Python's or numpy's), not a bool or a float."""
+    return isinstance(n, int | np.integer) and not isinstance(n, bool)

@@ -77,7 +77,8 @@ class Fleet(Component):
 
     @property
     def largest_pool(self) -> int:
-        return max(p.count for s in self.sites for p in s.pools)
+        """GPUs of the largest pool a whole-GPU job can use (partitioned pools excluded)."""
+        return max((p.count for s in self.sites for p in s.pools if p.mig is None), default=0)
 
     # --- timers ----------------------------------------------------------------------------
 

@@ -112,10 +112,14 @@ class JobBook(Component):
             if t > env.now:
                 yield env.timeout(t - env.now)
             core.events.append(t, "submit", j)
-            if gpus[j] > largest:
+            if slices[j]:  # a MIG job needs a slice of its profile, not whole GPUs
+                if not self._offers_slice(slices[j], models[j]):
+                    self.reject(j, f"needs a {slices[j]} MIG slice; no partitioned pool offers one")
+                    continue
+            elif gpus[j] > largest:
                 self.reject(j, f"needs {gpus[j]} GPUs; the largest pool has {largest}")
                 continue
-            if models[j]:
+            elif models[j]:
                 most = largest_of.get(models[j])
                 if most is None:
                     most = largest_of[models[j]] = self._largest_pool_of(models[j])
@@ -124,9 +128,6 @@ class JobBook(Component):
                         j, f"needs {gpus[j]} GPUs of {models[j]}; the largest pool has {most}"
                     )
                     continue
-            if slices[j] and not self._offers_slice(slices[j], models[j]):
-                self.reject(j, f"needs a {slices[j]} MIG slice; no partitioned pool offers one")
-                continue
             self._make_pending(j)
             core.request_decision()
 
@@ -141,10 +142,11 @@ class JobBook(Component):
         )
 
     def _largest_pool_of(self, models: str) -> int:
-        """GPUs of the largest pool of any site whose model an `allowed_gpu_models` entry names (0:
-        the scenario has none of them)."""
+        """GPUs of the largest pool of whole GPUs of any site whose model an
+        `allowed_gpu_models` entry names (0: the scenario has none of them)."""
         names = gpu_model_names(models)
-        pools = (p.count for s in self._core.fleet.sites for p in s.pools if p.model in names)
+        sites = self._core.fleet.sites
+        pools = (p.count for s in sites for p in s.pools if p.model in names and p.mig is None)
         return max(pools, default=0)
 
     def _make_pending(self, j: int) -> None:

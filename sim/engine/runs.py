@@ -123,9 +123,9 @@ class Runs(Component):
         self.mig_profile: list[str] = jobs.mig_profile.tolist()
         """The MIG profile of the slice a job runs on ("": whole GPUs or a share of one)."""
         self.profile: list[str] = jobs.profile.tolist()
+        """The job's profile; a target job's may change at its first start (`retrain`)."""
         self.parallelism: list[str] = jobs.parallelism.tolist()
         """The job's parallel scheme (`sim.scaling.SCHEMES`), used with `[scaling]`."""
-        """The job's profile; a target job's may change at its first start (`retrain`)."""
         self.work_gpu_h = _typed("d", jobs.work_gpu_h)
         """The job's total work, reference GPU-h (a target job's follows its batch size)."""
         self.remaining_gpu_s = _typed("d", jobs.work_gpu_h * 3600.0)
@@ -574,13 +574,25 @@ class Runs(Component):
         out.summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
 
     def _ideal_gpus(self, model: np.ndarray, profile: np.ndarray) -> np.ndarray:
-        """Per job, the GPUs' worth of its ideal run: its GPUs, a fractional job's share
-        (alone), a MIG job's slice speed on the model it last ran on."""
+        """Per job, the GPUs' worth of its ideal run: its GPUs (with `[scaling]`, times their
+        scaling efficiency on the pool it last ran on: communication is not a slowdown), a
+        fractional job's share (alone), a MIG job's slice speed on the model it last ran on."""
         gpus = np.array(self.gpu_share)
         sliced = np.flatnonzero(np.asarray(self.mig_profile, dtype=object) != "")
         for j in sliced.tolist():
             if model[j] is not None:
                 gpus[j] = _slice_speed_frac(model[j], self.mig_profile[j], profile[j])
+        config = self._core.scenario.scaling
+        if config is not None:
+            multi = np.flatnonzero((np.asarray(self.gpus) > 1) & (np.asarray(self.site_of) >= 0))
+            sites = self._core.fleet.sites
+            for j in multi.tolist():
+                pool = sites[self.site_of[j]].pool(model[j])
+                assert pool is not None
+                point = scaling.scaling(
+                    profile[j], model[j], self.gpus[j], self.parallelism[j], node_of(pool, config)
+                )
+                gpus[j] *= point.efficiency
         return gpus
 
 

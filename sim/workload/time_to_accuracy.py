@@ -76,7 +76,12 @@ def training_work(profile: str, target: float, u: float) -> tuple[float, bool]:
     wl = training.TRAINING_WORKLOADS[workload]
     wl.require_reached(batch, target)
     epochs, reached = wl.epochs_to_target(batch, target, u)
-    return epochs * hardware.reference_epoch_s(workload, batch) / 3600.0, reached
+    return work_of(workload, batch, epochs), reached
+
+
+def work_of(workload: str, batch_size: int, epochs: float) -> float:
+    """Reference GPU-hours of `epochs` of `workload` at `batch_size`."""
+    return epochs * hardware.reference_epoch_s(workload, batch_size) / 3600.0
 
 
 def training_options(profile: str, target: float, u: float | None) -> dict[int, float]:
@@ -96,7 +101,7 @@ def training_options(profile: str, target: float, u: float | None) -> dict[int, 
             epochs = float(np.mean([wl.max_epochs if math.isnan(e) else e for e in runs]))
         else:
             epochs = wl.epochs_to_target(b, target, u)[0]
-        out[b] = epochs * hardware.reference_epoch_s(workload, b) / 3600.0
+        out[b] = work_of(workload, b, epochs)
     return out
 
 

@@ -399,3 +399,19 @@ def test_estimates_of_a_pending_mig_job_use_its_slice(tmp_path):
     assert energy_kwh == pytest.approx(share * (active_w + HOST_W) * PUE * runtime_s / 3.6e6)
     expected_delta_w = share * (active_w - GPU_CATALOG[A100].idle_w)
     assert h.state.power_delta_w(h.job("m"), site="a") == pytest.approx(expected_delta_w)
+
+
+@pytest.mark.parametrize("policy", ["forecast_site", "space_time", "lowest_carbon_site"])
+def test_space_shifting_policies_put_mig_jobs_on_slices(tmp_path, policy):
+    jobs = [job(f"m{i}", "3g.40gb", 0.5) for i in range(3)]
+    scenario = make_scenario(tmp_path, jobs, sites=[partitioned(MIXED_LAYOUT)], duration_h=48)
+    result = sim.simulate(scenario, policy).jobs
+    assert (result["state"] == "completed").all() and (result["gpu_model"] == A100).all()
+
+
+def test_a_whole_gpu_job_larger_than_every_unpartitioned_pool_is_refused(tmp_path):
+    # 8 partitioned A100s hold only MIG jobs: the largest pool for whole GPUs is the 2 H100s
+    jobs = [{**job("big", "", 1.0), "gpus": 4}]
+    scenario = make_scenario(tmp_path, jobs, sites=[partitioned(SEVEN_1G, count=8)])
+    with pytest.raises(TraceError, match="gpus must be at most 2 .the largest GPU pool"):
+        sim.simulate(scenario, "run_now")

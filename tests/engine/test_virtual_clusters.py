@@ -63,3 +63,18 @@ def test_a_start_beyond_the_quota_is_refused_and_leaves_the_run_as_it_was(tmp_pa
         h.apply([Start(h.job("vcA1"), "a")])
     assert h.job("vcA1").state == "pending" and h.job("vcA1").vc_room == 1
     assert h.state.free_gpus("a") == {"A100-80GB": 6}
+
+
+@pytest.mark.parametrize(
+    "policy", ["run_now", "forecast_site", "lowest_carbon_site", "space_time", "best_config"]
+)
+def test_every_placing_policy_keeps_to_the_quota(tmp_path, policy):
+    work = [
+        {**j, "profile": "resnet50", "target_metric": 0.65, "work_gpu_h": ""}
+        if policy == "best_config"
+        else j
+        for j in jobs("vcA", 4)
+    ]
+    result = simulate(scenario(tmp_path, work, quota={"vcA": 1}), policy).jobs
+    assert most_held(result[result["state"] == "completed"], "vcA") <= 1
+    assert (result["state"] != "rejected").all()
