@@ -10,7 +10,7 @@ from sim import rebound
 from sim.errors import ScenarioError
 from sim.run import simulate
 from sim.streams import id_draws
-from tests.conftest import make_scenario
+from tests.conftest import make_scenario, site
 
 WORKLOAD = {
     "synthetic": {"arrival_rate_per_h": 3.0, "duration": {"dist": "exponential", "mean_h": 2.0}}
@@ -84,15 +84,7 @@ def test_rebound_is_reproducible_by_seed():
 
 
 def test_rebound_adds_work_and_takes_back_energy_savings():
-    sites = [
-        {
-            "name": "a",
-            "lat": 50.1,
-            "lon": 8.7,
-            "carbon": {"constant_g_per_kwh": 300.0},
-            "gpus": [{"model": "A100-80GB", "count": 64}],
-        }
-    ]
+    sites = [site(gpus=[{"model": "A100-80GB", "count": 64}])]
     capped = {"name": "static_cap", "params": {"watts": 200}}
     quiet = simulate(scenario(sites=sites, policy=capped))
     loud = simulate(scenario(sites=sites, policy=capped, rebound={"resubmit_elasticity": 1.0}))
@@ -112,15 +104,7 @@ def test_follow_ups_of_jobs_on_a_share_of_one_gpu_keep_their_one_gpu(tmp_path):
         {"job_id": f"f{i}", "submit_time": 600 * i, "gpus": 1, "work_gpu_h": 1.0, "gpu_milli": 500}
         for i in range(40)
     ]
-    sites = [
-        {
-            "name": "a",
-            "lat": 50.1,
-            "lon": 8.7,
-            "carbon": {"constant_g_per_kwh": 300.0},
-            "gpus": [{"model": "A100-80GB", "count": 2}],
-        }
-    ]
+    sites = [site(gpus=[{"model": "A100-80GB", "count": 2}])]
     sc = make_scenario(
         tmp_path,
         jobs,
