@@ -186,7 +186,7 @@ class Amendment:
             elif site not in self.limits:
                 waiting.append((slack_s(self.state, job, site, model, cap), job, site, model, cap))
         for _, job, site, model, cap in sorted(waiting, key=lambda w: w[0]):
-            if self.free.take(site, model, job.gpus) is not None:
+            if self.free.take_for(job, site, model) is not None:
                 out.append(Resume(job, site, cap, model))
                 del mem.paused[job]
         return out
@@ -199,7 +199,7 @@ class Amendment:
         limits, free, keep = self.limits, self.free, self.keep
         for i, a in enumerate(self.plan):
             if isinstance(a, Start | Resume):
-                model = free.take(a.site, a.gpu_model, a.job.gpus)
+                model = free.take_for(a.job, a.site, a.gpu_model)  # GPUs, a share or a slice
                 if model is None:  # the room went to a job this policy resumed
                     keep[i] = False
                 elif a.site in limits:
@@ -209,16 +209,18 @@ class Amendment:
                     keep[i] = False
                     continue
                 src, src_model = a.job.site, a.job.gpu_model
-                if free.take(a.site, a.gpu_model, a.job.gpus) is None:
+                if free.take_for(a.job, a.site, a.gpu_model) is None:
                     keep[i] = False
                     continue
                 if src is not None and src_model is not None:
-                    free.release(src, src_model, a.job.gpus, by_plan=True)
+                    if _whole_gpus(a.job):  # a share or a slice frees no whole GPU
+                        free.release(src, src_model, a.job.gpus, by_plan=True)
                     if src in limits:
                         self.leaving[src].append(a.job)
             elif isinstance(a, Suspend):
                 if a.job.site is not None and a.job.gpu_model is not None:
-                    free.release(a.job.site, a.job.gpu_model, a.job.gpus, by_plan=True)
+                    if _whole_gpus(a.job):
+                        free.release(a.job.site, a.job.gpu_model, a.job.gpus, by_plan=True)
                     if a.job.site in limits:
                         self.leaving[a.job.site].append(a.job)
             elif isinstance(a, SetCap):
@@ -235,7 +237,11 @@ class Amendment:
             for other in a.job.allowed_sites:
                 if other in self.limits or other == a.site:
                     continue
-                model = self.free.take(other, None, a.job.gpus, a.gpu_cap_w, own=True)
+                job = a.job
+                if not _whole_gpus(job):  # a slice or a share: placed as it asks
+                    model = self.free.take_for(job, other, None)
+                else:
+                    model = self.free.take(other, None, job.gpus, a.gpu_cap_w, own=True)
                 if model is not None:
                     self.tail.append(Start(a.job, other, a.gpu_cap_w, model))
                     break
@@ -418,3 +424,8 @@ class SitePlanner:
                 used_w += need
                 am.tail.append(Resume(job, site, cap, model))
                 del mem.paused[job]
+
+
+def _whole_gpus(job: JobView) -> bool:
+    """Whether `job` holds whole GPUs (not a share of one, `gpu_milli`, nor a MIG slice)."""
+    return not job.mig_profile and job.gpu_milli >= 1000

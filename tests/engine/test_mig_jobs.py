@@ -415,3 +415,16 @@ def test_a_whole_gpu_job_larger_than_every_unpartitioned_pool_is_refused(tmp_pat
     scenario = make_scenario(tmp_path, jobs, sites=[partitioned(SEVEN_1G, count=8)])
     with pytest.raises(TraceError, match="gpus must be at most 2 .the largest GPU pool"):
         sim.simulate(scenario, "run_now")
+
+
+@pytest.mark.parametrize("policy", ["dr_uniform_cap", "dr_pause"])
+def test_demand_response_strategies_run_mig_and_shared_jobs(tmp_path, policy):
+    jobs = [job(f"m{i}", "3g.40gb", 0.5) for i in range(3)]
+    jobs += [{**job(f"s{i}", "", 0.5), "gpu_milli": 500} for i in range(3)]
+    event = {"site": "a", "start": "2020-06-01T00:30:00Z", "duration_h": 1, "reduction_pct": 20}
+    scenario = make_scenario(
+        tmp_path, jobs, sites=[partitioned(MIXED_LAYOUT)], duration_h=48, demand_response=[event]
+    )
+    result = sim.simulate(scenario, policy).jobs.set_index("job_id")
+    assert (result["state"] == "completed").all()
+    assert (result.loc[[f"m{i}" for i in range(3)], "gpu_model"] == A100).all()
