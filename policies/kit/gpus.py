@@ -50,7 +50,8 @@ class FreeGpus:
         order) that the job may use and that has a pool of enough free GPUs of a model it may
         run on (of a constrained job: its models in the order it lists them), taking them;
         None if none fits (or its virtual cluster's quota has no room for it)."""
-        if not self.vc_fits(job):
+        room = self._quota_room(job)
+        if room < job.gpus:
             return None
         if sites is None:
             origin = job.origin_site
@@ -64,22 +65,27 @@ class FreeGpus:
             if site not in allowed:
                 continue
             for wanted in models:
-                model = self.take_job(job, site, wanted)
+                model = self.take_for(job, site, wanted)
                 if model is not None:
+                    self._count_quota(job, room, job.gpus)
                     return Start(job, site, gpu_model=model)
         return None
 
     def vc_fits(self, job: JobView, gpus: int | None = None) -> bool:
         """Whether `job`'s virtual cluster has room for its GPUs (or `gpus`) under its quota,
         after the starts planned so far (True without a quota)."""
-        room = job.vc_room
-        need = job.gpus if gpus is None else gpus
-        return room == math.inf or room - self._vc_taken.get(job.vc, 0) >= need
+        return self._quota_room(job) >= (job.gpus if gpus is None else gpus)
 
-    def _vc_take(self, job: JobView, gpus: int | None = None) -> None:
-        if job.vc_room != math.inf:
-            need = job.gpus if gpus is None else gpus
-            self._vc_taken[job.vc] = self._vc_taken.get(job.vc, 0) + need
+    def _quota_room(self, job: JobView) -> float:
+        """GPUs `job`'s virtual cluster may still start after this decision's planned
+        starts (inf without a quota)."""
+        room = job.vc_room
+        return room if room == math.inf else room - self._vc_taken.get(job.vc, 0)
+
+    def _count_quota(self, job: JobView, room: float, gpus: int) -> None:
+        """A planned start of `gpus` GPUs of `job`, whose quota room was `room`."""
+        if room != math.inf:
+            self._vc_taken[job.vc] = self._vc_taken.get(job.vc, 0) + gpus
 
     def book(self, action: Action) -> bool:
         """Book the GPUs `action` places a job on, or that new replicas of a service take
@@ -121,12 +127,14 @@ class FreeGpus:
         """Take what starting `job` at `site` on `model` (None: the first pool where it
         fits) needs, on `gpus` GPUs (None: its own): its virtual cluster's quota room and
         its GPUs, shared room or MIG slice (`take_for`); returns the model, or None."""
-        n = job.gpus if gpus is None else gpus
-        if not self.vc_fits(job, n):
+        own = job.gpus
+        n = own if gpus is None else gpus
+        room = self._quota_room(job)
+        if room < n:
             return None
-        taken = self.take_for(job, site, model) if n == job.gpus else self.take(site, model, n)
+        taken = self.take_for(job, site, model) if n == own else self.take(site, model, n)
         if taken is not None:
-            self._vc_take(job, n)
+            self._count_quota(job, room, n)
         return taken
 
     def take_for(self, job: JobView, site: str, model: str | None) -> str | None:

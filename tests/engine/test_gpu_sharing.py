@@ -13,13 +13,13 @@ import pytest
 import sim
 from policies.kit import FreeGpus, first_come_first_served
 from sim.api import Resume, Start, Suspend, SystemState
-from sim.engine.runs import Runs
 from sim.errors import PolicyError, TraceError
 from sim.hardware import GPU_CATALOG, estimate, speed
 from sim.sharing import gpu_power_w, speed_factor
 from sim.testing import PolicyHarness
 from sim.workload.native import load_job_file
 from tests.conftest import make_scenario, site, write_jobs
+from tests.engine.recording import run_recording_work
 
 A100 = "A100-80GB"
 IDLE_W = GPU_CATALOG[A100].idle_w
@@ -127,22 +127,6 @@ def random_jobs(rng: np.random.Generator, n: int) -> list[dict]:
         }
         for i, m in enumerate(milli)
     ]
-
-
-def run_recording_work(scenario, policy, monkeypatch) -> tuple[sim.Results, dict[str, float]]:
-    """Run, recording per job the integral of its progress rate over its segments."""
-    done: dict[int, float] = {}
-    close = Runs.close_segment
-
-    def recording(self: Runs, j: int, now: float) -> None:
-        run = self.live[j]
-        done[j] = done.get(j, 0.0) + run.rate * max(0.0, now - run.seg_start_s)
-        close(self, j, now)
-
-    monkeypatch.setattr(Runs, "close_segment", recording)
-    r = sim.simulate(scenario, policy)
-    ids = r.jobs["job_id"].tolist()  # in engine order
-    return r, {ids[j]: s for j, s in done.items()}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

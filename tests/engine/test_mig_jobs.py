@@ -16,12 +16,12 @@ from policies.kit import first_come_first_served
 from sim import mig
 from sim.api import SetCap, Start, Suspend, SystemState
 from sim.cluster import MigSlices
-from sim.engine.runs import Runs
 from sim.errors import PolicyError, ScenarioError, TraceError
 from sim.hardware import GPU_CATALOG, estimate, speed
 from sim.testing import PolicyHarness
 from sim.workload.native import load_job_file
 from tests.conftest import make_scenario, site, write_jobs
+from tests.engine.recording import run_recording_work
 
 A100, H100 = "A100-80GB", "H100-SXM"
 HOST_W = 40.0  # tests.conftest's base site
@@ -260,23 +260,14 @@ def test_work_is_conserved_and_jobs_and_idle_energy_add_up_to_the_sites(
         sites=[partitioned(MIXED_LAYOUT, count=2, **more)],
         duration_h=96,
     )
-    done: dict[int, float] = {}
-    close = Runs.close_segment
-
-    def recording(self: Runs, j: int, now: float) -> None:
-        run = self.live[j]
-        done[j] = done.get(j, 0.0) + run.rate * max(0.0, now - run.seg_start_s)
-        close(self, j, now)
-
-    monkeypatch.setattr(Runs, "close_segment", recording)
-    r = sim.simulate(scenario, StartOnSlices(MIXED_LAYOUT, 2))
+    r, done = run_recording_work(scenario, StartOnSlices(MIXED_LAYOUT, 2), monkeypatch)
     jobs = r.jobs
     assert (jobs["state"] == "completed").all()
     sliced = jobs["mig_profile"] != ""
     assert sliced.sum() > 10 and (jobs.loc[sliced, "gpu_model"] == A100).all()
     assert (jobs.loc[~sliced, "gpu_model"] == H100).all()
-    for j, row in enumerate(jobs.itertuples()):  # every job did exactly its work
-        assert done[j] == pytest.approx(row.work_gpu_h * 3600.0, rel=1e-9)
+    for row in jobs.itertuples():  # every job did exactly its work
+        assert done[row.job_id] == pytest.approx(row.work_gpu_h * 3600.0, rel=1e-9)
     assert r.power["busy_gpus"].max() <= 4
     s = r.summary
     assert s["energy_jobs_kwh"] + s["energy_idle_kwh"] == pytest.approx(
