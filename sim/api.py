@@ -32,7 +32,7 @@ from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
     from sim.cluster import Site
-    from sim.serving.config import ServiceConfig
+    from sim.serving.config import Directive, ServiceConfig, Variant
     from sim.serving.service_sim import LiveStats
     from sim.workload import JobTable
 
@@ -50,11 +50,13 @@ __all__ = [
     "PolicyError",
     "PolicyHooks",
     "Reject",
+    "ReplicaPoint",
     "Resume",
     "Route",
     "Scale",
     "ServiceView",
     "SetCap",
+    "SetDirective",
     "Start",
     "StateQueries",
     "Suspend",
@@ -134,14 +136,26 @@ class SetCap:
 
 @dataclass(frozen=True, slots=True)
 class Scale:
-    """Run `replicas` replicas of `service` at `site` (one of its sites). New replicas take
-    free GPUs of the service's GPU model there and serve after a cold start (the weights
-    read at the site's `checkpoint_read_gbps`, after booting powered-off nodes); replicas
-    taken away stop admitting requests and free their GPUs when their last one finishes."""
+    """Run `replicas` replicas of `service`'s `variant` (None: its own model) at `site` (one
+    of its sites). New replicas take free GPUs of the variant's GPU model there and serve
+    after a cold start (the weights read at the site's `checkpoint_read_gbps`, after booting
+    powered-off nodes); replicas taken away stop admitting requests and free their GPUs when
+    their last one finishes. Switching variants is scaling one up and another down."""
 
     service: ServiceView
     site: str
     replicas: int
+    variant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetDirective:
+    """From now, `service`'s requests are answered at directive `level` (one of its
+    `directives`): their output tokens scaled by its factor, their quality lowered by its
+    penalty (docs/inference-levers.md)."""
+
+    service: ServiceView
+    level: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +177,7 @@ class Reject:
     reason: str
 
 
-Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject | Scale | Route
+Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject | Scale | Route | SetDirective
 
 
 class Policy:
@@ -283,9 +297,19 @@ class StateQueries(Protocol):
 
     def service_config(self, name: str) -> ServiceConfig: ...
     def service_stats(self, name: str) -> LiveStats: ...
-    def service_replicas(self, name: str, site: str) -> tuple[int, int]: ...
+    def service_replicas(self, name: str, site: str, variant: str | None) -> tuple[int, int]: ...
     def service_cap_w(self, name: str) -> float | None: ...
-    def service_capacity_rps(self, name: str, site: str) -> float: ...
+    def service_capacity_rps(self, name: str, site: str, variant: str | None) -> float: ...
+    def service_variants(self, name: str) -> tuple[Variant, ...]: ...
+    def service_deployments(self, name: str) -> tuple[tuple[str, str], ...]: ...
+    def service_directive(self, name: str) -> str: ...
+    def service_directives(self, name: str) -> tuple[Directive, ...]: ...
+    def service_mean_output_tokens(self, name: str) -> float: ...
+    def service_replica_point(
+        self, name: str, site: str, variant: str | None, directive: str | None
+    ) -> ReplicaPoint: ...
+    def service_rtt_s(self, name: str, site: str) -> float: ...
+    def price_per_gpu_h(self, gpu_model: str) -> float: ...
     def service_rate_forecast(
         self, name: str, horizon_s: float
     ) -> tuple[np.ndarray, np.ndarray]: ...
@@ -514,29 +538,91 @@ class ServiceView:
         last completed step (`sim.serving.service_sim.LiveStats`)."""
         return self._q.service_stats(self.name)
 
-    def replicas(self, site: str) -> int:
-        """Replicas serving at `site` now (after their cold start)."""
-        return self._q.service_replicas(self.name, site)[0]
+    @property
+    def variants(self) -> tuple[Variant, ...]:
+        """Its variants (`sim.serving.config.Variant`: name, model, gpu, gpus_per_replica,
+        max_batch, mig_profile, quality), its own model first."""
+        return self._q.service_variants(self.name)
 
-    def starting(self, site: str) -> int:
-        """Replicas at `site` in their cold start."""
-        return self._q.service_replicas(self.name, site)[1]
+    @property
+    def deployments(self) -> tuple[tuple[str, str], ...]:
+        """(site, variant name) pairs it can run: a variant at a site with its GPUs."""
+        return self._q.service_deployments(self.name)
+
+    @property
+    def directive(self) -> str:
+        """The directive level in force."""
+        return self._q.service_directive(self.name)
+
+    @property
+    def directives(self) -> tuple[Directive, ...]:
+        """Its directive levels (name, output_factor, quality_penalty), the first the start's."""
+        return self._q.service_directives(self.name)
+
+    @property
+    def mean_output_tokens(self) -> float:
+        """Mean output tokens per request under the directive in force."""
+        return self._q.service_mean_output_tokens(self.name)
+
+    def replicas(self, site: str, variant: str | None = None) -> int:
+        """Replicas of `variant` (None: its own model) serving at `site` now (after their
+        cold start)."""
+        return self._q.service_replicas(self.name, site, variant)[0]
+
+    def starting(self, site: str, variant: str | None = None) -> int:
+        """Replicas of `variant` at `site` in their cold start."""
+        return self._q.service_replicas(self.name, site, variant)[1]
 
     @property
     def cap_w(self) -> float | None:
         """The service's own GPU cap, W (None: its sites' caps, or uncapped)."""
         return self._q.service_cap_w(self.name)
 
-    def capacity_rps(self, site: str) -> float:
-        """Requests per second one replica at `site` serves with its batch full, at the
-        service's mean token counts and its cap there."""
-        return self._q.service_capacity_rps(self.name, site)
+    def replica_point(
+        self, site: str, variant: str | None = None, directive: str | None = None
+    ) -> ReplicaPoint:
+        """What one replica of `variant` (None: its own model) at `site` would do with its
+        batch full under `directive` (None: the one in force) and the cap there: requests/s,
+        power, price, quality (`ReplicaPoint`)."""
+        return self._q.service_replica_point(self.name, site, variant, directive)
+
+    def rtt_s(self, site: str) -> float:
+        """Round-trip propagation from the requests' origin to `site`, s (0 at the origin):
+        what a request served there adds to its time to first token."""
+        return self._q.service_rtt_s(self.name, site)
+
+    def capacity_rps(self, site: str, variant: str | None = None) -> float:
+        """Requests per second one replica of `variant` (None: its own model) at `site`
+        serves with its batch full, at the service's mean token counts under its directive
+        and its cap there."""
+        return self._q.service_capacity_rps(self.name, site, variant)
 
     def rate_forecast(self, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         """The service's arrival rate from now over `horizon_s`, as a step function (start
         times s, requests/s per step): the request source's own rate, so a perfect
         forecast."""
         return self._q.service_rate_forecast(self.name, horizon_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPoint:
+    """One replica of a service's variant at a site with its batch full
+    (`ServiceView.replica_point`)."""
+
+    capacity_rps: float
+    """Requests per second it serves."""
+    busy_w: float
+    """GPU power of the replica, W (all its GPUs; host and PUE not included)."""
+    idle_w: float
+    """GPU power of the replica with nothing in flight, W."""
+    gpus: int
+    """GPUs it holds."""
+    price_per_h: float
+    """Price of its GPUs per hour, the scenario's currency (NaN: no price for the GPU)."""
+    quality: float | None
+    """Its variant's quality minus the directive's penalty (None: the variant has no score)."""
+    mean_output_tokens: float
+    """Mean output tokens per request under the directive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -646,6 +732,10 @@ class SystemState:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the
         site's `power_off.wake_s`."""
         return {p.model: (p.nodes - p.nodes_on) * p.gpus_per_node for p in self._q.site(site).pools}
+
+    def price_per_gpu_h(self, gpu_model: str) -> float:
+        """The scenario's price of one GPU-hour of `gpu_model`, its currency (NaN: none)."""
+        return self._q.price_per_gpu_h(gpu_model)
 
     def carbon_intensity(self, site: str) -> float:
         """Carbon intensity of `site`'s grid now, g/kWh."""

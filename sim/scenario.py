@@ -33,6 +33,7 @@ from sim.hardware import (
     register_gpu,
 )
 from sim.hardware import speed as roofline_speed
+from sim.pricing import DEFAULT_CURRENCY, PriceConfig, currencies
 from sim.scaling import INTERCONNECTS
 from sim.serving.config import ServiceConfig, ServingConfig
 from sim.sharing import SLOWDOWN_FULL
@@ -885,6 +886,18 @@ class Scenario(ConfigModel):
     """GPU sharing of fractional jobs: the interference of co-located jobs."""
     virtual_clusters: VirtualClustersConfig | None = None
     """GPU quotas of virtual clusters (job column `vc`); None: no quotas."""
+    currency: str = DEFAULT_CURRENCY
+    """The currency of every price and cost of the run (docs/prices.md): prices from the
+    default table are converted at its fixed exchange rate, recorded in meta.json."""
+    prices: PriceConfig = PriceConfig()
+    """GPU-hour prices: the kind charged (on-demand, reserved, spot) and overrides."""
+
+    @field_validator("currency")
+    @classmethod
+    def _known_currency(cls, v: str) -> str:
+        if v not in currencies():
+            raise ValueError(f"unknown currency {v!r}; known: {list(currencies())}")
+        return v
 
     @field_validator("start")
     @classmethod
@@ -970,10 +983,19 @@ class Scenario(ConfigModel):
                     raise ValueError(f"{key}.sites: unknown site {site!r} (sites: {names})")
                 if (site, svc.gpu) not in pools:
                     raise ValueError(f"{key}.gpu: site {site} has no {svc.gpu!r} GPUs")
-            try:
-                performance(svc.model, svc.gpu, svc.gpus_per_replica, svc.max_batch)
-            except ValueError as e:
-                raise ValueError(f"{key}: {e}") from None
+            for k, variant in enumerate(svc.variant_specs()):
+                where = key if k == 0 else f"{key}.variants[{k - 1}]"
+                if not any((site, variant.gpu) in pools for site in svc.sites):
+                    raise ValueError(
+                        f"{where}.gpu: none of the service's sites {svc.sites} has "
+                        f"{variant.gpu!r} GPUs"
+                    )
+                try:
+                    performance(
+                        variant.model, variant.gpu, variant.gpus_per_replica, variant.max_batch
+                    )
+                except ValueError as e:
+                    raise ValueError(f"{where}: {e}") from None
             for site, k in svc.initial_replicas().items():
                 taken[site, svc.gpu] = taken.get((site, svc.gpu), 0) + k * svc.gpus_per_replica
                 if taken[site, svc.gpu] > pools[site, svc.gpu]:

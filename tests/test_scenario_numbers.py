@@ -127,6 +127,17 @@ timeout_s = 60
 replicas = { a = 1 }
 slo = { ttft_ms = 500, tpot_ms = 100, percentile = 99 }
 requests = { rate_per_s = 1.0, daily_amplitude = 0.3, weekly_amplitude = 0.1 }
+quality = 48.3
+quality_floor = 40
+budget_per_h = 10
+variants = [
+  { name = "small", model = "Llama-3.1-8B-Instruct", gpus_per_replica = 1, max_batch = 32,
+    quality = 45 },
+]
+directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
+
+[prices]
+per_gpu_h = { "A100-80GB" = 3.0 }
 
 [serving]
 step_s = 60

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.kit.gpus import first_come_first_served
-from sim.api import Action, JobView, Policy, Route, Scale, SetCap, SystemState
+from sim.api import Action, JobView, Policy, Route, Scale, SetCap, SetDirective, SystemState
 
 __all__ = ["Adjuster", "job_of"]
 
@@ -35,9 +35,9 @@ class Adjuster(Policy):
 
 def job_of(action: Action) -> JobView | None:
     """The job an action concerns (None for a site's or a service's SetCap, and for the
-    service actions `Scale` and `Route`)."""
+    service actions `Scale`, `Route` and `SetDirective`)."""
     if isinstance(action, SetCap):
         return action.target if isinstance(action.target, JobView) else None
-    if isinstance(action, Scale | Route):
+    if isinstance(action, Scale | Route | SetDirective):
         return None
     return action.job

@@ -40,6 +40,7 @@ from sim.api import (
     Scale,
     ServiceView,
     SetCap,
+    SetDirective,
     Start,
     Suspend,
     SystemState,
@@ -57,6 +58,7 @@ from sim.engine.services import Services
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal, Forecaster
 from sim.network import Wan
+from sim.pricing import PriceBook
 from sim.records import EventLog
 from sim.results import ResultParts
 from sim.scenario import Scenario
@@ -116,6 +118,10 @@ class Engine:
         )
         """The components that take a share of each closed run segment, in order."""
         self.state_view = SystemState(self.queries)
+        self.prices = PriceBook(scenario.currency, scenario.prices)
+        self._price: dict[str, float] = {}
+        self._missing_prices: set[str] = set()
+        """GPU models charged for but without a price."""
         self._decision_scheduled = False
         self._carry_out: dict[type, Callable[[Any], None]] = {
             Start: self._start,
@@ -126,6 +132,7 @@ class Engine:
             SetCap: self._set_cap,
             Scale: self._scale,
             Route: self._route,
+            SetDirective: self._set_directive,
             Reject: self._reject,
         }
         """How each action type is checked and carried out, in the order of `apply`'s
@@ -154,9 +161,25 @@ class Engine:
             self.env.process(self._ticks(self.hooks.tick_s))
 
     def write_results(self, out: ResultParts) -> None:
-        """Every component writes its results into `out`, in order."""
+        """Every component writes its results into `out`, in order; then the prices."""
         for component in self.components:
             component.write_results(out)
+        if math.isnan(out.summary["cost_compute"]):
+            out.summary["cost_compute"] = None
+        out.meta["prices"] = {**self.prices.meta(), "missing": sorted(self._missing_prices)}
+
+    def price_per_gpu_h(self, gpu_model: str) -> float:
+        """The scenario's price of one `gpu_model` GPU-hour (NaN: the table has none; such
+        GPUs leave `cost_compute` None and are listed in meta.json)."""
+        price = self._price.get(gpu_model)
+        if price is None:
+            try:
+                price = self.prices.per_gpu_h(gpu_model)
+            except ValueError:
+                price = math.nan
+                self._missing_prices.add(gpu_model)
+            self._price[gpu_model] = price
+        return price
 
     def _signal_steps(self):
         sites = self.fleet.sites
@@ -339,7 +362,7 @@ class Engine:
 
     def _scale(self, a: Scale) -> None:
         i = self._service(a, a.service)
-        level = self.services.level(i, a.site, a)
+        level = self.services.level(i, a.site, a, a.variant)
         replicas = a.replicas
         if not (isinstance(replicas, int) and replicas >= 0):
             raise PolicyError(f"{a}: replicas must be an int >= 0, got {replicas!r}")
@@ -347,6 +370,15 @@ class Engine:
 
     def _route(self, a: Route) -> None:
         self.services.route(self._service(a, a.service), a.shares, a)
+
+    def _set_directive(self, a: SetDirective) -> None:
+        i = self._service(a, a.service)
+        names = [d.name for d in self.services.directives[i]]
+        if a.level not in names:
+            raise PolicyError(
+                f"{a}: service {a.service.name} has no directive {a.level!r} ({names})"
+            )
+        self.services.set_directive(i, names.index(a.level))
 
     def _reject(self, a: Reject) -> None:
         j = self._job(a, a.job, (PENDING, DEFERRED, SUSPENDED))

@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim import scaling
-from sim.api import DemandResponseView, ParallelScaling
+from sim.api import DemandResponseView, ParallelScaling, ReplicaPoint
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
 from sim.engine.prediction import Prediction
 from sim.engine.runs import WS_PER_KWH, node_of
 from sim.errors import PolicyError
-from sim.serving.config import ServiceConfig
+from sim.hardware import GPU_CATALOG
+from sim.serving.config import Directive, ServiceConfig, Variant
 from sim.serving.service_sim import LiveStats
 from sim.workload import JobTable
 from sim.workload.table import mask_sites
@@ -96,18 +97,56 @@ class Queries(Component):
     def service_stats(self, name: str) -> LiveStats:
         return self._core.services.stats(self._service(name))
 
-    def service_replicas(self, name: str, site: str) -> tuple[int, int]:
+    def service_replicas(self, name: str, site: str, variant: str | None) -> tuple[int, int]:
         services = self._core.services
-        level = services.level(self._service(name), site, "replicas")
+        level = services.level(self._service(name), site, "replicas", variant)
         return level.ready, level.loading
+
+    def service_variants(self, name: str) -> tuple[Variant, ...]:
+        return self._core.services.variants[self._service(name)]
+
+    def service_deployments(self, name: str) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            (lv.site.name, lv.spec.name) for lv in self._core.services.levels[self._service(name)]
+        )
+
+    def service_directive(self, name: str) -> str:
+        services = self._core.services
+        i = self._service(name)
+        return services.directives[i][services.directive[i]].name
+
+    def service_directives(self, name: str) -> tuple[Directive, ...]:
+        return self._core.services.directives[self._service(name)]
+
+    def service_mean_output_tokens(self, name: str) -> float:
+        return self._core.services.mean_output(self._service(name))
+
+    def service_replica_point(
+        self, name: str, site: str, variant: str | None, directive: str | None
+    ) -> ReplicaPoint:
+        services = self._core.services
+        i = self._service(name)
+        return services.replica_point(
+            i, services.level(i, site, "replica_point", variant), directive
+        )
+
+    def service_rtt_s(self, name: str, site: str) -> float:
+        services = self._core.services
+        i = self._service(name)
+        return services.rtt_s(i, services.level(i, site, "rtt_s"))
+
+    def price_per_gpu_h(self, gpu_model: str) -> float:
+        if gpu_model not in GPU_CATALOG:
+            raise PolicyError(f"price_per_gpu_h: unknown GPU model {gpu_model!r}")
+        return self._core.price_per_gpu_h(gpu_model)
 
     def service_cap_w(self, name: str) -> float | None:
         return self._core.services.cap_w[self._service(name)]
 
-    def service_capacity_rps(self, name: str, site: str) -> float:
+    def service_capacity_rps(self, name: str, site: str, variant: str | None) -> float:
         services = self._core.services
         i = self._service(name)
-        return services.capacity_rps(i, services.level(i, site, "capacity_rps"))
+        return services.capacity_rps(i, services.level(i, site, "capacity_rps", variant))
 
     def service_rate_forecast(self, name: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         return self._core.services.rate_forecast(self._service(name), horizon_s)

@@ -104,6 +104,7 @@ class Runs(Component):
         "carbon_kg",
         "embodied_kg",
         "gpu_s",
+        "cost",
         "_speeds",
     )
 
@@ -155,6 +156,8 @@ class Runs(Component):
         self.embodied_kg = array("d", [0.0]) * n
         """Embodied carbon of the GPU-hours the job held (allocated accounting), kg."""
         self.gpu_s = array("d", [0.0]) * n
+        self.cost = array("d", [0.0]) * n
+        """Each job's compute cost, the scenario's currency (NaN: a GPU model without price)."""
         """GPU-seconds the job held (computing, held, or writing a checkpoint), s."""
         self._speeds: dict[tuple[str, str, float | None, int, str, int], tuple[float, float]] = {}
         if core.scenario.scaling is not None:
@@ -513,8 +516,8 @@ class Runs(Component):
     def charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
         """Charge `j` for its GPUs (a fractional job: its share of one; a MIG job: its
         slice's SM share of one) on `pool` drawing `draw_w` W each over [t0, t1], with their
-        host share: energy, carbon, GPU time, embodied carbon. Returns the facility energy,
-        kWh."""
+        host share: energy, carbon, GPU time, its price, embodied carbon. Returns the facility
+        energy, kWh."""
         # a MIG job writing its checkpoint on a pool it left: its slice there, not the next
         gpus = pool.mig.share_of(j) if pool.mig is not None and j in pool.mig else self.gpu_share[j]
         it_w = gpus * (draw_w + pool.host_w)
@@ -522,6 +525,7 @@ class Runs(Component):
         self.energy_kwh[j] += energy_kwh
         self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
         self.gpu_s[j] += gpus * (t1 - t0)
+        self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.price_per_gpu_h(pool.model)
         self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         return energy_kwh
 
@@ -533,7 +537,7 @@ class Runs(Component):
 
     def write_results(self, out: ResultParts) -> None:
         """Columns `gpus`, `profile`, `work_gpu_h` (as the job ran), `site`, `gpu_model`,
-        `gpu_milli`, `mig_profile`, `gpu_h`, `energy_kwh`, `carbon_kg`, `embodied_kg` and
+        `gpu_milli`, `mig_profile`, `gpu_h`, `cost`, `energy_kwh`, `carbon_kg`, `embodied_kg` and
         `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU
         model the job finished on (a fractional job's: alone at its share; a MIG job's: on
         its slice; > 1 from caps, suspensions and co-located jobs; a job migrated to a slower
@@ -560,12 +564,14 @@ class Runs(Component):
             site=site,
             gpu_model=pd.Categorical(model),
             gpu_h=np.asarray(self.gpu_s) / 3600.0,
+            cost=np.asarray(self.cost),
             energy_kwh=energy,
             carbon_kg=np.asarray(self.carbon_kg),
             embodied_kg=embodied,
             slowdown=(cols["end_s"] - cols["start_s"]) / ideal_s,
         )
         out.summary["energy_jobs_kwh"] = float(pd.Series(energy).sum())
+        out.summary["cost_compute"] = float(np.sum(self.cost))  # NaN: a model without price
         if core.scenario.embodied == "allocated":
             out.summary["carbon_embodied_kg"] = float(pd.Series(embodied).sum())
         ran = pd.Series(site).notna()

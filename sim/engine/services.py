@@ -16,6 +16,14 @@ horizon, so a service costs nothing between decisions.
   their GPUs when the fidelity says their last request has finished.
 - Caps: a service's own cap, else its site's (`SetCap(site)`), rebuilds the replica model
   (`sim.serving.replica`) and applies from now.
+- Variants (docs/inference-levers.md): each (site, variant) the site has GPUs for is a
+  *deployment* with replicas of its own (`Scale(..., variant=)`); the fidelity sees the
+  deployments as its sites. Requests a site receives are split over its deployments in
+  proportion to their ready capacity (requests/s with the batch full). With one variant a
+  deployment is a site, as before.
+- Directives: `SetDirective` rescales the output tokens of the requests arriving from now
+  (`sim.serving.directives.DirectedSource`) and rebuilds the replica models at the new mean
+  output length. A served request's quality is its variant's minus its directive's penalty.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from sim.api import ReplicaPoint
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
+from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
 from sim.errors import PolicyError
 from sim.results import ResultParts
 from sim.scenario import Site as SiteConfig
-from sim.serving.config import ServiceConfig
+from sim.serving.config import Directive, ServiceConfig, Variant
+from sim.serving.directives import DirectedSource
 from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
 from sim.serving.sources import RequestSource
@@ -56,10 +67,14 @@ SERVICE_COLUMNS = (
     "rate_per_s",
     "replicas",
     *STEP_COLUMNS[1:],
+    "quality_mean",
     "energy_kwh",
     "carbon_kg",
+    "cost",
 )
-"""The columns of services.parquet: one row per service and step (`[serving] step_s`)."""
+"""The columns of services.parquet: one row per service and step (`[serving] step_s`);
+`quality_mean` is the mean quality of the step's served requests (NaN: none of known
+quality); `cost` the price of the GPU-hours its replicas held (NaN: a GPU without price)."""
 
 
 class _ColdStart:
@@ -72,12 +87,16 @@ class _ColdStart:
 
 
 class _Level:
-    """One (service, site): its replicas, their GPUs, and the log of its power."""
+    """One deployment (service, site, variant): its replicas, their GPUs, the log of its
+    power."""
 
     __slots__ = (
         "site",
         "pool",
         "k",
+        "site_k",
+        "variant",
+        "spec",
         "ready",
         "loading",
         "batches",
@@ -89,15 +108,21 @@ class _Level:
         "gpus_log",
     )
 
-    def __init__(self, site: Site, pool: Pool, k: int, model: ReplicaModel):
+    def __init__(self, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant):
         self.site = site
         self.pool = pool
         self.k = k
+        """The deployment's index (the fidelity's site index)."""
+        self.site_k = site_k
+        """The site's index in the service's `sites`."""
+        self.variant = variant
+        """The variant's index in the service's `variant_specs()`."""
+        self.spec = spec
         self.ready = 0
         self.loading = 0
         self.batches: list[_ColdStart] = []
         """Replicas in their cold start, per scale-up, oldest first."""
-        self.model = model
+        self.model: ReplicaModel
         self.fidelity_w = 0.0
         """Extra power of the serving replicas (the fidelity's last report), W."""
         self.gpus = 0
@@ -147,7 +172,21 @@ class _Level:
 class Services(Component):
     """The scenario's inference services (none: every hook does nothing)."""
 
-    __slots__ = ("_core", "configs", "names", "index", "levels", "sims", "sources", "cap_w")
+    __slots__ = (
+        "_core",
+        "configs",
+        "names",
+        "index",
+        "levels",
+        "sims",
+        "sources",
+        "cap_w",
+        "variants",
+        "directives",
+        "directive",
+        "directive_log",
+        "site_shares",
+    )
 
     def __init__(self, core: Engine, sources: list[RequestSource], wan: Wan | None):
         self._core = core
@@ -155,19 +194,35 @@ class Services(Component):
         self.configs: list[ServiceConfig] = list(scenario.services)
         self.names = tuple(c.name for c in self.configs)
         self.index = {n: i for i, n in enumerate(self.names)}
-        self.sources = sources
+        self.variants: list[tuple[Variant, ...]] = [c.variant_specs() for c in self.configs]
+        self.directives: list[tuple[Directive, ...]] = [c.directive_specs() for c in self.configs]
+        self.directive: list[int] = [0] * len(self.configs)
+        """Each service's directive level in force (an index into its `directives`)."""
+        self.directive_log: list[tuple[list[float], list[int]]] = [
+            ([0.0], [0]) for _ in self.configs
+        ]
+        """Each service's directive changes: times s, and the level from each."""
+        self.sources = [DirectedSource(s) for s in sources]
+        for src, directives in zip(self.sources, self.directives, strict=True):
+            src.set_factor(0.0, directives[0].output_factor)
         self.cap_w: list[float | None] = [None] * len(self.configs)
         """Each service's own GPU cap, W (None: its sites' caps)."""
+        self.site_shares: list[np.ndarray | None] = [None] * len(self.configs)
+        """Each service's routing weights over its sites (None: by ready capacity)."""
         fidelity = _fidelity(scenario.serving.fidelity) if self.configs else ServiceSim
         self.levels: list[list[_Level]] = []
         self.sims: list[ServiceSim] = []
         for i, cfg in enumerate(self.configs):
-            levels = []
-            for k, name in enumerate(cfg.sites):
+            levels: list[_Level] = []
+            for site_k, name in enumerate(cfg.sites):
                 site = core.fleet.by_name[name]
-                pool = site.pool(cfg.gpu)
-                assert pool is not None  # checked with the scenario
-                levels.append(_Level(site, pool, k, self._model(i, site)))
+                for v, spec in enumerate(self.variants[i]):
+                    pool = site.pool(spec.gpu)
+                    if pool is None:  # the variant cannot run here (checked: some site has it)
+                        continue
+                    level = _Level(site, pool, len(levels), site_k, v, spec)
+                    level.model = self._model(i, level)
+                    levels.append(level)
             self.levels.append(levels)
             origin = scenario.sites[core.fleet.by_name[cfg.origin].index]
             rtt_s = np.array(
@@ -176,7 +231,7 @@ class Services(Component):
             self.sims.append(
                 fidelity(
                     cfg.name,
-                    sources[i],
+                    self.sources[i],
                     rtt_s,
                     cfg.slo,
                     cfg.timeout_s,
@@ -199,22 +254,31 @@ class Services(Component):
 
         return on_power
 
-    def _model(self, i: int, site: Site) -> ReplicaModel:
-        """Service `i`'s replica model at `site`, under its own cap or the site's."""
-        return self._model_for_cap(i, self.cap_w[i] if self.cap_w[i] is not None else site.cap_w)
+    def _model(self, i: int, level: _Level) -> ReplicaModel:
+        """The replica model of `level`, under service `i`'s own cap or the site's."""
+        cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
+        return self._model_for_cap(i, level.spec, cap_w)
 
-    def _model_for_cap(self, i: int, cap_w: float | None) -> ReplicaModel:
-        """Service `i`'s replica model under a per-GPU cap `cap_w` (W; None: uncapped), at
-        its request source's mean token counts. ValueError for a cap out of range."""
-        cfg, tokens = self.configs[i], self.sources[i].tokens
+    def _model_for_cap(
+        self, i: int, spec: Variant, cap_w: float | None, mean_output: float | None = None
+    ) -> ReplicaModel:
+        """Service `i`'s replica model of variant `spec` under a per-GPU cap `cap_w` (W;
+        None: uncapped), at its request source's mean input tokens and `mean_output` tokens
+        (None: the mean under its directive). ValueError for a cap out of range."""
         return replica_model(
-            cfg.model,
-            cfg.gpu,
-            cfg.gpus_per_replica,
-            cfg.max_batch,
-            tokens.mean_input,
-            tokens.mean_output,
+            spec.model,
+            spec.gpu,
+            spec.gpus_per_replica,
+            spec.max_batch,
+            self.sources[i].tokens.mean_input,
+            self.mean_output(i) if mean_output is None else mean_output,
             cap_w,
+        )
+
+    def mean_output(self, i: int) -> float:
+        """Service `i`'s mean output tokens per request under its directive now."""
+        return (
+            self.sources[i].tokens.mean_output * self.directives[i][self.directive[i]].output_factor
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -226,7 +290,7 @@ class Services(Component):
             self._core.request_decision()
         for i, cfg in enumerate(self.configs):
             for site_name, n in cfg.initial_replicas().items():
-                level = self.levels[i][cfg.sites.index(site_name)]
+                level = self.level(i, site_name, "replicas")
                 if n:
                     self._take_gpus(level, n * cfg.gpus_per_replica)
                     level.ready = n
@@ -268,24 +332,38 @@ class Services(Component):
             raise PolicyError(f"{asker}: unknown service {name!r} (services: {self.names})")
         return i
 
-    def level(self, i: int, site_name: str, asker: object) -> _Level:
+    def level(self, i: int, site_name: str, asker: object, variant: str | None = None) -> _Level:
+        """Service `i`'s deployment of `variant` (None: its own model) at `site_name`;
+        PolicyError naming `asker` if the service may not run there or has no such
+        variant, or the site has none of the variant's GPUs."""
         cfg = self.configs[i]
         if site_name not in cfg.sites:
             raise PolicyError(
                 f"{asker}: service {cfg.name} may not run on {site_name!r} (its sites: "
                 f"{', '.join(cfg.sites)})"
             )
-        return self.levels[i][cfg.sites.index(site_name)]
+        names = [v.name for v in self.variants[i]]
+        v = 0 if variant is None else names.index(variant) if variant in names else -1
+        if v < 0:
+            raise PolicyError(f"{asker}: service {cfg.name} has no variant {variant!r} ({names})")
+        site_k = cfg.sites.index(site_name)
+        for level in self.levels[i]:
+            if level.site_k == site_k and level.variant == v:
+                return level
+        raise PolicyError(
+            f"{asker}: variant {names[v]} of service {cfg.name} needs "
+            f"{self.variants[i][v].gpu} GPUs, {site_name} has none"
+        )
 
     def scale(self, i: int, level: _Level, replicas: int, asker: object) -> None:
         """Run `replicas` replicas of service `i` at `level`'s site from now."""
-        cfg = self.configs[i]
+        spec = level.spec
         have = level.ready + level.loading
         if replicas > have:
-            gpus = (replicas - have) * cfg.gpus_per_replica
+            gpus = (replicas - have) * spec.gpus_per_replica
             if level.pool.free < gpus:
                 raise PolicyError(
-                    f"{asker}: {replicas - have} more replicas need {gpus} {cfg.gpu} GPUs, "
+                    f"{asker}: {replicas - have} more replicas need {gpus} {spec.gpu} GPUs, "
                     f"{level.site.name} has {level.pool.free} free"
                 )
         sim = self.advance(i)
@@ -302,11 +380,12 @@ class Services(Component):
             cancel -= n
             if batch.replicas == 0:
                 level.batches.pop()
-            self._free_gpus(level, n * cfg.gpus_per_replica)
+            self._free_gpus(level, n * spec.gpus_per_replica)
         if cancel:
             level.ready -= cancel
             free_at_s = sim.configure(now, level.k, level.ready, level.model)
-            gpus = cancel * cfg.gpus_per_replica
+            self._replicas_changed(i)
+            gpus = cancel * spec.gpus_per_replica
             if free_at_s <= now:
                 self._free_gpus(level, gpus)
             else:
@@ -314,8 +393,7 @@ class Services(Component):
                 timer.callbacks.append(lambda _e: self._free_gpus(level, gpus))
 
     def _cold_start(self, i: int, level: _Level, n: int) -> None:
-        cfg = self.configs[i]
-        gpus = n * cfg.gpus_per_replica
+        gpus = n * level.spec.gpus_per_replica
         core = self._core
         wake_s = core.fleet.wake_s(level.site, level.pool, gpus)
         load_s = level.model.weights_gb / level.site.checkpoint_read_gbps
@@ -336,6 +414,7 @@ class Services(Component):
         level.loading -= n
         level.ready += n
         sim.configure(self._core.env.now, level.k, level.ready, level.model)
+        self._replicas_changed(i)
         level.record(self._core.env.now)
         self._core.request_decision()
 
@@ -346,14 +425,58 @@ class Services(Component):
         if shares is not None:
             weights = np.zeros(len(cfg.sites))
             for name, w in shares.items():
-                level = self.level(i, name, asker)
+                if name not in cfg.sites:
+                    self.level(i, name, asker)  # raises naming the service's sites
                 if not (isinstance(w, int | float) and math.isfinite(w) and w >= 0):
                     raise PolicyError(f"{asker}: share of {name} must be a number >= 0, got {w!r}")
-                weights[level.k] = w
+                weights[cfg.sites.index(name)] = w
             if weights.sum() <= 0:
                 raise PolicyError(f"{asker}: the shares must not all be 0")
             weights = weights / weights.sum()
-        self.advance(i).set_shares(self._core.env.now, weights)
+        self.site_shares[i] = weights
+        if len(self.variants[i]) == 1:
+            self.advance(i).set_shares(self._core.env.now, weights)
+        else:
+            self._replicas_changed(i)
+
+    def _replicas_changed(self, i: int) -> None:
+        """Service `i`'s ready replicas or their models changed: with several variants, split
+        each site's share of the requests over its deployments by their ready capacity (one
+        variant: the fidelity's own rule, by ready replicas, applies)."""
+        if len(self.variants[i]) == 1:
+            return
+        levels = self.levels[i]
+        capacity = np.array([lv.ready * self.capacity_rps(i, lv) for lv in levels])
+        site_of = np.array([lv.site_k for lv in levels])
+        shares = self.site_shares[i]
+        if shares is None:
+            weights = capacity
+        else:
+            per_site = np.bincount(site_of, weights=capacity, minlength=len(shares))
+            count = np.bincount(site_of, minlength=len(shares))
+            total = per_site[site_of]
+            weights = shares[site_of] * np.where(
+                total > 0, capacity / np.where(total > 0, total, 1.0), 1.0 / count[site_of]
+            )
+        if weights.sum() <= 0:
+            self.sims[i].set_shares(self._core.env.now, None)
+            return
+        self.sims[i].set_shares(self._core.env.now, weights / weights.sum())
+
+    def set_directive(self, i: int, d: int) -> None:
+        """Service `i`'s answers at directive level `d` for the requests arriving from now."""
+        sim = self.advance(i)
+        now = self._core.env.now
+        self.directive[i] = d
+        times, levels = self.directive_log[i]
+        if times[-1] == now:
+            levels[-1] = d
+        else:
+            times.append(now)
+            levels.append(d)
+        self.sources[i].set_factor(now, self.directives[i][d].output_factor)
+        sim.source_changed(now)
+        self._recap(i)
 
     def set_cap(self, i: int, watts: float | None) -> None:
         """Cap service `i`'s GPUs at every site (None: its sites' caps)."""
@@ -372,16 +495,18 @@ class Services(Component):
         for level in self.levels[i]:
             if only is not None and level.site is not only:
                 continue
-            level.model = self._model(i, level.site)
+            level.model = self._model(i, level)
             if level.ready:
                 sim.configure(now, level.k, level.ready, level.model)
             level.record(now)
+        self._replicas_changed(i)
 
     def check_cap(self, i: int, watts: float, asker: object) -> None:
         """PolicyError unless `watts` is a settable cap of service `i`'s GPUs."""
         cfg = self.configs[i]
         try:
-            self._model_for_cap(i, watts)
+            for spec in self.variants[i]:
+                self._model_for_cap(i, spec, watts)
         except ValueError as e:
             raise PolicyError(f"{asker}: service {cfg.name}: {e}") from None
 
@@ -416,7 +541,36 @@ class Services(Component):
     def capacity_rps(self, i: int, level: _Level) -> float:
         """Requests/s one replica at `level` serves with its batch full."""
         m = level.model
-        return m.slots / (self.sources[i].tokens.mean_output * float(m.iter_s[m.slots]))
+        return m.slots / (self.mean_output(i) * float(m.iter_s[m.slots]))
+
+    def replica_point(self, i: int, level: _Level, directive: str | None) -> ReplicaPoint:
+        """One replica of `level` with its batch full under `directive` (None: in force)."""
+        names = [d.name for d in self.directives[i]]
+        if directive is not None and directive not in names:
+            raise PolicyError(
+                f"replica_point: service {self.names[i]} has no directive {directive!r} ({names})"
+            )
+        d = self.directive[i] if directive is None else names.index(directive)
+        model = level.model
+        mean_out = self.sources[i].tokens.mean_output * self.directives[i][d].output_factor
+        if d != self.directive[i]:
+            cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
+            model = self._model_for_cap(i, level.spec, cap_w, mean_out)
+        quality = level.spec.quality
+        gpus = level.spec.gpus_per_replica
+        return ReplicaPoint(
+            capacity_rps=model.slots / (mean_out * float(model.iter_s[model.slots])),
+            busy_w=float(model.power_w[model.slots]),
+            idle_w=float(model.power_w[0]),
+            gpus=gpus,
+            price_per_h=gpus * self._core.price_per_gpu_h(level.pool.model),
+            quality=None if quality is None else quality - self.directives[i][d].quality_penalty,
+            mean_output_tokens=mean_out,
+        )
+
+    def rtt_s(self, i: int, level: _Level) -> float:
+        """Round trip from service `i`'s origin to `level`'s site, s."""
+        return float(self.sims[i].rtt_s[level.k])
 
     def rate_forecast(self, i: int, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         now, end = self._core.env.now, min(self._core.horizon_s, self._core.env.now + horizon_s)
@@ -442,15 +596,24 @@ class Services(Component):
         edges = np.append(step_s * np.arange(n_steps), horizon_s)
         columns: dict[str, list[np.ndarray]] = {c: [] for c in SERVICE_COLUMNS}
         energy_kwh = carbon_kg = gpu_s = embodied_kg = 0.0
-        for i, cfg in enumerate(self.configs):
+        tallies: list[QualityTally] = []
+        requests: list[pd.DataFrame] = []
+        for i in range(len(self.configs)):
             steps = self.sims[i].step_table()
-            e_step, c_step, g_step = (np.zeros(len(edges) - 1) for _ in range(3))
+            e_step, c_step, g_step, r_step, cost = (np.zeros(len(edges) - 1) for _ in range(5))
             for level in self.levels[i]:
                 e, c, g = _per_step(level, edges, horizon_s)
                 e_step += e
                 c_step += c
                 g_step += g
+                r_step += g / np.diff(edges) / level.spec.gpus_per_replica
+                if g.any():  # a deployment that held no GPU costs nothing, priced or not
+                    cost += g / 3600.0 * core.price_per_gpu_h(level.pool.model)
                 embodied_kg += g.sum() / 3600.0 * level.pool.spec.embodied_kg_per_gpu_h
+            tally, frame = self._quality(i, edges)
+            tallies.append(tally)
+            if frame is not None:
+                requests.append(frame)
             energy_kwh += e_step.sum()
             carbon_kg += c_step.sum()
             gpu_s += g_step.sum()
@@ -459,19 +622,22 @@ class Services(Component):
             columns["service"].append(np.full(len(steps), i))
             columns["start_s"].append(edges[:-1])
             columns["rate_per_s"].append(steps["arrived"].to_numpy() / np.diff(edges))
-            columns["replicas"].append(g_step / np.diff(edges) / cfg.gpus_per_replica)
+            columns["replicas"].append(r_step)
+            columns["quality_mean"].append(tally.mean())
             columns["energy_kwh"].append(e_step)
             columns["carbon_kg"].append(c_step)
+            columns["cost"].append(cost)
+            out.summary["cost_compute"] += float(cost.sum())
         table = {c: np.concatenate(v) if v else np.zeros(0) for c, v in columns.items()}
         codes = table["service"].astype(np.int64)
         table["service"] = pd.Categorical.from_codes(codes, categories=list(self.names))
         out.tables["services"] = pd.DataFrame(table)
-        requests = [r for sim in self.sims if (r := sim.request_table()) is not None]
         if requests:
             frame = pd.concat(requests, ignore_index=True)
             frame["service"] = pd.Categorical(frame["service"], categories=list(self.names))
             out.tables["requests"] = frame
         out.summary.update(self._summary(energy_kwh, carbon_kg, gpu_s))
+        out.summary.update(self._quality_summary(tallies))
         imports = {
             cfg.name: {
                 "format": r.format,
@@ -480,12 +646,67 @@ class Services(Component):
                 "skipped": dict(r.skipped),
             }
             for cfg, src in zip(self.configs, self.sources, strict=True)
-            if (r := getattr(src, "report", None)) is not None
+            if (r := getattr(src.base, "report", None)) is not None
         }
         if imports:
             out.meta["request_imports"] = imports
         if core.scenario.embodied == "allocated":
             out.summary["carbon_embodied_kg"] += embodied_kg
+
+    def _quality(self, i: int, edges: np.ndarray) -> tuple[QualityTally, pd.DataFrame | None]:
+        """Service `i`'s served quality per step; at the request level also its requests'
+        table, with each request's site (index in the service's `sites`), variant and
+        quality."""
+        cfg, sim = self.configs[i], self.sims[i]
+        levels = self.levels[i]
+        quality = np.array(
+            [np.nan if lv.spec.quality is None else lv.spec.quality for lv in levels]
+        )
+        penalty = np.array([d.quality_penalty for d in self.directives[i]])
+        log_s, log_level = (np.asarray(x) for x in self.directive_log[i])
+        frame = sim.request_table()
+        if frame is None:
+            mix = directive_mix(self.sources[i].base, edges, log_s, log_level, len(penalty))
+            return tally_steps(sim.served_by_site(), quality, penalty, mix, cfg.quality_floor), None
+        site = frame["site"].to_numpy()
+        tally, per_request = tally_requests(
+            site,
+            frame["arrival_s"].to_numpy(),
+            (frame["state"] == "served").to_numpy(),
+            quality,
+            penalty,
+            log_s,
+            log_level,
+            cfg.quality_floor,
+            sim.step_s,
+            sim.n_steps,
+        )
+        site_k = np.array([lv.site_k for lv in levels] + [-1], dtype=site.dtype)
+        variant = np.array([lv.variant for lv in levels] + [-1], dtype=site.dtype)
+        frame["site"] = site_k[site]
+        frame.insert(3, "variant", variant[site])
+        frame["quality"] = per_request
+        return tally, frame
+
+    def _quality_summary(self, tallies: list[QualityTally]) -> dict:
+        """`served_quality_mean` over the requests served with a known quality;
+        `served_below_floor_share` over those of services with a `quality_floor` (None
+        when none has one or none was served)."""
+        known = sum(float(t.known.sum()) for t in tallies)
+        floored = [
+            t for t, cfg in zip(tallies, self.configs, strict=True) if cfg.quality_floor is not None
+        ]
+        served_floored = sum(float(t.served.sum()) for t in floored)
+        return {
+            "served_quality_mean": (
+                sum(float(t.quality_sum.sum()) for t in tallies) / known if known else None
+            ),
+            "served_below_floor_share": (
+                sum(float(t.below_floor.sum()) for t in floored) / served_floored
+                if served_floored
+                else None
+            ),
+        }
 
     def _summary(self, energy_kwh: float, carbon_kg: float, gpu_s: float) -> dict:
         sums = [sim.summary() for sim in self.sims]

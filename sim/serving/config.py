@@ -4,10 +4,16 @@ A service is one LLM deployment: a catalog model on replicas of `gpus_per_replic
 of one model, at most `max_batch` sequences in flight per replica, allowed on some sites,
 with latency targets and a request source. Replicas take GPUs from the sites' pools, so
 services compete with training jobs for them (docs/serving.md).
+
+A service may declare more model `variants` (other models or precisions, other GPUs, MIG
+slices), each with a quality score, and generation `directives` that shorten its answers
+at a quality penalty (docs/inference-levers.md); `variant_specs()` and `directive_specs()`
+resolve them, the service's own model first.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -15,7 +21,16 @@ from pydantic import Field, model_validator
 
 from sim.config_model import ConfigModel
 
-__all__ = ["RequestSource", "ServiceConfig", "ServingConfig", "SloConfig"]
+__all__ = [
+    "Directive",
+    "DirectiveConfig",
+    "RequestSource",
+    "ServiceConfig",
+    "ServingConfig",
+    "SloConfig",
+    "Variant",
+    "VariantConfig",
+]
 
 
 class SloConfig(ConfigModel):
@@ -73,6 +88,54 @@ class RequestSource(ConfigModel):
         return self
 
 
+class VariantConfig(ConfigModel):
+    """One more way to serve a service (`[[services]] variants = [...]`): another model or
+    precision, on other GPUs or a MIG slice. Fields left out take the service's own."""
+
+    name: str | None = Field(default=None, min_length=1)
+    """The variant's name (default: its model id)."""
+    model: str
+    """A serving catalog id (`sim.serving.MODELS`)."""
+    gpu: str | None = None
+    gpus_per_replica: int | None = Field(default=None, gt=0, le=1024)
+    max_batch: int | None = Field(default=None, gt=0, le=100_000)
+    mig_profile: str | None = None
+    """Each replica on one MIG slice of this profile (`sim.mig`) of a partitioned pool."""
+    quality: float | None = Field(default=None, ge=0, le=100)
+    """Quality score, 0-100 (default: the catalog's, `sim.serving.quality`)."""
+
+
+class DirectiveConfig(ConfigModel):
+    """A generation directive level (Sprout): the service's answers are `output_factor` times
+    as long on average, at `quality_penalty` points of quality."""
+
+    name: str = Field(min_length=1)
+    output_factor: float = Field(gt=0, le=10)
+    quality_penalty: float = Field(default=0.0, ge=0, le=100)
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """A resolved variant: how its replicas are built, and its quality (None: unknown)."""
+
+    name: str
+    model: str
+    gpu: str
+    gpus_per_replica: int
+    max_batch: int
+    mig_profile: str | None
+    quality: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    """A resolved directive level."""
+
+    name: str
+    output_factor: float
+    quality_penalty: float
+
+
 class ServiceConfig(ConfigModel):
     """One `[[services]]` entry."""
 
@@ -93,6 +156,20 @@ class ServiceConfig(ConfigModel):
     timeout_s: float = Field(default=60.0, gt=0)
     """A request not started within this many seconds of its arrival is dropped (the
     client gave up), as is one that arrives when no replica is ready."""
+    mig_profile: str | None = None
+    """Each replica of the service's own model on one MIG slice of this profile."""
+    quality: float | None = Field(default=None, ge=0, le=100)
+    """Quality score of the service's own model, 0-100 (default: the catalog's)."""
+    variants: list[VariantConfig] = []
+    """More variants a policy may serve (docs/inference-levers.md)."""
+    directives: list[DirectiveConfig] | Literal["default"] | None = None
+    """Generation directive levels, the first in force at the start; "default": the
+    sourced defaults (`sim.serving.quality.default_directives`); None: answers as they
+    come (one level, factor 1)."""
+    quality_floor: float | None = Field(default=None, ge=0, le=100)
+    """Served quality below this counts in `served_below_floor_share`; policies keep to it."""
+    budget_per_h: float | None = Field(default=None, ge=0)
+    """Most the service's GPUs may cost per hour, in the scenario's currency (policies)."""
 
     @model_validator(mode="after")
     def _check(self) -> ServiceConfig:
@@ -114,7 +191,48 @@ class ServiceConfig(ConfigModel):
                 f"requests.origin: {self.requests.origin!r} is not one of the service's "
                 f"sites {self.sites}"
             )
+        for k, v in enumerate(self.variants):
+            if v.model not in known:
+                raise ValueError(
+                    f"variants[{k}].model: unknown serving model {v.model!r}; known: {known}"
+                )
+        names = [v.name for v in self.variant_specs()]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variants: names must be unique, got {names}")
+        levels = [d.name for d in self.directive_specs()]
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"directives: names must be unique, got {levels}")
         return self
+
+    def variant_specs(self) -> tuple[Variant, ...]:
+        """The service's own model first, then its `variants`, resolved."""
+        from sim.serving.quality import model_quality
+
+        own = VariantConfig(model=self.model, mig_profile=self.mig_profile, quality=self.quality)
+        return tuple(
+            Variant(
+                name=v.name or v.model,
+                model=v.model,
+                gpu=v.gpu or self.gpu,
+                gpus_per_replica=v.gpus_per_replica or self.gpus_per_replica,
+                max_batch=v.max_batch or self.max_batch,
+                mig_profile=v.mig_profile,
+                quality=v.quality if v.quality is not None else model_quality(v.model),
+            )
+            for v in (own, *self.variants)
+        )
+
+    def directive_specs(self) -> tuple[Directive, ...]:
+        """The directive levels, the one in force at the start first."""
+        if self.directives is None:
+            return (Directive("normal", 1.0, 0.0),)
+        if self.directives == "default":
+            from sim.serving.quality import default_directives
+
+            return tuple(
+                Directive(d.name, d.output_factor, d.quality_penalty) for d in default_directives()
+            )
+        return tuple(Directive(d.name, d.output_factor, d.quality_penalty) for d in self.directives)
 
     @property
     def origin(self) -> str:

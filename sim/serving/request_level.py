@@ -360,6 +360,26 @@ class RequestLevel(ServiceSim):
         self._seq = seq
         self._now_s = max(self._now_s, t_s)
 
+    def source_changed(self, t_s: float) -> None:
+        """Forget the arrivals read ahead from `t_s` on (their records too), to read them
+        again from the source."""
+        self.advance_to(t_s)
+        first = self._base + self._k
+        for records in (
+            self._arrival_s,
+            self._input,
+            self._output,
+            self._site,
+            self._admit_s,
+            self._end_s,
+            self._state,
+            self._mid,
+        ):
+            del records[first:]
+        self._chunk_t, self._chunk_out = [], []
+        self._k, self._base = 0, first
+        self._fetched_s = min(self._fetched_s, t_s)
+
     def live(self) -> LiveStats:
         """The last completed step's requests as far as known now: the time to first token
         of those admitted, the time per output token of those served, the SLO attainment
@@ -434,6 +454,15 @@ class RequestLevel(ServiceSim):
             "ttft_p99_ms": _p99(ttft),
             "tpot_p99_ms": _p99(tpot),
         }
+
+    def served_by_site(self) -> np.ndarray:
+        rec = self._records(0, self._n)
+        served = rec["state"] == _SERVED
+        step = np.clip(np.floor(rec["arrival_s"][served] / self.step_s), 0, self.n_steps - 1)
+        sites = len(self._sites)
+        flat = step.astype(np.int64) * sites + rec["site"][served]
+        counts = np.bincount(flat, minlength=self.n_steps * sites)
+        return counts.reshape(self.n_steps, sites).astype(float)
 
     def request_table(self) -> pd.DataFrame:
         """One row per arrived request: `service`, `arrival_s`, `site` (-1: none), token

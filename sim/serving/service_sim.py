@@ -15,6 +15,8 @@ the requests. The component drives it, always in time order:
   dropped.
 - `advance_to(t_s)`: serve the requests up to `t_s`. Called before every `configure`,
   `set_shares` and `live`, and at the horizon with `close`.
+- `source_changed(t_s)`: the requests arriving from `t_s` on have changed (a generation
+  directive rescaled their output tokens, `RequestSource.output_factor`): read them again.
 
 Definitions both fidelities follow (docs/serving.md):
 
@@ -136,6 +138,9 @@ class ServiceSim:
     def advance_to(self, t_s: float) -> None:
         raise NotImplementedError
 
+    def source_changed(self, t_s: float) -> None:
+        raise NotImplementedError
+
     def live(self) -> LiveStats:
         raise NotImplementedError
 
@@ -152,6 +157,10 @@ class ServiceSim:
         """`requests_total`, `requests_served`, `requests_dropped`, `requests_unfinished`,
         `slo_met`, `tokens_generated`, `ttft_p99_ms`, `tpot_p99_ms` (NaN with nothing
         served): over the whole run."""
+        raise NotImplementedError
+
+    def served_by_site(self) -> np.ndarray:
+        """float64[n_steps, sites]: requests served per step (of arrival) and site."""
         raise NotImplementedError
 
     def request_table(self) -> pd.DataFrame | None:

@@ -64,6 +64,11 @@ class RequestSource:
         """(arrivals, input tokens, output tokens) in each interval [edges[i], edges[i+1])."""
         raise NotImplementedError
 
+    def output_factor(self, t_s: float) -> float:
+        """How much longer than `tokens` says the answers of requests arriving at `t_s` are
+        (a generation directive's factor, `sim.serving.directives`); 1 here."""
+        return 1.0
+
 
 class FileSource(RequestSource):
     """A request file, its arrival times multiplied by `time_scale`, tiled over the run when

@@ -133,6 +133,7 @@ class Fluid(ServiceSim):
         k = self.n_steps
         self._arrived = np.zeros(k)
         self._served = np.zeros(k)
+        self._served_site = np.zeros((k, sites))
         self._dropped = np.zeros(k)
         self._tokens = np.zeros(k)
         self._slo_met = np.zeros(k)
@@ -206,6 +207,7 @@ class Fluid(ServiceSim):
                 res = self._serve_pass(site, share, edges, share * arrivals, share * out_tokens)
             results.append(res)
             served += res.served
+            self._served_site[k0 : k0 + len(dur), site] += res.served
             dropped += res.dropped
             tokens += res.tokens
             slo_met += res.slo_met
@@ -239,6 +241,15 @@ class Fluid(ServiceSim):
         if whole.any():
             last = int(np.flatnonzero(whole)[-1])
             self._last_in_flight = seq_s[last] / dur[last]
+
+    def source_changed(self, t_s: float) -> None:
+        """The fluid level reads no arrival ahead of its time; a directive changes the
+        output tokens the backlog's requests are expected to generate."""
+        self.advance_to(t_s)
+        self._mean_out = float(self.source.tokens.mean_output) * self.source.output_factor(t_s)
+
+    def served_by_site(self) -> np.ndarray:
+        return self._served_site.copy()
 
     def live(self) -> LiveStats:
         k = int(self._t // self.step_s) - 1 if self._t < self.horizon_s else self.n_steps - 1
@@ -700,6 +711,7 @@ class Fluid(ServiceSim):
                 keep = 1 - take / self._served[k]
                 self._tokens[k] *= keep
                 self._slo_met[k] = min(self._slo_met[k], self._served[k] - take)
+                self._served_site[k] *= keep
                 self._served[k] -= take
                 if to_dropped:
                     self._dropped[k] += take
