@@ -403,7 +403,7 @@ class MigSlices:
         return len(self) - self._held_sm / self._sm_full
 
     def repartition(self, profiles: Sequence[str], gpus: int, ready_s: float) -> list[int]:
-        """Give `gpus` free GPUs whose layout differs the layout `profiles`, usable from
+        """Give `gpus` free GPUs with another layout the layout `profiles`, usable from
         `ready_s` (s); the lowest-index ones. Returns their indices (busy in the pool's books
         until `reconfigured`). ValueError with one line, before anything changes, if the
         layout is invalid or empty or too few GPUs are free with another layout."""

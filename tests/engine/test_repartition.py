@@ -204,3 +204,17 @@ def test_the_ledger_keeps_a_layout_per_gpu_and_holders_need_not_be_jobs():
         slices.repartition(SEVEN_1G, 2, ready_s=20.0)
     assert slices.leave(replica) is True
     assert slices.repartitions == 1
+
+
+def test_a_powered_off_gpu_boots_before_it_is_reconfigured_and_switches_off_after(tmp_path):
+    power_off = {"idle_s": 600.0, "wake_s": 300.0, "off_w": 10.0}
+    jobs = [job("later", "1g.10gb", 0.1, submit_s=7200.0)]
+    sites = [partitioned(SEVEN_1G, gpus_per_node=1, power_off=power_off)]
+    h = PolicyHarness(make_scenario(tmp_path, jobs, sites=sites)).advance(700.0)
+    assert h.state.powered_off_gpus("a")[A100] == 1  # idle since 0, off at 600 s
+    h.apply([Repartition("a", A100, MIXED)])
+    ready_s = 700.0 + 300.0 + RECONFIGURE_S
+    assert h.state.mig_layouts("a", A100) == [MigGpuState(MIXED, 0, ready_s)]
+    assert h.state.powered_off_gpus("a")[A100] == 0
+    h.advance(ready_s + 600.0)  # free again at ready_s, idle for idle_s
+    assert h.state.powered_off_gpus("a")[A100] == 1
