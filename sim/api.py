@@ -43,6 +43,7 @@ __all__ = [
     "Estimate",
     "GpuSpec",
     "JobView",
+    "MigGpuState",
     "Migrate",
     "MigrationCost",
     "ParallelScaling",
@@ -50,6 +51,7 @@ __all__ = [
     "PolicyError",
     "PolicyHooks",
     "Reject",
+    "Repartition",
     "ReplicaPoint",
     "Resume",
     "Route",
@@ -177,7 +179,37 @@ class Reject:
     reason: str
 
 
-Action = Start | Defer | Suspend | Resume | Migrate | SetCap | Reject | Scale | Route | SetDirective
+@dataclass(frozen=True, slots=True)
+class Repartition:
+    """Give `gpus` GPUs of `site`'s MIG-partitioned `gpu_model` pool the MIG `layout` (its
+    slices' profiles, e.g. ("3g.40gb", "2g.20gb", "2g.20gb"); docs/mig.md). The engine takes
+    the lowest-index GPUs that hold no slice, are not being reconfigured and have another
+    layout (`SystemState.mig_layouts` shows them). They offer no slice for
+    `sim.mig.reconfiguration_s(gpu_model)` (after booting a powered-off node, if one is
+    needed), drawing idle power meanwhile, then the new layout's slices (a decision point).
+    Draining is the policy's business: a GPU with a held slice cannot be repartitioned.
+    PolicyError for an invalid layout (the reason from `sim.mig.validate_layout`) or too
+    few such GPUs."""
+
+    site: str
+    gpu_model: str
+    layout: tuple[str, ...]
+    gpus: int = 1
+
+
+Action = (
+    Start
+    | Defer
+    | Suspend
+    | Resume
+    | Migrate
+    | SetCap
+    | Reject
+    | Scale
+    | Route
+    | SetDirective
+    | Repartition
+)
 
 
 class Policy:
@@ -651,6 +683,19 @@ class ParallelScaling:
 
 
 @dataclass(frozen=True, slots=True)
+class MigGpuState:
+    """One GPU of a partitioned pool, as `SystemState.mig_layouts` shows it."""
+
+    layout: tuple[str, ...]
+    """Its slices' profiles, by start slot (the new layout while it is reconfigured)."""
+    held: int
+    """Slices held (by jobs or replicas)."""
+    ready_s: float
+    """When its layout became (or becomes) usable, s since the start: the end of its last
+    reconfiguration, 0.0 if never reconfigured. Until then no slice of it can be taken."""
+
+
+@dataclass(frozen=True, slots=True)
 class MigrationCost:
     """What migrating a running job would cost now (`SystemState.migration_cost`)."""
 
@@ -723,10 +768,22 @@ class SystemState:
         return {p.model: p.shared.used_milli() for p in self._q.site(site).pools}
 
     def free_mig_slices(self, site: str) -> dict[str, dict[str, int]]:
-        """Per model of a MIG-partitioned pool at `site`, its free slices per profile of the
-        pool's layout (docs/mig.md); a job with a `mig_profile` starts only on one of them."""
+        """Per model of a MIG-partitioned pool at `site`, its free slices per profile of its
+        GPUs' layouts (docs/mig.md; GPUs being reconfigured offer none); a job with a
+        `mig_profile` starts only on one of them."""
         pools = self._q.site(site).pools
         return {p.model: p.mig.free_slices() for p in pools if p.mig is not None}
+
+    def mig_layouts(self, site: str, gpu_model: str) -> list[MigGpuState]:
+        """Every GPU of `site`'s MIG-partitioned `gpu_model` pool, by index (docs/mig.md):
+        its `layout` (profiles by start slot; the new one while it is reconfigured), the
+        slices `held`, and `ready_s`, when that layout became or becomes usable (s since the
+        start; later than now while `Repartition` reconfigures it). PolicyError if the pool
+        is not partitioned."""
+        pool = self._q.site(site).pool(gpu_model)
+        if pool is None or pool.mig is None:
+            raise PolicyError(f"mig_layouts: site {site} has no MIG-partitioned {gpu_model} GPUs")
+        return pool.mig.gpus()
 
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the

@@ -17,16 +17,18 @@ plain counters: a large pool costs O(1) per allocation (no simpy.Resource).
 
 from __future__ import annotations
 
-import itertools
+import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
 
 from sim import mig
+from sim.api import MigGpuState
 from sim.grid import CarbonSignal
 from sim.hardware import GPU_CATALOG, GpuSpec
 from sim.records import PowerLog
@@ -206,138 +208,252 @@ class SharedGpus:
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """One MIG layout of a GPU model, as the ledger reads it."""
+
+    placement: mig.Placement
+    slots: dict[str, list[int]]
+    """Per profile: the indices of its slices in `placement.slices`."""
+    sm_count: list[int]
+    """Per slice: its SMs."""
+
+    @classmethod
+    def of(cls, gpu_model: str, profiles: Sequence[str]) -> _Layout:
+        """The layout of `profiles` (ValueError from `sim.mig.validate_layout` if invalid)."""
+        placement = mig.validate_layout(gpu_model, profiles)
+        gpu = mig.mig_gpu(gpu_model)
+        slots: dict[str, list[int]] = {}
+        for i, s in enumerate(placement.slices):
+            slots.setdefault(s.profile, []).append(i)
+        sm_count = [gpu.profiles[s.profile].sm_count for s in placement.slices]
+        return cls(placement, slots, sm_count)
+
+
 class MigSlices:
-    """The slices of one partitioned pool (`sim.mig`, NVIDIA MIG): every GPU has the same
-    layout; per GPU with a slice held, which job holds which of its slices. A GPU is here
-    (busy in the pool's books) from the start of its first slice's job to the end of its
-    last one's; a job takes a free slice of its profile on the first such GPU (in the order
-    they became busy), else a slice of a GPU nothing holds."""
+    """The slices of one partitioned pool (`sim.mig`, NVIDIA MIG): per GPU (index 0 to
+    `count - 1`) its layout, and which holder holds which of its slices.
+
+    Every GPU starts with the pool's layout (the scenario's `mig`); `repartition` gives free
+    GPUs another one, and they offer no slice until `reconfigured` (after
+    `sim.mig.reconfiguration_s`). A GPU is busy in the pool's books from the start of its
+    first held slice to the end of its last one's, and while it is reconfigured. A holder
+    takes a free slice of its profile on the first busy GPU that has one (in the order they
+    became busy), else on the lowest-index free GPU whose layout has one.
+
+    Holders are opaque hashable keys: a job is its engine index (an int). Anything else that
+    holds a slice, such as an LLM replica, passes a key no job uses (e.g. `("replica",
+    service, site, k)`) to `Site.allocate_part` with `active_w=pool.idle_w` (the slice is
+    held at idle power; what the replica draws above idle is the caller's) and frees it with
+    `Site.release_part`, exactly as a job does.
+    """
 
     __slots__ = (
-        "placement",
+        "gpu_model",
         "count",
-        "_sm_count",
+        "repartitions",
         "_sm_full",
-        "_slots",
-        "_gpus",
+        "_kinds",
+        "_layout",
+        "_held",
+        "_busy",
         "_ready_s",
+        "_available_s",
+        "_reconfiguring",
+        "_idle",
+        "_gpus_of",
         "_where",
-        "_ids",
         "_held_sm",
     )
 
     def __init__(self, gpu_model: str, layout: Sequence[str], count: int):
-        self.placement = mig.validate_layout(gpu_model, layout)
-        """Every GPU's instances and their start slots."""
+        self.gpu_model = gpu_model
         self.count = count
         """GPUs of the pool."""
-        gpu = mig.mig_gpu(gpu_model)
-        self._sm_full = gpu.sm_full
-        self._sm_count = [gpu.profiles[s.profile].sm_count for s in self.placement.slices]
-        """Per slice of the layout: its SMs."""
-        self._slots: dict[str, list[int]] = {}
-        """Per profile of the layout: the indices of its slices in `placement.slices`."""
-        for i, s in enumerate(self.placement.slices):
-            self._slots.setdefault(s.profile, []).append(i)
-        self._gpus: dict[int, dict[int, int]] = {}
-        """Per busy GPU (an id): the job (engine index) holding each held slice."""
+        self.repartitions = 0
+        """GPUs reconfigured so far (one per GPU a `repartition` changed)."""
+        self._sm_full = mig.mig_gpu(gpu_model).sm_full
+        first = _Layout.of(gpu_model, layout)
+        key = first.placement.profiles
+        self._kinds: dict[tuple[str, ...], _Layout] = {key: first}
+        """The layouts seen so far, by their profiles (in the order first seen)."""
+        self._layout: list[tuple[str, ...]] = [key] * count
+        """Per GPU: its layout."""
+        self._held: list[dict[int, Hashable]] = [{} for _ in range(count)]
+        """Per GPU: the holder of each held slice (by its index in the layout)."""
+        self._busy: dict[int, None] = {}
+        """The GPUs with a slice held, in the order they became busy."""
         self._ready_s: dict[int, float] = {}
         """Per busy GPU: when it can compute (its node up), s."""
-        self._where: dict[int, tuple[int, int]] = {}
-        """Per job here: its GPU's id and its slice's index."""
-        self._ids = itertools.count()
+        self._available_s = [0.0] * count
+        """Per GPU: when its layout became (or becomes) usable, s."""
+        self._reconfiguring: dict[int, None] = {}
+        """The GPUs being reconfigured (busy in the pool's books, no slice can be taken)."""
+        self._idle: dict[tuple[str, ...], list[int]] = {key: list(range(count))}
+        """Per layout: heap of its GPUs that nothing holds and are not reconfigured."""
+        self._gpus_of: dict[tuple[str, ...], int] = {key: count}
+        """Per layout: the GPUs that have it."""
+        self._where: dict[Hashable, tuple[int, int]] = {}
+        """Per holder: its GPU and its slice's index in the GPU's layout."""
         self._held_sm = 0
-        """SMs of the held slices, over all busy GPUs."""
+        """SMs of the held slices, over all GPUs."""
 
     def __len__(self) -> int:
-        """The number of busy GPUs (a slice held)."""
-        return len(self._gpus)
+        """The number of busy GPUs (a slice held, or being reconfigured)."""
+        return len(self._busy) + len(self._reconfiguring)
 
-    def __contains__(self, j: object) -> bool:
-        return j in self._where
+    def __contains__(self, holder: object) -> bool:
+        return holder in self._where
 
     def has(self, profile: str) -> bool:
-        """True if the layout has a slice of `profile`."""
-        return profile in self._slots
+        """True if some GPU's layout (or the one it is being reconfigured to) has a slice of
+        `profile`."""
+        return any(n and profile in self._kinds[k].slots for k, n in self._gpus_of.items())
+
+    def _free_slot(self, g: int, profile: str) -> int | None:
+        """The first free slice of `profile` on GPU `g` (its index in the layout), or None."""
+        held = self._held[g]
+        slots = self._kinds[self._layout[g]].slots.get(profile, ())
+        return next((i for i in slots if i not in held), None)
 
     def fit(self, profile: str) -> int | None:
-        """The busy GPU (its id) whose free slice of `profile` a job would take (first fit);
-        None: no busy GPU has one (the job takes a GPU nothing holds, if any)."""
-        slots = self._slots.get(profile, ())
-        return next(
-            (g for g, held in self._gpus.items() if any(i not in held for i in slots)), None
-        )
+        """The busy GPU (its index) whose free slice of `profile` a holder would take (first
+        fit); None: no busy GPU has one (the holder takes a free GPU, if any has one)."""
+        return next((g for g in self._busy if self._free_slot(g, profile) is not None), None)
+
+    def _idle_gpu(self, profile: str) -> int | None:
+        """The lowest-index free GPU whose layout has `profile`, or None."""
+        heads = [h[0] for k, h in self._idle.items() if h and profile in self._kinds[k].slots]
+        return min(heads, default=None)
 
     def fits(self, profile: str) -> bool:
-        """True if a job of `profile` can take a slice now."""
-        return self.has(profile) and (self.fit(profile) is not None or len(self) < self.count)
+        """True if a holder of `profile` can take a slice now."""
+        return self.fit(profile) is not None or self._idle_gpu(profile) is not None
 
     def ready_s(self, g: int) -> float:
         """When busy GPU `g` can compute (after the boot of the node it woke), s."""
         return self._ready_s[g]
 
     def free_slices(self) -> dict[str, int]:
-        """Free slices per profile of the layout, over the whole pool."""
-        idle_gpus = self.count - len(self)
-        return {
-            p: idle_gpus * len(slots)
-            + sum(i not in held for held in self._gpus.values() for i in slots)
-            for p, slots in self._slots.items()
-        }
+        """Free slices per profile of the GPUs' layouts (0 for a profile only GPUs being
+        reconfigured have), over the whole pool: the busy GPUs' and the free GPUs'."""
+        free: dict[str, int] = {}
+        for k, n in self._gpus_of.items():
+            if n:
+                for p, slots in self._kinds[k].slots.items():
+                    free[p] = free.get(p, 0) + len(self._idle.get(k, ())) * len(slots)
+        for g in self._busy:
+            held = self._held[g]
+            for p, slots in self._kinds[self._layout[g]].slots.items():
+                free[p] += sum(i not in held for i in slots)
+        return free
 
-    def join(self, j: int, profile: str, ready_s: float = 0.0) -> bool:
-        """Job `j` takes a free slice of `profile` (first fit); True if it is the first on
+    def gpus(self) -> list[MigGpuState]:
+        """Every GPU of the pool, by index: its layout, slices held and when it is usable."""
+        return [
+            MigGpuState(self._layout[g], len(self._held[g]), self._available_s[g])
+            for g in range(self.count)
+        ]
+
+    def join(self, holder: Hashable, profile: str, ready_s: float = 0.0) -> bool:
+        """`holder` takes a free slice of `profile` (first fit); True if it is the first on
         its GPU (taken from the pool's unheld GPUs by the caller), which can compute from
         `ready_s`. ValueError if no slice of `profile` is free (the caller checks `fits`)."""
-        if not self.fits(profile):
-            raise ValueError(f"no free {profile} slice (free: {self.free_slices()})")
         g = self.fit(profile)
         opened = g is None
         if g is None:
-            g = next(self._ids)
-            self._gpus[g] = {}
+            g = self._idle_gpu(profile)
+            if g is None:
+                raise ValueError(f"no free {profile} slice (free: {self.free_slices()})")
+            heapq.heappop(self._idle[self._layout[g]])
+            self._busy[g] = None
             self._ready_s[g] = ready_s
-        held = self._gpus[g]
-        i = next(i for i in self._slots[profile] if i not in held)
-        held[i] = j
-        self._where[j] = (g, i)
-        self._held_sm += self._sm_count[i]
+        i = self._free_slot(g, profile)
+        assert i is not None
+        self._held[g][i] = holder
+        self._where[holder] = (g, i)
+        self._held_sm += self._kinds[self._layout[g]].sm_count[i]
         return opened
 
-    def share_of(self, j: int) -> float:
-        """The SM share of the GPU that job `j`'s slice holds (`sim.mig.sm_share`)."""
-        return self._sm_count[self._where[j][1]] / self._sm_full
+    def _sm_of(self, holder: Hashable) -> int:
+        g, i = self._where[holder]
+        return self._kinds[self._layout[g]].sm_count[i]
 
-    def leave(self, j: int) -> bool:
-        """Job `j` leaves its slice; True if no slice of its GPU is held (it is free again)."""
-        g, i = self._where.pop(j)
-        held = self._gpus[g]
+    def share_of(self, holder: Hashable) -> float:
+        """The SM share of the GPU that `holder`'s slice holds (`sim.mig.sm_share`)."""
+        return self._sm_of(holder) / self._sm_full
+
+    def leave(self, holder: Hashable) -> bool:
+        """`holder` leaves its slice; True if no slice of its GPU is held (it is free
+        again)."""
+        self._held_sm -= self._sm_of(holder)
+        g, i = self._where.pop(holder)
+        held = self._held[g]
         del held[i]
-        self._held_sm -= self._sm_count[i]
         if held:
             return False
-        del self._gpus[g], self._ready_s[g]
+        del self._busy[g], self._ready_s[g]
+        heapq.heappush(self._idle[self._layout[g]], g)
         return True
 
     def spare_gpus(self) -> float:
         """GPUs' worth of the busy GPUs that no slice holds (idle power): their SMs outside
-        held slices, over the whole GPU's SMs (MIG mode leaves some SMs in no slice)."""
-        return len(self._gpus) - self._held_sm / self._sm_full
+        held slices, over the whole GPU's SMs (MIG mode leaves some SMs in no slice), and the
+        GPUs being reconfigured."""
+        return len(self) - self._held_sm / self._sm_full
+
+    def repartition(self, profiles: Sequence[str], gpus: int, ready_s: float) -> list[int]:
+        """Give `gpus` free GPUs with another layout the layout `profiles`, usable from
+        `ready_s` (s); the lowest-index ones. Returns their indices (busy in the pool's books
+        until `reconfigured`). ValueError with one line, before anything changes, if the
+        layout is invalid or empty or too few GPUs are free with another layout."""
+        if not profiles:
+            raise ValueError("a layout lists at least one profile")
+        kind = _Layout.of(self.gpu_model, profiles)
+        key = kind.placement.profiles
+        candidates = sorted(g for k, heap in self._idle.items() if k != key for g in heap)
+        if len(candidates) < gpus:
+            same = len(self._idle.get(key, ()))
+            raise ValueError(
+                f"needs {gpus} free {self.gpu_model} GPU(s) with another layout, "
+                f"{len(candidates)} of {self.count} are ({len(self._busy)} hold a slice and "
+                f"must be drained first, {len(self._reconfiguring)} are being reconfigured, "
+                f"{same} free ones already have it)"
+            )
+        self._kinds.setdefault(key, kind)
+        self._idle.setdefault(key, [])
+        chosen = candidates[:gpus]
+        for g in chosen:
+            old = self._layout[g]
+            self._idle[old].remove(g)
+            heapq.heapify(self._idle[old])
+            self._gpus_of[old] -= 1
+            self._gpus_of[key] = self._gpus_of.get(key, 0) + 1
+            self._layout[g] = key
+            self._available_s[g] = ready_s
+            self._reconfiguring[g] = None
+        self.repartitions += gpus
+        return chosen
+
+    def reconfigured(self, g: int) -> None:
+        """GPU `g` has its new layout: free, its slices can be taken."""
+        del self._reconfiguring[g]
+        heapq.heappush(self._idle[self._layout[g]], g)
 
 
 class GpuParts(Protocol):
-    """A ledger of GPUs whose parts jobs hold: `SharedGpus` (milli) or `MigSlices` (a
-    profile)."""
+    """A ledger of GPUs whose parts jobs hold: `SharedGpus` (milli; holders are job indices)
+    or `MigSlices` (a profile; holders are hashable keys, job indices for jobs)."""
 
     def fit(self, need: Any) -> int | None: ...
 
     def ready_s(self, g: int) -> float: ...
 
-    def join(self, j: int, need: Any, ready_s: float = 0.0) -> bool: ...
+    def join(self, j: Any, need: Any, ready_s: float = 0.0) -> bool: ...
 
-    def leave(self, j: int) -> bool: ...
+    def leave(self, j: Any) -> bool: ...
 
-    def share_of(self, j: int) -> float: ...
+    def share_of(self, j: Any) -> float: ...
 
 
 class Pool:
@@ -348,9 +464,9 @@ class Pool:
     time they became idle (oldest first), and switch off after `idle_s`. A start takes the
     most recently idled nodes first, then wakes powered-off ones.
 
-    A partitioned pool (`mig`: every GPU with the same MIG layout) runs only jobs on MIG
-    slices: none of its GPUs is ever `free` for whole-GPU or fractional jobs or replicas;
-    a GPU with a slice held is busy (`held`).
+    A partitioned pool (`mig`: a MIG layout per GPU, the scenario's at the start) runs only
+    holders of MIG slices: none of its GPUs is ever `free` for whole-GPU or fractional jobs
+    or replicas; a GPU with a slice held, or being reconfigured, is busy (`held`).
     """
 
     __slots__ = (
@@ -539,14 +655,16 @@ class Site:
         now_s: float,
         pool: Pool,
         parts: GpuParts,
-        j: int,
+        j: Hashable,
         need: int | str,
         active_w: float,
         ready_s: float,
     ) -> int:
         """Job `j` takes part of a GPU of `pool` from `parts` (`need`: milli of a shared GPU,
         first fit; a profile: a MIG slice), drawing its share of `active_w` W; a GPU nothing
-        held becomes busy, computing from `ready_s`. Returns the powered-off nodes woken."""
+        held becomes busy, computing from `ready_s`. Returns the powered-off nodes woken.
+        A MIG slice may be held by another holder than a job (an LLM replica: see
+        `MigSlices`), at `active_w=pool.idle_w`."""
         pool._accrue(now_s)
         self.runtime_version += 1  # co-located jobs' speeds depend on it
         woken = self._take(pool, 1) if parts.join(j, need, ready_s) else 0
@@ -581,7 +699,7 @@ class Site:
         return freed
 
     def release_part(
-        self, now_s: float, pool: Pool, parts: GpuParts, j: int, active_w: float
+        self, now_s: float, pool: Pool, parts: GpuParts, j: Hashable, active_w: float
     ) -> int:
         """Job `j` drawing its share of `active_w` W leaves its part of a GPU of `pool` in
         `parts`; the GPU is free again if no job is left on it; returns the nodes this left
@@ -607,6 +725,32 @@ class Site:
             pool.free += gpus
         pool.held -= gpus
         self.busy_gpus -= gpus
+        return freed
+
+    def repartition(
+        self, now_s: float, pool: Pool, layout: Sequence[str], gpus: int, ready_s: float
+    ) -> list[int]:
+        """Give `gpus` free GPUs of partitioned `pool` the MIG `layout` (`MigSlices.repartition`),
+        usable from `ready_s`; they are busy in the pool's books until `reconfigured`, at idle
+        power (taking powered idle nodes first, then waking powered-off ones, as a start does).
+        Returns their indices. ValueError, before anything changes, as `MigSlices` raises it."""
+        assert pool.mig is not None
+        pool._accrue(now_s)
+        chosen = pool.mig.repartition(layout, gpus, ready_s)
+        self.runtime_version += 1
+        self._take(pool, len(chosen))
+        self.log_power(now_s)
+        return chosen
+
+    def reconfigured(self, now_s: float, pool: Pool, g: int) -> int:
+        """GPU `g` of partitioned `pool` has its new layout and is free; returns the nodes
+        this left idle."""
+        assert pool.mig is not None
+        pool._accrue(now_s)
+        pool.mig.reconfigured(g)
+        self.runtime_version += 1
+        freed = self._give_back(now_s, pool, 1)
+        self.log_power(now_s)
         return freed
 
     def switch_off_idle(self, now_s: float) -> int:

@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.kit.gpus import first_come_first_served
-from sim.api import Action, JobView, Policy, Route, Scale, SetCap, SetDirective, SystemState
+from sim.api import (
+    Action,
+    JobView,
+    Policy,
+    Repartition,
+    Route,
+    Scale,
+    SetCap,
+    SetDirective,
+    SystemState,
+)
 
 __all__ = ["Adjuster", "job_of"]
 
@@ -35,9 +45,9 @@ class Adjuster(Policy):
 
 def job_of(action: Action) -> JobView | None:
     """The job an action concerns (None for a site's or a service's SetCap, and for the
-    service actions `Scale`, `Route` and `SetDirective`)."""
+    service actions `Scale`, `Route` and `SetDirective`, and for `Repartition`)."""
     if isinstance(action, SetCap):
         return action.target if isinstance(action.target, JobView) else None
-    if isinstance(action, Scale | Route | SetDirective):
+    if isinstance(action, Scale | Route | SetDirective | Repartition):
         return None
     return action.job

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim import hardware, plugins, scaling, sharing, training
+from sim import hardware, mig, plugins, scaling, sharing, training
 from sim.api import (
     Defer,
     JobView,
@@ -35,6 +35,7 @@ from sim.api import (
     Policy,
     PolicyHooks,
     Reject,
+    Repartition,
     Resume,
     Route,
     Scale,
@@ -134,6 +135,7 @@ class Engine:
             Route: self._route,
             SetDirective: self._set_directive,
             Reject: self._reject,
+            Repartition: self._repartition,
         }
         """How each action type is checked and carried out, in the order of `apply`'s
         search for a subclass."""
@@ -161,12 +163,17 @@ class Engine:
             self.env.process(self._ticks(self.hooks.tick_s))
 
     def write_results(self, out: ResultParts) -> None:
-        """Every component writes its results into `out`, in order; then the prices."""
+        """Every component writes its results into `out`, in order; then the prices; with a
+        MIG-partitioned pool, the summary's `mig_repartitions` (GPUs reconfigured by
+        `Repartition`)."""
         for component in self.components:
             component.write_results(out)
         if math.isnan(out.summary["cost_compute"]):
             out.summary["cost_compute"] = None
         out.meta["prices"] = {**self.prices.meta(), "missing": sorted(self._missing_prices)}
+        partitioned = [p.mig for s in self.fleet.sites for p in s.pools if p.mig is not None]
+        if partitioned:
+            out.summary["mig_repartitions"] = sum(m.repartitions for m in partitioned)
 
     def price_per_gpu_h(self, gpu_model: str) -> float:
         """The scenario's price of one `gpu_model` GPU-hour (NaN: the table has none; such
@@ -384,6 +391,31 @@ class Engine:
         j = self._job(a, a.job, (PENDING, DEFERRED, SUSPENDED))
         self.dr.end_pause(j, self.env.now)
         self.book.reject(j, str(a.reason))
+
+    def _repartition(self, a: Repartition) -> None:
+        site = self.fleet.site(a.site, a)
+        pool = site.pool(a.gpu_model) if isinstance(a.gpu_model, str) else None
+        if pool is None or pool.mig is None:
+            raise PolicyError(f"{a}: site {site.name} has no MIG-partitioned {a.gpu_model} GPUs")
+        if not (_whole(a.gpus) and a.gpus >= 1):
+            raise PolicyError(f"{a}: gpus must be a positive integer, got {a.gpus!r}")
+        if isinstance(a.layout, str) or not all(isinstance(p, str) for p in a.layout):
+            raise PolicyError(f"{a}: layout must be a sequence of MIG profile names")
+        now = self.env.now
+        ready_s = now + self.fleet.wake_s(site, pool, a.gpus) + mig.reconfiguration_s(pool.model)
+        try:
+            chosen = site.repartition(now, pool, a.layout, a.gpus, ready_s)
+        except ValueError as e:
+            raise PolicyError(f"{a}: {e}") from None
+        timer = self.env.timeout(ready_s - now)
+        timer.callbacks.append(lambda _e: self._reconfigured(site, pool, chosen))
+
+    def _reconfigured(self, site: Site, pool: Pool, gpus: list[int]) -> None:
+        """GPUs `gpus` of `pool` have their new layout: free, and a decision point."""
+        freed = sum(site.reconfigured(self.env.now, pool, g) for g in gpus)
+        if freed and site.power_off is not None:
+            self.fleet.switch_off_later(site)  # nodes left idle switch off, as after a release
+        self.request_decision()
 
     # --- action checks -------------------------------------------------------------------
 

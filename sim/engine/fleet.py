@@ -86,7 +86,7 @@ class Fleet(Component):
         env = self._core.env
         for site in self.sites:
             if site.power_off is not None:  # every node is idle at the start
-                self._switch_off_later(site)
+                self.switch_off_later(site)
         if any(s.pue.constant is None for s in self.sites):
             env.process(self._pue_steps())
 
@@ -107,16 +107,16 @@ class Fleet(Component):
         """Free `gpus` GPUs of `pool` that drew `draw_w` W each; nodes left idle switch off
         after the site's `power_off.idle_s`."""
         if site.release(self._core.env.now, pool, gpus, draw_w):
-            self._switch_off_later(site)
+            self.switch_off_later(site)
 
     def release_part(self, site: Site, pool: Pool, parts: GpuParts, j: int, draw_w: float) -> None:
         """Job `j`, drawing its share of `draw_w` W, leaves its part of a GPU of `pool` in
         `parts` (a shared GPU or a MIG slice; the GPU is free again if it was the last job
         there; see `release`)."""
         if site.release_part(self._core.env.now, pool, parts, j, draw_w):
-            self._switch_off_later(site)
+            self.switch_off_later(site)
 
-    def _switch_off_later(self, site: Site) -> None:
+    def switch_off_later(self, site: Site) -> None:
         """Switch off the site's nodes still idle after its `power_off.idle_s`."""
         assert site.power_off is not None
         timer = self._core.env.timeout(site.power_off.idle_s)

@@ -9,6 +9,11 @@ decode step with the prefill of the batch's prompts amortised over their output 
 at the service's mean input and output lengths. A prompt's own prefill (the time to its
 first token, `prefill_s`) is the roofline's prefill of that many input tokens alone.
 Power caps scale time and power by `sim.hardware`'s cap model, as in `performance`.
+
+A replica on one MIG slice (`mig_profile`, docs/mig.md "LLM replicas on slices") is the
+same roofline on a GPU with the slice's memory, its `sim.mig.bandwidth_share` of the
+bandwidth and its `sim.mig.sm_share` of the dense FLOP/s; its power is its SM share of the
+whole GPU's draw at that load (`sim.mig.gpu_power_w`'s rule), idle included.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from sim import mig
 from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
 from sim.serving.models import PRECISION_BYTES
-from sim.serving.performance import _cap, _inputs, _resolve, serving_model
-from sim.serving.roofline import evaluate
+from sim.serving.performance import ServingGpu, _cap, _inputs, _resolve, serving_model
+from sim.serving.roofline import GPU_MEMORY_UTILIZATION, evaluate
 
-__all__ = ["ReplicaModel", "replica_model"]
+__all__ = ["ReplicaModel", "replica_model", "slice_gpu"]
 
 _PREFILL_GRID_TOKENS = np.unique(np.rint(np.geomspace(1, 4e6, 160)))
 """Input lengths the prefill time is tabulated at (interpolated linearly in between)."""
@@ -56,6 +62,9 @@ class ReplicaModel:
     weights_gb: float
     """The weights, GB, read from storage at a cold start."""
     _prefill_grid_s: np.ndarray
+    mig_profile: str | None = None
+    """The MIG profile of the slice the replica runs on (None: whole GPUs). Its power
+    figures are then the slice's: its SM share of the GPU's idle and active draw."""
 
     def prefill_s(self, input_tokens: np.ndarray | float) -> np.ndarray:
         """Prefill time of prompts of `input_tokens` tokens, each alone on the replica, s."""
@@ -77,16 +86,36 @@ def replica_model(
     avg_input_tokens: float,
     avg_output_tokens: float,
     cap_w: float | None = None,
+    mig_profile: str | None = None,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
-    `sim.serving.performance`); cached. ValueError as `performance` raises it."""
+    `sim.serving.performance`); cached. ValueError as `performance` raises it.
+
+    `mig_profile`: the replica runs on one slice of that profile of `gpu` (`num_gpus` must
+    be 1; docs/mig.md): the roofline on the slice's resources (`slice_gpu`), its power the
+    slice's SM share of the whole GPU's at that load, a cap `cap_w` the whole GPU's (the cap
+    model sees the draw of the GPU with every slice like this one, as for jobs on slices).
+    ValueError naming the profile and the sizes if the weights do not fit the slice.
+    """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
         sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
     )
     cap = None if cap_w is None else _cap(g, cap_w)
+    share = 1.0
+    if mig_profile is not None:
+        if n != 1:
+            raise ValueError(f"num_gpus must be 1 on a MIG slice ({mig_profile}), got {num_gpus!r}")
+        g, share = slice_gpu(g, mig_profile), mig.sm_share(g.id, mig_profile)
     batches = np.arange(1, int(b) + 1, dtype=float)
     o = evaluate(sm.params, _inputs(entry, g, n, batches, l_in, l_out))
+    weights_gb = float(entry.spec.total_params_b) * PRECISION_BYTES[entry.spec.precision]
+    if mig_profile is not None and float(np.min(o.kv_capacity_seqs)) <= 0.0:
+        raise ValueError(
+            f"{name} on a {mig_profile} slice of {g.id}: its weights ({weights_gb:g} GB) do "
+            f"not fit the slice's {g.memory_gb:g} GB (vLLM takes "
+            f"{GPU_MEMORY_UTILIZATION:g} of it, less {sm.params.reserve_gb:g} GB reserved)"
+        )
     capacity = float(np.min(o.kv_capacity_seqs))
     if capacity < 1.0:
         raise ValueError(
@@ -110,7 +139,6 @@ def replica_model(
         power_w = n * np.asarray(gpu_w)
         prefill = prefill / float(np.min(r))  # compute-bound: the clock of a full batch
     idle = float(n * g.idle_w)
-    model_spec = entry.spec
     return ReplicaModel(
         model=name,
         gpu=g.id,
@@ -118,9 +146,27 @@ def replica_model(
         cap_w=cap,
         slots=slots,
         iter_s=np.concatenate([[iter_s[0]], iter_s]),
-        power_w=np.concatenate([[idle], power_w]),
-        idle_w=idle,
-        load_w=float(power_w[0]),
-        weights_gb=float(model_spec.total_params_b) * PRECISION_BYTES[model_spec.precision],
+        power_w=share * np.concatenate([[idle], power_w]),
+        idle_w=share * idle,
+        load_w=share * float(power_w[0]),
+        weights_gb=weights_gb,
         _prefill_grid_s=prefill,
+        mig_profile=mig_profile,
+    )
+
+
+def slice_gpu(g: ServingGpu, mig_profile: str) -> ServingGpu:
+    """What the roofline reads of one `mig_profile` slice of `g` (docs/mig.md): the slice's
+    memory (NVIDIA's size for the profile, GB), `sim.mig.bandwidth_share` of the memory
+    bandwidth and `sim.mig.sm_share` of the dense FLOP/s; the whole GPU's TDP and idle
+    power, so that the roofline's power is the GPU's draw with every slice at this load
+    (the caller takes the slice's SM share of it). ValueError for a GPU without MIG or an
+    unknown profile."""
+    p = mig.profile(g.id, mig_profile)
+    return replace(
+        g,
+        memory_gb=float(p.memory_gb),
+        mem_bw_gbps=g.mem_bw_gbps * mig.bandwidth_share(g.id, mig_profile),
+        fp16_tflops=g.fp16_tflops * mig.sm_share(g.id, mig_profile),
+        measured=False,
     )
