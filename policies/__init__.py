@@ -6,10 +6,15 @@ policy's parameters and source.
 """
 
 from policies.best_config import BestConfig, OracleConfig
+from policies.carbon_aware_directives import CarbonAwareDirectives
+from policies.carbon_aware_routing import CarbonAwareRouting
+from policies.carbon_aware_variants import CarbonAwareVariants
 from policies.carbon_threshold import CarbonThreshold
 from policies.chain import Chain
 from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, DrUniformCap
+from policies.demand_response.services import DrServices
 from policies.gaia import CarbonTime, LowestWindow
+from policies.heterogeneous_pool import HeterogeneousPool
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
 from policies.serve_autoscale import ServeAutoscale
@@ -30,6 +35,7 @@ REGISTRY: dict[str, type] = {
     "dr_fair_slowdown": DrFairSlowdown,
     "dr_complementary": DrComplementary,
     "dr_pause": DrPause,
+    "dr_services": DrServices,
     "lowest_carbon_site": LowestCarbonSite,
     "forecast_site": ForecastSite,
     "space_time": SpaceTime,
@@ -37,21 +43,30 @@ REGISTRY: dict[str, type] = {
     "serve_autoscale": ServeAutoscale,
     "best_config": BestConfig,
     "oracle_config": OracleConfig,
+    "carbon_aware_variants": CarbonAwareVariants,
+    "carbon_aware_directives": CarbonAwareDirectives,
+    "heterogeneous_pool": HeterogeneousPool,
+    "carbon_aware_routing": CarbonAwareRouting,
 }
 
 __all__ = [
     "REGISTRY",
     "BestConfig",
     "CarbonAwareCap",
+    "CarbonAwareDirectives",
+    "CarbonAwareRouting",
+    "CarbonAwareVariants",
     "CarbonThreshold",
     "CarbonTime",
     "Chain",
     "DrComplementary",
     "DrFairSlowdown",
     "DrPause",
+    "DrServices",
     "DrUniformCap",
     "EnergyOptimalCap",
     "ForecastSite",
+    "HeterogeneousPool",
     "LowestCarbonSite",
     "LowestWindow",
     "MigrateWhenWorth",

@@ -647,8 +647,8 @@ class ReplicaPoint:
     """GPU power of the replica, W (all its GPUs; host and PUE not included)."""
     idle_w: float
     """GPU power of the replica with nothing in flight, W."""
-    gpus: int
-    """GPUs it holds."""
+    gpus: float
+    """GPUs it holds (a MIG slice: its SM share of a GPU)."""
     price_per_h: float
     """Price of its GPUs per hour, the scenario's currency (NaN: no price for the GPU)."""
     quality: float | None

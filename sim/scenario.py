@@ -35,7 +35,7 @@ from sim.hardware import (
 from sim.hardware import speed as roofline_speed
 from sim.pricing import DEFAULT_CURRENCY, PriceConfig, currencies
 from sim.scaling import INTERCONNECTS
-from sim.serving.config import ServiceConfig, ServingConfig
+from sim.serving.config import ServiceConfig, ServingConfig, Variant
 from sim.sharing import SLOWDOWN_FULL
 
 SCHEMA_VERSION: Final = 1
@@ -968,7 +968,6 @@ class Scenario(ConfigModel):
     def _check_services(self, names: list[str]) -> None:
         """Service names unique; their sites exist and have pools of their GPU; the weights
         fit a replica; the starting replicas fit the pools (with every other service's)."""
-        from sim.serving import performance
 
         seen = [s.name for s in self.services]
         dupes = sorted({n for n in seen if seen.count(n) > 1})
@@ -976,6 +975,7 @@ class Scenario(ConfigModel):
             raise ValueError(f"services: names must be unique, repeated: {dupes}")
         taken: dict[tuple[str, str], int] = {}
         pools = {(s.name, p.model): p.count for s in self.sites for p in s.gpus}
+        sliced = {(s.name, p.model): p.mig for s in self.sites for p in s.gpus if p.mig}
         for i, svc in enumerate(self.services):
             key = f"services[{i}]"
             for site in svc.sites:
@@ -985,17 +985,9 @@ class Scenario(ConfigModel):
                     raise ValueError(f"{key}.gpu: site {site} has no {svc.gpu!r} GPUs")
             for k, variant in enumerate(svc.variant_specs()):
                 where = key if k == 0 else f"{key}.variants[{k - 1}]"
-                if not any((site, variant.gpu) in pools for site in svc.sites):
-                    raise ValueError(
-                        f"{where}.gpu: none of the service's sites {svc.sites} has "
-                        f"{variant.gpu!r} GPUs"
-                    )
-                try:
-                    performance(
-                        variant.model, variant.gpu, variant.gpus_per_replica, variant.max_batch
-                    )
-                except ValueError as e:
-                    raise ValueError(f"{where}: {e}") from None
+                _check_variant(where, variant, svc.sites, pools, sliced)
+            if svc.mig_profile is not None:
+                continue  # its starting replicas take slices: checked as the run starts
             for site, k in svc.initial_replicas().items():
                 taken[site, svc.gpu] = taken.get((site, svc.gpu), 0) + k * svc.gpus_per_replica
                 if taken[site, svc.gpu] > pools[site, svc.gpu]:
@@ -1226,3 +1218,44 @@ def set_value(raw: dict[str, Any], key: str, value: Any, origin: str = "--set") 
                 node = node.setdefault(part, {})
         else:
             raise ScenarioError(f"{origin} {key}: {'.'.join(parts[:i])} is a value, not a table")
+
+
+def _check_variant(
+    where: str,
+    variant: Variant,
+    sites: list[str],
+    pools: dict[tuple[str, str], int],
+    sliced: dict[tuple[str, str], tuple[str, ...]],
+) -> None:
+    """ValueError naming `where` unless some site of the service has the variant's GPUs of
+    its kind (a MIG variant: partitioned; else whole) and a replica holds its weights."""
+    from sim.serving.replica import replica_model
+
+    profile = variant.mig_profile
+    kind = "partitioned into MIG slices (gpus[].mig)" if profile else "as whole GPUs"
+    if not any(
+        (site, variant.gpu) in pools and ((site, variant.gpu) in sliced) == (profile is not None)
+        for site in sites
+    ):
+        raise ValueError(
+            f"{where}.gpu: none of the service's sites {sites} has {variant.gpu!r} GPUs {kind}"
+        )
+    try:
+        if profile is not None and variant.gpus_per_replica != 1:
+            raise ValueError(
+                f"a replica on a MIG slice takes one slice (gpus_per_replica = 1), got "
+                f"{variant.gpus_per_replica}"
+            )
+        # the weights and one short sequence must fit (the run uses the requests' lengths)
+        replica_model(
+            variant.model,
+            variant.gpu,
+            variant.gpus_per_replica,
+            variant.max_batch,
+            1.0,
+            1.0,
+            None,
+            profile,
+        )
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None

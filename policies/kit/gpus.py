@@ -92,17 +92,26 @@ class FreeGpus:
         (`Scale` up); False if they are not free (GPUs a suspension, migration or scale-down
         leaves are not counted free: a checkpoint write or draining requests hold them)."""
         if isinstance(action, Scale):
-            svc, site = action.service, action.site
-            more = action.replicas - svc.replicas(site) - svc.starting(site)
-            if more <= 0:
-                return True
-            gpus = more * svc.config.gpus_per_replica
-            return self.take(site, svc.config.gpu, gpus) is not None
+            return self._book_replicas(action)
         if not isinstance(action, Start | Resume | Migrate):
             return True
         if isinstance(action, Migrate):  # a migrating job already counts in its quota
             return self.take_for(action.job, action.site, action.gpu_model) is not None
         return self.take_job(action.job, action.site, action.gpu_model) is not None
+
+    def _book_replicas(self, action: Scale) -> bool:
+        """Book the GPUs (or MIG slices) the new replicas of `action`'s variant take."""
+        svc, site, variant = action.service, action.site, action.variant
+        more = action.replicas - svc.replicas(site, variant) - svc.starting(site, variant)
+        if more <= 0:
+            return True
+        spec = next(v for v in svc.variants if v.name == (variant or svc.variants[0].name))
+        if spec.mig_profile is not None:
+            return all(
+                self._take_slice(site, spec.gpu, spec.mig_profile) is not None
+                for _ in range(more)
+            )
+        return self.take(site, spec.gpu, more * spec.gpus_per_replica) is not None
 
     def can_take(self, job: JobView, site: str, model: str) -> bool:
         """Whether `take_job(job, site, model)` would succeed now (taking nothing)."""

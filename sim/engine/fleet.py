@@ -10,6 +10,7 @@ switch idle nodes off and that log facility power where an hourly PUE steps, and
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,7 +18,7 @@ import pandas as pd
 
 from sim.cluster import GpuParts, Pool, Site
 from sim.engine.component import Component
-from sim.errors import PolicyError, ScenarioError
+from sim.errors import PolicyError
 from sim.grid import CarbonSignal
 from sim.records import PowerLog
 from sim.results import ResultParts, busy_gpu_s, site_energy_kwh, site_operational_carbon_kg
@@ -45,19 +46,6 @@ class Fleet(Component):
         ]
         self.by_name = {s.name: s for s in self.sites}
         """The sites by name."""
-        self._check_services()
-
-    def _check_services(self) -> None:
-        """ScenarioError naming the service and the site if a service's replicas would need
-        a partitioned pool (its GPUs run only jobs on MIG slices)."""
-        for i, svc in enumerate(self._core.scenario.services):
-            for name in svc.sites:
-                pool = self.by_name[name].pool(svc.gpu)
-                if pool is not None and pool.mig is not None:
-                    raise ScenarioError(
-                        f"services[{i}].gpu: the {svc.gpu} GPUs of site {name} are MIG-"
-                        "partitioned (gpus[].mig); replicas need whole GPUs"
-                    )
 
     def site(self, name: str, asker: object = None) -> Site:
         """The site called `name`; PolicyError naming the sites if there is none (and
@@ -109,10 +97,12 @@ class Fleet(Component):
         if site.release(self._core.env.now, pool, gpus, draw_w):
             self.switch_off_later(site)
 
-    def release_part(self, site: Site, pool: Pool, parts: GpuParts, j: int, draw_w: float) -> None:
-        """Job `j`, drawing its share of `draw_w` W, leaves its part of a GPU of `pool` in
-        `parts` (a shared GPU or a MIG slice; the GPU is free again if it was the last job
-        there; see `release`)."""
+    def release_part(
+        self, site: Site, pool: Pool, parts: GpuParts, j: Hashable, draw_w: float
+    ) -> None:
+        """Job `j` (or another holder: an LLM replica on a MIG slice), drawing its share of
+        `draw_w` W, leaves its part of a GPU of `pool` in `parts` (a shared GPU or a MIG
+        slice; the GPU is free again if it was the last holder there; see `release`)."""
         if site.release_part(self._core.env.now, pool, parts, j, draw_w):
             self.switch_off_later(site)
 

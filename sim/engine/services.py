@@ -1,6 +1,7 @@
 """Inference services: their replicas' GPUs, cold starts, caps and power, and their results.
 
-A replica holds `gpus_per_replica` GPUs of its site's pool, in the site ledger at idle
+A replica holds `gpus_per_replica` GPUs of its site's pool (a MIG variant's: one slice of
+a partitioned pool, counted as its SM share of a GPU), in the site ledger at idle
 power (so services and training jobs compete for the same GPUs, and the ledger's busy
 GPUs count them); what a replica draws above idle is the service's *extra power*, kept
 here in one level log per (service, site) and added to the sites' power table when the
@@ -28,6 +29,7 @@ horizon, so a service costs nothing between decisions.
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from typing import TYPE_CHECKING
@@ -35,11 +37,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from sim import mig
 from sim.api import ReplicaPoint
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
-from sim.errors import PolicyError
+from sim.errors import PolicyError, ScenarioError
 from sim.results import ResultParts
 from sim.scenario import Site as SiteConfig
 from sim.serving.config import Directive, ServiceConfig, Variant
@@ -106,6 +109,8 @@ class _Level:
         "time_s",
         "extra_w",
         "gpus_log",
+        "gpus_per_replica",
+        "holders",
     )
 
     def __init__(self, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant):
@@ -125,12 +130,20 @@ class _Level:
         self.model: ReplicaModel
         self.fidelity_w = 0.0
         """Extra power of the serving replicas (the fidelity's last report), W."""
-        self.gpus = 0
-        """GPUs held (serving, loading, draining)."""
+        self.gpus = 0.0
+        """GPUs held (serving, loading, draining); a slice counts as its SM share."""
+        self.gpus_per_replica = (
+            float(spec.gpus_per_replica)
+            if spec.mig_profile is None
+            else mig.sm_share(spec.gpu, spec.mig_profile)
+        )
+        """GPUs one replica holds (a slice: its SM share of the GPU)."""
+        self.holders: list[tuple[str, int]] = []
+        """A MIG variant's slices held, newest last (their holder keys)."""
         self.time_s = array("d")
         self.extra_w = array("d")
         """Power above the ledger's idle of all the service's GPUs here, W, from time_s."""
-        self.gpus_log = array("q")
+        self.gpus_log = array("d")
 
     def extra_now_w(self) -> float:
         return self.fidelity_w + self.loading * (self.model.load_w - self.model.power_w[0])
@@ -160,7 +173,7 @@ class _Level:
         # frombytes copies the arrays' memory (extend would convert element by element)
         self.time_s.frombytes(np.asarray(t_s, dtype=np.float64).tobytes())
         self.extra_w.frombytes((np.asarray(fidelity_w, dtype=np.float64) + loading_w).tobytes())
-        self.gpus_log.frombytes(np.full(len(t_s), self.gpus, dtype=np.int64).tobytes())
+        self.gpus_log.frombytes(np.full(len(t_s), self.gpus, dtype=np.float64).tobytes())
 
     def it_w(self) -> np.ndarray:
         """IT power of the service's GPUs here at each log row, W (GPU idle + host share +
@@ -186,6 +199,7 @@ class Services(Component):
         "directive",
         "directive_log",
         "site_shares",
+        "_serial",
     )
 
     def __init__(self, core: Engine, sources: list[RequestSource], wan: Wan | None):
@@ -207,6 +221,8 @@ class Services(Component):
             src.set_factor(0.0, directives[0].output_factor)
         self.cap_w: list[float | None] = [None] * len(self.configs)
         """Each service's own GPU cap, W (None: its sites' caps)."""
+        self._serial = itertools.count()
+        """Numbers the slices replicas hold (their holder keys: ("replica", n))."""
         self.site_shares: list[np.ndarray | None] = [None] * len(self.configs)
         """Each service's routing weights over its sites (None: by ready capacity)."""
         fidelity = _fidelity(scenario.serving.fidelity) if self.configs else ServiceSim
@@ -218,8 +234,8 @@ class Services(Component):
                 site = core.fleet.by_name[name]
                 for v, spec in enumerate(self.variants[i]):
                     pool = site.pool(spec.gpu)
-                    if pool is None:  # the variant cannot run here (checked: some site has it)
-                        continue
+                    if pool is None or (pool.mig is None) != (spec.mig_profile is None):
+                        continue  # the variant cannot run here (checked: some site has it)
                     level = _Level(site, pool, len(levels), site_k, v, spec)
                     level.model = self._model(i, level)
                     levels.append(level)
@@ -273,6 +289,7 @@ class Services(Component):
             self.sources[i].tokens.mean_input,
             self.mean_output(i) if mean_output is None else mean_output,
             cap_w,
+            spec.mig_profile,
         )
 
     def mean_output(self, i: int) -> float:
@@ -291,8 +308,11 @@ class Services(Component):
         for i, cfg in enumerate(self.configs):
             for site_name, n in cfg.initial_replicas().items():
                 level = self.level(i, site_name, "replicas")
+                why = self._room(level, n)
+                if why is not None:
+                    raise ScenarioError(f"services[{i}].replicas.{site_name}: {why}")
                 if n:
-                    self._take_gpus(level, n * cfg.gpus_per_replica)
+                    self._take_gpus(level, n)
                     level.ready = n
                     self.sims[i].configure(0.0, level.k, n, level.model)
                 level.record(0.0)
@@ -313,15 +333,47 @@ class Services(Component):
 
     # --- the ledger ----------------------------------------------------------------------------
 
-    def _take_gpus(self, level: _Level, gpus: int) -> None:
+    def _take_gpus(self, level: _Level, replicas: int) -> None:
+        """`replicas` more replicas of `level` take their GPUs (or slices) now, at idle."""
         now = self._core.env.now
-        level.site.allocate(now, level.pool, gpus, level.pool.idle_w)
-        level.gpus += gpus
+        pool, profile = level.pool, level.spec.mig_profile
+        if profile is None:
+            level.site.allocate(now, pool, replicas * level.spec.gpus_per_replica, pool.idle_w)
+        else:
+            assert pool.mig is not None  # checked with the scenario
+            for _ in range(replicas):
+                holder = ("replica", next(self._serial))
+                level.site.allocate_part(now, pool, pool.mig, holder, profile, pool.idle_w, now)
+                level.holders.append(holder)
+        level.gpus += replicas * level.gpus_per_replica
 
-    def _free_gpus(self, level: _Level, gpus: int) -> None:
-        self._core.fleet.release(level.site, level.pool, gpus, level.pool.idle_w)
-        level.gpus -= gpus
+    def _free_gpus(self, level: _Level, replicas: int) -> None:
+        """`replicas` replicas of `level` give back their GPUs (or slices)."""
+        fleet, pool = self._core.fleet, level.pool
+        if level.spec.mig_profile is None:
+            fleet.release(level.site, pool, replicas * level.spec.gpus_per_replica, pool.idle_w)
+        else:
+            assert pool.mig is not None
+            for _ in range(replicas):
+                fleet.release_part(level.site, pool, pool.mig, level.holders.pop(), pool.idle_w)
+        level.gpus -= replicas * level.gpus_per_replica
         level.record(self._core.env.now)
+
+    def _room(self, level: _Level, more: int) -> str | None:
+        """None if `more` replicas of `level` fit now, else why not."""
+        pool, profile = level.pool, level.spec.mig_profile
+        if profile is None:
+            need, free, what = more * level.spec.gpus_per_replica, pool.free, f"{pool.model} GPUs"
+        else:
+            assert pool.mig is not None
+            need, free = more, pool.mig.free_slices().get(profile, 0)
+            what = f"{profile} slices of {pool.model}"
+        if need <= free:
+            return None
+        return (
+            f"{more} more replicas of {level.spec.name} need {need} {what}, "
+            f"{level.site.name} has {free} free"
+        )
 
     # --- actions (checked by the core's `apply` first) -------------------------------------
 
@@ -350,22 +402,20 @@ class Services(Component):
         for level in self.levels[i]:
             if level.site_k == site_k and level.variant == v:
                 return level
+        spec = self.variants[i][v]
+        kind = "whole" if spec.mig_profile is None else "MIG-partitioned"
         raise PolicyError(
-            f"{asker}: variant {names[v]} of service {cfg.name} needs "
-            f"{self.variants[i][v].gpu} GPUs, {site_name} has none"
+            f"{asker}: variant {names[v]} of service {cfg.name} needs {kind} {spec.gpu} GPUs, "
+            f"{site_name} has none"
         )
 
     def scale(self, i: int, level: _Level, replicas: int, asker: object) -> None:
         """Run `replicas` replicas of service `i` at `level`'s site from now."""
-        spec = level.spec
         have = level.ready + level.loading
         if replicas > have:
-            gpus = (replicas - have) * spec.gpus_per_replica
-            if level.pool.free < gpus:
-                raise PolicyError(
-                    f"{asker}: {replicas - have} more replicas need {gpus} {spec.gpu} GPUs, "
-                    f"{level.site.name} has {level.pool.free} free"
-                )
+            why = self._room(level, replicas - have)
+            if why is not None:
+                raise PolicyError(f"{asker}: {why}")
         sim = self.advance(i)
         now = self._core.env.now
         if replicas > have:
@@ -380,24 +430,29 @@ class Services(Component):
             cancel -= n
             if batch.replicas == 0:
                 level.batches.pop()
-            self._free_gpus(level, n * spec.gpus_per_replica)
+            self._free_gpus(level, n)
         if cancel:
             level.ready -= cancel
             free_at_s = sim.configure(now, level.k, level.ready, level.model)
             self._replicas_changed(i)
-            gpus = cancel * spec.gpus_per_replica
             if free_at_s <= now:
-                self._free_gpus(level, gpus)
+                self._free_gpus(level, cancel)
             else:
                 timer = self._core.env.timeout(free_at_s - now)
-                timer.callbacks.append(lambda _e: self._free_gpus(level, gpus))
+                timer.callbacks.append(lambda _e: self._free_gpus(level, cancel))
 
     def _cold_start(self, i: int, level: _Level, n: int) -> None:
-        gpus = n * level.spec.gpus_per_replica
         core = self._core
-        wake_s = core.fleet.wake_s(level.site, level.pool, gpus)
+        pool, profile = level.pool, level.spec.mig_profile
+        if profile is None:
+            wake_s = core.fleet.wake_s(level.site, pool, n * level.spec.gpus_per_replica)
+        else:  # a slice on a GPU nothing holds may need its node booted
+            assert pool.mig is not None
+            wake_s = (
+                core.fleet.wake_s(level.site, pool, 1) if pool.mig.fit(profile) is None else 0.0
+            )
         load_s = level.model.weights_gb / level.site.checkpoint_read_gbps
-        self._take_gpus(level, gpus)
+        self._take_gpus(level, n)
         level.loading += n
         batch = _ColdStart(n)
         level.batches.append(batch)
@@ -557,7 +612,7 @@ class Services(Component):
             cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
             model = self._model_for_cap(i, level.spec, cap_w, mean_out)
         quality = level.spec.quality
-        gpus = level.spec.gpus_per_replica
+        gpus = level.gpus_per_replica
         return ReplicaPoint(
             capacity_rps=model.slots / (mean_out * float(model.iter_s[model.slots])),
             busy_w=float(model.power_w[model.slots]),
@@ -606,7 +661,7 @@ class Services(Component):
                 e_step += e
                 c_step += c
                 g_step += g
-                r_step += g / np.diff(edges) / level.spec.gpus_per_replica
+                r_step += g / np.diff(edges) / level.gpus_per_replica
                 if g.any():  # a deployment that held no GPU costs nothing, priced or not
                     cost += g / 3600.0 * core.price_per_gpu_h(level.pool.model)
                 embodied_kg += g.sum() / 3600.0 * level.pool.spec.embodied_kg_per_gpu_h

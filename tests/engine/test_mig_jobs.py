@@ -311,26 +311,27 @@ def test_a_bad_layout_is_one_line_naming_the_site_the_model_and_the_layout(layou
     assert message in text
 
 
-def test_a_service_cannot_use_a_partitioned_pool(tmp_path):
-    scenario = make_scenario(
-        tmp_path,
-        [job("a", "1g.10gb", 0.5)],
-        sites=[partitioned(SEVEN_1G)],
-        services=[
-            {
-                "name": "chat",
-                "model": "Llama-3.1-8B-Instruct",
-                "gpu": A100,
-                "gpus_per_replica": 1,
-                "sites": ["a"],
-                "replicas": {"a": 0},
-                "slo": {"ttft_ms": 1000, "tpot_ms": 100},
-                "requests": {"rate_per_s": 1.0},
-            }
-        ],
-    )
-    with pytest.raises(ScenarioError, match=r"services\[0\].gpu: the A100-80GB GPUs of site a"):
-        sim.simulate(scenario, "run_now")
+def test_a_service_on_whole_gpus_cannot_use_a_partitioned_pool(tmp_path):
+    """Replicas on whole GPUs need whole GPUs; replicas on slices declare a `mig_profile`
+    (tests/engine/test_service_levers.py)."""
+    with pytest.raises(ScenarioError, match=r"services\[0\].gpu: .* 'A100-80GB' GPUs as whole"):
+        make_scenario(
+            tmp_path,
+            [job("a", "1g.10gb", 0.5)],
+            sites=[partitioned(SEVEN_1G)],
+            services=[
+                {
+                    "name": "chat",
+                    "model": "Llama-3.1-8B-Instruct",
+                    "gpu": A100,
+                    "gpus_per_replica": 1,
+                    "sites": ["a"],
+                    "replicas": {"a": 0},
+                    "slo": {"ttft_ms": 1000, "tpot_ms": 100},
+                    "requests": {"rate_per_s": 1.0},
+                }
+            ],
+        )
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,10 @@ def test_scaling_down_cancels_the_latest_cold_start_first(tmp_path):
 def test_scaling_beyond_the_free_gpus_is_refused_and_changes_nothing(tmp_path):
     h = PolicyHarness(serving_scenario(tmp_path))
     chat = h.state.service("chat")
-    with pytest.raises(PolicyError, match="2 more replicas need 4 H100-SXM GPUs, a has 2 free"):
+    with pytest.raises(
+        PolicyError,
+        match="2 more replicas of Llama-3.1-8B-Instruct need 4 H100-SXM GPUs, a has 2 free",
+    ):
         h.apply([Scale(chat, "a", 3)])
     assert (chat.replicas("a"), chat.starting("a")) == (1, 0)
     with pytest.raises(PolicyError, match="may not run on 'c'"):
@@ -245,3 +248,13 @@ def test_a_key_of_the_other_request_source_is_refused(tmp_path):
     svc = {**CHAT, "requests": {"rate_per_s": 1.0, "repeat": True}}
     with pytest.raises(sim.ScenarioError, match="repeat applies to a request file"):
         serving_scenario(tmp_path, services=[svc])
+
+
+@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+def test_a_service_without_a_ready_replica_drops_its_requests(tmp_path, fidelity):
+    """No replica at the start and none asked for: every request is dropped (the fluid
+    level once failed on a step begun off its grid with no replica ready anywhere)."""
+    svc = {**CHAT, "replicas": {"a": 0}}
+    r = sim.simulate(serving_scenario(tmp_path, fidelity, services=[svc]), "run_now")
+    assert r.summary["requests_served"] == 0
+    assert r.summary["requests_dropped"] == pytest.approx(r.summary["requests_total"])

@@ -222,7 +222,8 @@ class Fluid(ServiceSim):
         step_end = np.minimum((steps + 1) * self.step_s, self.horizon_s)
         whole = (edges[:-1] == steps * self.step_s) & (edges[1:] >= step_end)
         for j in np.flatnonzero(~whole):  # the first and the last piece at most
-            self._open.extend(self._parts(results, np.array([j])))
+            if results:  # no replica ready anywhere: every arrival was dropped
+                self._open.extend(self._parts(results, np.array([j])))
             self._open_seq_s += seq_s[j]
             if edges[j + 1] >= step_end[j]:
                 if self._open:

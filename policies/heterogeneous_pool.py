@@ -1,0 +1,344 @@
+"""`heterogeneous_pool`: per service, the number of replicas of each GPU type that serves the
+most of its forecast load within its latency target and its cost budget.
+
+In the spirit of Kairos (Li, Samsi, Gadepally and Tiwari, "Kairos: Building Cost-Efficient
+Machine Learning Inference Systems with Heterogeneous Cloud Resources", HPDC 2023): a
+service declares variants of its model on other GPU types, and a mix of GPU types can serve
+more within a budget than the best single type (docs/policies-heterogeneous-pool.md). Every
+`tick_s` (and at every other decision point), for each service:
+
+1. Deployments it may use: each (site, variant) the site has GPUs for, except those whose
+   round trip from the requests' origin is not under the time-to-first-token target, those
+   whose quality (under the directive in force) is under the service's `quality_floor`,
+   variants on MIG slices (left alone: `mig_partitioner`'s business), and, under a
+   `budget_per_h`, those without a price. One replica of a deployment serves
+   `replica_point(...).capacity_rps` (its batch full: the most it serves within its
+   latency) and costs `replica_point(...).price_per_h`.
+2. The demand: the highest arrival rate over the next `lookahead_s` (the rate forecast, and
+   the last step's rate if higher) times `1 + headroom`; after a step that missed the SLO
+   or dropped requests, at least the capacity it has now plus its smallest replica's.
+3. The mix: the current one while it covers the demand, fits the budget and is not
+   oversized (its capacity x (1 - `scale_down_margin`) under the demand); else the best
+   mix, found by exact enumeration (`best_mix`): the most served load min(capacity,
+   demand) within the budget and the free GPUs, then the lowest price, then the fewest
+   GPUs, then the fewest replicas changed. With a mix that covers the demand, that is the
+   cheapest such mix; without one, the most throughput the budget buys.
+4. The change: when the budget has room for the new replicas next to the old ones (the
+   removed ones counted as held for `drain_s`, as while draining their requests they still
+   cost), the new ones start first and the old ones go once the ready replicas left cover
+   the load; else the old ones go first and the new ones start as the budget frees.
+
+An adjuster, like `serve_autoscale` (which it replaces): after any training-job scheduler in
+a `chain` (alone: after `run_now`), it books its new replicas' GPUs first and holds back the
+planned starts that no longer fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.kit import Adjuster, FreeGpus
+from sim.api import Action, Scale, ServiceView, SystemState
+
+__all__ = ["Deployment", "HeterogeneousPool", "best_mix"]
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One (site, variant) of a service as the mix sees it."""
+
+    site: str
+    variant: str | None
+    """The variant's name (None: the service's own model, as `Scale` names it)."""
+    gpu: str
+    gpus: int
+    """GPUs one replica holds."""
+    capacity_rps: float
+    """Requests/s one replica serves with its batch full."""
+    price_per_h: float
+    """Price of one replica per hour, the scenario's currency (NaN: no price)."""
+    have: int
+    """Replicas now, serving or in their cold start."""
+    ready: int
+    """Replicas serving now."""
+
+
+@dataclass
+class HeterogeneousPool(Adjuster):
+    headroom: float = 0.25
+    """Spare capacity over the forecast peak rate (0.25: replicas for 125 % of it)."""
+    lookahead_s: float = 900.0
+    """How far ahead the forecast peak is taken, s (at least a cold start)."""
+    tick_s: float = 60.0
+    """Decide at least this often, s (a change the budget splits in two, old replicas out
+    and then new ones in, finishes at the first tick `drain_s` after it began)."""
+    min_replicas: int = 1
+    """Replicas each service keeps, however low its rate (fewer if its budget buys fewer)."""
+    scale_down_margin: float = 0.2
+    """Re-plan a mix that covers the demand only when its capacity x (1 - margin) does too."""
+    drain_s: float = 60.0
+    """How long a replica taken away is counted against the budget, s (it holds its GPUs,
+    and costs, until its last request ends)."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("headroom", 0 <= self.headroom <= 10, "in [0, 10]"),
+            ("lookahead_s", 0 <= self.lookahead_s < math.inf, ">= 0"),
+            ("tick_s", 0 < self.tick_s < math.inf, "> 0"),
+            ("min_replicas", self.min_replicas >= 0, ">= 0"),
+            ("scale_down_margin", 0 <= self.scale_down_margin < 1, "in [0, 1)"),
+            ("drain_s", 0 <= self.drain_s < math.inf, ">= 0"),
+        )
+        for name, ok, want in checks:
+            if not ok:
+                raise ValueError(f"{name} must be {want}, got {getattr(self, name)!r}")
+        self._run: object = None  # the state of the run the memory below belongs to
+        self._draining: dict[str, list[tuple[float, float]]] = {}
+        """Per service: (until when, price per hour) of the replicas it took away."""
+
+    def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
+        """Scale the services (their new GPUs booked first), then the planned `actions` that
+        still fit in the GPUs left."""
+        if self._run is not state:
+            self._run, self._draining = state, {}
+        free = FreeGpus(state)
+        plan: list[Action] = []
+        for name in state.services:
+            plan += self._scale(state.service(name), free, state.now_s)
+        return plan + [a for a in actions if free.book(a)]
+
+    def demand_rps(self, svc: ServiceView, deployments: Sequence[Deployment]) -> float:
+        """The load the mix must cover, requests/s (step 2)."""
+        _, rates = svc.rate_forecast(self.lookahead_s)
+        last = svc.stats.rate_per_s  # NaN before the first step ends
+        peak = max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
+        demand = peak * (1.0 + self.headroom)
+        stats = svc.stats
+        missed = stats.dropped >= 1.0 or (  # NaN >= 1 is False: no step yet
+            not math.isnan(stats.slo_attainment)
+            and stats.slo_attainment < svc.config.slo.percentile / 100.0
+        )
+        if missed and deployments:
+            now = sum(d.have * d.capacity_rps for d in deployments)
+            demand = max(demand, now + min(d.capacity_rps for d in deployments))
+        return demand
+
+    def deployments(self, svc: ServiceView) -> tuple[list[Deployment], list[Deployment]]:
+        """(the deployments the mix may use, those it may not: step 1), MIG ones left out."""
+        cfg = svc.config
+        own = svc.variants[0].name
+        specs = {v.name: v for v in svc.variants}
+        usable: list[Deployment] = []
+        barred: list[Deployment] = []
+        for site, name in svc.deployments:
+            spec = specs[name]
+            if spec.mig_profile is not None:
+                continue
+            variant = None if name == own else name
+            point = svc.replica_point(site, variant)
+            d = Deployment(
+                site=site,
+                variant=variant,
+                gpu=spec.gpu,
+                gpus=spec.gpus_per_replica,
+                capacity_rps=point.capacity_rps,
+                price_per_h=point.price_per_h,
+                have=svc.replicas(site, variant) + svc.starting(site, variant),
+                ready=svc.replicas(site, variant),
+            )
+            ok = (
+                svc.rtt_s(site) * 1000.0 < cfg.slo.ttft_ms
+                and not (
+                    cfg.quality_floor is not None
+                    and point.quality is not None
+                    and point.quality < cfg.quality_floor
+                )
+                and not (cfg.budget_per_h is not None and math.isnan(point.price_per_h))
+            )
+            (usable if ok else barred).append(d)
+        return usable, barred
+
+    def _scale(self, svc: ServiceView, free: FreeGpus, now_s: float) -> list[Action]:
+        """The `Scale`s of one service (steps 1-4), the GPUs of its new replicas taken."""
+        usable, barred = self.deployments(svc)
+        budget = math.inf if svc.config.budget_per_h is None else svc.config.budget_per_h
+        demand = self.demand_rps(svc, usable)
+        want = [d.have for d in usable]
+        if any(d.have for d in barred) or not self._keeps(usable, demand, budget):
+            want = best_mix(usable, demand, budget, _pool_rooms(usable, free), self.min_replicas)
+        draining = [(t, p) for t, p in self._draining.get(svc.name, []) if t > now_s]
+        held = _cost([*usable, *barred], [d.have for d in (*usable, *barred)])
+        new = self._change(usable, want, demand, budget - held - sum(p for _, p in draining), free)
+        plan = [(d, 0) for d in barred if d.have] + list(zip(usable, new, strict=True))
+        for d, n in plan:  # replicas taken out of service cost until they have drained
+            gone = max(d.ready - n, 0) * d.price_per_h
+            if gone > 0:
+                draining.append((now_s + self.drain_s, gone))
+        self._draining[svc.name] = draining
+        changed = sorted(
+            ((d, n) for d, n in plan if n != d.have),
+            key=lambda dn: dn[1] > dn[0].have,  # the ones going first
+        )
+        return [Scale(svc, d.site, n, d.variant) for d, n in changed]
+
+    @staticmethod
+    def _change(
+        usable: Sequence[Deployment],
+        want: Sequence[int],
+        demand_rps: float,
+        room_per_h: float,
+        free: FreeGpus,
+    ) -> list[int]:
+        """Replicas per deployment from now on the way to `want` (step 4): the new ones that
+        the budget's room (`room_per_h`, the old and draining replicas counted) and the free
+        GPUs allow; the old ones go now unless all new ones could start and the ready
+        replicas left would not yet serve what `want` serves."""
+        have = [d.have for d in usable]
+        ups = [max(w - h, 0) for w, h in zip(want, have, strict=True)]
+        started = _start(usable, ups, room_per_h, free)
+        pairs = list(zip(usable, want, strict=True))
+        ready_left = sum(min(d.ready, w) * d.capacity_rps for d, w in pairs)
+        served = min(demand_rps, sum(w * d.capacity_rps for d, w in pairs))
+        new = [h + s for h, s in zip(have, started, strict=True)]
+        if started != ups or ready_left >= served - _EPS:
+            new = [min(n, w) for n, w in zip(new, want, strict=True)]
+        return new
+
+    def _keeps(self, usable: Sequence[Deployment], demand: float, budget: float) -> bool:
+        """Whether the current mix stays (step 3): it covers the demand, fits the budget and
+        is not oversized."""
+        have = [d.have for d in usable]
+        capacity = sum(d.have * d.capacity_rps for d in usable)
+        return (
+            sum(have) >= self.min_replicas
+            and _cost(usable, have) <= budget + _EPS
+            and demand <= capacity
+            and capacity * (1.0 - self.scale_down_margin) < demand
+        )
+
+
+def best_mix(
+    deployments: Sequence[Deployment],
+    demand_rps: float,
+    budget_per_h: float,
+    pool_rooms: dict[tuple[str, str], int],
+    min_replicas: int = 0,
+) -> list[int]:
+    """Replicas per deployment, by exact enumeration: among the mixes within `budget_per_h`
+    (math.inf: none) and the GPUs of each pool (`pool_rooms`: (site, GPU model) -> GPUs the
+    service may hold there), the one with at least `min_replicas` replicas if any, then the
+    most served load min(capacity, demand), the lowest price (left out when a deployment
+    has no price), the fewest GPUs and the fewest replicas changed; the first in
+    enumeration order among equals. The counts are bounded by the pools, the budget and
+    ceil(demand / capacity) (a replica more than that never serves more), so the search is
+    the product of (bound + 1) over the deployments, evaluated with numpy one value of the
+    first deployment's count at a time."""
+    k = len(deployments)
+    if k == 0:
+        return []
+    caps = np.array([d.capacity_rps for d in deployments])
+    prices = np.array([d.price_per_h for d in deployments])
+    priced = not np.isnan(prices).any()
+    gpus = np.array([d.gpus for d in deployments])
+    have = np.array([d.have for d in deployments])
+    bounds = [_bound(d, demand_rps, budget_per_h, pool_rooms, min_replicas) for d in deployments]
+    pools = sorted({(d.site, d.gpu) for d in deployments})
+    members = np.array([[(d.site, d.gpu) == p for d in deployments] for p in pools], dtype=int)
+    rooms = np.array([pool_rooms[p] for p in pools])
+    best: tuple | None = None
+    for mixes in _mixes(bounds):
+        cost = mixes @ np.nan_to_num(prices)
+        ok = (cost <= budget_per_h + _EPS) & np.all((mixes * gpus) @ members.T <= rooms, axis=1)
+        mixes, cost = mixes[ok], cost[ok]
+        if not len(mixes):
+            continue
+        keys = (
+            np.sum(np.abs(mixes - have), axis=1),
+            mixes @ gpus,
+            cost if priced else np.zeros(len(mixes)),
+            -np.minimum(mixes @ caps, demand_rps),
+            (mixes.sum(axis=1) < min_replicas).astype(np.int64),
+        )
+        i = int(np.lexsort(keys)[0])
+        key = tuple(float(v[i]) for v in reversed(keys))
+        if best is None or key < best[0]:
+            best = (key, mixes[i])
+    assert best is not None  # no replicas at all always fits
+    return [int(n) for n in best[1]]
+
+
+def _bound(
+    d: Deployment,
+    demand_rps: float,
+    budget_per_h: float,
+    pool_rooms: dict[tuple[str, str], int],
+    min_replicas: int,
+) -> int:
+    """Most replicas of `d` a best mix may hold: its pool's room, what the budget buys, and
+    the replicas that alone cover the demand (at least `min_replicas`)."""
+    n = pool_rooms[d.site, d.gpu] // d.gpus
+    if budget_per_h < math.inf and d.price_per_h > 0:
+        n = min(n, math.floor(budget_per_h / d.price_per_h + _EPS))
+    return min(n, max(math.ceil(demand_rps / d.capacity_rps - _EPS), min_replicas))
+
+
+def _mixes(bounds: Sequence[int]) -> Iterator[np.ndarray]:
+    """Every mix with 0..bounds[i] replicas of deployment i, as arrays of rows: one array
+    per count of the first deployment."""
+    rest = [np.arange(b + 1) for b in bounds[1:]]
+    grid = np.zeros((1, 0), dtype=np.int64)
+    if rest:
+        grid = np.stack(np.meshgrid(*rest, indexing="ij"), axis=-1).reshape(-1, len(rest))
+    for n in range(bounds[0] + 1):
+        yield np.column_stack([np.full(len(grid), n), grid]).astype(np.int64)
+
+
+def _pool_rooms(usable: Sequence[Deployment], free: FreeGpus) -> dict[tuple[str, str], int]:
+    """GPUs the service may hold per (site, GPU model): the free ones and its own there."""
+    rooms: dict[tuple[str, str], int] = {}
+    for d in usable:
+        key = (d.site, d.gpu)
+        if key not in rooms:
+            rooms[key] = free.at(d.site).get(d.gpu, 0)
+        rooms[key] += d.have * d.gpus
+    return rooms
+
+
+def _cost(deployments: Sequence[Deployment], counts: Sequence[int]) -> float:
+    """Price per hour of `counts` replicas of the `deployments` (unpriced ones count 0)."""
+    return sum(
+        n * d.price_per_h
+        for d, n in zip(deployments, counts, strict=True)
+        if n and not math.isnan(d.price_per_h)
+    )
+
+
+def _start(
+    usable: Sequence[Deployment], ups: Sequence[int], room_per_h: float, free: FreeGpus
+) -> list[int]:
+    """Replicas started per deployment: of `ups`, as many as the budget's room and the free
+    GPUs allow, the deployments of most requests/s per unit of price first (their GPUs
+    taken from `free`)."""
+    started = [0] * len(usable)
+    order = sorted(range(len(usable)), key=lambda i: -_per_price(usable[i]))
+    for i in order:
+        d, n = usable[i], ups[i]
+        if n and d.price_per_h > 0 and room_per_h < math.inf:
+            n = min(n, max(math.floor(room_per_h / d.price_per_h + _EPS), 0))
+        n = min(n, free.at(d.site).get(d.gpu, 0) // d.gpus)
+        if n:
+            free.take(d.site, d.gpu, n * d.gpus)
+            room_per_h -= n * (0.0 if math.isnan(d.price_per_h) else d.price_per_h)
+        started[i] = n
+    return started
+
+
+def _per_price(d: Deployment) -> float:
+    """Requests/s of one replica per unit of its hourly price (inf: free or unpriced)."""
+    return d.capacity_rps / d.price_per_h if d.price_per_h > 0 else math.inf
