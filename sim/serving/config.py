@@ -90,7 +90,9 @@ class RequestSource(ConfigModel):
 
 class VariantConfig(ConfigModel):
     """One more way to serve a service (`[[services]] variants = [...]`): another model or
-    precision, on other GPUs or a MIG slice. Fields left out take the service's own."""
+    precision, on other GPUs or a MIG slice. `gpu`, `gpus_per_replica` and `max_batch` left
+    out take the service's own; a variant runs on whole GPUs unless it names a
+    `mig_profile`, and its quality defaults to the catalog's."""
 
     name: str | None = Field(default=None, min_length=1)
     """The variant's name (default: its model id)."""
