@@ -86,6 +86,10 @@ SUMMARY_KEYS = (
     "carbon_serving_kg",
     "carbon_per_1k_tokens_g",
     "serving_gpu_h",
+    "served_quality_mean",
+    "served_below_floor_share",
+    "cost_compute",
+    "mig_repartitions",
     "sim_wall_s",
 )
 FILES = (

@@ -163,17 +163,18 @@ class Engine:
             self.env.process(self._ticks(self.hooks.tick_s))
 
     def write_results(self, out: ResultParts) -> None:
-        """Every component writes its results into `out`, in order; then the prices; with a
-        MIG-partitioned pool, the summary's `mig_repartitions` (GPUs reconfigured by
-        `Repartition`)."""
+        """Every component writes its results into `out`, in order; then the prices, and
+        the summary's `mig_repartitions` (GPUs reconfigured by `Repartition`; None without
+        a MIG-partitioned pool)."""
         for component in self.components:
             component.write_results(out)
         if math.isnan(out.summary["cost_compute"]):
             out.summary["cost_compute"] = None
         out.meta["prices"] = {**self.prices.meta(), "missing": sorted(self._missing_prices)}
         partitioned = [p.mig for s in self.fleet.sites for p in s.pools if p.mig is not None]
-        if partitioned:
-            out.summary["mig_repartitions"] = sum(m.repartitions for m in partitioned)
+        out.summary["mig_repartitions"] = (
+            sum(m.repartitions for m in partitioned) if partitioned else None
+        )
 
     def price_per_gpu_h(self, gpu_model: str) -> float:
         """The scenario's price of one `gpu_model` GPU-hour (NaN: the table has none; such
