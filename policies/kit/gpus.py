@@ -108,8 +108,7 @@ class FreeGpus:
         spec = next(v for v in svc.variants if v.name == (variant or svc.variants[0].name))
         if spec.mig_profile is not None:
             return all(
-                self._take_slice(site, spec.gpu, spec.mig_profile) is not None
-                for _ in range(more)
+                self._take_slice(site, spec.gpu, spec.mig_profile) is not None for _ in range(more)
             )
         return self.take(site, spec.gpu, more * spec.gpus_per_replica) is not None
 
