@@ -338,7 +338,7 @@ class StateQueries(Protocol):
     def service_directives(self, name: str) -> tuple[Directive, ...]: ...
     def service_mean_output_tokens(self, name: str) -> float: ...
     def service_replica_point(
-        self, name: str, site: str, variant: str | None, directive: str | None
+        self, name: str, site: str, variant: str | None, directive: str | None, cap_w: float | None
     ) -> ReplicaPoint: ...
     def service_rtt_s(self, name: str, site: str) -> float: ...
     def price_per_gpu_h(self, gpu_model: str) -> float: ...
@@ -611,12 +611,17 @@ class ServiceView:
         return self._q.service_cap_w(self.name)
 
     def replica_point(
-        self, site: str, variant: str | None = None, directive: str | None = None
+        self,
+        site: str,
+        variant: str | None = None,
+        directive: str | None = None,
+        cap_w: float | None = None,
     ) -> ReplicaPoint:
         """What one replica of `variant` (None: its own model) at `site` would do with its
-        batch full under `directive` (None: the one in force) and the cap there: requests/s,
-        power, price, quality (`ReplicaPoint`)."""
-        return self._q.service_replica_point(self.name, site, variant, directive)
+        batch full under `directive` (None: the one in force) and a per-GPU cap of `cap_w`
+        W (None: the cap in force there): requests/s, power, price, quality
+        (`ReplicaPoint`). PolicyError for a cap out of the GPU's range."""
+        return self._q.service_replica_point(self.name, site, variant, directive, cap_w)
 
     def rtt_s(self, site: str) -> float:
         """Round-trip propagation from the requests' origin to `site`, s (0 at the origin):

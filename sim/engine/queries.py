@@ -122,13 +122,12 @@ class Queries(Component):
         return self._core.services.mean_output(self._service(name))
 
     def service_replica_point(
-        self, name: str, site: str, variant: str | None, directive: str | None
+        self, name: str, site: str, variant: str | None, directive: str | None, cap_w: float | None
     ) -> ReplicaPoint:
         services = self._core.services
         i = self._service(name)
-        return services.replica_point(
-            i, services.level(i, site, "replica_point", variant), directive
-        )
+        level = services.level(i, site, "replica_point", variant)
+        return services.replica_point(i, level, directive, cap_w)
 
     def service_rtt_s(self, name: str, site: str) -> float:
         services = self._core.services

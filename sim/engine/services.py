@@ -598,8 +598,11 @@ class Services(Component):
         m = level.model
         return m.slots / (self.mean_output(i) * float(m.iter_s[m.slots]))
 
-    def replica_point(self, i: int, level: _Level, directive: str | None) -> ReplicaPoint:
-        """One replica of `level` with its batch full under `directive` (None: in force)."""
+    def replica_point(
+        self, i: int, level: _Level, directive: str | None, cap_w: float | None = None
+    ) -> ReplicaPoint:
+        """One replica of `level` with its batch full under `directive` (None: in force)
+        and a per-GPU cap `cap_w` W (None: in force)."""
         names = [d.name for d in self.directives[i]]
         if directive is not None and directive not in names:
             raise PolicyError(
@@ -608,9 +611,13 @@ class Services(Component):
         d = self.directive[i] if directive is None else names.index(directive)
         model = level.model
         mean_out = self.sources[i].tokens.mean_output * self.directives[i][d].output_factor
-        if d != self.directive[i]:
-            cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
-            model = self._model_for_cap(i, level.spec, cap_w, mean_out)
+        if d != self.directive[i] or cap_w is not None:
+            if cap_w is None:
+                cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
+            try:
+                model = self._model_for_cap(i, level.spec, cap_w, mean_out)
+            except ValueError as e:
+                raise PolicyError(f"replica_point: service {self.names[i]}: {e}") from None
         quality = level.spec.quality
         gpus = level.gpus_per_replica
         return ReplicaPoint(

@@ -163,8 +163,9 @@ def test_variant_scaling_is_checked_against_its_own_gpus(tmp_path):
 
 def test_a_replica_point_prices_and_rates_one_replica(tmp_path):
     """`replica_point` under another directive: answers half as long, more requests per
-    second (not twice as many: the prompts' prefill and the fixed step time stay); the
-    price is the GPUs' at the scenario's override."""
+    second (not twice as many: the prompts' prefill and the fixed step time stay); under a
+    cap: less power, fewer requests per second; the price is the GPUs' at the scenario's
+    override."""
     scenario = _two_site_scenario(tmp_path, prices={"per_gpu_h": {"H100-SXM": 2.0}}, currency="USD")
     h = PolicyHarness(scenario)
     chat = h.state.service("chat")
@@ -174,6 +175,10 @@ def test_a_replica_point_prices_and_rates_one_replica(tmp_path):
     assert brief.mean_output_tokens == pytest.approx(0.5 * normal.mean_output_tokens)
     assert normal.capacity_rps < brief.capacity_rps < 2.0 * normal.capacity_rps
     assert chat.rtt_s("a") == 0.0 and chat.rtt_s("b") > 0.0
+    capped = chat.replica_point("a", cap_w=400.0)  # H100-SXM: 700 W at the most
+    assert capped.busy_w <= 4 * 400.0 + 1e-9 and capped.capacity_rps < normal.capacity_rps
+    with pytest.raises(PolicyError, match="replica_point: service chat: .*cap"):
+        chat.replica_point("a", cap_w=10.0)
 
 
 def test_compute_cost_is_the_price_of_every_gpu_hour_held(tmp_path):
