@@ -15,6 +15,7 @@ from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, D
 from policies.demand_response.services import DrServices
 from policies.gaia import CarbonTime, LowestWindow
 from policies.heterogeneous_pool import HeterogeneousPool
+from policies.mig_partitioner import MigPartitioner
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
 from policies.serve_autoscale import ServeAutoscale
@@ -47,6 +48,7 @@ REGISTRY: dict[str, type] = {
     "carbon_aware_directives": CarbonAwareDirectives,
     "heterogeneous_pool": HeterogeneousPool,
     "carbon_aware_routing": CarbonAwareRouting,
+    "mig_partitioner": MigPartitioner,
 }
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "HeterogeneousPool",
     "LowestCarbonSite",
     "LowestWindow",
+    "MigPartitioner",
     "MigrateWhenWorth",
     "OracleConfig",
     "RunNow",
