@@ -18,12 +18,9 @@ from dataclasses import dataclass, field
 from policies.demand_response.planner import Entry, SitePlan, SitePlanner, active_limits
 from policies.demand_response.strategies import DrComplementary
 from policies.kit import FreeGpus
-from sim.api import Action, Scale, ServiceView, SetCap, SetDirective, SystemState
+from sim.api import Action, ReplicaPoint, Scale, ServiceView, SetCap, SetDirective, SystemState
 
 __all__ = ["DrServices"]
-
-_INFERENCE = "inference"
-"""The hardware model's profile whose cap curve the serving model uses (docs/serving.md)."""
 
 
 @dataclass
@@ -54,6 +51,9 @@ class DrServices(DrComplementary):
     """`dr_complementary` for the jobs, then the services' variants, directives and caps
     (module docstring; docs/policies-demand-response.md, "dr_services")."""
 
+    margin_pct: float = 5.0
+    """Safety margin, % of the limit (5, not `dr_complementary`'s 1: a service's saving is
+    predicted at a full batch and over-states what a lightly loaded one frees)."""
     headroom: float = 0.25
     """Spare capacity kept over a service's forecast peak rate (as serve_autoscale's)."""
     lookahead_s: float = 900.0
@@ -127,25 +127,31 @@ class DrServices(DrComplementary):
         peak = max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
         return peak * (1.0 + self.headroom)
 
-    def _capacity_rps(self, svc: ServiceView, cfg: _Config, ratio: float = 1.0) -> float:
-        """Capacity of `svc` under `cfg` (its caps' throughput ratio `ratio`), requests/s."""
-        return ratio * sum(
-            n * svc.replica_point(s, v, cfg.directive).capacity_rps
-            for (s, v), n in cfg.replicas.items()
-            if n
+    def _point(self, svc: ServiceView, site: str, variant: str, cfg: _Config) -> ReplicaPoint:
+        """One replica of `variant` at `site` under `cfg`'s directive and cap (without a cap
+        of its own: the site's, else none, i.e. its GPU's highest cap)."""
+        state = self._svc.state
+        assert state is not None  # set by amend before any plan
+        cap_w = cfg.cap_w if cfg.cap_w is not None else state.site_cap_w(site)
+        if cap_w is None:
+            gpu = next(v.gpu for v in svc.variants if v.name == variant)
+            cap_w = state.gpu_spec(gpu).max_cap_w
+        return svc.replica_point(site, variant, cfg.directive, cap_w)
+
+    def _capacity_rps(self, svc: ServiceView, cfg: _Config) -> float:
+        """Capacity of `svc` under `cfg`, requests/s."""
+        return sum(
+            n * self._point(svc, s, v, cfg).capacity_rps for (s, v), n in cfg.replicas.items() if n
         )
 
     def _power_w(self, svc: ServiceView, cfg: _Config, site: str) -> float:
         """GPU power of `svc`'s replicas at `site` under `cfg`, W: each at its full batch (an
-        upper bound, close under load: a replica's power is concave in its batch), under
-        the cap at most the cap per GPU."""
-        total = 0.0
-        for (s, v), n in cfg.replicas.items():
-            if s == site and n:
-                pt = svc.replica_point(s, v, cfg.directive)
-                busy = pt.busy_w if cfg.cap_w is None else min(pt.busy_w, pt.gpus * cfg.cap_w)
-                total += n * busy
-        return total
+        upper bound, close under load: a replica's power is concave in its batch)."""
+        return sum(
+            n * self._point(svc, s, v, cfg).busy_w
+            for (s, v), n in cfg.replicas.items()
+            if s == site and n
+        )
 
     def _lead_moves(self, state: SystemState) -> None:
         """For each event starting within `lead_s`: if the site would be over its target with
@@ -186,7 +192,7 @@ class DrServices(DrComplementary):
         for v in svc.variants:
             if (site, v.name) not in svc.deployments or v.mig_profile is not None:
                 continue
-            pt = svc.replica_point(site, v.name, cfg.directive)
+            pt = self._point(svc, site, v.name, cfg)
             n = max(0, math.ceil(room / pt.capacity_rps - 1e-9))
             trial = _Config(
                 {**cfg.replicas, **dict.fromkeys(here, 0), (site, v.name): n},
@@ -217,7 +223,7 @@ class DrServices(DrComplementary):
         self, state: SystemState, svc: ServiceView, site: str, short_w: float
     ) -> float:
         """The mildest shorter directive whose fewer replicas at `site` cover `short_w` (else
-        the shortest that saves power); the power saved, W."""
+        the one that saves most, the mildest of equals); the power saved, W."""
         cfg = self._config(svc)
         now_w = self._power_w(svc, cfg, site)
         factor = {d.name: d.output_factor for d in svc.directives}
@@ -227,22 +233,22 @@ class DrServices(DrComplementary):
                 continue
             trial = self._fewest(svc, _Config(dict(cfg.replicas), d.name, cfg.cap_w), site)
             saved = now_w - self._power_w(svc, trial, site)
-            if saved > 0 and (best is None or best[0] < short_w):
+            if saved > 0 and (best is None or best[0] < min(saved, short_w)):
                 best = (saved, trial)
         if best is None:
             return 0.0
         self._svc.target[svc.name] = best[1]
         return best[0]
 
-    def _fewest(self, svc: ServiceView, cfg: _Config, site: str, ratio: float = 1.0) -> _Config:
+    def _fewest(self, svc: ServiceView, cfg: _Config, site: str) -> _Config:
         """`cfg` with the replicas at `site` cut, from its largest deployment there, while the
-        service's capacity (times `ratio`) stays at least its need."""
+        service's capacity stays at least its need."""
         need = self.need_rps(svc)
         reps = dict(cfg.replicas)
         for key in sorted((k for k in reps if k[0] == site), key=lambda k: -reps[k]):
-            per = ratio * svc.replica_point(*key, cfg.directive).capacity_rps
+            per = self._point(svc, *key, cfg).capacity_rps
             while reps[key] > 0:
-                spare = self._capacity_rps(svc, _Config(reps, cfg.directive, None), ratio) - need
+                spare = self._capacity_rps(svc, _Config(reps, cfg.directive, cfg.cap_w)) - need
                 if spare < per:
                     break
                 reps[key] -= 1
@@ -250,9 +256,8 @@ class DrServices(DrComplementary):
 
     def _cap(self, state: SystemState, svc: ServiceView, site: str, short_w: float) -> float:
         """The highest cap (on the `service_cap_step_w` grid) of `svc`'s GPUs whose power
-        saved covers `short_w` while its capacity stays at least its need (else the lowest
-        such cap); the power saved, W. Capacity under a cap scales by the hardware model's
-        `inference` throughput fraction (the engine's serving cap model uses that curve)."""
+        saved covers `short_w` while its capacity (`replica_point` under that cap) stays at
+        least its need (else the lowest such cap); the power saved, W."""
         cfg = self._config(svc)
         gpus = {
             v.gpu for v in svc.variants if any(cfg.replicas.get((s, v.name), 0) for s in svc.sites)
@@ -264,19 +269,11 @@ class DrServices(DrComplementary):
         top = cfg.cap_w if cfg.cap_w is not None else min(s.max_cap_w for s in specs)
         now_w = self._power_w(svc, cfg, site)
         need = self.need_rps(svc)
-
-        def ratio(cap_w: float) -> float:
-            return min(
-                state.operating_point(g, _INFERENCE, cap_w).throughput_fraction
-                / state.operating_point(g, _INFERENCE, cfg.cap_w).throughput_fraction
-                for g in gpus
-            )
-
         best: tuple[float, _Config] | None = None
         cap = math.floor((top - 1e-9) / self.service_cap_step_w) * self.service_cap_step_w
         while cap >= lo:
             trial = _Config(dict(cfg.replicas), cfg.directive, float(cap))
-            if self._capacity_rps(svc, trial, ratio(cap)) < need:
+            if self._capacity_rps(svc, trial) < need:
                 break
             saved = now_w - self._power_w(svc, trial, site)
             if saved > 0:
@@ -317,7 +314,7 @@ class DrServices(DrComplementary):
                 out.append(SetCap(svc, cfg.cap_w))
             ready = {k: min(svc.replicas(*k), n) for k, n in cfg.replicas.items()}
             covered = (
-                self._capacity_rps(svc, _Config(ready, cfg.directive, None))
+                self._capacity_rps(svc, _Config(ready, cfg.directive, cfg.cap_w))
                 >= self.need_rps(svc) - 1e-9
             )
             for (site, v), n in cfg.replicas.items():

@@ -6,7 +6,8 @@ The site: 20 H100-SXM (PUE 1.2, host 50 W/GPU), two 4-GPU compute-bound jobs and
 service of two Llama-3.1-70B replicas (4 GPUs each) at 5 requests/s, with a Llama-3.1-8B
 variant (1 GPU); fluid fidelity. Uncapped it draws 13.7 kW facility; with the jobs at their
 lowest caps 9.3 kW. An event from 1 h to 2 h asks for 10 kW (the jobs suffice) or 6 kW
-(the service must move too)."""
+(the service must move too). A busier chat (below) needs the in-event levers: a shorter
+directive, then a cap on its GPUs."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import sim
 from policies.demand_response import DrComplementary
 from policies.demand_response.services import DrServices
 from policies.run_now import RunNow
+from sim.api import ServiceView, SetCap
 from tests.conftest import make_scenario, site
 
 H100 = "H100-SXM"
@@ -35,7 +37,7 @@ CHAT = {
 }
 
 
-def scenario(tmp_path, limit_kw):
+def scenario(tmp_path, limit_kw, gpus=20, chat=CHAT):
     jobs = [
         {
             "job_id": f"j{i}",
@@ -49,8 +51,8 @@ def scenario(tmp_path, limit_kw):
     return make_scenario(
         tmp_path,
         jobs,
-        sites=[site(gpus=[{"model": H100, "count": 20}], pue=1.2, host_w_per_gpu=50.0)],
-        services=[CHAT],
+        sites=[site(gpus=[{"model": H100, "count": gpus}], pue=1.2, host_w_per_gpu=50.0)],
+        services=[chat],
         duration_h=3.0,
         serving={"fidelity": "fluid"},
         demand_response=[
@@ -116,3 +118,79 @@ def test_bad_parameters_are_refused_naming_them():
         DrServices(service_cap_step_w=0.0)
     with pytest.raises(ValueError, match="margin_pct must be in"):
         DrServices(margin_pct=60.0)
+
+
+# ---- the in-event levers: directives, then caps ----
+#
+# A busier chat: 35 requests/s on 6 x Llama-3.1-70B (24 GPUs) with the Llama-3.1-8B variant,
+# on 36 H100-SXM (4 free for the move), the same two jobs. Before the event chat moves to
+# 4 x 8B; with the jobs at their lowest caps the site then draws 9.22 kW facility (measured:
+# the event's peak under VariantsOnly below). Under `brief` (0.75 x the tokens) 3 x 8B keep
+# 1.25 x 35 requests/s. The policy predicts a service's power at a full batch while it runs
+# below, so the savings it hands back to the jobs at the first in-event decision are over
+# estimates: these runs take `margin_pct = 5` (the default 1 % let the first 300 s overshoot).
+
+BUSY_CHAT = {**CHAT, "replicas": {"a": 6}, "requests": {"rate_per_s": 35.0}}
+DIRECTIVE_NEEDED_KW, CAP_NEEDED_KW = 9.0, 8.2
+MARGIN_PCT = 5.0
+BRIEF_8B, NORMAL_8B = 48.3 - 1.0, 48.3  # MMLU-Pro of Llama-3.1-8B less brief's penalty
+
+
+def busy_scenario(tmp_path, limit_kw):
+    return scenario(tmp_path, limit_kw, gpus=36, chat=BUSY_CHAT)
+
+
+class VariantsOnly(DrServices):
+    """The jobs and the variant move; no directive or cap in the event."""
+
+    def _cut_in_event(self, state, site, short_w):
+        return 0.0
+
+
+class NoServiceCap(DrServices):
+    """Everything but the cap step."""
+
+    def _cap(self, state, svc, site, short_w):
+        return 0.0
+
+
+class RecordingServiceCaps(DrServices):
+    """DrServices, recording (time s, watts) of each SetCap it gives a service."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.service_caps = []
+
+    def amend(self, state, actions):
+        out = super().amend(state, actions)
+        self.service_caps += [
+            (state.now_s, a.watts)
+            for a in out
+            if isinstance(a, SetCap) and isinstance(a.target, ServiceView)
+        ]
+        return out
+
+
+def test_when_jobs_and_variants_do_not_suffice_a_shorter_directive_does_and_is_undone(tmp_path):
+    sc = busy_scenario(tmp_path, DIRECTIVE_NEEDED_KW)
+    assert sim.simulate(sc, VariantsOnly(margin_pct=MARGIN_PCT)).summary["dr_compliance"] < 0.5
+    r = sim.simulate(sc, DrServices(margin_pct=MARGIN_PCT))
+    assert r.summary["dr_compliance"] == 1.0
+    assert in_event_slo(r) >= CHAT["slo"]["percentile"] / 100
+    during = r.services.iloc[EVENT_STEPS]
+    assert (during["quality_mean"] == BRIEF_8B).all() and (during["replicas"] == 3).all()
+    after = r.services.iloc[-1]
+    assert after["quality_mean"] == 66.4 and after["replicas"] == 6  # normal, 70B: restored
+
+
+def test_when_even_directives_do_not_suffice_the_service_is_capped_and_keeps_its_slo(tmp_path):
+    sc = busy_scenario(tmp_path, CAP_NEEDED_KW)
+    assert sim.simulate(sc, NoServiceCap(margin_pct=MARGIN_PCT)).summary["dr_compliance"] < 0.5
+    policy = RecordingServiceCaps(margin_pct=MARGIN_PCT)
+    r = sim.simulate(sc, policy)
+    assert r.summary["dr_compliance"] == 1.0
+    assert in_event_slo(r) >= CHAT["slo"]["percentile"] / 100
+    event_s = (3600.0, 7200.0)
+    caps = [w for t, w in policy.service_caps if event_s[0] <= t < event_s[1]]
+    assert caps and all(w is not None and w < 700.0 for w in caps)  # H100-SXM: 700 W uncapped
+    assert policy.service_caps[-1] == (event_s[1], None)  # lifted when the event ends
