@@ -42,7 +42,7 @@ UNIT_LIMITS: tuple[UnitLimit, ...] = (
     UnitLimit("_km_per_s", "km/s", 299_792.458, "the speed of light"),
     UnitLimit("_w_per_gpu", "W", 100_000.0, "100 kW is a whole rack, not one GPU's host"),
     UnitLimit(
-        "_per_gpu_h",
+        "per_gpu_h",
         "per GPU-hour",
         1e6,
         "a million of any currency per GPU-hour is beyond every list price (an H100 rents for "

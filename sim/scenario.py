@@ -983,6 +983,12 @@ class Scenario(ConfigModel):
                     raise ValueError(f"{key}.sites: unknown site {site!r} (sites: {names})")
                 if (site, svc.gpu) not in pools:
                     raise ValueError(f"{key}.gpu: site {site} has no {svc.gpu!r} GPUs")
+                if ((site, svc.gpu) in sliced) != (svc.mig_profile is not None):
+                    kind = "whole" if svc.mig_profile is None else "MIG-partitioned"
+                    raise ValueError(
+                        f"{key}.gpu: the service's own model needs {kind} {svc.gpu} GPUs at "
+                        f"each of its sites; site {site}'s are not"
+                    )
             for k, variant in enumerate(svc.variant_specs()):
                 where = key if k == 0 else f"{key}.variants[{k - 1}]"
                 _check_variant(where, variant, svc.sites, pools, sliced)

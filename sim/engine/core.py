@@ -177,16 +177,22 @@ class Engine:
         )
 
     def price_per_gpu_h(self, gpu_model: str) -> float:
-        """The scenario's price of one `gpu_model` GPU-hour (NaN: the table has none; such
-        GPUs leave `cost_compute` None and are listed in meta.json)."""
+        """The scenario's price of one `gpu_model` GPU-hour (NaN: the table has none)."""
         price = self._price.get(gpu_model)
         if price is None:
             try:
                 price = self.prices.per_gpu_h(gpu_model)
             except ValueError:
                 price = math.nan
-                self._missing_prices.add(gpu_model)
             self._price[gpu_model] = price
+        return price
+
+    def charged(self, gpu_model: str) -> float:
+        """`price_per_gpu_h` of GPU-hours being charged: a GPU model without a price leaves
+        `cost_compute` None and is listed in meta.json's `prices.missing`."""
+        price = self.price_per_gpu_h(gpu_model)
+        if math.isnan(price):
+            self._missing_prices.add(gpu_model)
         return price
 
     def _signal_steps(self):

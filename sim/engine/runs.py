@@ -525,7 +525,8 @@ class Runs(Component):
         self.energy_kwh[j] += energy_kwh
         self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
         self.gpu_s[j] += gpus * (t1 - t0)
-        self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.price_per_gpu_h(pool.model)
+        if t1 > t0:
+            self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.charged(pool.model)
         self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         return energy_kwh
 

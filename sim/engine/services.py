@@ -319,6 +319,7 @@ class Services(Component):
             for level in self.levels[i]:
                 if not level.time_s:
                     level.record(0.0)
+            self._replicas_changed(i)
 
     def advance(self, i: int) -> ServiceSim:
         """Service `i`'s fidelity, its requests served up to now."""
@@ -347,17 +348,27 @@ class Services(Component):
                 level.holders.append(holder)
         level.gpus += replicas * level.gpus_per_replica
 
-    def _free_gpus(self, level: _Level, replicas: int) -> None:
-        """`replicas` replicas of `level` give back their GPUs (or slices)."""
+    def _free_gpus(
+        self, level: _Level, replicas: int, held: list[tuple[str, int]] | None = None
+    ) -> None:
+        """`replicas` replicas of `level` give back their GPUs (or slices: `held`, else
+        the newest)."""
         fleet, pool = self._core.fleet, level.pool
         if level.spec.mig_profile is None:
             fleet.release(level.site, pool, replicas * level.spec.gpus_per_replica, pool.idle_w)
         else:
             assert pool.mig is not None
             for _ in range(replicas):
-                fleet.release_part(level.site, pool, pool.mig, level.holders.pop(), pool.idle_w)
+                holder = held.pop() if held else level.holders.pop()
+                fleet.release_part(level.site, pool, pool.mig, holder, pool.idle_w)
         level.gpus -= replicas * level.gpus_per_replica
         level.record(self._core.env.now)
+
+    def _drained(self, i: int, level: _Level, replicas: int, held: list[tuple[str, int]]) -> None:
+        """Draining replicas of service `i` finished their last requests: their GPUs are
+        free (the fidelity advanced first, so the power log stays in time order)."""
+        self.advance(i)
+        self._free_gpus(level, replicas, held)
 
     def _room(self, level: _Level, more: int) -> str | None:
         """None if `more` replicas of `level` fit now, else why not."""
@@ -437,9 +448,10 @@ class Services(Component):
             self._replicas_changed(i)
             if free_at_s <= now:
                 self._free_gpus(level, cancel)
-            else:
+            else:  # the drained replicas' own slices, whatever scales up meanwhile
+                held = [level.holders.pop() for _ in range(cancel)] if level.holders else []
                 timer = self._core.env.timeout(free_at_s - now)
-                timer.callbacks.append(lambda _e: self._free_gpus(level, cancel))
+                timer.callbacks.append(lambda _e: self._drained(i, level, cancel, held))
 
     def _cold_start(self, i: int, level: _Level, n: int) -> None:
         core = self._core
@@ -669,8 +681,8 @@ class Services(Component):
                 c_step += c
                 g_step += g
                 r_step += g / np.diff(edges) / level.gpus_per_replica
-                if g.any():  # a deployment that held no GPU costs nothing, priced or not
-                    cost += g / 3600.0 * core.price_per_gpu_h(level.pool.model)
+                if g.any():  # a GPU nothing held costs nothing, priced or not
+                    cost += np.where(g > 0, g / 3600.0 * core.charged(level.pool.model), 0.0)
                 embodied_kg += g.sum() / 3600.0 * level.pool.spec.embodied_kg_per_gpu_h
             tally, frame = self._quality(i, edges)
             tallies.append(tally)

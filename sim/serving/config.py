@@ -202,6 +202,8 @@ class ServiceConfig(ConfigModel):
         if len(set(names)) != len(names):
             raise ValueError(f"variants: names must be unique, got {names}")
         levels = [d.name for d in self.directive_specs()]
+        if not levels:
+            raise ValueError("directives: list at least one level (or leave directives out)")
         if len(set(levels)) != len(levels):
             raise ValueError(f"directives: names must be unique, got {levels}")
         return self

@@ -314,7 +314,7 @@ def test_a_bad_layout_is_one_line_naming_the_site_the_model_and_the_layout(layou
 def test_a_service_on_whole_gpus_cannot_use_a_partitioned_pool(tmp_path):
     """Replicas on whole GPUs need whole GPUs; replicas on slices declare a `mig_profile`
     (tests/engine/test_service_levers.py)."""
-    with pytest.raises(ScenarioError, match=r"services\[0\].gpu: .* 'A100-80GB' GPUs as whole"):
+    with pytest.raises(ScenarioError, match=r"services\[0\].gpu: .* needs whole A100-80GB GPUs"):
         make_scenario(
             tmp_path,
             [job("a", "1g.10gb", 0.5)],

@@ -41,8 +41,8 @@ class At:
 
     t_s: float
     actions: object
-    done: bool = False
     tick_s: float = 60.0
+    done: bool = False
 
     def decide(self, state):
         if self.done or state.now_s < self.t_s:
@@ -208,6 +208,11 @@ def test_a_gpu_without_a_price_leaves_the_cost_unknown_and_says_which(tmp_path):
     assert r.summary["cost_compute"] is None
     assert r.meta["prices"]["missing"] == ["V100"]
     assert math.isnan(r.jobs["cost"].iloc[0])
+    asked = sim.simulate(  # a price only asked for is not missing
+        serving_scenario(tmp_path, sites=[_site_with("V100")], services=[{**CHAT, "sites": ["a"]}]),
+        At(0.0, lambda s: [] if math.isnan(s.price_per_gpu_h("V100")) else [None]),
+    )
+    assert asked.meta["prices"]["missing"] == [] and asked.summary["cost_compute"] > 0
 
 
 def _site_with(model: str) -> dict:
@@ -261,3 +266,70 @@ def test_a_mig_variant_needs_a_partitioned_pool(tmp_path):
     big = {**ON_SLICES, "variants": [{**ON_SLICES["variants"][0], "model": LARGE}]}
     with pytest.raises(ScenarioError, match=r"variants\[0\]: .*do not fit"):
         serving_scenario(tmp_path, services=[big], sites=[site(**MIG_SITE)])
+
+
+def test_a_drained_mig_replica_frees_its_own_slice(tmp_path):
+    """Scale a MIG replica away (it drains) and another up at once: when the drain ends,
+    the drained replica's slice is freed, not the new one's."""
+    service = {**ON_SLICES, "replicas": {}, "requests": {"rate_per_s": 20.0}}
+    scenario = serving_scenario(tmp_path, "request", services=[service], sites=[site(**MIG_SITE)])
+    h = PolicyHarness(scenario)
+    chat = h.state.service("chat")
+    h.apply([Scale(chat, "a", 1, variant="mig")]).advance(600.0)
+    h.apply([Scale(chat, "a", 0, variant="mig"), Scale(chat, "a", 1, variant="mig")])
+    assert [g.held for g in h.state.mig_layouts("a", "A100-80GB")] == [1, 1]
+    h.advance(1200.0)
+    assert [g.held for g in h.state.mig_layouts("a", "A100-80GB")] == [0, 1]
+
+
+def test_a_drain_across_a_step_edge_charges_each_step_its_own_gpu_seconds(tmp_path):
+    """Two replicas, one scaled away just before a step's end: it drains into the next
+    step, and no step holds more than two replicas' GPUs (the power log stays in time
+    order: the fidelity is advanced before the drained GPUs are freed)."""
+    service = {**CHAT, "sites": ["a"], "replicas": {"a": 2}, "requests": {"rate_per_s": 8.0}}
+    scenario = serving_scenario(tmp_path, "request", services=[service])
+    r = sim.simulate(scenario, At(1858.5, lambda s: [Scale(s.service("chat"), "a", 1)], tick_s=0.5))
+    assert r.services["replicas"].max() <= 2.0 + 1e-9
+    step = r.services.set_index("start_s")["replicas"]
+    assert step[1800.0] == pytest.approx(2.0) and 1.0 < step[1860.0] < 2.0
+
+
+def test_a_directives_list_is_not_empty_and_the_own_model_runs_at_every_site(tmp_path):
+    """One-line errors before the run: an empty directives list; the service's own model
+    at a site whose GPUs of its model are all MIG-partitioned."""
+    with pytest.raises(ScenarioError, match="directives: list at least one level"):
+        serving_scenario(tmp_path, services=[{**CHAT, "directives": []}])
+    partitioned_b = site(name="b", lat=48.9, lon=2.35, **MIG_SITE)
+    whole = {**CHAT, "gpu": "A100-80GB", "sites": ["a", "b"], "replicas": {"a": 1}}
+    a = site(gpus=[{"model": "A100-80GB", "count": 2}, {"model": "H100-SXM", "count": 2}])
+    with pytest.raises(ScenarioError, match="own model needs whole A100-80GB GPUs at each"):
+        serving_scenario(tmp_path, services=[whole], sites=[a, partitioned_b])
+
+
+def test_a_backlog_shed_at_one_deployment_is_taken_from_its_own_served_requests(tmp_path):
+    """The fluid level sheds the backlog of a deployment scaled away from its own served
+    requests, so the steps' served quality stays that of the request level."""
+    service = {
+        **TWO_VARIANTS,
+        "sites": ["a"],
+        "replicas": {"a": 1},
+        "requests": {"rate_per_s": 80.0},
+        "directives": None,
+    }
+
+    class Plan:
+        tick_s = 60.0
+
+        def decide(self, state):
+            chat = state.service("chat")
+            if state.now_s == 0.0:
+                return [Scale(chat, "a", 2, variant="small")]
+            return [Scale(chat, "a", 0)] if state.now_s == 3000.0 else []
+
+    quality = [
+        sim.simulate(_two_site_scenario(tmp_path, f, service=service, duration_h=1.0), Plan())
+        .services["quality_mean"]
+        .to_numpy()
+        for f in ("fluid", "request")
+    ]
+    assert np.nanmax(np.abs(quality[0] - quality[1])) < 0.5

@@ -169,7 +169,7 @@ class Fluid(ServiceSim):
                 self._passes[site].shed(1.0 - excess / self._backlog_tokens[site])
             self._backlog[site] -= shed
             self._backlog_tokens[site] -= excess
-            self._take_back(shed, to_dropped=True)
+            self._take_back(shed, to_dropped=True, site=site)
         return t_s
 
     def set_shares(self, t_s: float, shares: np.ndarray | None) -> None:
@@ -703,8 +703,10 @@ class Fluid(ServiceSim):
 
     # -- accounting -------------------------------------------------------------------
 
-    def _take_back(self, count: float, to_dropped: bool) -> None:
-        """Move `count` served requests of the latest steps to dropped (or unfinished)."""
+    def _take_back(self, count: float, to_dropped: bool, site: int | None = None) -> None:
+        """Move `count` served requests of the latest steps to dropped (or unfinished):
+        `site`'s (its backlog shed), as far as it served them; else every site's in
+        proportion."""
         k = min(int(self._t // self.step_s), self.n_steps - 1)
         while count > 1e-12 and k >= 0:
             take = min(count, self._served[k])
@@ -712,7 +714,7 @@ class Fluid(ServiceSim):
                 keep = 1 - take / self._served[k]
                 self._tokens[k] *= keep
                 self._slo_met[k] = min(self._slo_met[k], self._served[k] - take)
-                self._served_site[k] *= keep
+                self._take_back_site(k, take, keep, site)
                 self._served[k] -= take
                 if to_dropped:
                     self._dropped[k] += take
@@ -720,6 +722,18 @@ class Fluid(ServiceSim):
                     self._unfinished += take
                 count -= take
             k -= 1
+
+    def _take_back_site(self, k: int, take: float, keep: float, site: int | None) -> None:
+        """Step `k`'s requests served per site less `take` (a share `1 - keep` of all):
+        from `site` first, the rest from every site in proportion."""
+        row = self._served_site[k]
+        if site is not None:
+            own = min(take, float(row[site]))
+            row[site] -= own
+            rest = float(row.sum())
+            take -= own
+            keep = 1.0 - take / rest if rest > 0 else 1.0
+        row *= keep
 
     def _report(self, site: int, starts: np.ndarray, extra_w: np.ndarray) -> None:
         """on_power with the changes of the site's extra power (one call: floats for one,
