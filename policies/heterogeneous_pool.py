@@ -85,6 +85,13 @@ class HeterogeneousPool(Adjuster):
     drain_s: float = 60.0
     """How long a replica taken away is counted against the budget, s (it holds its GPUs,
     and costs, until its last request ends)."""
+    min_saving: float = 0.1
+    """A mix that covers the demand within the budget is replaced by one that serves no
+    more only if that costs less than (1 - min_saving) x as much: a switch costs cold
+    starts (and, under a budget that cannot hold both, the requests dropped meanwhile)."""
+    settle_s: float = 300.0
+    """After a change of a service's mix, its SLO misses for this long are the change's
+    (cold starts, a budget-split switch) and do not raise its demand, s."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -94,6 +101,8 @@ class HeterogeneousPool(Adjuster):
             ("min_replicas", self.min_replicas >= 0, ">= 0"),
             ("scale_down_margin", 0 <= self.scale_down_margin < 1, "in [0, 1)"),
             ("drain_s", 0 <= self.drain_s < math.inf, ">= 0"),
+            ("min_saving", 0 <= self.min_saving < 1, "in [0, 1)"),
+            ("settle_s", 0 <= self.settle_s < math.inf, ">= 0"),
         )
         for name, ok, want in checks:
             if not ok:
@@ -101,20 +110,25 @@ class HeterogeneousPool(Adjuster):
         self._run: object = None  # the state of the run the memory below belongs to
         self._draining: dict[str, list[tuple[float, float]]] = {}
         """Per service: (until when, price per hour) of the replicas it took away."""
+        self._changed_s: dict[str, float] = {}
+        """Per service: when this policy last changed its mix, s."""
 
     def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
         """Scale the services (their new GPUs booked first), then the planned `actions` that
         still fit in the GPUs left."""
         if self._run is not state:
-            self._run, self._draining = state, {}
+            self._run, self._draining, self._changed_s = state, {}, {}
         free = FreeGpus(state)
         plan: list[Action] = []
         for name in state.services:
             plan += self._scale(state.service(name), free, state.now_s)
         return plan + [a for a in actions if free.book(a)]
 
-    def demand_rps(self, svc: ServiceView, deployments: Sequence[Deployment]) -> float:
-        """The load the mix must cover, requests/s (step 2)."""
+    def demand_rps(
+        self, svc: ServiceView, deployments: Sequence[Deployment], settled: bool = True
+    ) -> float:
+        """The load the mix must cover, requests/s (step 2); SLO feedback only when the
+        mix is `settled` (no change within `settle_s`) and none of it is starting."""
         _, rates = svc.rate_forecast(self.lookahead_s)
         last = svc.stats.rate_per_s  # NaN before the first step ends
         peak = max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
@@ -124,7 +138,8 @@ class HeterogeneousPool(Adjuster):
             not math.isnan(stats.slo_attainment)
             and stats.slo_attainment < svc.config.slo.percentile / 100.0
         )
-        if missed and deployments:
+        starting = any(d.have > d.ready for d in deployments)
+        if missed and deployments and settled and not starting:
             now = sum(d.have * d.capacity_rps for d in deployments)
             demand = max(demand, now + min(d.capacity_rps for d in deployments))
         return demand
@@ -168,10 +183,13 @@ class HeterogeneousPool(Adjuster):
         """The `Scale`s of one service (steps 1-4), the GPUs of its new replicas taken."""
         usable, barred = self.deployments(svc)
         budget = math.inf if svc.config.budget_per_h is None else svc.config.budget_per_h
-        demand = self.demand_rps(svc, usable)
+        changed_s = self._changed_s.get(svc.name, -math.inf)
+        demand = self.demand_rps(svc, usable, now_s - changed_s >= self.settle_s)
         want = [d.have for d in usable]
         if any(d.have for d in barred) or not self._keeps(usable, demand, budget):
             want = best_mix(usable, demand, budget, _pool_rooms(usable, free), self.min_replicas)
+            if not any(d.have for d in barred) and not self._worth(usable, want, demand, budget):
+                want = [d.have for d in usable]
         draining = [(t, p) for t, p in self._draining.get(svc.name, []) if t > now_s]
         held = _cost([*usable, *barred], [d.have for d in (*usable, *barred)])
         new = self._change(usable, want, demand, budget - held - sum(p for _, p in draining), free)
@@ -185,6 +203,8 @@ class HeterogeneousPool(Adjuster):
             ((d, n) for d, n in plan if n != d.have),
             key=lambda dn: dn[1] > dn[0].have,  # the ones going first
         )
+        if changed:
+            self._changed_s[svc.name] = now_s
         return [Scale(svc, d.site, n, d.variant) for d, n in changed]
 
     @staticmethod
@@ -209,6 +229,24 @@ class HeterogeneousPool(Adjuster):
         if started != ups or ready_left >= served - _EPS:
             new = [min(n, w) for n, w in zip(new, want, strict=True)]
         return new
+
+    def _worth(
+        self, usable: Sequence[Deployment], want: Sequence[int], demand: float, budget: float
+    ) -> bool:
+        """Whether `want` is worth switching to from the current mix: the current one does
+        not fit the budget or has too few replicas, `want` serves more of the demand, or it
+        costs less than (1 - min_saving) x the current (unpriced: always worth it)."""
+        have = [d.have for d in usable]
+        current = _cost(usable, have)
+        if current > budget + _EPS or sum(have) < self.min_replicas:
+            return True
+        serves = [
+            min(demand, sum(n * d.capacity_rps for d, n in zip(usable, mix, strict=True)))
+            for mix in (have, want)
+        ]
+        if serves[1] > serves[0] + _EPS:
+            return True
+        return _cost(usable, want) < (1.0 - self.min_saving) * current - _EPS
 
     def _keeps(self, usable: Sequence[Deployment], demand: float, budget: float) -> bool:
         """Whether the current mix stays (step 3): it covers the demand, fits the budget and

@@ -15,6 +15,7 @@ import sim
 from policies import ServeAutoscale
 from policies.heterogeneous_pool import HeterogeneousPool
 from sim.api import Scale
+from sim.scenario import scenario_from_dict
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 
@@ -157,3 +158,18 @@ def test_bad_parameters_are_refused_naming_them():
         HeterogeneousPool(drain_s=-5.0)
     with pytest.raises(ValueError, match="scale_down_margin must be in"):
         HeterogeneousPool(scale_down_margin=1.0)
+
+
+def test_a_near_equal_mix_is_not_worth_a_switch_that_drops_requests():
+    """One H100 replica covers the demand (6 requests/s with 25 % headroom, of its 10.4) but
+    is "oversized"; two A100 replicas would cover it for 0.5 % less, and the budget cannot
+    hold both mixes, so switching would drop requests during the cold start. The policy
+    keeps the H100 replica (`min_saving`): no change, no request dropped (it once switched,
+    and the switch's own misses then flipped it back and forth every minute)."""
+    base = scenario(budget_per_h=6.0, h100_replicas=1)
+    raw = base.model_dump(mode="json", exclude_none=True)
+    raw["services"][0]["requests"] = {"rate_per_s": 6.0}
+    raw["prices"] = {"per_gpu_h": {"H100-SXM": 4.0, "A100-80GB": 1.99, "L40S": 100.0}}
+    r = sim.simulate(scenario_from_dict(raw, "hetero.toml"), HeterogeneousPool())
+    assert r.summary["requests_dropped"] == 0
+    assert np.allclose(r.services["replicas"], 1.0)
