@@ -6,6 +6,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -196,7 +197,12 @@ def run(
     built = _build_policy(scenario, file)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, built, progress=progress.update)
-    _print_summary(results.summary, scenario, bool(results.jobs["target_metric"].notna().any()))
+    _print_summary(
+        results.summary,
+        scenario,
+        bool(results.jobs["target_metric"].notna().any()),
+        results.meta.get("prices", {}).get("missing", []),
+    )
     _print_sites(results.sites)
     if out is not None:
         results.save(out)
@@ -671,10 +677,12 @@ def _summary_group(key: str) -> str:
     return "run"
 
 
-def _print_summary(summary: dict, scenario: Scenario, targets: bool = False) -> None:
+def _print_summary(
+    summary: dict, scenario: Scenario, targets: bool = False, unpriced: Sequence[str] = ()
+) -> None:
     """The summary's keys in groups (services only when the scenario has some, training to
     a target only when a job had a target, user rebound only with `[rebound]`), with a note
-    on signed quantities that read oddly."""
+    on signed quantities that read oddly, and on GPUs without a price (`unpriced`)."""
     table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -702,6 +710,11 @@ def _print_summary(summary: dict, scenario: Scenario, targets: bool = False) -> 
         value = summary.get(key)
         if isinstance(value, float) and value < 0:
             out_console.print(f"{key} < 0: {meaning}")
+    if unpriced:
+        out_console.print(
+            f"cost_compute: unknown, no price for {', '.join(unpriced)} GPU-hours (docs/prices.md; "
+            "give one in \\[prices.per_gpu_h])"
+        )
     infeasible = summary.get("deadline_infeasible")
     if infeasible:
         out_console.print(

@@ -14,7 +14,7 @@ import sim
 from sim.api import PolicyError, Scale, SetDirective
 from sim.errors import ScenarioError
 from sim.testing import PolicyHarness
-from tests.conftest import site
+from tests.conftest import run_cli, site
 from tests.engine.test_services import CHAT, serving_scenario
 
 SMALL = "Llama-3.1-8B-Instruct"
@@ -333,3 +333,16 @@ def test_a_backlog_shed_at_one_deployment_is_taken_from_its_own_served_requests(
         for f in ("fluid", "request")
     ]
     assert np.nanmax(np.abs(quality[0] - quality[1])) < 0.5
+
+
+def test_the_printed_summary_says_which_gpus_had_no_price(tmp_path, capsys):
+    """`dcsim run` names the GPU models whose GPU-hours left cost_compute unknown."""
+    jobs = [{"job_id": "j", "submit_time": 0, "gpus": 1, "work_gpu_h": 0.5}]
+    scenario = serving_scenario(
+        tmp_path, jobs=jobs, sites=[_site_with("V100")], services=[{**CHAT, "sites": ["a"]}]
+    )
+    path = tmp_path / "unpriced.toml"
+    path.write_text(scenario.to_toml())
+    code, out = run_cli(["run", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    assert "cost_compute: unknown, no price for V100 GPU-hours" in out.out
