@@ -77,6 +77,10 @@ are out and the heterogeneous pool can only mix GPU types of the 70B."""
 
 BASELINE = "serve_autoscale"
 
+_MARKERS = "osD^vP*Xh"
+"""One marker per lever of `POLICIES` in the figure: its eight Okabe-Ito colours repeat at
+the ninth lever, the markers do not."""
+
 METRICS = [
     "carbon_per_1k_tokens_g",
     "carbon_serving_kg",
@@ -202,7 +206,7 @@ def tradeoff_figure(table: pd.DataFrame, title: str, path: Path | None = None) -
                     y.iloc[i],
                     xerr=None if xerr is None else xerr[:, i : i + 1],
                     yerr=None if yerr is None else yerr[:, i : i + 1],
-                    fmt="osD^vP*X"[k % 8],
+                    fmt=_MARKERS[k % len(_MARKERS)],
                     color=OKABE_ITO[k % len(OKABE_ITO)],
                     label=lever,
                     capsize=3,
