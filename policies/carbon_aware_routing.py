@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from policies.kit import Adjuster, FreeGpus, WindowMean, forecast_from_now
+from policies.kit.inference import forecast_peak_rps
 from sim.api import Action, PolicyError, Route, Scale, ServiceView, SystemState
 
 __all__ = ["CarbonAwareRouting", "SiteOption", "fill_cleanest_first"]
@@ -188,7 +189,7 @@ class CarbonAwareRouting(Adjuster):
 
     def _route(self, svc: ServiceView, options: list[SiteOption]) -> Route:
         """The shares of the cleanest-first fill (step 3)."""
-        rates = fill_cleanest_first(options, _peak_rps(svc, self.tick_s), self.utilisation)
+        rates = fill_cleanest_first(options, forecast_peak_rps(svc, self.tick_s), self.utilisation)
         if not rates:  # no rate, or no ready replica at a candidate: all to the cleanest
             rates = {min(options, key=lambda o: o.g_per_request).site: 1.0}
         return Route(svc, rates)
@@ -203,7 +204,7 @@ class CarbonAwareRouting(Adjuster):
         others only at a decision that starts none and finds none in its cold start."""
         have = {s: svc.replicas(s) + svc.starting(s) for s in svc.sites}
         want = dict.fromkeys(svc.sites, 0)
-        left = _peak_rps(svc, self.lookahead_s)
+        left = forecast_peak_rps(svc, self.lookahead_s)
         ranked = [o.site for o in sorted(options, key=lambda o: o.g_per_request)]
         for s in ranked:
             per_rps = self.utilisation * svc.capacity_rps(s)
@@ -221,11 +222,3 @@ class CarbonAwareRouting(Adjuster):
             for s in svc.sites
             if want[s] > have[s] or (want[s] < have[s] and (s not in allowed or not starting))
         ]
-
-
-def _peak_rps(svc: ServiceView, horizon_s: float) -> float:
-    """The highest arrival rate forecast over `horizon_s`, or the last step's if higher,
-    requests/s."""
-    _, rates = svc.rate_forecast(horizon_s)
-    last = svc.stats.rate_per_s  # NaN before the first step ends
-    return max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.kit import Adjuster, FreeGpus
-from policies.kit.inference import ServingCarbon, forecast_peak_rps
+from policies.kit.inference import ServingCarbon, forecast_peak_rps, missed_slo
 from sim.api import Action, Scale, ServiceView, SystemState
 
 __all__ = ["CarbonAwareVariants", "Mix", "Option", "best_mix"]
@@ -254,12 +254,7 @@ class CarbonAwareVariants(Adjuster):
     def need_rps(self, svc: ServiceView, options: Sequence[Option]) -> float:
         """Capacity needed, requests/s (step 1)."""
         need = forecast_peak_rps(svc, self.lookahead_s) * (1.0 + self.headroom)
-        stats = svc.stats
-        missed = stats.dropped >= 1.0 or (  # NaN >= 1 is False: no step yet
-            not math.isnan(stats.slo_attainment)
-            and stats.slo_attainment < svc.config.slo.percentile / 100.0
-        )
-        if missed:
+        if missed_slo(svc):
             have = sum(o.have * o.capacity_rps for o in options)
             need = max(need, have + min(o.capacity_rps for o in options))
         return need

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.kit import Adjuster, FreeGpus
+from policies.kit.inference import forecast_peak_rps, missed_slo
 from sim.api import Action, Scale, ServiceView, SystemState
 
 __all__ = ["Deployment", "HeterogeneousPool", "best_mix"]
@@ -129,17 +130,9 @@ class HeterogeneousPool(Adjuster):
     ) -> float:
         """The load the mix must cover, requests/s (step 2); SLO feedback only when the
         mix is `settled` (no change within `settle_s`) and none of it is starting."""
-        _, rates = svc.rate_forecast(self.lookahead_s)
-        last = svc.stats.rate_per_s  # NaN before the first step ends
-        peak = max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
-        demand = peak * (1.0 + self.headroom)
-        stats = svc.stats
-        missed = stats.dropped >= 1.0 or (  # NaN >= 1 is False: no step yet
-            not math.isnan(stats.slo_attainment)
-            and stats.slo_attainment < svc.config.slo.percentile / 100.0
-        )
+        demand = forecast_peak_rps(svc, self.lookahead_s) * (1.0 + self.headroom)
         starting = any(d.have > d.ready for d in deployments)
-        if missed and deployments and settled and not starting:
+        if deployments and settled and not starting and missed_slo(svc):
             now = sum(d.have * d.capacity_rps for d in deployments)
             demand = max(demand, now + min(d.capacity_rps for d in deployments))
         return demand

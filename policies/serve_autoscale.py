@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.kit import Adjuster, FreeGpus
+from policies.kit.inference import forecast_peak_rps, missed_slo
 from sim.api import Action, Scale, ServiceView, SystemState
 
 __all__ = ["ServeAutoscale"]
@@ -68,9 +69,7 @@ class ServeAutoscale(Adjuster):
 
     def needed(self, svc: ServiceView) -> int:
         """Replicas `svc` needs for its forecast peak rate with headroom (step 1)."""
-        _, rates = svc.rate_forecast(self.lookahead_s)
-        last = svc.stats.rate_per_s  # NaN before the first step ends
-        peak = max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
+        peak = forecast_peak_rps(svc, self.lookahead_s)
         per_replica = svc.capacity_rps(svc.sites[0])
         return max(self.min_replicas, math.ceil(peak * (1.0 + self.headroom) / per_replica))
 
@@ -79,11 +78,7 @@ class ServeAutoscale(Adjuster):
         have = {s: svc.replicas(s) + svc.starting(s) for s in sites}
         total = sum(have.values())
         need = self.needed(svc)
-        stats = svc.stats
-        missed = stats.dropped >= 1.0 or (  # NaN >= 1 is False: no step yet
-            not math.isnan(stats.slo_attainment)
-            and stats.slo_attainment < svc.config.slo.percentile / 100.0
-        )
+        missed = missed_slo(svc)
         if missed:
             need = max(need, total + 1)
         want = dict(have)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from policies.demand_response.planner import Entry, SitePlan, SitePlanner, active_limits
 from policies.demand_response.strategies import DrComplementary
 from policies.kit import FreeGpus
+from policies.kit.inference import forecast_peak_rps
 from sim.api import Action, ReplicaPoint, Scale, ServiceView, SetCap, SetDirective, SystemState
 
 __all__ = ["DrServices"]
@@ -122,10 +123,7 @@ class DrServices(DrComplementary):
     def need_rps(self, svc: ServiceView) -> float:
         """Capacity `svc` keeps: its peak forecast rate over `lookahead_s` (or the last
         step's, if higher) times 1 + `headroom`, requests/s."""
-        _, rates = svc.rate_forecast(self.lookahead_s)
-        last = svc.stats.rate_per_s
-        peak = max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
-        return peak * (1.0 + self.headroom)
+        return forecast_peak_rps(svc, self.lookahead_s) * (1.0 + self.headroom)
 
     def _point(self, svc: ServiceView, site: str, variant: str, cfg: _Config) -> ReplicaPoint:
         """One replica of `variant` at `site` under `cfg`'s directive and cap (without a cap

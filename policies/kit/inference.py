@@ -1,6 +1,6 @@
-"""What the carbon-aware inference policies share: a service's forecast peak rate, and the
-carbon per request of a replica at a site, weighted by how dirty the site's grid is now
-against its forecast mean (`ServingCarbon`).
+"""What the inference policies share: a service's forecast peak rate, whether its last step
+missed its SLO, and the carbon per request of a replica at a site, weighted by how dirty
+the site's grid is now against its forecast mean (`ServingCarbon`).
 
 Carbon per request of one replica with its batch full (`sim.api.ReplicaPoint`):
 
@@ -19,7 +19,7 @@ import math
 from policies.kit.time_shifting import DecisionForecast
 from sim.api import ReplicaPoint, ServiceView, SystemState
 
-__all__ = ["J_PER_KWH", "ServingCarbon", "forecast_peak_rps"]
+__all__ = ["J_PER_KWH", "ServingCarbon", "forecast_peak_rps", "missed_slo"]
 
 J_PER_KWH = 3.6e6
 
@@ -30,6 +30,17 @@ def forecast_peak_rps(svc: ServiceView, lookahead_s: float) -> float:
     _, rates = svc.rate_forecast(lookahead_s)
     last = svc.stats.rate_per_s  # NaN before the first step ends
     return max(float(rates.max()) if len(rates) else 0.0, 0.0 if math.isnan(last) else last)
+
+
+def missed_slo(svc: ServiceView) -> bool:
+    """Whether `svc`'s last completed step met its SLO for fewer than its `percentile` % of
+    requests, or dropped one or more (the fluid level's expected drops are fractional);
+    False before the first step ends."""
+    stats = svc.stats
+    return stats.dropped >= 1.0 or (  # NaN >= 1 is False: no step yet
+        not math.isnan(stats.slo_attainment)
+        and stats.slo_attainment < svc.config.slo.percentile / 100.0
+    )
 
 
 class ServingCarbon:

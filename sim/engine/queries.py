@@ -113,7 +113,7 @@ class Queries(Component):
     def service_directive(self, name: str) -> str:
         services = self._core.services
         i = self._service(name)
-        return services.directives[i][services.directive[i]].name
+        return services.directives[i][services.sources[i].level].name
 
     def service_directives(self, name: str) -> tuple[Directive, ...]:
         return self._core.services.directives[self._service(name)]

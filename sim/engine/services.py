@@ -196,8 +196,6 @@ class Services(Component):
         "cap_w",
         "variants",
         "directives",
-        "directive",
-        "directive_log",
         "site_shares",
         "_serial",
     )
@@ -210,15 +208,11 @@ class Services(Component):
         self.index = {n: i for i, n in enumerate(self.names)}
         self.variants: list[tuple[Variant, ...]] = [c.variant_specs() for c in self.configs]
         self.directives: list[tuple[Directive, ...]] = [c.directive_specs() for c in self.configs]
-        self.directive: list[int] = [0] * len(self.configs)
-        """Each service's directive level in force (an index into its `directives`)."""
-        self.directive_log: list[tuple[list[float], list[int]]] = [
-            ([0.0], [0]) for _ in self.configs
+        self.sources = [
+            DirectedSource(s, [d.output_factor for d in directives])
+            for s, directives in zip(sources, self.directives, strict=True)
         ]
-        """Each service's directive changes: times s, and the level from each."""
-        self.sources = [DirectedSource(s) for s in sources]
-        for src, directives in zip(self.sources, self.directives, strict=True):
-            src.set_factor(0.0, directives[0].output_factor)
+        """Each service's requests, with its directive levels' log (`level`: in force)."""
         self.cap_w: list[float | None] = [None] * len(self.configs)
         """Each service's own GPU cap, W (None: its sites' caps)."""
         self._serial = itertools.count()
@@ -294,9 +288,8 @@ class Services(Component):
 
     def mean_output(self, i: int) -> float:
         """Service `i`'s mean output tokens per request under its directive now."""
-        return (
-            self.sources[i].tokens.mean_output * self.directives[i][self.directive[i]].output_factor
-        )
+        factor = self.directives[i][self.sources[i].level].output_factor
+        return self.sources[i].tokens.mean_output * factor
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -534,14 +527,7 @@ class Services(Component):
         """Service `i`'s answers at directive level `d` for the requests arriving from now."""
         sim = self.advance(i)
         now = self._core.env.now
-        self.directive[i] = d
-        times, levels = self.directive_log[i]
-        if times[-1] == now:
-            levels[-1] = d
-        else:
-            times.append(now)
-            levels.append(d)
-        self.sources[i].set_factor(now, self.directives[i][d].output_factor)
+        self.sources[i].set_level(now, d)
         sim.source_changed(now)
         self._recap(i)
 
@@ -620,10 +606,11 @@ class Services(Component):
             raise PolicyError(
                 f"replica_point: service {self.names[i]} has no directive {directive!r} ({names})"
             )
-        d = self.directive[i] if directive is None else names.index(directive)
+        in_force = self.sources[i].level
+        d = in_force if directive is None else names.index(directive)
         model = level.model
         mean_out = self.sources[i].tokens.mean_output * self.directives[i][d].output_factor
-        if d != self.directive[i] or cap_w is not None:
+        if d != in_force or cap_w is not None:
             if cap_w is None:
                 cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
             try:
@@ -737,10 +724,11 @@ class Services(Component):
             [np.nan if lv.spec.quality is None else lv.spec.quality for lv in levels]
         )
         penalty = np.array([d.quality_penalty for d in self.directives[i]])
-        log_s, log_level = (np.asarray(x) for x in self.directive_log[i])
+        source = self.sources[i]
+        log_s, log_level = np.asarray(source.from_s), np.asarray(source.levels)
         frame = sim.request_table()
         if frame is None:
-            mix = directive_mix(self.sources[i].base, edges, log_s, log_level, len(penalty))
+            mix = directive_mix(source.base, edges, log_s, log_level, len(penalty))
             return tally_steps(sim.served_by_site(), quality, penalty, mix, cfg.quality_floor), None
         site = frame["site"].to_numpy()
         tally, per_request = tally_requests(

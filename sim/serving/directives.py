@@ -13,6 +13,7 @@ applies to the requests arriving at or after its time; the fidelity is told
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,51 +24,62 @@ __all__ = ["DirectedSource"]
 
 
 class DirectedSource(RequestSource):
-    """`base`'s requests with the output factor in force at each arrival (1 until set)."""
+    """`base`'s requests answered at the directive level in force at each arrival: level
+    `d` makes them `factors[d]` x as long; level 0 is in force until another is set."""
 
-    def __init__(self, base: RequestSource):
+    def __init__(self, base: RequestSource, factors: Sequence[float]):
         self.base = base
         self.tokens = base.tokens
         """The base source's token counts (before any directive)."""
-        self._from_s: list[float] = [0.0]
-        """Times the factor changed, s (increasing; the first is 0)."""
-        self._factor: list[float] = [1.0]
+        self._factors = np.asarray(factors, dtype=float)
+        self.from_s: list[float] = [0.0]
+        """Times the level changed, s (increasing; the first is 0)."""
+        self.levels: list[int] = [0]
+        """The level from each of those times."""
 
-    def set_factor(self, t_s: float, factor: float) -> None:
-        """From `t_s` (not before the last change), answers are `factor` x as long."""
-        if t_s < self._from_s[-1]:
+    @property
+    def level(self) -> int:
+        """The level in force now (the last one set)."""
+        return self.levels[-1]
+
+    def set_level(self, t_s: float, level: int) -> None:
+        """From `t_s` (not before the last change), answers are at `level`."""
+        if t_s < self.from_s[-1]:
             raise ValueError(f"directive changes must come in time order, got {t_s} s")
-        if t_s == self._from_s[-1]:
-            self._factor[-1] = factor
+        if t_s == self.from_s[-1]:
+            self.levels[-1] = level
         else:
-            self._from_s.append(t_s)
-            self._factor.append(factor)
+            self.from_s.append(t_s)
+            self.levels.append(level)
 
     def output_factor(self, t_s: float) -> float:
-        return self._factor[bisect_right(self._from_s, t_s) - 1]
+        return float(self._factors[self.levels[bisect_right(self.from_s, t_s) - 1]])
 
-    def changes(self) -> tuple[np.ndarray, np.ndarray]:
-        """(times s, factors) of the schedule, the first at 0."""
-        return np.asarray(self._from_s), np.asarray(self._factor)
+    def _factors_at(self, t_s: np.ndarray) -> np.ndarray:
+        """The factor in force at each time (a change applies from its time on)."""
+        k = np.searchsorted(self.from_s, t_s, side="right") - 1
+        return self._factors[np.asarray(self.levels)[k]]
+
+    def _plain(self) -> bool:
+        """True while every level set so far leaves the answers as they are."""
+        return bool(np.all(self._factors[self.levels] == 1.0))
 
     def requests_between(self, t0_s: float, t1_s: float) -> RequestTable:
         table = self.base.requests_between(t0_s, t1_s)
-        if all(f == 1.0 for f in self._factor) or not len(table.arrival_s):
+        if self._plain() or not len(table.arrival_s):
             return table
-        k = np.searchsorted(self._from_s, table.arrival_s, side="right") - 1
-        factor = np.asarray(self._factor)[k]
+        factor = self._factors_at(table.arrival_s)
         out = np.maximum(1, np.rint(table.output_tokens * factor)).astype(np.int64)
         return RequestTable(table.arrival_s, table.input_tokens, out)
 
     def step_sums(self, edges_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         edges = np.asarray(edges_s, dtype=float)
-        if all(f == 1.0 for f in self._factor) or len(edges) < 2:
+        if self._plain() or len(edges) < 2:
             return self.base.step_sums(edges)
-        inner = [t for t in self._from_s[1:] if edges[0] < t < edges[-1]]
+        inner = [t for t in self.from_s[1:] if edges[0] < t < edges[-1]]
         fine = np.union1d(edges, inner)
         arrivals, inputs, outputs = self.base.step_sums(fine)
-        k = np.searchsorted(self._from_s, fine[:-1], side="right") - 1
-        outputs = outputs * np.asarray(self._factor)[k]
+        outputs = outputs * self._factors_at(fine[:-1])
         starts = np.searchsorted(fine, edges[:-1])
         reduce = np.add.reduceat
         return reduce(arrivals, starts), reduce(inputs, starts), reduce(outputs, starts)
