@@ -145,6 +145,8 @@ def standard_scenario(
             "start": "2019-01-01T00:00:00Z",
             # with services: at least a year of them (the serving target's setting)
             "duration_h": max(jobs / rate_per_h + 7 * 24, 8760.0 if services else 0.0),
+            # a year of services runs into 2020, which some WAN zones lack: read them aligned
+            "years": "align",
             "sites": [
                 {
                     "name": city,

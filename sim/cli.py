@@ -6,9 +6,9 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -201,7 +201,7 @@ def run(
         results.summary,
         scenario,
         bool(results.jobs["target_metric"].notna().any()),
-        results.meta.get("prices", {}).get("missing", []),
+        results.meta,
     )
     _print_sites(results.sites)
     if out is not None:
@@ -678,11 +678,12 @@ def _summary_group(key: str) -> str:
 
 
 def _print_summary(
-    summary: dict, scenario: Scenario, targets: bool = False, unpriced: Sequence[str] = ()
+    summary: dict, scenario: Scenario, targets: bool = False, meta: Mapping[str, Any] | None = None
 ) -> None:
     """The summary's keys in groups (services only when the scenario has some, training to
     a target only when a job had a target, user rebound only with `[rebound]`), with a note
-    on signed quantities that read oddly, and on GPUs without a price (`unpriced`)."""
+    on signed quantities that read oddly, and what `meta` (meta.json) says the reader must
+    know: GPUs without a price, zone-years read from another year."""
     table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -710,6 +711,8 @@ def _print_summary(
         value = summary.get(key)
         if isinstance(value, float) and value < 0:
             out_console.print(f"{key} < 0: {meaning}")
+    meta = meta or {}
+    unpriced = meta.get("prices", {}).get("missing", [])
     if unpriced:
         out_console.print(
             f"cost_compute: unknown, no price for {', '.join(unpriced)} GPU-hours (docs/prices.md; "
@@ -721,6 +724,18 @@ def _print_summary(
             f"deadline_infeasible: {infeasible} jobs had a deadline before their submission plus "
             f"the fastest runtime they could have; no policy meets those (ids in meta.json)"
         )
+    for sub in meta.get("years", {}).get("substitutions", []):
+        out_console.print(_year_substitution(sub), markup=False, highlight=False)
+
+
+def _year_substitution(sub: Mapping[str, Any]) -> str:
+    """One printed line for a zone-year substitution of meta.json's `years`."""
+    where = "the WAN" if sub.get("wan") else f"site {sub['site']}"
+    how = f"moved by {sub['shift_days']:+d} days"
+    if sub["wrapped"]:
+        how += ", repeated by whole weeks past the year's edge"
+    read = ", ".join(map(str, sub["years_read"]))
+    return f"years = {sub['rule']!r}: {where} reads zone {sub['zone']} from {read} ({how})"
 
 
 SITE_HEADERS = {

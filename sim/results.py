@@ -21,6 +21,7 @@ import pandas as pd
 
 from sim.atomic import write_atomic
 from sim.grid import CarbonSignal
+from sim.grid.catalog import site_year_plans
 from sim.rebound import parent_ids
 from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
@@ -299,6 +300,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         and engine.checkpoints.wan.config.contention,
         "throughput_table": None if scenario.throughput is None else str(scenario.throughput.file),
         "prediction_error": _prediction_meta(engine),
+        "years": _years_meta(engine),
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
         "deadline_infeasible_at_submission": {
@@ -321,6 +323,19 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         out.tables["services"],
         out.tables.get("requests"),
     )
+
+
+def _years_meta(engine: Engine) -> dict[str, Any]:
+    """The scenario's `years` rule and every zone-year substitution it made: per site zone
+    (and blend zone), and per WAN zone read (docs/grid-years.md)."""
+    scenario = engine.scenario
+    wan = engine.checkpoints.wan
+    sites = [{"site": name, **plan.meta()} for name, plan in site_year_plans(scenario)]
+    wan_zones = [] if wan is None else [{"wan": True, **plan.meta()} for plan in wan.year_plans()]
+    return {
+        "rule": scenario.years,
+        "substitutions": [p for p in sites + wan_zones if p["shift_days"] or p["wrapped"]],
+    }
 
 
 def _prediction_meta(engine: Engine) -> dict[str, Any] | None:

@@ -857,6 +857,11 @@ class Scenario(ConfigModel):
     seed: int = Field(default=0, ge=0)
     start: datetime
     duration_h: float = Field(gt=0)
+    years: Literal["align", "wrap"] | None = None
+    """How a run that needs a catalog zone-year the catalog lacks reads another year
+    (docs/grid-years.md): "align" moves a trace of another year by whole days (keeping
+    weekday and hour) and continues into its next year, "wrap" also stays within that year;
+    None: no substitution, such a run is an error. Recorded in meta.json."""
     sites: list[Site] = Field(min_length=1)
     workload: Workload
     forecast: ForecastConfig = ForecastConfig()

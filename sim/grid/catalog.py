@@ -5,16 +5,26 @@ file of average carbon intensity (g/kWh, UTC, hour starts) in two variants of em
 factors, `lifecycle` and `direct`. `dcsim grid-data build` derives them; see
 `grid_data/SOURCES.md`.
 
-Year alignment. A scenario may use a zone's trace of another year (its start year is not
-in the catalog, or the scenario asks for `year`). The trace is then moved by a whole
-number of days so that the scenario start falls on the same weekday and hour of the day
-as in the trace, within three days of the same day of the year: weekly and daily cycles
-stay where they were, seasons move by at most three days. A horizon past the end of the
-trace's year continues into the catalog's next year of the same zone.
+Years (`years` of a scenario; docs/grid-years.md). A run reads each zone's trace of its own
+years. When it needs a zone-year the catalog lacks (its start year, a `year` other than the
+run's, or a horizon that spills into a missing next year), the scenario must choose a rule:
+
+- ``years = "align"``: a trace of another year is moved by a whole number of days so that
+  the scenario start falls on the same weekday and hour of the day as in the trace, within
+  three days of the same day of the year (weekly and daily cycles stay where they were,
+  seasons move by at most three days); a horizon past the end of the trace's year continues
+  into the catalog's next year of the same zone (an error if it has none).
+- ``years = "wrap"``: moved the same way, but the run never leaves the trace's year: a time
+  past its end (or before its start) is read whole weeks (364 days) earlier (later), so
+  weekday and hour stay.
+
+Without a rule no substitution is made: a run that needs one is an error naming the rule to
+choose. Every substitution is a `YearPlan`, recorded in meta.json and printed by `dcsim run`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -114,34 +124,134 @@ def alignment_offset(start: datetime, trace_year: int) -> timedelta:
     return start - anchor
 
 
+YEAR_RULES = ("align", "wrap")
+"""The scenario's `years` choices (module docstring); None: no substitution."""
+
+WRAP = timedelta(days=364)
+"""`wrap` reads a time outside the trace's year this much earlier or later: 52 whole weeks."""
+
+
+@dataclass(frozen=True)
+class YearPlan:
+    """Which catalog years a zone's trace is read from for a run, and how they are moved."""
+
+    zone: str
+    rule: str | None
+    """The scenario's `years` (None: no substitution allowed)."""
+    trace_year: int
+    """The catalog year the run's start falls in once moved."""
+    shift_days: int
+    """Whole days added to the trace's times (0: the run's own year)."""
+    years_read: tuple[int, ...]
+    wrapped: bool
+    """`wrap` repeated part of the trace year by whole weeks to cover the horizon."""
+
+    @property
+    def substituted(self) -> bool:
+        """Whether the run sees anything but its own years' data, unmoved."""
+        return self.shift_days != 0 or self.wrapped
+
+    def meta(self) -> dict[str, object]:
+        return {
+            "zone": self.zone,
+            "rule": self.rule,
+            "trace_year": self.trace_year,
+            "shift_days": self.shift_days,
+            "years_read": list(self.years_read),
+            "wrapped": self.wrapped,
+        }
+
+
+def year_plan(
+    zone: str, start: datetime, horizon_s: float, year: int | None, rule: str | None
+) -> YearPlan:
+    """The years `zone`'s trace is read from to cover [start, start + horizon_s] under
+    `rule` (module docstring). ScenarioError naming the missing years and the rules."""
+    if rule is not None and rule not in YEAR_RULES:
+        raise ScenarioError(f"years must be one of {', '.join(YEAR_RULES)}, got {rule!r}")
+    years = zone_years(zone)
+    start = start.astimezone(UTC)
+    first = year if year is not None else start.year if start.year in years else years[-1]
+    if first not in years:
+        raise ScenarioError(f"zone {zone} has no trace for {first}; years: {_span(years)}")
+    offset = alignment_offset(start, first)
+    t0 = start - offset
+    t1 = t0 + timedelta(seconds=horizon_s)
+    needed = tuple(range(t0.year, t1.year + 1))
+    if rule is None and first != start.year:
+        raise ScenarioError(
+            f"zone {zone}: the run starts in {start.year} but reads the trace of {first} "
+            f'(catalog: {_span(years)}); choose how in the scenario: years = "align" '
+            f'(moved by whole days, keeping weekday and hour) or years = "wrap" (and '
+            f"repeated by whole weeks within that year); see docs/grid-years.md"
+        )
+    if rule == "wrap":
+        return YearPlan(zone, rule, first, offset.days, (first,), needed != (first,))
+    missing = [y for y in needed if y not in years]
+    if missing:
+        raise ScenarioError(
+            f"zone {zone}: the scenario needs its trace from {t0:%Y-%m-%d %H:%M} to "
+            f"{t1:%Y-%m-%d %H:%M} UTC (from {first}), but the catalog has "
+            f'{_span(years)}, not {", ".join(map(str, missing))}; years = "wrap" stays '
+            f"within {first} (docs/grid-years.md)"
+        )
+    return YearPlan(zone, rule, first, offset.days, needed, False)
+
+
 def zone_series(
     zone: str,
     start: datetime,
     horizon_s: float,
     year: int | None = None,
     variant: str = "lifecycle",
+    rule: str | None = None,
 ) -> pd.Series:
-    """`zone`'s hourly trace covering [start, start + horizon_s], from consecutive catalog
-    years, aligned to the scenario's year when it comes from another year; its
-    `attrs["repairs"]` adds up those of the zone-years read."""
-    years = zone_years(zone)
-    first = year if year is not None else start.year if start.year in years else years[-1]
-    offset = alignment_offset(start, first)
-    t0 = start.astimezone(UTC) - offset
-    t1 = t0 + timedelta(seconds=horizon_s)
-    needed = list(range(t0.year, t1.year + 1))
-    missing = [y for y in needed if y not in years]
-    if missing:
-        raise ScenarioError(
-            f"zone {zone}: the scenario needs its trace from {t0:%Y-%m-%d %H:%M} to "
-            f"{t1:%Y-%m-%d %H:%M} UTC (aligned from {first}), but the catalog has "
-            f"{_span(years)}, not {', '.join(map(str, missing))}"
-        )
-    parts = [load_zone(zone, y, variant) for y in needed]
+    """`zone`'s hourly trace covering [start, start + horizon_s] on the run's clock (UTC),
+    read as `year_plan` says; its `attrs["repairs"]` adds up those of the zone-years read,
+    `attrs["year_plan"]` is the plan."""
+    plan = year_plan(zone, start, horizon_s, year, rule)
+    parts = [load_zone(zone, y, variant) for y in plan.years_read]
     series = pd.concat(parts)
-    series.index = series.index + pd.Timedelta(offset)
-    series.attrs = {"repairs": summed_repairs(*parts)}
+    if plan.wrapped:
+        series = _wrapped(series, start - timedelta(days=plan.shift_days), horizon_s)
+    series.index = series.index + pd.Timedelta(days=plan.shift_days)
+    series.attrs = {"repairs": summed_repairs(*parts), "year_plan": plan}
     return series
+
+
+def _wrapped(year_series: pd.Series, t0: datetime, horizon_s: float) -> pd.Series:
+    """One year's hourly series extended by whole-week copies (`WRAP`) of itself until it
+    covers [t0, t0 + horizon_s] (trace times): before its start its first 364 days repeat
+    backwards, after its end its last 364 days repeat forwards."""
+    start, end = pd.Timestamp(t0), pd.Timestamp(t0 + timedelta(seconds=horizon_s))
+    wrap = pd.Timedelta(WRAP)
+    lo = year_series.index[0]
+    hi = year_series.index[-1] + pd.Timedelta(hours=1)
+    head = year_series[year_series.index < lo + wrap]
+    tail = year_series[year_series.index >= hi - wrap]
+    pieces = [year_series]
+    k = 1
+    while lo - (k - 1) * wrap > start:
+        pieces.insert(0, head.set_axis(head.index - k * wrap))
+        k += 1
+    k = 1
+    while hi + (k - 1) * wrap <= end:
+        pieces.append(tail.set_axis(tail.index + k * wrap))
+        k += 1
+    return pd.concat(pieces)
+
+
+def site_year_plans(scenario: Scenario) -> list[tuple[str, YearPlan]]:
+    """(site name, plan) of every catalog zone the sites read (blend zones too), in site
+    order: what meta.json and `dcsim run` report."""
+    plans = []
+    for s in scenario.sites:
+        c = s.carbon
+        for zone in (c.zone, c.blend_zone):
+            if zone is not None:
+                plan = year_plan(zone, scenario.start, scenario.horizon_s, c.year, scenario.years)
+                plans.append((s.name, plan))
+    return plans
 
 
 def _span(years: list[int]) -> str:
@@ -172,10 +282,12 @@ def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
         return CarbonSignal.constant(c.constant_g_per_kwh, horizon_s, kind=c.signal_kind)
     if c.zone is not None:
         try:
-            series = zone_series(c.zone, start, horizon_s, c.year, c.variant)
+            series = zone_series(c.zone, start, horizon_s, c.year, c.variant, scenario.years)
             what = f"{key} (zone {c.zone})"
             if c.blend_zone is not None:
-                other = zone_series(c.blend_zone, start, horizon_s, c.year, c.variant)
+                other = zone_series(
+                    c.blend_zone, start, horizon_s, c.year, c.variant, scenario.years
+                )
                 both = pd.concat([series, other], axis=1, join="inner")
                 repairs = summed_repairs(series, other)
                 series = (1 - c.blend_weight) * both.iloc[:, 0] + c.blend_weight * both.iloc[:, 1]

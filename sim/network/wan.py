@@ -6,14 +6,14 @@ import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import networkx as nx
 
 from sim.errors import ScenarioError
-from sim.grid.catalog import alignment_offset, catalog, zone_series, zone_years
+from sim.grid.catalog import YearPlan, catalog, year_plan, zone_series
 from sim.grid.signal import CarbonSignal
 from sim.network.energy import (
     DEFAULT_NETWORK_PUE,
@@ -191,6 +191,7 @@ class Wan:
         sites: Sequence[SiteLike],
         start: datetime,
         horizon_s: float,
+        years_rule: str | None = None,
     ) -> None:
         if start.tzinfo is None:
             raise ValueError(f"start must carry a UTC offset, got {start}")
@@ -198,6 +199,8 @@ class Wan:
         self.start = start
         self.horizon_s = float(horizon_s)
         self.year = start.astimezone(UTC).year
+        self.years_rule = years_rule
+        """The scenario's `years`: how zone traces of other years are read (sim.grid.catalog)."""
         self.topology: Topology
         if config.topology is not None:
             self.topology = load_topohub(config.topology)
@@ -242,7 +245,7 @@ class Wan:
         """The scenario's WAN, or None when it has no `[wan]`."""
         if scenario.wan is None:
             return None
-        return cls(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s)
+        return cls(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
 
     def __repr__(self) -> str:
         return (
@@ -419,7 +422,9 @@ class Wan:
             if zone == FALLBACK_ZONE:
                 sig = CarbonSignal.constant(self.config.fallback_g_per_kwh, self.horizon_s)
             else:
-                series = zone_series(zone, self.start, self.horizon_s, None, self.config.variant)
+                series = zone_series(
+                    zone, self.start, self.horizon_s, None, self.config.variant, self.years_rule
+                )
                 sig = CarbonSignal.from_series(
                     series, self.start, self.horizon_s, what=f"wan zone {zone}"
                 )
@@ -427,18 +432,25 @@ class Wan:
         return sig
 
     def _covering_zones(self) -> list[tuple[str, float, float]]:
-        """Catalog zones (zone, lat, lon) whose traces cover the scenario (the year rule of
-        `sim.grid.catalog.zone_series`), sorted by zone."""
+        """Catalog zones (zone, lat, lon) whose traces cover the scenario under its `years`
+        rule (`sim.grid.catalog.year_plan`), sorted by zone."""
         cat = catalog()
         out = []
         for zone, rows in cat.groupby("zone", sort=True):
-            years = zone_years(zone)
-            first = self.year if self.year in years else years[-1]
-            t0 = self.start.astimezone(UTC) - alignment_offset(self.start, first)
-            t1 = t0 + timedelta(seconds=self.horizon_s)
-            if all(y in years for y in range(t0.year, t1.year + 1)):
-                out.append((str(zone), float(rows["lat"].iloc[0]), float(rows["lon"].iloc[0])))
+            try:
+                year_plan(str(zone), self.start, self.horizon_s, None, self.years_rule)
+            except ScenarioError:
+                continue
+            out.append((str(zone), float(rows["lat"].iloc[0]), float(rows["lon"].iloc[0])))
         return out
+
+    def year_plans(self) -> list[YearPlan]:
+        """The year plans of the zones whose signals the run read so far, by zone."""
+        return [
+            year_plan(zone, self.start, self.horizon_s, None, self.years_rule)
+            for zone in sorted(self._signals)
+            if zone != FALLBACK_ZONE
+        ]
 
     def carbon_g(self, zone: str, t0_s: float, t1_s: float) -> float:
         """Integral of `zone`'s intensity over [t0_s, t1_s], (g/kWh)*s; past the horizon the

@@ -32,7 +32,7 @@ def test_alignment_keeps_weekday_and_hour_and_moves_at_most_three_days(start, tr
 
 def test_a_scenario_in_another_year_sees_the_trace_shifted_by_whole_weeks_of_weekdays():
     start = datetime(2023, 6, 5, tzinfo=UTC)  # a Monday
-    series = zone_series("DE", start, 48 * 3600.0, year=2019)
+    series = zone_series("DE", start, 48 * 3600.0, year=2019, rule="align")
     truth = load_zone("DE", 2019)
     # 2019-06-03 is the Monday nearest to 5 June 2019.
     assert series[start] == truth[pd.Timestamp("2019-06-03", tz="UTC")]

@@ -53,6 +53,7 @@ def scenario(
     start: str = "2020-06-01T00:00:00Z",
     duration_h: float = 168.0,
     forecast: dict | None = None,
+    years: str | None = None,
 ):
     raw = {
         "name": "grid-test",
@@ -76,6 +77,8 @@ def scenario(
     }
     if forecast:
         raw["forecast"] = forecast
+    if years:
+        raw["years"] = years
     return scenario_from_dict(raw)
 
 
@@ -282,9 +285,10 @@ def test_a_zone_signal_covers_a_2020_week_within_the_data_range(zone):
 def test_zone_year_defaults_to_the_start_year_else_the_latest_and_unknown_zones_fail():
     sig_2019 = signal_for_site(scenario({"zone": "DE"}, start="2019-06-01T00:00:00Z"), 0)
     assert sig_2019.value_at(0.0) == load_zone("DE", 2019)[pd.Timestamp("2019-06-01", tz="UTC")]
-    # 2023 is not in the catalog: the latest year, 2020, aligned to the same weekday
-    # (day 156 of 2020 is Thursday 4 June; the nearest Monday is 1 June).
-    sig_2023 = signal_for_site(scenario({"zone": "DE"}, start="2023-06-05T00:00:00Z"), 0)
+    # 2023 is not in the catalog: with years = "align", the latest year, 2020, aligned to the
+    # same weekday (day 156 of 2020 is Thursday 4 June; the nearest Monday is 1 June).
+    sc_2023 = scenario({"zone": "DE"}, start="2023-06-05T00:00:00Z", years="align")
+    sig_2023 = signal_for_site(sc_2023, 0)
     assert sig_2023.value_at(0.0) == load_zone("DE", 2020)[pd.Timestamp("2020-06-01", tz="UTC")]
     with pytest.raises(ScenarioError, match=r"^sites\[0\]\.carbon\.zone: unknown zone 'XX'"):
         signal_for_site(scenario({"zone": "XX"}), 0)
