@@ -363,7 +363,9 @@ def calibration_toml(
                 row(
                     separation_h=round(float(sep), 4),
                     within_forecast_data=round(float(c["within"][k]), 4),
-                    within_forecast_model=round(float(rank_corr_model(w * math.exp(-sep / tau))), 4),
+                    within_forecast_model=round(
+                        float(rank_corr_model(w * math.exp(-sep / tau))), 4
+                    ),
                     same_target_data=round(float(c["across"][k]), 4),
                     same_target_model=round(float(rank_corr_model(w)), 4),
                 )
@@ -397,7 +399,12 @@ def figure(
         st = stats[a.key]
         ax1.plot(st["lead_h"], 100 * st["mae"], mark, color=color, ms=3, label=f"{a.label}: MAE")
         ax1.plot(
-            st["lead_h"], 100 * st["mae_model"], "x", color=color, ms=4, alpha=0.6,
+            st["lead_h"],
+            100 * st["mae_model"],
+            "x",
+            color=color,
+            ms=4,
+            alpha=0.6,
             label="model on its real actuals",
         )
     per = 100 * benchmarks["uk"]["persistence_24h_mae"]
@@ -414,10 +421,18 @@ def figure(
     w, tau = cal.target_share, cal.target_tau_h
     c = corr["uk"]
     s = np.linspace(0, c["sep_h"][-1], 200)
-    ax2.plot(c["sep_h"], c["within"], "o", color="k", ms=3, label="GB data: one forecast, leads apart")
-    ax2.plot(s, rank_corr_model(np.where(s > 0, w * np.exp(-s / tau), 1.0)), color="C0",
-             label="model: one forecast")
-    ax2.plot(c["sep_h"], c["across"], "^", color="C2", ms=3, label="GB data: same target, issues apart")
+    ax2.plot(
+        c["sep_h"], c["within"], "o", color="k", ms=3, label="GB data: one forecast, leads apart"
+    )
+    ax2.plot(
+        s,
+        rank_corr_model(np.where(s > 0, w * np.exp(-s / tau), 1.0)),
+        color="C0",
+        label="model: one forecast",
+    )
+    ax2.plot(
+        c["sep_h"], c["across"], "^", color="C2", ms=3, label="GB data: same target, issues apart"
+    )
     ax2.axhline(rank_corr_model(w), color="C2", label="model: same target")
     wt = corr["watttime"]
     ax2.plot(wt["sep_h"], wt["within"], "s", color="C3", ms=3, label="CAISO data: one forecast")

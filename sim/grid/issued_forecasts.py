@@ -224,7 +224,7 @@ class Replay:
             )
         return (
             f"{path}: a forecast asked at {self.utc(now_s)} up to {self.utc(end_s)}, but "
-            f"{what}; add forecasts, ask shorter windows, or set {self.key}.fallback = \"model\""
+            f'{what}; add forecasts, ask shorter windows, or set {self.key}.fallback = "model"'
         )
 
 

@@ -263,7 +263,8 @@ def test_the_shipped_calibration_names_its_data_and_extent():
     assert cal.max_lead_h == 47.5  # the GB archive's longest lead
     assert 0 < cal.sigma_exponent < 1 and 0.5 < cal.target_share < 1
     assert cal.mae(1.0) == pytest.approx(
-        cal.sigma_inf * -math.expm1(-((1 / cal.lead_sat_h) ** cal.sigma_exponent))
+        cal.sigma_inf
+        * -math.expm1(-((1 / cal.lead_sat_h) ** cal.sigma_exponent))
         * math.sqrt(2 / math.pi)
     )
 

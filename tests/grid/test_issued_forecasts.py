@@ -90,7 +90,12 @@ def test_the_policy_sees_the_latest_issue_at_or_before_now(tmp_path):
 
 def test_an_uncovered_window_is_an_error_naming_the_file_and_times(tmp_path):
     r = replay(tmp_path)
-    with pytest.raises(ScenarioError, match=r"issued\.csv: a forecast asked at 2020-06-01T01:00Z up to 2020-06-01T05:00Z, but the latest forecast, issued 2020-06-01T00:00Z, covers only up to 2020-06-01T04:00Z.*fallback = \"model\""):  # noqa: E501
+    with pytest.raises(
+        ScenarioError,
+        match=r"issued\.csv: a forecast asked at 2020-06-01T01:00Z up to 2020-06-01T05:00Z, but "
+        r"the latest forecast, issued 2020-06-01T00:00Z, covers only up to 2020-06-01T04:00Z"
+        r".*fallback = \"model\"",
+    ):
         r.forecast(1 * HOUR, 4 * HOUR, truth_model)
 
 
@@ -126,19 +131,27 @@ def test_before_the_first_issue_the_model_fallback_forecasts_it_all(tmp_path):
             r"issued\.csv:3: target_start is not an ISO 8601 timestamp: 'June 1'",
         ),
         (
-            GOOD.replace("2020-06-01T00:00Z,2020-06-01T02:00Z,120", "2020-06-01T00:00Z,2020-06-01T01:00Z,120"),  # noqa: E501
+            GOOD.replace(
+                "2020-06-01T00:00Z,2020-06-01T02:00Z,120", "2020-06-01T00:00Z,2020-06-01T01:00Z,120"
+            ),  # noqa: E501
             r"issued\.csv:4: duplicate \(issued_at, target_start\) pair \(2020-06-01T00:00Z, 2020-06-01T01:00Z\), also on line 3",  # noqa: E501
         ),
         (
-            GOOD.replace("2020-06-01T00:00Z,2020-06-01T02:00Z,120", "2020-06-01T00:00Z,2020-06-01T00:30Z,120"),  # noqa: E501
+            GOOD.replace(
+                "2020-06-01T00:00Z,2020-06-01T02:00Z,120", "2020-06-01T00:00Z,2020-06-01T00:30Z,120"
+            ),  # noqa: E501
             r"issued\.csv:4: target_start 2020-06-01T00:30Z is earlier than on line 3 \(2020-06-01T01:00Z\); rows must be sorted",  # noqa: E501
         ),
         (
-            GOOD.replace("2020-06-01T02:00Z,2020-06-01T05:00Z", "2020-05-31T02:00Z,2020-06-01T05:00Z"),  # noqa: E501
+            GOOD.replace(
+                "2020-06-01T02:00Z,2020-06-01T05:00Z", "2020-05-31T02:00Z,2020-06-01T05:00Z"
+            ),  # noqa: E501
             r"issued\.csv:9: issued_at 2020-05-31T02:00Z is earlier than on line 8",
         ),
         (
-            GOOD.replace("2020-06-01T02:00Z,2020-06-01T02:00Z", "2020-06-01T02:00Z,2020-06-01T01:00Z"),  # noqa: E501
+            GOOD.replace(
+                "2020-06-01T02:00Z,2020-06-01T02:00Z", "2020-06-01T02:00Z,2020-06-01T01:00Z"
+            ),  # noqa: E501
             r"issued\.csv:6: target_start 2020-06-01T01:00Z is before its issued_at 2020-06-01T02:00Z",  # noqa: E501
         ),
     ],
@@ -191,7 +204,11 @@ def test_without_an_archive_meta_records_no_replay(tmp_path):
 def test_a_run_starting_before_the_archive_is_an_error_unless_the_model_may_fill(tmp_path):
     archive_file(tmp_path)
     a = site(forecast={"file": "issued.csv"})
-    with pytest.raises(ScenarioError, match=r"sites\[0\]\.forecast: .*issued\.csv: the run starts 2020-05-31T00:00Z, before the first forecast \(2020-06-01T00:00Z\)"):  # noqa: E501
+    with pytest.raises(
+        ScenarioError,
+        match=r"sites\[0\]\.forecast: .*issued\.csv: the run starts 2020-05-31T00:00Z, before "
+        r"the first forecast \(2020-06-01T00:00Z\)",
+    ):
         sim.simulate(make_scenario(tmp_path, start="2020-05-31T00:00:00Z", sites=[a]))
 
 
