@@ -14,6 +14,7 @@ from sim.engine import Engine
 from sim.engine.prediction import build_prediction
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
+from sim.grid.issued_forecasts import site_replays
 from sim.network import Wan
 from sim.plugins import build_policy
 from sim.results import Results, build_results
@@ -63,12 +64,15 @@ def build_engine(
     elif isinstance(policy, str):
         params = scenario.policy.params if policy == scenario.policy.name else {}
         policy = build_policy(policy, params)
+    forecaster = Forecaster(scenario.forecast, streams["forecast"])
+    for replay in site_replays(scenario, signals):
+        forecaster.replay(replay)
     engine = Engine(
         scenario,
         jobs,
         signals,
         policy,
-        Forecaster(scenario.forecast, streams["forecast"]),
+        forecaster,
         Wan.from_scenario(scenario),
         sources,
         streams["failures"],
@@ -99,7 +103,16 @@ def simulate(
     engine = build_engine(scenario, policy)
     t0 = time.perf_counter()
     engine.run(progress)
-    return build_results(engine, time.perf_counter() - t0)
+    return _results(engine, time.perf_counter() - t0)
+
+
+def _results(engine: Engine, wall_s: float) -> Results:
+    """`build_results`, and meta.json's `forecast_replay`: per site whose forecast replays an
+    archive, what was replayed and how often the fallback filled in (None without any)."""
+    results = build_results(engine, wall_s)
+    replays = engine.forecaster.replays()
+    results.meta["forecast_replay"] = {r.site: r.record() for r in replays} if replays else None
+    return results
 
 
 def _closed_loop(
@@ -121,7 +134,7 @@ def _closed_loop(
         t0 = time.perf_counter()
         engine.run(progress)
         wall_s += time.perf_counter() - t0
-        results = build_results(engine, wall_s)
+        results = _results(engine, wall_s)
         triggered = rebound.followups(results.jobs, jobs, scenario, config)
         if triggered.equals(extra):
             results.meta["rebound"] = {"runs": run, "followups": len(extra)}

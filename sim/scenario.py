@@ -155,6 +155,21 @@ class PowerOff(ConfigModel):
     """Residual draw of a powered-off node (management controller), W."""
 
 
+class SiteForecast(ConfigModel):
+    """A real archive of issued forecasts replayed as the site's forecast
+    (`sim.grid.issued_forecasts`, docs/forecasts.md "Replayed forecasts")."""
+
+    file: Path
+    """CSV (or .csv.gz) with rows issued_at,target_start,<column>; relative to the scenario."""
+    format: Literal["issued"] = "issued"
+    column: str = "value"
+    """Value column."""
+    unit: Literal["g/kWh", "kg/kWh", "lbs/MWh"] = "g/kWh"
+    fallback: Literal["error", "model"] = "error"
+    """Where the archive does not cover a forecast asked for: "error", or the `[forecast]`
+    model fills that part (counted in meta.json's `forecast_replay`)."""
+
+
 class Site(ConfigModel):
     name: str = Field(min_length=1)
     lat: float = Field(ge=-90, le=90)
@@ -176,6 +191,9 @@ class Site(ConfigModel):
     """Storage bandwidth one job writes (suspend, migrate) and reads (resume) its checkpoint
     at, GB/s; the job holds its GPUs at idle power meanwhile. 2 GB/s is an assumption (a
     parallel file system client, or a local NVMe drive): set your site's."""
+    forecast: SiteForecast | None = None
+    """Replay a real archive of issued forecasts as this site's forecast (default: the
+    `[forecast]` model)."""
 
     @field_validator("pue")
     @classmethod
@@ -1103,6 +1121,9 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         carbon = site.get("carbon") if isinstance(site, dict) else None
         if isinstance(carbon, dict) and isinstance(carbon.get("file"), str):
             carbon["file"] = str(base / carbon["file"])
+        forecast = site.get("forecast") if isinstance(site, dict) else None
+        if isinstance(forecast, dict) and isinstance(forecast.get("file"), str):
+            forecast["file"] = str(base / forecast["file"])
     wl = raw.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("file"), str):
         wl["file"] = str(base / wl["file"])

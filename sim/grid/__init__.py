@@ -5,11 +5,14 @@
   UK Carbon Intensity API) -> UTC series in g/kWh.
 - `load_zone`, `signal_for_site` (catalog.py): the project's zone catalog in `grid_data/`,
   and the signal of a scenario's site covering the whole scenario.
-- `Forecaster` (forecast.py): the only window a policy has into the future.
+- `Forecaster` (forecast.py): the only window a policy has into the future; `forecast_mae`,
+  the error a forecast model makes on a given series, by lead.
+- `load_issued_forecasts` (issued_forecasts.py): real issued forecasts a site may replay.
 """
 
 from sim.grid.catalog import GRID_DATA_DIR, available_zones, load_zone, signal_for_site
-from sim.grid.forecast import Forecaster
+from sim.grid.forecast import Forecaster, forecast_mae
+from sim.grid.issued_forecasts import load_issued_forecasts
 from sim.grid.loaders import TRACE_FORMATS, UNIT_TO_G_PER_KWH, load_trace, load_trace_csv
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
@@ -21,6 +24,8 @@ __all__ = [
     "CarbonSignal",
     "Forecaster",
     "available_zones",
+    "forecast_mae",
+    "load_issued_forecasts",
     "load_trace",
     "load_trace_csv",
     "load_zone",

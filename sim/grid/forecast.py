@@ -8,8 +8,9 @@ function on the signal's own breakpoints. Four models (`[forecast] model = ...`)
   `sigma_frac` x the signal's mean intensity, as in Wiesner et al., "Let's Wait Awhile",
   Middleware 2021 (their `simulate.py` adds ``normal(0, error * ci.mean())``).
 - ``calibrated``: an unbiased, horizon-dependent, autocorrelated relative error fitted on
-  real issued forecasts (WattTime MOER, CAISO North, 2023; see `docs/forecasts.md` and
-  `scripts/calibrate_forecast.py`). The parameters ship in `sim/data/forecast_calibration.toml`.
+  real issued forecasts (GB national 48-h forecasts, March 2023, and WattTime MOER 5-65 min
+  forecasts, CAISO North, 2023; see `docs/forecasts.md` and `scripts/calibrate_forecast.py`).
+  The parameters ship in `sim/data/forecast_calibration.toml`.
 - ``persistence``: the value at the same time of day yesterday (t - 24 h).
 
 Randomness is *counter-based*: the noise of a forecast is a pure function of the run's
@@ -38,9 +39,14 @@ import numpy as np
 from sim.grid.signal import CarbonSignal
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import pandas as pd
+
+    from sim.grid.issued_forecasts import Replay
     from sim.scenario import ForecastConfig
 
-__all__ = ["Calibration", "Forecaster", "shipped_calibration"]
+__all__ = ["Calibration", "Forecaster", "forecast_mae", "shipped_calibration"]
 
 DAY_S = 86400.0
 CALIBRATION_RESOURCE = "data/forecast_calibration.toml"
@@ -58,18 +64,22 @@ class Calibration:
     (lead time h > 0), as a fraction of the signal's mean intensity, is
 
         e(t, T) = sigma(h) * (sqrt(w) * A(T) + sqrt(1 - w) * B(t, T)),
-        sigma(h) = sigma_1h * (h / 1 h) ** sigma_exponent,
+        sigma(h) = sigma_inf * (1 - exp(-(h / lead_sat_h) ** sigma_exponent)),
 
-    with A a unit-variance Ornstein-Uhlenbeck process over *target* time with time constant
-    `target_tau_h` (corr(A(T1), A(T2)) = exp(-|T1 - T2| / tau)), shared by every forecast of
-    the same target (real forecasts issued minutes apart are nearly identical), and B i.i.d.
-    standard normal, fresh for each issue and step. w = `target_share`. So the error is
-    Gaussian with mean 0 and mean absolute value sigma(h) * sqrt(2 / pi); within one forecast
-    the errors of steps dT apart correlate as w * exp(-dT / tau); two forecasts of the same
-    target issued at different times correlate as w.
+    a saturating law of the form of the "stable" (powered exponential) variogram model of
+    geostatistics: like sigma_inf (h / lead_sat_h) ** sigma_exponent at short leads, rising to
+    sigma_inf (the error of a forecast that no longer knows more than the signal's typical
+    spread) at long ones. A is a unit-variance Ornstein-Uhlenbeck process over *target* time
+    with time constant `target_tau_h` (corr(A(T1), A(T2)) = exp(-|T1 - T2| / tau)), shared by
+    every forecast of the same target (real forecasts issued apart are nearly identical), and
+    B i.i.d. standard normal, fresh for each issue and step. w = `target_share`. So the error
+    is Gaussian with mean 0 and mean absolute value sigma(h) * sqrt(2 / pi); within one
+    forecast the errors of steps dT apart correlate as w * exp(-dT / tau); two forecasts of the
+    same target issued at different times correlate as w.
     """
 
-    sigma_1h: float
+    sigma_inf: float
+    lead_sat_h: float
     sigma_exponent: float
     target_share: float
     target_tau_h: float
@@ -77,17 +87,19 @@ class Calibration:
     """Longest lead time in the calibration data; beyond it sigma(h) is extrapolated."""
 
     def __post_init__(self) -> None:
-        for name in ("sigma_1h", "sigma_exponent", "max_lead_h"):
+        for name in ("sigma_inf", "sigma_exponent", "max_lead_h"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"calibration {name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.target_share <= 1:
             raise ValueError(f"calibration target_share must be in [0, 1], got {self.target_share}")
-        if not self.target_tau_h > 0:
-            raise ValueError(f"calibration target_tau_h must be > 0, got {self.target_tau_h}")
+        for name in ("lead_sat_h", "target_tau_h"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"calibration {name} must be > 0, got {getattr(self, name)}")
 
     def sigma(self, lead_h: np.ndarray | float) -> np.ndarray:
         """Standard deviation of the relative error at lead time `lead_h` (hours)."""
-        return self.sigma_1h * np.power(lead_h, self.sigma_exponent)
+        ratio = np.asarray(lead_h, dtype=float) / self.lead_sat_h
+        return -self.sigma_inf * np.expm1(-np.power(ratio, self.sigma_exponent))
 
     def mae(self, lead_h: np.ndarray | float) -> np.ndarray:
         """Mean absolute relative error at lead time `lead_h` (hours)."""
@@ -126,6 +138,10 @@ class Forecaster:
     - "persistence": each step takes the signal's value 24 h before its start (before the
       signal's first breakpoint: the first value). Deterministic, no randomness.
 
+    A signal registered with `replay` is forecast instead by replaying a real archive of
+    issued forecasts (`sim.grid.issued_forecasts`); the model fills in only where its fallback
+    rule says so.
+
     `rng`: the run's forecast stream; one 64-bit key is drawn from it here and nothing later.
     `calibration`: parameters of "calibrated" (default: the shipped ones).
     """
@@ -144,6 +160,7 @@ class Forecaster:
         self._bits = np.random.Philox(key=self._key)
         self._gen = np.random.Generator(self._bits)
         self._signals: dict[int, _SignalState] = {}
+        self._replays: dict[int, Replay] = {}
         self.calibration: Calibration | None = None
         if self.model == "calibrated":
             self.calibration = calibration if calibration is not None else shipped_calibration()
@@ -156,17 +173,34 @@ class Forecaster:
         elif self.model == "gaussian":
             self._sigma_frac = float(config.sigma_frac or 0.0)
 
+    def replay(self, replay: Replay) -> None:
+        """Forecast `replay.signal` from now on by replaying `replay` (its issued forecasts)."""
+        self._replays[id(replay.signal)] = replay
+
+    def replays(self) -> list[Replay]:
+        """The registered replays, in registration order."""
+        return list(self._replays.values())
+
     def forecast(
         self, signal: CarbonSignal, now_s: float, horizon_s: float
     ) -> tuple[np.ndarray, np.ndarray]:
         """Forecast step function over [now_s, min(now_s + horizon_s, signal.end_s)).
 
         Returns (times_s, values_g_per_kwh): times_s[0] == now_s, then the signal's
-        breakpoints inside the window; value i holds from times_s[i] to the next time (or the
-        window end). Fresh arrays, empty when the window is empty (now_s >= signal.end_s).
-        The same (run, signal, now_s) always gives the same forecast; a longer horizon
-        extends a shorter one.
+        breakpoints inside the window (a replayed signal: the archive's target times);
+        value i holds from times_s[i] to the next time (or the window end). Fresh arrays,
+        empty when the window is empty (now_s >= signal.end_s). The same (run, signal, now_s)
+        always gives the same forecast; a longer horizon extends a shorter one.
         """
+        replay = self._replays.get(id(signal))
+        if replay is not None and replay.signal is signal:
+            return replay.forecast(now_s, horizon_s, self.model_forecast)
+        return self.model_forecast(signal, now_s, horizon_s)
+
+    def model_forecast(
+        self, signal: CarbonSignal, now_s: float, horizon_s: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`forecast` by the configured model, ignoring any replay."""
         if horizon_s < 0:
             raise ValueError(f"forecast horizon must be >= 0 s, got {horizon_s}")
         end_s = min(now_s + horizon_s, signal.end_s)
@@ -241,6 +275,74 @@ class Forecaster:
         z = self._sqrt_w * state.target_path[i + 1 : i + times.size] + self._sqrt_1mw * issue
         assert self.calibration is not None
         return (self._scale * self.calibration.sigma(lead_s / 3600.0)) * z
+
+
+def forecast_mae(
+    model: str,
+    actual: pd.Series,
+    leads_h: Iterable[float],
+    seed: int = 0,
+    *,
+    sigma_frac: float | None = None,
+    scale: float | None = None,
+) -> dict[float, float]:
+    """Mean absolute error (g/kWh) of forecast `model` on the series `actual`, by lead time.
+
+    `actual`: intensities (g/kWh) on a sorted, unique, UTC DatetimeIndex; each value holds
+    until the next timestamp, the last one for the series' last interval. The simulator's own
+    `Forecaster` (model "perfect", "gaussian" with `sigma_frac`, "calibrated" with optional
+    `scale`, or "persistence"; the keys of `[forecast]`, checked the same way) forecasts this
+    series as the truth, issuing a forecast at every timestamp of the series (seeded by
+    `seed`). For lead L (hours, >= 0) every issue time t whose target t + L is at or before the
+    last timestamp contributes |forecast(t + L) - actual(t + L)|, the values of the steps
+    containing t + L. Returns {L: MAE} in the order of `leads_h`. Raises ValueError for a
+    series that is not a non-empty, finite, non-negative, sorted, unique UTC series, an
+    unknown model, bad model keys, or a lead with no target inside the series.
+    """
+    import pandas as pd
+    from pydantic import ValidationError
+
+    from sim.scenario import ForecastConfig
+
+    leads = [float(x) for x in leads_h]
+    if not leads or not all(math.isfinite(x) and x >= 0 for x in leads):
+        raise ValueError(f"forecast_mae: leads_h must be finite hours >= 0, got {leads}")
+    if model not in MODELS:
+        raise ValueError(f"forecast_mae: unknown forecast model {model!r}; known: {MODELS}")
+    try:
+        config = ForecastConfig(model=model, sigma_frac=sigma_frac, scale=scale)  # type: ignore[arg-type]
+    except ValidationError as e:
+        raise ValueError(f"forecast_mae: {e.errors()[0]['msg']}") from None
+    if not isinstance(actual, pd.Series) or not isinstance(actual.index, pd.DatetimeIndex):
+        raise ValueError("forecast_mae: actual must be a pandas Series with a DatetimeIndex")
+    if actual.index.tz is None or str(actual.index.tz) != "UTC":
+        raise ValueError(f"forecast_mae: actual's index must be in UTC, got tz {actual.index.tz}")
+    if len(actual) < 2:
+        raise ValueError(f"forecast_mae: actual needs at least 2 values, got {len(actual)}")
+    values = actual.to_numpy(dtype=float)
+    if not np.isfinite(values).all() or (values < 0).any():
+        bad = actual.index[int(np.argmax(~(np.isfinite(values) & (values >= 0))))]
+        raise ValueError(f"forecast_mae: actual at {bad} is NaN, infinite or negative")
+    t = (actual.index - actual.index[0]).total_seconds().to_numpy(dtype=float)
+    if not (np.diff(t) > 0).all():
+        bad = actual.index[int(np.argmax(np.diff(t) <= 0)) + 1]
+        raise ValueError(f"forecast_mae: actual's index must be sorted and unique (at {bad})")
+    signal = CarbonSignal(t, values, end_s=t[-1] + (t[-1] - t[-2]))
+    forecaster = Forecaster(config, np.random.default_rng(seed))
+    lead_s = np.array(leads) * 3600.0
+    errors: list[list[float]] = [[] for _ in leads]
+    for now_s in t:
+        times, fv = forecaster.forecast(signal, now_s, float(lead_s.max()) + 1.0)
+        for k, target_s in enumerate(now_s + lead_s):
+            if target_s <= t[-1]:
+                step = np.searchsorted(times, target_s, side="right") - 1
+                errors[k].append(abs(fv[step] - signal.value_at(target_s)))
+    out = {}
+    for lead, err in zip(leads, errors, strict=True):
+        if not err:
+            raise ValueError(f"forecast_mae: lead {lead} h reaches past the series' end")
+        out[lead] = float(np.mean(err))
+    return out
 
 
 def ou_path(t: np.ndarray, eps: np.ndarray, tau: float) -> np.ndarray:
