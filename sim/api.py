@@ -306,6 +306,7 @@ class StateQueries(Protocol):
     def power_delta_w(
         self, j: int, cap: float | None, site_name: str | None, model: str | None
     ) -> float: ...
+    def carbon_intensity(self, site: str) -> float: ...
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
     def announced_events(self, site: str | None) -> list[DemandResponseView]: ...
     def estimate(
@@ -800,8 +801,9 @@ class SystemState:
         return self._q.price_per_gpu_h(gpu_model)
 
     def carbon_intensity(self, site: str) -> float:
-        """Carbon intensity of `site`'s grid now, g/kWh."""
-        return self._q.site(site).signal.value_at(self._q.now_s)
+        """Carbon intensity of `site`'s grid now, g/kWh: the signal the site decides on
+        (`[sites.decision_carbon]` if it has one, else `[sites.carbon]`)."""
+        return self._q.carbon_intensity(site)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function

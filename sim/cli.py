@@ -203,6 +203,7 @@ def run(
         bool(results.jobs["target_metric"].notna().any()),
         results.meta,
     )
+    _note_mixed_kinds(results.meta["carbon_signals"])
     _print_sites(results.sites)
     if out is not None:
         results.save(out)
@@ -738,12 +739,26 @@ def _year_substitution(sub: Mapping[str, Any]) -> str:
     return f"years = {sub['rule']!r}: {where} reads zone {sub['zone']} from {read} ({how})"
 
 
+def _note_mixed_kinds(carbon_signals: dict) -> None:
+    """One line when the sites' signals mix average and marginal intensities (meta.json's
+    `carbon_signals.mixed_kinds`): their carbon numbers are then not comparable."""
+    for role in carbon_signals["mixed_kinds"]:
+        kinds = {site: labels[role]["kind"] for site, labels in carbon_signals["sites"].items()}
+        what = "decide on" if role == "decide" else "are charged on"
+        out_console.print(
+            f"carbon signals: the sites {what} different kinds of intensity "
+            f"({', '.join(f'{site} {kind}' for site, kind in kinds.items())}; "
+            "docs/marginal-signals.md)"
+        )
+
+
 SITE_HEADERS = {
     "site": "site",
     "gpus": "GPUs",
     "gpu_utilization": "utilisation",
     "energy_facility_kwh": "energy kWh",
     "carbon_operational_kg": "carbon kg",
+    "carbon_operational_decision_kg": "decision carbon kg",
     "carbon_intensity_g_per_kwh": "gCO2/kWh",
     "jobs_run": "jobs",
 }

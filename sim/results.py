@@ -21,7 +21,7 @@ import pandas as pd
 
 from sim.atomic import write_atomic
 from sim.grid import CarbonSignal
-from sim.grid.catalog import site_year_plans
+from sim.grid.catalog import signals_meta, site_year_plans
 from sim.rebound import parent_ids
 from sim.records import DrJobRecord, DrWindow
 from sim.scenario import Scenario, load_scenario
@@ -53,6 +53,7 @@ SUMMARY_KEYS = (
     "rebound_jobs",
     "rebound_work_gpu_h",
     "carbon_operational_kg",
+    "carbon_operational_decision_kg",
     "carbon_embodied_kg",
     "carbon_wan_kg",
     "carbon_total_kg",
@@ -291,6 +292,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
+        "carbon_signals": signals_meta(scenario),
         "trace_repairs": {s.name: dict(s.signal.repairs) for s in engine.fleet.sites},
         "serving_fidelity": scenario.serving.fidelity if scenario.services else None,
         "wan_model": "none"

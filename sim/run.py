@@ -37,6 +37,15 @@ def build_world(
     return jobs, signals
 
 
+def decision_signals(scenario: Scenario) -> list[CarbonSignal | None]:
+    """Each site's separate decision signal (`sites.decision_carbon`, covering [0,
+    horizon_s]), None where decisions see the signal the site is charged on."""
+    return [
+        None if site.decision_carbon is None else signal_for_site(scenario, i, "decision_carbon")
+        for i, site in enumerate(scenario.sites)
+    ]
+
+
 def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[RequestSource]:
     """Each service's request source; a child of `seed` per service (in scenario order).
     Raises ScenarioError naming the service for a bad request file."""
@@ -76,6 +85,7 @@ def build_engine(
         Wan.from_scenario(scenario),
         sources,
         streams["failures"],
+        decision_signals=decision_signals(scenario),
     )
     engine.queries.prediction = build_prediction(scenario, len(jobs), streams["prediction"])
     return engine

@@ -71,7 +71,8 @@ class CarbonConfig(ConfigModel):
     """Year of the zone's trace; default: the scenario start's year if the catalog has it,
     else its latest year. A trace of another year is aligned to keep weekday and hour."""
     variant: Literal["lifecycle", "direct"] = "lifecycle"
-    """Emission factors of zone traces (and of `entsoe`/`electricitymaps` files)."""
+    """Emission factors of zone traces (and of `entsoe`/`electricitymaps` files). Average
+    zone traces only: a zone's marginal series has the emission factors of its method."""
     file: Path | None = None
     """Trace file, relative to the scenario file."""
     format: Literal["csv", "electricitymaps", "watttime", "entsoe", "uk-api"] = "csv"
@@ -86,7 +87,8 @@ class CarbonConfig(ConfigModel):
     constant_g_per_kwh: float | None = Field(default=None, ge=0)
     kind: Literal["average", "marginal"] | None = None
     """Average or marginal intensity; default: marginal for `watttime` files, else average.
-    Catalog zones are average intensities."""
+    A catalog `zone` with kind = "marginal" reads the zone's marginal series
+    (`grid_data/catalog_marginal.csv`, docs/marginal-signals.md)."""
     blend_zone: str | None = None
     """Second catalog zone (same year rule) mixed in with weight `blend_weight`."""
     blend_weight: float = Field(default=0.5, ge=0, le=1)
@@ -100,9 +102,10 @@ class CarbonConfig(ConfigModel):
             raise ValueError(
                 f"give exactly one of zone, file, constant_g_per_kwh (got {given or 'none'})"
             )
-        if self.zone is not None and self.kind == "marginal":
+        if self.zone is not None and self.kind == "marginal" and "variant" in self.model_fields_set:
             raise ValueError(
-                "catalog zones are average intensities; kind = 'marginal' needs a file"
+                "variant applies to average zone traces; a marginal zone series has the "
+                "emission factors of its method (drop variant)"
             )
         if self.blend_zone is not None and self.zone is None:
             raise ValueError("blend_zone blends two catalog zones: give zone too")
@@ -175,6 +178,11 @@ class Site(ConfigModel):
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
     carbon: CarbonConfig
+    """The carbon signal the site is charged on: its operational carbon in the results."""
+    decision_carbon: CarbonConfig | None = None
+    """A separate carbon signal the site's decisions see (`state.carbon_intensity`,
+    `state.forecast`, the signal steps that wake policies, cost estimates); its carbon is
+    reported as `carbon_operational_decision_kg`. None: decisions see `carbon`."""
     gpus: list[GpuPool] = Field(min_length=1)
     pue: float | list[float] = 1.2
     """Facility power / IT power: a constant, or 24 values by UTC hour of the day."""

@@ -84,6 +84,7 @@ class Engine:
         wan: Wan | None = None,
         sources: list[RequestSource] | None = None,
         failures_rng: np.random.Generator | None = None,
+        decision_signals: list[CarbonSignal | None] | None = None,
     ):
         self.scenario = scenario
         self.horizon_s = scenario.horizon_s
@@ -94,7 +95,7 @@ class Engine:
         self.forecaster = forecaster
         self.events = EventLog()
         self.book = JobBook(self)
-        self.fleet = Fleet(self, signals)
+        self.fleet = Fleet(self, signals, decision_signals)
         self.runs = Runs(self)
         self.checkpoints = Checkpoints(self, wan)
         self.failures = Failures(self, scenario.failures, failures_rng)
@@ -198,7 +199,12 @@ class Engine:
     def _signal_steps(self):
         sites = self.fleet.sites
         steps = np.unique(
-            np.concatenate([s.signal.breakpoints_between(0.0, self.horizon_s) for s in sites])
+            np.concatenate(
+                [
+                    self.fleet.decision_signal(s).breakpoints_between(0.0, self.horizon_s)
+                    for s in sites
+                ]
+            )
         )
         for t in steps.tolist():
             yield self.env.timeout(t - self.env.now)

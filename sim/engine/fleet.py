@@ -32,9 +32,14 @@ __all__ = ["Fleet"]
 class Fleet(Component):
     """The sites of a run and their power."""
 
-    __slots__ = ("_core", "names", "power_log", "sites", "by_name")
+    __slots__ = ("_core", "names", "power_log", "sites", "by_name", "decision_signals")
 
-    def __init__(self, core: Engine, signals: list[CarbonSignal]):
+    def __init__(
+        self,
+        core: Engine,
+        signals: list[CarbonSignal],
+        decision_signals: list[CarbonSignal | None] | None = None,
+    ):
         self._core = core
         scenario = core.scenario
         self.names: list[str] = scenario.site_names()
@@ -46,6 +51,14 @@ class Fleet(Component):
         ]
         self.by_name = {s.name: s for s in self.sites}
         """The sites by name."""
+        self.decision_signals = decision_signals or [None] * len(self.sites)
+        """Per site, the separate signal its decisions see (`sites.decision_carbon`), or
+        None: decisions see the signal it is charged on."""
+
+    def decision_signal(self, site: Site) -> CarbonSignal:
+        """The carbon signal `site`'s decisions see: its `decision_carbon`, else the signal
+        it is charged on."""
+        return self.decision_signals[site.index] or site.signal
 
     def site(self, name: str, asker: object = None) -> Site:
         """The site called `name`; PolicyError naming the sites if there is none (and
@@ -176,6 +189,10 @@ class Fleet(Component):
         busy = np.array([busy_gpu_s(power, [n], horizon_s) for n in names])
         energy = np.array([energy_facility[n] for n in names])
         carbon_kg = np.array([carbon[n] for n in names])
+        decided = any(d is not None for d in self.decision_signals)
+        if decided:  # the same integral under the signals the sites decided on
+            decision_ci = [s.pue.times(self.decision_signal(s)) for s in self.sites]
+            decision = site_operational_carbon_kg(power, names, decision_ci, horizon_s)
         with np.errstate(invalid="ignore", divide="ignore"):
             intensity = np.where(energy > 0, carbon_kg * 1000.0 / energy, np.nan)
         ran_at = out.job_columns["site"]
@@ -190,6 +207,8 @@ class Fleet(Component):
                 "jobs_run": [int((ran_at == n).sum()) for n in names],
             }
         )
+        if decided:
+            sites["carbon_operational_decision_kg"] = [decision[n] for n in names]
         out.tables["sites"] = sites
         out.summary["energy_it_kwh"] = float(sum(energy_it.values()))
         out.summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
@@ -197,6 +216,9 @@ class Fleet(Component):
             sum(s.idle_energy_kwh(horizon_s) for s in self.sites)
         )
         out.summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
+        out.summary["carbon_operational_decision_kg"] = (
+            float(sites["carbon_operational_decision_kg"].sum()) if decided else None
+        )
         out.summary["gpu_utilization"] = float(
             (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
         )

@@ -29,6 +29,7 @@ from sim.workload.time_to_accuracy import training_options
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
+    from sim.grid import CarbonSignal
 
 __all__ = ["Queries"]
 
@@ -80,6 +81,14 @@ class Queries(Component):
 
     def site(self, name: str) -> Site:
         return self._core.fleet.site(name)
+
+    def decision_signal(self, name: str) -> CarbonSignal:
+        """The carbon signal site `name`'s decisions see (`Fleet.decision_signal`)."""
+        return self._core.fleet.decision_signal(self.site(name))
+
+    def carbon_intensity(self, site: str) -> float:
+        """The intensity site `site`'s decisions see now, g/kWh."""
+        return self.decision_signal(site).value_at(self._core.env.now)
 
     def site_it_w(self, name: str) -> float:
         """IT power of site `name` now, services' power above idle included, W."""
@@ -226,7 +235,7 @@ class Queries(Component):
         for site, p, dt in ((here, pool, write_s), (dest, dest_pool, hold_s)):
             site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / WS_PER_KWH
             kwh += site_kwh
-            kg += site_kwh * site.signal.value_at(now) / 1000.0
+            kg += site_kwh * core.fleet.decision_signal(site).value_at(now) / 1000.0
         return hold_s, kwh + move_kwh, kg + move_kg, lost_s
 
     def power_delta_w(
@@ -255,7 +264,7 @@ class Queries(Component):
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
-        return core.forecaster.forecast(self.site(site).signal, core.env.now, horizon_s)
+        return core.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
 
     def announced_events(self, site: str | None) -> list[DemandResponseView]:
         return [v for v in self._core.dr.announced if site is None or v.site == site]

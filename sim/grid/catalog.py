@@ -3,7 +3,9 @@
 `grid_data/catalog.csv` lists one row per zone-year; each zone-year is an hourly Parquet
 file of average carbon intensity (g/kWh, UTC, hour starts) in two variants of emission
 factors, `lifecycle` and `direct`. `dcsim grid-data build` derives them; see
-`grid_data/SOURCES.md`.
+`grid_data/SOURCES.md`. `grid_data/catalog_marginal.csv` lists the zone-years that also
+have a marginal series (one column, g/kWh, labelled with its `method`;
+`sim.grid.build_marginal` derives them, docs/marginal-signals.md).
 
 Years (`years` of a scenario; docs/grid-years.md). A run reads each zone's trace of its own
 years. When it needs a zone-year the catalog lacks (its start year, a `year` other than the
@@ -45,61 +47,86 @@ GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
 dcsim is installed editable from its repository (the README's set-up)."""
 
 
-@lru_cache(maxsize=1)
-def catalog() -> pd.DataFrame:
-    """One row per zone-year: zone, name, region, source, year, lat, lon, timezone, file,
-    data-cleaning counts and summary statistics (g/kWh, lifecycle variant)."""
-    path = GRID_DATA_DIR / "catalog.csv"
+KINDS = ("average", "marginal")
+_CATALOG_FILES = {"average": "catalog.csv", "marginal": "catalog_marginal.csv"}
+_BUILDERS = {"average": "dcsim grid-data build", "marginal": "python -m sim.grid.build_marginal"}
+
+
+@lru_cache(maxsize=2)
+def catalog(kind: str = "average") -> pd.DataFrame:
+    """One row per zone-year of `kind`'s catalog. Average (`catalog.csv`): zone, name,
+    region, source, year, lat, lon, timezone, file, data-cleaning counts and summary
+    statistics (g/kWh, lifecycle variant). Marginal (`catalog_marginal.csv`): zone, year,
+    method, source, file, hours, gaps_filled, statistics (g/kWh) and the build's notes."""
+    path = GRID_DATA_DIR / _CATALOG_FILES[kind]
     if not path.is_file():
-        raise ScenarioError(f"no zone catalog at {path}; run `dcsim grid-data build`")
+        raise ScenarioError(f"no {kind} zone catalog at {path}; run `{_BUILDERS[kind]}`")
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
-def available_zones() -> list[tuple[str, int]]:
-    """(zone, year) pairs in the catalog, sorted."""
-    cat = catalog()
+def available_zones(kind: str = "average") -> list[tuple[str, int]]:
+    """(zone, year) pairs in `kind`'s catalog, sorted."""
+    cat = catalog(kind)
     return sorted(zip(cat["zone"], cat["year"].astype(int), strict=True))
 
 
-def zone_years(zone: str) -> list[int]:
-    """The catalog's years of `zone`; ScenarioError naming the known zones if there is none."""
-    cat = catalog()
+def zone_years(zone: str, kind: str = "average") -> list[int]:
+    """The years of `zone` in `kind`'s catalog; ScenarioError naming the zones that have
+    data of that kind if there is none."""
+    cat = catalog(kind)
     years = sorted(int(y) for y in cat.loc[cat["zone"] == zone, "year"])
     if not years:
-        raise ScenarioError(
-            f"unknown zone {zone!r}; zones: {', '.join(sorted(set(cat['zone'])))} "
-            "(see `dcsim grid-data list`)"
-        )
+        known = ", ".join(sorted(set(cat["zone"])))
+        if kind == "marginal":
+            raise ScenarioError(f"zone {zone!r} has no marginal series; zones with one: {known}")
+        raise ScenarioError(f"unknown zone {zone!r}; zones: {known} (see `dcsim grid-data list`)")
     return years
 
 
+def _row(zone: str, year: int, kind: str) -> pd.Series:
+    cat = catalog(kind)
+    return cat[(cat["zone"] == zone) & (cat["year"] == year)].iloc[0]
+
+
 @lru_cache(maxsize=64)
-def _zone_frame(zone: str, year: int) -> pd.DataFrame:
-    cat = catalog()
-    row = cat[(cat["zone"] == zone) & (cat["year"] == year)]
-    frame = pd.read_parquet(GRID_DATA_DIR / row["file"].iloc[0])
+def _zone_frame(zone: str, year: int, kind: str) -> pd.DataFrame:
+    frame = pd.read_parquet(GRID_DATA_DIR / _row(zone, year, kind)["file"])
     return frame.set_index("timestamp")
 
 
-def load_zone(zone: str, year: int, variant: str = "lifecycle") -> pd.Series:
-    """Hourly carbon intensity (g/kWh, UTC index of hour starts) of `zone` in `year`.
+def load_zone(zone: str, year: int, variant: str = "lifecycle", kind: str = "average") -> pd.Series:
+    """Hourly carbon intensity (g/kWh, UTC index of hour starts) of `zone` in `year`: the
+    average intensity in emission-factor `variant`, or (`kind` "marginal") the marginal
+    series, which has one variant, that of its method.
     `attrs["repairs"]` holds the catalog's cleaning counts of the zone-year (whole year):
-    "gaps_filled_h" (hours in which data was filled) and "negatives_clipped"."""
+    "gaps_filled_h" (hours in which data was filled) and "negatives_clipped";
+    `attrs["method"]` how the series was derived (`zone_method`)."""
     if variant not in VARIANTS:
         raise ScenarioError(f"unknown variant {variant!r}; variants: {', '.join(VARIANTS)}")
-    years = zone_years(zone)
+    if kind not in KINDS:
+        raise ScenarioError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    years = zone_years(zone, kind)
     if year not in years:
-        raise ScenarioError(f"zone {zone} has no trace for {year}; years: {_span(years)}")
-    column = _zone_frame(zone, year)[f"{variant}_g_per_kwh"]
-    series = column.astype("float64").rename(SERIES_NAME)
-    cat = catalog()
-    row = cat[(cat["zone"] == zone) & (cat["year"] == year)].iloc[0]
-    series.attrs = {"repairs": {key: int(row[col]) for key, col in _CATALOG_REPAIRS.items()}}
+        raise ScenarioError(f"zone {zone} has no {kind} trace for {year}; years: {_span(years)}")
+    column = "marginal_g_per_kwh" if kind == "marginal" else f"{variant}_g_per_kwh"
+    series = _zone_frame(zone, year, kind)[column].astype("float64").rename(SERIES_NAME)
+    row = _row(zone, year, kind)
+    repairs = {key: int(row[col]) if col in row else 0 for key, col in _CATALOG_REPAIRS.items()}
+    series.attrs = {"repairs": repairs, "method": zone_method(zone, year, variant, kind)}
     return series
 
 
+def zone_method(zone: str, year: int, variant: str = "lifecycle", kind: str = "average") -> str:
+    """How a catalog series was derived: "average-mix-{variant}" (generation-weighted
+    emission factors, `sim.grid.factors`), or the marginal catalog's `method` label."""
+    if kind == "marginal":
+        return str(_row(zone, year, kind)["method"])
+    return f"average-mix-{variant}"
+
+
 _CATALOG_REPAIRS = {"gaps_filled_h": "gaps_filled", "negatives_clipped": "negative_clipped"}
-"""Repair count (`sim.grid.loaders.REPAIR_KEYS`) -> the catalog column that holds it."""
+"""Repair count (`sim.grid.loaders.REPAIR_KEYS`) -> the catalog column that holds it (a
+catalog without the column, the marginal one for negatives, counts 0)."""
 
 
 def summed_repairs(*series: pd.Series) -> dict[str, int]:
@@ -163,13 +190,18 @@ class YearPlan:
 
 
 def year_plan(
-    zone: str, start: datetime, horizon_s: float, year: int | None, rule: str | None
+    zone: str,
+    start: datetime,
+    horizon_s: float,
+    year: int | None,
+    rule: str | None,
+    kind: str = "average",
 ) -> YearPlan:
-    """The years `zone`'s trace is read from to cover [start, start + horizon_s] under
-    `rule` (module docstring). ScenarioError naming the missing years and the rules."""
+    """The years `zone`'s trace of `kind` is read from to cover [start, start + horizon_s]
+    under `rule` (module docstring). ScenarioError naming the missing years and the rules."""
     if rule is not None and rule not in YEAR_RULES:
         raise ScenarioError(f"years must be one of {', '.join(YEAR_RULES)}, got {rule!r}")
-    years = zone_years(zone)
+    years = zone_years(zone, kind)
     start = start.astimezone(UTC)
     first = year if year is not None else start.year if start.year in years else years[-1]
     if first not in years:
@@ -205,18 +237,28 @@ def zone_series(
     year: int | None = None,
     variant: str = "lifecycle",
     rule: str | None = None,
+    kind: str = "average",
 ) -> pd.Series:
-    """`zone`'s hourly trace covering [start, start + horizon_s] on the run's clock (UTC),
-    read as `year_plan` says; its `attrs["repairs"]` adds up those of the zone-years read,
-    `attrs["year_plan"]` is the plan."""
-    plan = year_plan(zone, start, horizon_s, year, rule)
-    parts = [load_zone(zone, y, variant) for y in plan.years_read]
+    """`zone`'s hourly trace of `kind` covering [start, start + horizon_s] on the run's clock
+    (UTC), read as `year_plan` says; its `attrs["repairs"]` adds up those of the zone-years
+    read, `attrs["method"]` joins their methods, `attrs["year_plan"]` is the plan."""
+    plan = year_plan(zone, start, horizon_s, year, rule, kind)
+    parts = [load_zone(zone, y, variant, kind) for y in plan.years_read]
     series = pd.concat(parts)
     if plan.wrapped:
         series = _wrapped(series, start - timedelta(days=plan.shift_days), horizon_s)
     series.index = series.index + pd.Timedelta(days=plan.shift_days)
-    series.attrs = {"repairs": summed_repairs(*parts), "year_plan": plan}
+    series.attrs = {
+        "repairs": summed_repairs(*parts),
+        "method": joined_methods(*parts),
+        "year_plan": plan,
+    }
     return series
+
+
+def joined_methods(*series: pd.Series) -> str:
+    """The distinct `attrs["method"]` of several traces, in order, joined by " + "."""
+    return " + ".join(dict.fromkeys(str(s.attrs.get("method")) for s in series))
 
 
 def _wrapped(year_series: pd.Series, t0: datetime, horizon_s: float) -> pd.Series:
@@ -246,11 +288,19 @@ def site_year_plans(scenario: Scenario) -> list[tuple[str, YearPlan]]:
     order: what meta.json and `dcsim run` report."""
     plans = []
     for s in scenario.sites:
-        c = s.carbon
-        for zone in (c.zone, c.blend_zone):
-            if zone is not None:
-                plan = year_plan(zone, scenario.start, scenario.horizon_s, c.year, scenario.years)
-                plans.append((s.name, plan))
+        configs = [c for c in (s.carbon, s.decision_carbon) if c is not None]
+        for c in configs:
+            for zone in (c.zone, c.blend_zone):
+                if zone is not None:
+                    plan = year_plan(
+                        zone,
+                        scenario.start,
+                        scenario.horizon_s,
+                        c.year,
+                        scenario.years,
+                        c.signal_kind,
+                    )
+                    plans.append((s.name, plan))
     return plans
 
 
@@ -261,14 +311,15 @@ def _span(years: list[int]) -> str:
     return ", ".join(map(str, years))
 
 
-def signal_for_site(scenario: Scenario, index: int) -> CarbonSignal:
-    """The carbon signal of `scenario.sites[index]`, covering [0, scenario.horizon_s].
+def signal_for_site(scenario: Scenario, index: int, which: str = "carbon") -> CarbonSignal:
+    """The carbon signal of `scenario.sites[index]` (`which`: "carbon", the one it is
+    charged on, or "decision_carbon", which must be given), covering [0, horizon_s].
 
     Raises `ScenarioError` prefixed with the key path ``sites[i].carbon``; `TraceError` from
     reading a file propagates unchanged.
     """
-    c = scenario.sites[index].carbon
-    key = f"sites[{index}].carbon"
+    c = getattr(scenario.sites[index], which)
+    key = f"sites[{index}].{which}"
     try:
         signal = _base_signal(c, scenario, key)
         return signal.transformed(c.scale, c.offset_g_per_kwh)
@@ -276,22 +327,55 @@ def signal_for_site(scenario: Scenario, index: int) -> CarbonSignal:
         raise ScenarioError(f"{key}: {e}") from None
 
 
+def signal_label(scenario: Scenario, index: int, which: str = "carbon") -> dict[str, object]:
+    """What meta.json records of a site's signal: its source ("zone DE 2020", "file
+    path", "constant"), kind and method (`zone_method`; a file's format; "constant")."""
+    c: CarbonConfig = getattr(scenario.sites[index], which)
+    kind = c.signal_kind
+    if c.zone is not None:
+        zones = [c.zone] if c.blend_zone is None else [c.zone, c.blend_zone]
+        zone_years_ = [
+            (
+                z,
+                year_plan(
+                    z, scenario.start, scenario.horizon_s, c.year, scenario.years, kind
+                ).trace_year,
+            )
+            for z in zones
+        ]
+        source = " blended with ".join(f"zone {z} {y}" for z, y in zone_years_)
+        method = " + ".join(
+            dict.fromkeys(zone_method(z, y, c.variant, kind) for z, y in zone_years_)
+        )
+    elif c.file is not None:
+        source, method = f"file {c.file}", f"file ({c.format})"
+    else:
+        source = method = "constant"
+    if c.scale != 1.0 or c.offset_g_per_kwh != 0.0:
+        method += f", x {c.scale:g} + {c.offset_g_per_kwh:g} g/kWh"
+    return {"source": source, "kind": kind, "method": method}
+
+
 def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
     start, horizon_s = scenario.start, scenario.horizon_s
     if c.constant_g_per_kwh is not None:
         return CarbonSignal.constant(c.constant_g_per_kwh, horizon_s, kind=c.signal_kind)
     if c.zone is not None:
+        kind = c.signal_kind
         try:
-            series = zone_series(c.zone, start, horizon_s, c.year, c.variant, scenario.years)
+            series = zone_series(c.zone, start, horizon_s, c.year, c.variant, scenario.years, kind)
             what = f"{key} (zone {c.zone})"
             if c.blend_zone is not None:
                 other = zone_series(
-                    c.blend_zone, start, horizon_s, c.year, c.variant, scenario.years
+                    c.blend_zone, start, horizon_s, c.year, c.variant, scenario.years, kind
                 )
                 both = pd.concat([series, other], axis=1, join="inner")
-                repairs = summed_repairs(series, other)
+                attrs = {
+                    "repairs": summed_repairs(series, other),
+                    "method": joined_methods(series, other),
+                }
                 series = (1 - c.blend_weight) * both.iloc[:, 0] + c.blend_weight * both.iloc[:, 1]
-                series.attrs = {"repairs": repairs}
+                series.attrs = attrs
                 what = f"{key} (zone {c.zone} blended with {c.blend_zone})"
         except ScenarioError as e:
             raise ScenarioError(f"{key}.zone: {e}") from None
@@ -309,3 +393,25 @@ def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
     else:  # CarbonConfig._one_source requires exactly one of the three
         raise ValueError("one of zone, file or constant_g_per_kwh is required")
     return CarbonSignal.from_series(series, start, horizon_s, what=what, kind=c.signal_kind)
+
+
+def signals_meta(scenario: Scenario) -> dict[str, object]:
+    """meta.json's `carbon_signals`: per site the signal it is charged on ("account") and
+    the one its decisions see ("decide", its `decision_carbon` or else the same), each as
+    `signal_label`; and `mixed_kinds`, the roles ("decide", "account") in which the sites
+    do not all have the same kind of intensity (average at one, marginal at another)."""
+    sites: dict[str, dict[str, dict[str, object]]] = {}
+    for i, site in enumerate(scenario.sites):
+        account = signal_label(scenario, i)
+        decide = (
+            account
+            if site.decision_carbon is None
+            else signal_label(scenario, i, "decision_carbon")
+        )
+        sites[site.name] = {"account": account, "decide": decide}
+    mixed = [
+        role
+        for role in ("decide", "account")
+        if len({labels[role]["kind"] for labels in sites.values()}) > 1
+    ]
+    return {"sites": sites, "mixed_kinds": mixed}

