@@ -9,8 +9,8 @@ the scenario's `[dr_programs]`, per event under a program:
   `weekdays_10` or `constant`, `settlement_baseline`), and `settlement_baseline_days` the
   weekdays it averaged (weekdays_10 only);
 - `settlement_shed_kwh` = max(0, baseline_kw x duration_h - energy_kwh);
-- `payment` = settlement_shed_kwh x energy_per_kwh; `penalty` = overshoot_kwh x
-  penalty_per_kwh (the facility energy above the event's limit);
+- `payment` = settlement_shed_kwh x pay_per_kwh_shed; `penalty` = overshoot_kwh x
+  penalty_per_kwh_over (the facility energy above the event's limit);
 
 and per program a capacity payment of committed_kw x capacity_per_kw_month x the run's
 months. Amounts are converted from the program's currency to the scenario's with the ECB
@@ -40,6 +40,7 @@ __all__ = [
     "SitePower",
     "currency_factor",
     "settle",
+    "settlement_baseline",
     "weekdays_baseline",
 ]
 
@@ -154,6 +155,7 @@ def settle(
             program, ev, row, powers[ev.site], site_windows[ev.site], scenario
         )
         duration_h = (ev.end_s - ev.start_s) / 3600.0
+        factor = fx[ev.program]
         shed_kwh = baseline_kw * duration_h - float(row["energy_kwh"])
         shed_kwh = math.nan if math.isnan(shed_kwh) else max(0.0, shed_kwh)
         rows.append(
@@ -164,8 +166,8 @@ def settle(
                 "settlement_shed_kwh": shed_kwh,
                 "payment": 0.0
                 if math.isnan(shed_kwh)
-                else program.energy_per_kwh * fx[ev.program] * shed_kwh,
-                "penalty": program.penalty_per_kwh * fx[ev.program] * float(row["overshoot_kwh"]),
+                else program.pay_per_kwh_shed * factor * shed_kwh,
+                "penalty": program.penalty_per_kwh_over * factor * float(row["overshoot_kwh"]),
             }
         )
     columns = pd.DataFrame(

@@ -783,6 +783,14 @@ class PolicyConfig(ConfigModel):
     params: dict[str, Any] = {}
 
 
+MAX_RATE_PER_KWH: Final = 1_000.0
+"""Our bound on a program's rates per kWh, in any currency: far beyond the UK Demand
+Flexibility Service's guaranteed price of 3 GBP/kWh (2022/23) and every wholesale price cap."""
+MAX_RATE_PER_KW_MONTH: Final = 10_000.0
+"""Our bound on a capacity rate per kW-month, in any currency (AbLaV 2016 capped it at about
+2.2 EUR/kW-month)."""
+
+
 class DrProgram(ConfigModel):
     """The money of a demand-response program (`[dr_programs.NAME]`, docs/demand-response-
     programs.md): a capacity payment per committed kW and month of the run, an energy payment
@@ -790,13 +798,13 @@ class DrProgram(ConfigModel):
     Rates are in the program's `currency`, converted to the scenario's."""
 
     currency: str = DEFAULT_CURRENCY
-    capacity_per_kw_month: float = Field(default=0.0, ge=0)
+    capacity_per_kw_month: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KW_MONTH)
     """Paid per kW of `committed_kw` per month (730.485 h) of the run, events or not."""
     committed_kw: float | None = Field(default=None, gt=0)
     """The load reduction the site is contracted to make available, kW (capacity only)."""
-    energy_per_kwh: float = Field(default=0.0, ge=0)
+    pay_per_kwh_shed: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KWH)
     """Paid per kWh shed: max(0, baseline energy - facility energy) over each event."""
-    penalty_per_kwh: float = Field(default=0.0, ge=0)
+    penalty_per_kwh_over: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KWH)
     """Charged per kWh of facility energy above an event's limit (its `overshoot_kwh`)."""
     baseline: Literal["previous_hour", "weekdays_10", "constant"] = "previous_hour"
     """Settlement baseline: the mean facility power in the hour before the notice; the

@@ -76,7 +76,7 @@ def test_every_event_of_a_generator_inherits_its_program(tmp_path):
         JOBS,
         duration_h=72,
         demand_response=[{"site": "a", **entry, "program": "p"}, {"site": "a", **entry}],
-        dr_programs={"p": {"energy_per_kwh": 0.4}},
+        dr_programs={"p": {"pay_per_kwh_shed": 0.4}},
     )
     _, signals = build_world(scenario, random_streams(scenario.seed))
     programs = [(e.key, e.program) for e in dr_events(scenario, signals)]

@@ -79,7 +79,7 @@ def run(tmp_path, events, program, policy, duration_h=24.0, **overrides):
 
 
 def test_previous_hour_pays_the_energy_shed_below_the_hour_before_notice(tmp_path):
-    program = {"energy_per_kwh": 0.4, "capacity_per_kw_month": 0.5, "committed_kw": 1.0}
+    program = {"pay_per_kwh_shed": 0.4, "capacity_per_kw_month": 0.5, "committed_kw": 1.0}
     r = run(tmp_path, [event(0, notice_h=1.0)], program, CapAt())
     (row,) = r.dr_events.to_dict("records")
     shed_kwh = 2.0 * (FULL_KW - CAPPED_KW)  # full power before the notice, capped in the event
@@ -100,7 +100,7 @@ def test_weekdays_10_averages_the_same_hours_of_the_last_ten_event_free_weekdays
     r = run(
         tmp_path,
         [event(9), event(15)],
-        {"baseline": "weekdays_10", "energy_per_kwh": 0.4},
+        {"baseline": "weekdays_10", "pay_per_kwh_shed": 0.4},
         CapAt(frozenset({1, 2})),
         duration_h=17 * 24.0,
     )
@@ -117,7 +117,7 @@ def test_weekdays_10_averages_the_same_hours_of_the_last_ten_event_free_weekdays
 
 
 def test_weekdays_10_without_any_weekday_before_the_event_pays_nothing_and_says_so(tmp_path):
-    r = run(tmp_path, [event(0)], {"baseline": "weekdays_10", "energy_per_kwh": 0.4}, CapAt())
+    r = run(tmp_path, [event(0)], {"baseline": "weekdays_10", "pay_per_kwh_shed": 0.4}, CapAt())
     (row,) = r.dr_events.to_dict("records")
     assert row["settlement_baseline_days"] == 0
     assert row["payment"] == 0.0
@@ -125,7 +125,7 @@ def test_weekdays_10_without_any_weekday_before_the_event_pays_nothing_and_says_
 
 
 def test_a_constant_baseline_pays_the_shed_below_the_stated_power(tmp_path):
-    program = {"baseline": "constant", "baseline_kw": 3.0, "energy_per_kwh": 0.4}
+    program = {"baseline": "constant", "baseline_kw": 3.0, "pay_per_kwh_shed": 0.4}
     r = run(tmp_path, [event(0)], program, CapAt())
     (row,) = r.dr_events.to_dict("records")
     assert row["settlement_baseline_kw"] == 3.0
@@ -138,7 +138,7 @@ def test_a_constant_baseline_pays_the_shed_below_the_stated_power(tmp_path):
 
 
 def test_missing_the_limit_is_penalised_per_kwh_above_it(tmp_path):
-    program = {"energy_per_kwh": 0.4, "penalty_per_kwh": 1.5}
+    program = {"pay_per_kwh_shed": 0.4, "penalty_per_kwh_over": 1.5}
     r = run(tmp_path, [event(0)], program, "run_now")
     (row,) = r.dr_events.to_dict("records")
     assert row["penalty"] == pytest.approx(1.5 * 2.0 * (FULL_KW - 2.0), rel=1e-9)
@@ -147,7 +147,7 @@ def test_missing_the_limit_is_penalised_per_kwh_above_it(tmp_path):
 
 
 def test_amounts_are_converted_from_the_program_currency_to_the_scenario_currency(tmp_path):
-    program = {"currency": "GBP", "penalty_per_kwh": 1.5}
+    program = {"currency": "GBP", "penalty_per_kwh_over": 1.5}
     eur = run(tmp_path, [event(0)], program, "run_now").summary["dr_penalty"]
     usd = run(tmp_path, [event(0)], program, "run_now", currency="USD").summary["dr_penalty"]
     overshoot_kwh = 2.0 * (FULL_KW - 2.0)
@@ -168,7 +168,7 @@ def test_events_without_a_program_leave_the_money_keys_null(tmp_path):
     ("programs", "entry", "message"),
     [
         ({}, {"program": "nope"}, r"demand_response\[0\]\.program: unknown program 'nope'"),
-        ({"p": {"energy_per_kwh": -1}}, {}, "energy_per_kwh"),
+        ({"p": {"pay_per_kwh_shed": -1}}, {}, "pay_per_kwh_shed"),
         ({"p": {"baseline": "yesterday"}}, {}, "baseline"),
         ({"p": {"baseline": "constant"}}, {}, "baseline_kw is required"),
         ({"p": {"capacity_per_kw_month": 1.0}}, {}, "committed_kw is required"),
