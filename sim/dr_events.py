@@ -10,7 +10,8 @@ An explicit entry is one event. A generator entry becomes many:
   dirtiest hours are when a utility or an aggregator asks for load to be shed.
 
 Each event keeps the key of the entry it came from (`demand_response[2]`, or
-`demand_response[2]#5` for a generator's sixth event), for the event log.
+`demand_response[2]#5` for a generator's sixth event), for the event log, and the entry's
+`program` (a generator's events all inherit it).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class DrEvent:
     limit_kw: float | None
     reduction_pct: float | None
     rebound_h: float
+    program: str | None = None
+    """The `[dr_programs]` entry that settles the event in money (`sim.dr_programs`)."""
 
 
 def dr_events(scenario: Scenario, signals: Sequence[CarbonSignal]) -> list[DrEvent]:
@@ -81,6 +84,7 @@ def dr_events(scenario: Scenario, signals: Sequence[CarbonSignal]) -> list[DrEve
                     limit_kw=ev.limit_kw,
                     reduction_pct=ev.reduction_pct,
                     rebound_h=ev.rebound_h,
+                    program=ev.program,
                 )
             )
     return sorted(out, key=lambda e: (e.start_s, e.site))

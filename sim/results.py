@@ -76,6 +76,8 @@ SUMMARY_KEYS = (
     "dr_throughput_loss_gpu_h",
     "dr_slowdown_mean",
     "dr_slowdown_p95",
+    "dr_payment",
+    "dr_penalty",
     "slowdown_jain_index",
     "requests_total",
     "requests_served",

@@ -809,6 +809,58 @@ class PolicyConfig(ConfigModel):
     params: dict[str, Any] = {}
 
 
+MAX_RATE_PER_KWH: Final = 1_000.0
+"""Our bound on a program's rates per kWh, in any currency: far beyond the UK Demand
+Flexibility Service's guaranteed price of 3 GBP/kWh (2022/23) and every wholesale price cap."""
+MAX_RATE_PER_KW_MONTH: Final = 10_000.0
+"""Our bound on a capacity rate per kW-month, in any currency (AbLaV 2016 capped it at about
+2.2 EUR/kW-month)."""
+
+
+class DrProgram(ConfigModel):
+    """The money of a demand-response program (`[dr_programs.NAME]`, docs/demand-response-
+    programs.md): a capacity payment per committed kW and month of the run, an energy payment
+    per kWh shed against a settlement `baseline`, a penalty per kWh above an event's limit.
+    Rates are in the program's `currency`, converted to the scenario's."""
+
+    currency: str = DEFAULT_CURRENCY
+    capacity_per_kw_month: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KW_MONTH)
+    """Paid per kW of `committed_kw` per month (730.485 h) of the run, events or not."""
+    committed_kw: float | None = Field(default=None, gt=0)
+    """The load reduction the site is contracted to make available, kW (capacity only)."""
+    pay_per_kwh_shed: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KWH)
+    """Paid per kWh shed: max(0, baseline energy - facility energy) over each event."""
+    penalty_per_kwh_over: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KWH)
+    """Charged per kWh of facility energy above an event's limit (its `overshoot_kwh`)."""
+    baseline: Literal["previous_hour", "weekdays_10", "constant"] = "previous_hour"
+    """Settlement baseline: the mean facility power in the hour before the notice; the
+    mean over the same hours of the last 10 event-free weekdays; or `baseline_kw`."""
+    baseline_kw: float | None = Field(default=None, ge=0)
+    """The stated baseline of `baseline = "constant"`, kW."""
+
+    @field_validator("currency")
+    @classmethod
+    def _known_currency(cls, v: str) -> str:
+        if v not in currencies():
+            raise ValueError(f"unknown currency {v!r}; known: {list(currencies())}")
+        return v
+
+    @model_validator(mode="after")
+    def _keys_that_apply(self) -> DrProgram:
+        if (self.baseline == "constant") != (self.baseline_kw is not None):
+            raise ValueError(
+                'baseline_kw is required for baseline = "constant" and applies to it only '
+                f"(baseline = {self.baseline!r}, baseline_kw = {self.baseline_kw})"
+            )
+        if (self.capacity_per_kw_month > 0) != (self.committed_kw is not None):
+            raise ValueError(
+                "committed_kw is required with capacity_per_kw_month > 0 and applies to it only "
+                f"(capacity_per_kw_month = {self.capacity_per_kw_month}, "
+                f"committed_kw = {self.committed_kw})"
+            )
+        return self
+
+
 class DemandResponseEvent(ConfigModel):
     """A request to keep a site's facility power under a limit for a while: one event
     (`start`, `duration_h`), or a generator of events:
@@ -818,6 +870,8 @@ class DemandResponseEvent(ConfigModel):
     - `generator = "high_carbon"`: whenever the site's carbon intensity is above its
       `percentile` (default 90) over the run, each such stretch of at least
       `min_duration_h` one event.
+
+    `program` names a `[dr_programs]` entry that settles the entry's events in money.
     """
 
     site: str
@@ -838,6 +892,8 @@ class DemandResponseEvent(ConfigModel):
     notice_h: float = Field(default=0.0, ge=0)
     rebound_h: float = Field(default=2.0, ge=0)
     """Hours after the event's end over which the rebound peak is measured."""
+    program: str | None = None
+    """The `[dr_programs]` entry its events are paid and penalised under; None: no money."""
 
     @model_validator(mode="after")
     def _one_limit(self) -> DemandResponseEvent:
@@ -893,6 +949,8 @@ class Scenario(ConfigModel):
     forecast: ForecastConfig = ForecastConfig()
     policy: PolicyConfig = PolicyConfig()
     demand_response: list[DemandResponseEvent] = []
+    dr_programs: dict[str, DrProgram] = {}
+    """Demand-response programs by name, referred to by `demand_response[*].program`."""
     gpu_models: dict[str, dict[str, Any]] = {}
     """GPU models this scenario adds to the catalog, fields as in `sim/data/gpus.toml`."""
     embodied: Literal["allocated", "installed"] = "allocated"
@@ -936,6 +994,16 @@ class Scenario(ConfigModel):
         if v.tzinfo is None:
             raise ValueError(f"must carry a UTC offset, e.g. 2020-06-01T00:00:00Z, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _known_dr_programs(self) -> Scenario:
+        for i, ev in enumerate(self.demand_response):
+            if ev.program is not None and ev.program not in self.dr_programs:
+                raise ValueError(
+                    f"demand_response[{i}].program: unknown program {ev.program!r} "
+                    f"(dr_programs: {sorted(self.dr_programs)})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:

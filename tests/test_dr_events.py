@@ -67,3 +67,20 @@ def test_high_carbon_events_cover_the_stretches_above_the_percentile(tmp_path):
 def test_generator_entries_are_validated(tmp_path, entry, message):
     with pytest.raises(ScenarioError, match=message):
         make_scenario(tmp_path, JOBS, demand_response=[{"site": "a", "limit_kw": 1, **entry}])
+
+
+def test_every_event_of_a_generator_inherits_its_program(tmp_path):
+    entry = {"generator": "daily_peak", "hour": 17, "duration_h": 2, "limit_kw": 1.0}
+    scenario = make_scenario(
+        tmp_path,
+        JOBS,
+        duration_h=72,
+        demand_response=[{"site": "a", **entry, "program": "p"}, {"site": "a", **entry}],
+        dr_programs={"p": {"pay_per_kwh_shed": 0.4}},
+    )
+    _, signals = build_world(scenario, random_streams(scenario.seed))
+    programs = [(e.key, e.program) for e in dr_events(scenario, signals)]
+    assert sorted(programs) == sorted(
+        [(f"demand_response[0]#{n}", "p") for n in range(3)]
+        + [(f"demand_response[1]#{n}", None) for n in range(3)]
+    )

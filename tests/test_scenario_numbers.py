@@ -108,6 +108,7 @@ duration_h = 2
 limit_kw = 20
 notice_h = 1
 rebound_h = 2
+program = "p"
 
 [[demand_response]]
 site = "b"
@@ -115,6 +116,14 @@ generator = "high_carbon"
 percentile = 90
 min_duration_h = 1
 reduction_pct = 10
+
+[dr_programs.p]
+capacity_per_kw_month = 2.174
+committed_kw = 5
+pay_per_kwh_shed = 0.4
+penalty_per_kwh_over = 0.4
+baseline = "constant"
+baseline_kw = 30
 
 [[services]]
 name = "chat"
@@ -171,6 +180,12 @@ ALTERNATIVE_KEYS = {
     "DemandResponseEvent.percentile": "demand_response[1].percentile",
     "DemandResponseEvent.min_duration_h": "demand_response[1].min_duration_h",
     "PredictionErrorConfig.sigma_frac": "prediction_error.sigma_frac",  # not with [rebound]
+    # dr_programs is a table of named programs: the sink's is "p"
+    "DrProgram.capacity_per_kw_month": "dr_programs.p.capacity_per_kw_month",
+    "DrProgram.committed_kw": "dr_programs.p.committed_kw",
+    "DrProgram.pay_per_kwh_shed": "dr_programs.p.pay_per_kwh_shed",
+    "DrProgram.penalty_per_kwh_over": "dr_programs.p.penalty_per_kwh_over",
+    "DrProgram.baseline_kw": "dr_programs.p.baseline_kw",
 }
 """Fields the kitchen sink cannot hold next to their alternatives; their key paths."""
 

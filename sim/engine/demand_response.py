@@ -1,5 +1,6 @@
 """Demand-response metering: announcing the scenario's events, measuring each against its
-baseline, and what the events did to the jobs at their sites.
+baseline, what the events did to the jobs at their sites, and what they earned and cost
+under their programs (`sim.dr_programs`).
 
 At an event's notice the meter fixes its limit (given, or a reduction of the mean
 facility power in the hour before the notice: the baseline) and calls a decision; at its
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from sim.api import DemandResponseView
 from sim.cluster import Pool, Site
 from sim.dr_events import BASELINE_WINDOW_S, DrEvent, dr_events
+from sim.dr_programs import settle
 from sim.engine.component import Component
 from sim.grid import CarbonSignal
 from sim.records import DrJobRecord, DrWindow
@@ -49,7 +52,16 @@ class _Pause:
 class DemandResponseMeter(Component):
     """The run's demand-response events and their per-job accounting."""
 
-    __slots__ = ("_core", "events", "announced", "windows", "site_windows", "jobs", "_paused")
+    __slots__ = (
+        "_core",
+        "events",
+        "announced",
+        "windows",
+        "window_events",
+        "site_windows",
+        "jobs",
+        "_paused",
+    )
 
     def __init__(self, core: Engine, signals: list[CarbonSignal]):
         self._core = core
@@ -58,6 +70,8 @@ class DemandResponseMeter(Component):
         """Events announced and not yet ended, as policies see them."""
         self.windows: list[DrWindow] = []
         """Every announced event, with its limit and baseline."""
+        self.window_events: list[DrEvent] = []
+        """The event of each of `windows` (its program, its notice)."""
         self.site_windows: list[list[tuple[float, float]]] = [[] for _ in core.scenario.sites]
         """Per site, the (start_s, end_s) of its announced events, merged where they touch."""
         self.jobs: dict[int, DrJobRecord] = {}
@@ -87,6 +101,7 @@ class DemandResponseMeter(Component):
         self.windows.append(
             DrWindow(site.index, start_s, end_s, limit_kw, baseline_kw, ev.rebound_h)
         )
+        self.window_events.append(ev)
         self.site_windows[site.index] = _union(self.site_windows[site.index], start_s, end_s)
         core.events.append(notice_s, "dr_notice", site=site.index, value=limit_kw, detail=ev.key)
         core.request_decision()
@@ -155,14 +170,21 @@ class DemandResponseMeter(Component):
             self.end_pause(j, now_s)
 
     def write_results(self, out: ResultParts) -> None:
-        """The `dr_events` table and its summary; column `dr_slowdown` = the job's uncapped
-        speed / its actual speed over its time in events (NaN if it never ran in one; inf
-        if suspended through them); `slowdown_jain_index` over the jobs events touched, or
-        over every completed job's `slowdown` when the run has no events."""
+        """The `dr_events` table and its summary, with the programs' money columns and
+        `dr_payment`/`dr_penalty` (`sim.dr_programs.settle`); column `dr_slowdown` = the
+        job's uncapped speed / its actual speed over its time in events (NaN if it never ran
+        in one; inf if suspended through them); `slowdown_jain_index` over the jobs events
+        touched, or over every completed job's `slowdown` when the run has no events."""
         core = self._core
         dr = demand_response_table(out.power, core.fleet.names, self.windows, core.horizon_s)
-        out.tables["dr_events"] = dr
+        money = settle(core.scenario, dr, self.window_events, out.power)
+        if money.columns is not None:
+            out.tables["dr_events"] = pd.concat([dr, money.columns], axis=1)
+            out.meta["dr_programs"] = money.meta
+        else:
+            out.tables["dr_events"] = dr
         out.summary.update(demand_response_metrics(dr))
+        out.summary.update(money.summary)
         out.summary.update(dr_job_metrics(list(self.jobs.values())))
         dr_slowdown = np.full(len(core.jobs), np.nan)
         for j, rec in self.jobs.items():

@@ -1,0 +1,227 @@
+"""Demand-response programs: what the run's events earn and cost in money
+(docs/demand-response-programs.md).
+
+A pure module (it does not import the engine). From the run's facility power log (a step
+function: its energies are exact integrals), the `dr_events` table, the announced events and
+the scenario's `[dr_programs]`, per event under a program:
+
+- `settlement_baseline_kw`: the program's settlement baseline (`previous_hour`,
+  `weekdays_10` or `constant`, `settlement_baseline`), and `settlement_baseline_days` the
+  weekdays it averaged (weekdays_10 only);
+- `settlement_shed_kwh` = max(0, baseline_kw x duration_h - energy_kwh);
+- `payment` = settlement_shed_kwh x pay_per_kwh_shed; `penalty` = overshoot_kwh x
+  penalty_per_kwh_over (the facility energy above the event's limit);
+
+and per program a capacity payment of committed_kw x capacity_per_kw_month x the run's
+months. Amounts are converted from the program's currency to the scenario's with the ECB
+rates of `sim.pricing`. Summary: `dr_payment` (capacity plus energy payments) and
+`dr_penalty`, None when no `[[demand_response]]` entry names a program.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sim.dr_events import DrEvent
+from sim.pricing import PriceBook, usd_rate
+from sim.scenario import DrProgram, Scenario
+
+__all__ = [
+    "MONTH_H",
+    "WEEKDAYS_IN_BASELINE",
+    "DrSettlement",
+    "SitePower",
+    "currency_factor",
+    "settle",
+    "settlement_baseline",
+    "weekdays_baseline",
+]
+
+MONTH_H = 365.2425 * 24.0 / 12.0
+"""A month of a capacity payment: the mean Gregorian month, 730.485 h."""
+WEEKDAYS_IN_BASELINE = 10
+"""Days a `weekdays_10` baseline averages when the run has them (CAISO's "10 of 10")."""
+_DAY_S = 86400.0
+
+
+class SitePower:
+    """One site's facility power from the power log (constant between its rows); exact
+    energies over any interval."""
+
+    def __init__(self, power: pd.DataFrame, site: str, horizon_s: float):
+        rows = power[power["site"] == site]
+        knots = np.append(rows["time_s"].to_numpy(dtype=float), horizon_s)
+        kw = rows["facility_w"].to_numpy(dtype=float) / 1000.0
+        self._knots = knots
+        self._cumulative_kwh = np.concatenate([[0.0], np.cumsum(kw * np.diff(knots))]) / 3600.0
+
+    def energy_kwh(self, t0_s: float, t1_s: float) -> float:
+        """Facility energy over [t0_s, t1_s] (inside the logged span), kWh: the cumulative
+        energy is linear between rows, so interpolating it is exact."""
+        e = np.interp([t0_s, t1_s], self._knots, self._cumulative_kwh)
+        return float(e[1] - e[0])
+
+
+def currency_factor(from_currency: str, to_currency: str) -> float:
+    """Units of `to_currency` per unit of `from_currency` (ECB reference rates, sim.pricing)."""
+    return usd_rate(to_currency) / usd_rate(from_currency)
+
+
+def weekdays_baseline(
+    power: SitePower,
+    event: DrEvent,
+    site_windows: Sequence[tuple[float, float]],
+    scenario: Scenario,
+) -> tuple[float, int]:
+    """(mean facility kW, days used) over the event's hours on the last
+    `WEEKDAYS_IN_BASELINE` weekdays before it: days back by whole 24 h steps, weekdays
+    Monday-Friday of the UTC calendar, wholly inside the run and before the notice, and
+    free of every event at the site (`site_windows`). Fewer days when the run holds
+    fewer (NaN kW and 0 days without any)."""
+    duration_s = event.end_s - event.start_s
+    energies: list[float] = []
+    back = 1
+    while len(energies) < WEEKDAYS_IN_BASELINE:
+        t0, t1 = event.start_s - back * _DAY_S, event.end_s - back * _DAY_S
+        back += 1
+        if t0 < 0.0:
+            break
+        weekday = (scenario.start + timedelta(seconds=t0)).weekday()
+        clear = all(t1 <= s or e <= t0 for s, e in site_windows)
+        if t1 <= event.notice_s and weekday < 5 and clear:
+            energies.append(power.energy_kwh(t0, t1))
+    if not energies:
+        return math.nan, 0
+    return float(np.mean(energies)) * 3600.0 / duration_s, len(energies)
+
+
+def settlement_baseline(
+    program: DrProgram,
+    event: DrEvent,
+    row: pd.Series,
+    power: SitePower,
+    site_windows: Sequence[tuple[float, float]],
+    scenario: Scenario,
+) -> tuple[float, int | None]:
+    """(baseline kW, weekdays used or None) of `event` (its `dr_events` `row`) under
+    `program`. `previous_hour` is the row's `baseline_kw`: the mean facility power in the
+    hour before the notice, the same reference a `reduction_pct` limit is cut from."""
+    if program.baseline == "previous_hour":
+        return float(row["baseline_kw"]), None
+    if program.baseline == "constant":
+        assert program.baseline_kw is not None  # DrProgram._keys_that_apply
+        return program.baseline_kw, None
+    return weekdays_baseline(power, event, site_windows, scenario)
+
+
+@dataclass(frozen=True, slots=True)
+class DrSettlement:
+    """The money of a run's events: columns for the `dr_events` table (None: no program in
+    the run), the summary keys, and the meta.json entry."""
+
+    columns: pd.DataFrame | None
+    summary: Mapping[str, float | None]
+    meta: dict[str, Any] | None = None
+
+
+def settle(
+    scenario: Scenario, dr: pd.DataFrame, events: Sequence[DrEvent], power: pd.DataFrame
+) -> DrSettlement:
+    """Settle the announced `events` (one per row of the `dr_events` table `dr`, in order)
+    under their programs, from the run's `power` log."""
+    used = sorted({e.program for e in scenario.demand_response if e.program is not None})
+    if not used:
+        return DrSettlement(None, {"dr_payment": None, "dr_penalty": None})
+    names = scenario.site_names()
+    powers = {i: SitePower(power, n, scenario.horizon_s) for i, n in enumerate(names)}
+    site_windows: dict[int, list[tuple[float, float]]] = {i: [] for i in powers}
+    for ev in events:
+        site_windows[ev.site].append((ev.start_s, ev.end_s))
+    fx = {p: currency_factor(scenario.dr_programs[p].currency, scenario.currency) for p in used}
+    rows: list[dict[str, Any]] = []
+    for ev, (_, row) in zip(events, dr.iterrows(), strict=True):
+        if ev.program is None:
+            rows.append({"program": None, "payment": 0.0, "penalty": 0.0})
+            continue
+        program = scenario.dr_programs[ev.program]
+        baseline_kw, days = settlement_baseline(
+            program, ev, row, powers[ev.site], site_windows[ev.site], scenario
+        )
+        duration_h = (ev.end_s - ev.start_s) / 3600.0
+        factor = fx[ev.program]
+        shed_kwh = baseline_kw * duration_h - float(row["energy_kwh"])
+        shed_kwh = math.nan if math.isnan(shed_kwh) else max(0.0, shed_kwh)
+        rows.append(
+            {
+                "program": ev.program,
+                "settlement_baseline_kw": baseline_kw,
+                "settlement_baseline_days": days,
+                "settlement_shed_kwh": shed_kwh,
+                "payment": 0.0
+                if math.isnan(shed_kwh)
+                else program.pay_per_kwh_shed * factor * shed_kwh,
+                "penalty": program.penalty_per_kwh_over * factor * float(row["overshoot_kwh"]),
+            }
+        )
+    columns = pd.DataFrame(
+        rows,
+        columns=[
+            "program",
+            "settlement_baseline_kw",
+            "settlement_baseline_days",
+            "settlement_shed_kwh",
+            "payment",
+            "penalty",
+        ],
+    ).astype(
+        {
+            "program": object,
+            "settlement_baseline_kw": float,
+            "settlement_baseline_days": "Int64",
+            "settlement_shed_kwh": float,
+            "payment": float,
+            "penalty": float,
+        }
+    )
+    capacity = {
+        p: scenario.dr_programs[p].capacity_per_kw_month
+        * (scenario.dr_programs[p].committed_kw or 0.0)
+        * fx[p]
+        * scenario.duration_h
+        / MONTH_H
+        for p in used
+    }
+    book = PriceBook(scenario.currency).meta()
+    short = columns["settlement_baseline_days"].dropna()
+    meta = {
+        "currency": scenario.currency,
+        "rate_date": book["usd_rate_date"],
+        "rate_source": book["usd_rate_source"],
+        "programs": {
+            p: {
+                **scenario.dr_programs[p].model_dump(),
+                "to_run_currency": fx[p],
+                "capacity_payment": capacity[p],
+                "energy_payment": float(columns.loc[columns.program == p, "payment"].sum()),
+                "penalty": float(columns.loc[columns.program == p, "penalty"].sum()),
+                "events": int((columns.program == p).sum()),
+            }
+            for p in used
+        },
+        "events_short_of_10_weekdays": int((short < WEEKDAYS_IN_BASELINE).sum()),
+        "events_without_baseline": int(
+            (columns["program"].notna() & columns["settlement_shed_kwh"].isna()).sum()
+        ),
+    }
+    summary = {
+        "dr_payment": sum(capacity.values()) + float(columns["payment"].sum()),
+        "dr_penalty": float(columns["penalty"].sum()),
+    }
+    return DrSettlement(columns, summary, meta)
