@@ -58,6 +58,13 @@ carbon.blend_zone = "FR"
 carbon.blend_weight = 0.5
 carbon.scale = 1.0
 carbon.offset_g_per_kwh = 0
+decision_carbon.zone = "DE"
+decision_carbon.year = 2020
+decision_carbon.kind = "marginal"
+decision_carbon.blend_zone = "FR"
+decision_carbon.blend_weight = 0.5
+decision_carbon.scale = 1.0
+decision_carbon.offset_g_per_kwh = 0
 gpus = [{ model = "A100-80GB", count = 16 }]
 
 [[sites]]
