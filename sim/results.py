@@ -31,6 +31,7 @@ TERMINAL_STATES = ("completed", "rejected", "unfinished")
 """What a job's `state` in the jobs table can be at the horizon."""
 
 if TYPE_CHECKING:
+    from sim.billing import PriceCurve
     from sim.engine import Engine
 
 SUMMARY_KEYS = (
@@ -89,6 +90,8 @@ SUMMARY_KEYS = (
     "served_quality_mean",
     "served_below_floor_share",
     "cost_compute",
+    "cost_energy",
+    "cost_demand_charge",
     "mig_repartitions",
     "sim_wall_s",
 )
@@ -399,6 +402,21 @@ def site_operational_carbon_kg(
         rows, t, t_next = _site_steps(power, s, horizon_s)
         ci_ws = fci.cumulative(t_next) - fci.cumulative(t)  # (g per IT kWh) x s per interval
         out[s] = float(np.sum(rows["it_w"].to_numpy() * ci_ws)) / 3.6e9
+    return out
+
+
+def site_energy_cost(
+    power: pd.DataFrame, sites: list[str], prices: list[PriceCurve], horizon_s: float
+) -> dict[str, float]:
+    """Per site, the exact integral of facility power x the energy price over [0, horizon],
+    in the prices' currency. Facility power is constant between rows of the power log (it
+    has a row at every change of IT power or PUE) and `prices` (currency per kWh) are step
+    functions with prefix sums, so each interval contributes power x a prefix difference."""
+    out = {}
+    for s, price in zip(sites, prices, strict=True):
+        rows, t, t_next = _site_steps(power, s, horizon_s)
+        price_ws = price.cumulative(t_next) - price.cumulative(t)  # (per kWh) x s
+        out[s] = float(np.sum(rows["facility_w"].to_numpy() * price_ws)) / 3.6e6
     return out
 
 

@@ -25,6 +25,7 @@ from sim import mig
 from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
 from sim.csv_rows import csv_rows
 from sim.errors import ScenarioError
+from sim.billing import Tariff
 from sim.hardware import (
     GPU_CATALOG,
     PROFILES,
@@ -176,6 +177,8 @@ class Site(ConfigModel):
     """Storage bandwidth one job writes (suspend, migrate) and reads (resume) its checkpoint
     at, GB/s; the job holds its GPUs at idle power meanwhile. 2 GB/s is an assumption (a
     parallel file system client, or a local NVMe drive): set your site's."""
+    tariff: Tariff | None = None
+    """What the site pays for electricity (docs/electricity-costs.md); None: not billed."""
 
     @field_validator("pue")
     @classmethod

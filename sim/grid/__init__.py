@@ -5,12 +5,14 @@
   UK Carbon Intensity API) -> UTC series in g/kWh.
 - `load_zone`, `signal_for_site` (catalog.py): the project's zone catalog in `grid_data/`,
   and the signal of a scenario's site covering the whole scenario.
+- `load_price` (prices.py): hourly day-ahead wholesale prices of catalog zones, EUR/MWh.
 - `Forecaster` (forecast.py): the only window a policy has into the future.
 """
 
 from sim.grid.catalog import GRID_DATA_DIR, available_zones, load_zone, signal_for_site
 from sim.grid.forecast import Forecaster
 from sim.grid.loaders import TRACE_FORMATS, UNIT_TO_G_PER_KWH, load_trace, load_trace_csv
+from sim.grid.prices import load_price, price_zone_years
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 __all__ = [
@@ -21,8 +23,10 @@ __all__ = [
     "CarbonSignal",
     "Forecaster",
     "available_zones",
+    "load_price",
     "load_trace",
     "load_trace_csv",
     "load_zone",
+    "price_zone_years",
     "signal_for_site",
 ]
