@@ -74,7 +74,9 @@ class TouPeriod(ConfigModel):
 
     def hours_of_week(self) -> list[int]:
         """The local hours of the week (Monday 00:00 = 0) this period covers."""
-        return [d * 24 + h for d in DAY_SETS[self.days] for h in range(self.start_hour, self.end_hour)]
+        return [
+            d * 24 + h for d in DAY_SETS[self.days] for h in range(self.start_hour, self.end_hour)
+        ]
 
 
 class Tariff(ConfigModel):
@@ -307,7 +309,7 @@ def _tou_curve(scenario: Scenario, tariff: Tariff, timezone: str, to_run: float)
     lead_s = (start - start.floor("15min")).total_seconds()
     t = np.arange(-lead_s, scenario.horizon_s, _GRID_S)
     local = (start + pd.to_timedelta(t, unit="s")).tz_convert(timezone)
-    how = np.asarray(local.dayofweek * 24 + local.hour)
+    how = np.asarray(local.day_of_week * 24 + local.hour)
     rates = np.asarray(tariff.rates_by_hour_of_week())[how] * to_run
     keep = np.concatenate(([True], rates[1:] != rates[:-1]))
     return PriceCurve(t[keep], rates[keep], scenario.horizon_s)

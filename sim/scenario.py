@@ -22,10 +22,10 @@ import tomli_w
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from sim import mig
+from sim.billing import Tariff
 from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
 from sim.csv_rows import csv_rows
 from sim.errors import ScenarioError
-from sim.billing import Tariff
 from sim.hardware import (
     GPU_CATALOG,
     PROFILES,

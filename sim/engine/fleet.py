@@ -224,8 +224,8 @@ class Fleet(Component):
 
     def _write_costs(self, out: ResultParts, sites: pd.DataFrame) -> None:
         """Electricity bills: per-site `cost_energy` and `cost_demand_charge` columns in a
-        run with a tariff (NaN where a site has none), their sums over the tariffed sites as summary keys
-        (None if no site has one), the tariffs in meta.json."""
+        run with a tariff (NaN where a site has none), their sums over the tariffed sites as
+        summary keys (None if no site has one), the tariffs in meta.json."""
         core, names = self._core, self.names
         billed = [i for i, t in enumerate(self.tariffs) if t is not None]
         energy = np.full(len(names), np.nan)

@@ -109,7 +109,9 @@ def zone_series(frame: pd.DataFrame, zone: str) -> pd.Series:
 def _write_parquet(path: Path, series: pd.Series) -> None:
     table = pa.table(
         {
-            "timestamp": pa.array(series.index.as_unit("ns").asi8, type=pa.timestamp("ns", tz="UTC")),
+            "timestamp": pa.array(
+                series.index.as_unit("ns").asi8, type=pa.timestamp("ns", tz="UTC")
+            ),
             "price_eur_per_mwh": pa.array(series.to_numpy(np.float64)),
         }
     )
