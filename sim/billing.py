@@ -51,9 +51,6 @@ HOURS_PER_WEEK = 168
 DAY_SETS = {"weekday": range(5), "weekend": range(5, 7), "all": range(7)}
 """Local days of the week (Monday = 0) a TOU period applies to. Public holidays are not
 modelled: they are ordinary weekdays here."""
-MAX_RATE_PER_KWH = 100.0
-"""No retail or wholesale energy price comes near 100 of any listed currency per kWh
-(the EU day-ahead price cap was 4 EUR/kWh in 2023; JPY retail rates are about 30 JPY/kWh)."""
 
 
 class TouPeriod(ConfigModel):
@@ -62,7 +59,8 @@ class TouPeriod(ConfigModel):
     days: Literal["weekday", "weekend", "all"] = "all"
     start_hour: int = Field(ge=0, le=23)
     end_hour: int = Field(ge=1, le=24)
-    rate_per_kwh: float = Field(ge=0, le=MAX_RATE_PER_KWH)
+    rate_per_kwh: float = Field(ge=0)
+    """Bounded by its unit (`sim.config_model.UNIT_LIMITS`, "_per_kwh")."""
 
     @model_validator(mode="after")
     def _ordered(self) -> TouPeriod:
@@ -88,7 +86,7 @@ class Tariff(ConfigModel):
     """wholesale: the price zone; default: the site's carbon zone."""
     year: int | None = Field(default=None, ge=1900, le=2100)
     """wholesale: the price year; default: the site's carbon `year`, else the run's start year."""
-    adder_per_kwh: float = Field(default=0.0, ge=-MAX_RATE_PER_KWH, le=MAX_RATE_PER_KWH)
+    adder_per_kwh: float = 0.0
     """wholesale: added to every hour's price (network charges, levies, margin), per kWh."""
     periods: list[TouPeriod] = []
     """tou: the rates; each local hour of the week in exactly one period."""

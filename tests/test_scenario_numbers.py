@@ -59,6 +59,11 @@ carbon.blend_weight = 0.5
 carbon.scale = 1.0
 carbon.offset_g_per_kwh = 0
 gpus = [{ model = "A100-80GB", count = 16 }]
+tariff.kind = "wholesale"
+tariff.year = 2018
+tariff.adder_per_kwh = 0.05
+tariff.demand_charge_per_kw_month = 10
+tariff.demand_interval_min = 15
 
 [[sites]]
 name = "b"
@@ -66,6 +71,9 @@ lat = 48.9
 lon = 2.4
 carbon = { constant_g_per_kwh = 50 }
 gpus = [{ model = "A100-80GB", count = 16 }]
+tariff.kind = "tou"
+tariff.timezone = "UTC"
+tariff.periods = [{ start_hour = 0, end_hour = 24, rate_per_kwh = 0.1 }]
 
 [workload]
 checkpoint_interval_h = 1
@@ -171,6 +179,9 @@ ALTERNATIVE_KEYS = {
     "DemandResponseEvent.percentile": "demand_response[1].percentile",
     "DemandResponseEvent.min_duration_h": "demand_response[1].min_duration_h",
     "PredictionErrorConfig.sigma_frac": "prediction_error.sigma_frac",  # not with [rebound]
+    "TouPeriod.start_hour": "sites[1].tariff.periods[0].start_hour",  # not with wholesale
+    "TouPeriod.end_hour": "sites[1].tariff.periods[0].end_hour",
+    "TouPeriod.rate_per_kwh": "sites[1].tariff.periods[0].rate_per_kwh",
 }
 """Fields the kitchen sink cannot hold next to their alternatives; their key paths."""
 
