@@ -292,6 +292,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_name": scenario.name,
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
+        "policy_objective": policy_objectives(engine.policy),
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
         "trace_repairs": {s.name: dict(s.signal.repairs) for s in engine.fleet.sites},
         "serving_fidelity": scenario.serving.fidelity if scenario.services else None,
@@ -324,6 +325,19 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         out.tables["services"],
         out.tables.get("requests"),
     )
+
+
+def policy_objectives(policy: object) -> dict[str, Any] | None:
+    """What the policy (or each member of a chain, by class name) minimises, for meta.json:
+    its `goal` (`policies.kit.Objective`: objective and carbon price); None if no policy of
+    the run has one."""
+    members = getattr(policy, "members", [policy])
+    found = {
+        type(m).__name__: m.goal.meta()
+        for m in members
+        if hasattr(getattr(m, "goal", None), "meta")
+    }
+    return found or None
 
 
 def _prediction_meta(engine: Engine) -> dict[str, Any] | None:
