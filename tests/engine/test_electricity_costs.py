@@ -180,21 +180,20 @@ def test_demand_charge_in_a_run_is_rate_times_peak_times_covered_month_share():
 
 def test_costs_convert_to_the_scenario_currency_at_the_fixed_ecb_rate():
     tou = {"kind": "tou", "timezone": "UTC", "periods": WEEK, "demand_charge_per_kw_month": 5}
-    eur = simulate(make_scenario(start=START, sites=[site(tariff=tou)]), "run_now")
-    usd_tariff = {**tou, "currency": "USD"}
-    in_usd = simulate(
-        make_scenario(start=START, currency="USD", sites=[site(tariff=usd_tariff)]), "run_now"
+    in_usd = tou | {"currency": "USD"}
+    usd_run_of_usd = simulate(
+        make_scenario(start=START, currency="USD", sites=[site(tariff=in_usd)]), "run_now"
     )
-    both_usd = in_usd.summary
-    # The same numbers read as USD: a EUR run of the USD tariff pays usd_rate("EUR") x.
-    eur_of_usd = simulate(make_scenario(start=START, sites=[site(tariff=usd_tariff)]), "run_now")
-    rate = conversion_rate("USD", "EUR")
-    assert rate == pytest.approx(usd_rate("EUR"))
+    eur_run_of_usd = simulate(make_scenario(start=START, sites=[site(tariff=in_usd)]), "run_now")
+    eur_run_of_eur = simulate(make_scenario(start=START, sites=[site(tariff=tou)]), "run_now")
+    eur_per_usd = conversion_rate("USD", "EUR")
+    assert eur_per_usd == pytest.approx(usd_rate("EUR"))  # sim.pricing's ECB rate
     for key in ("cost_energy", "cost_demand_charge"):
-        assert eur.summary[key] == pytest.approx(both_usd[key], rel=1e-12)
-        assert eur_of_usd.summary[key] == pytest.approx(both_usd[key] * rate, rel=1e-12)
-    meta = eur_of_usd.meta["electricity_tariffs"]["sites"]["a"]
-    assert meta["rate_to_run_currency"] == rate
+        same_numbers = usd_run_of_usd.summary[key]
+        assert eur_run_of_eur.summary[key] == pytest.approx(same_numbers, rel=1e-12)
+        assert eur_run_of_usd.summary[key] == pytest.approx(same_numbers * eur_per_usd, rel=1e-12)
+    meta = eur_run_of_usd.meta["electricity_tariffs"]["sites"]["a"]
+    assert meta["rate_to_run_currency"] == eur_per_usd
 
 
 def test_without_a_tariff_the_keys_are_null_and_the_tables_unchanged():
