@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from policies.kit import (
     MIN_DEFER_S,
     TimeShifter,
-    forecast_from_now,
     latest_start_s,
+    objective_forecast,
+    objective_now,
     runtime_s,
     time_weighted_percentile,
 )
@@ -57,14 +58,18 @@ class CarbonThreshold(TimeShifter):
             )
         if self.percentile is not None and not 0.0 <= self.percentile <= 100.0:
             raise ValueError(f"percentile must be in [0, 100], got {self.percentile}")
+        if self.threshold_g_per_kwh is not None and self.goal.kind != "carbon":
+            raise ValueError(
+                f"objective {self.goal.kind!r} needs percentile: threshold_g_per_kwh is carbon"
+            )
 
     def threshold(self, state: SystemState, job: JobView) -> float:
-        """The threshold for `job` now, g/kWh."""
+        """The threshold for `job` now, in the objective's unit (carbon: g/kWh)."""
         if self.threshold_g_per_kwh is not None:
             return self.threshold_g_per_kwh
         assert self.percentile is not None and job.deadline_s is not None
         now = state.now_s
-        times, values = forecast_from_now(state, job.origin_site, job.deadline_s - now)
+        times, values = objective_forecast(state, job.origin_site, job.deadline_s - now, self.goal)
         return time_weighted_percentile(times, values, job.deadline_s, self.percentile)
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
@@ -73,8 +78,8 @@ class CarbonThreshold(TimeShifter):
         if latest - now < MIN_DEFER_S:
             return None
         site = job.origin_site
-        if state.carbon_intensity(site) <= self.threshold(state, job):
+        if objective_now(state, site, self.goal) <= self.threshold(state, job):
             return None
-        times, _ = state.forecast(site, latest - now)
+        times, _ = objective_forecast(state, site, latest - now, self.goal)
         later = times[times >= now + MIN_DEFER_S]
         return min(float(later[0]), latest) if later.size else latest

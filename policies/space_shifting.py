@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -48,9 +49,11 @@ from policies.kit import (
     Bookings,
     DecisionForecasts,
     FreeGpus,
+    Objective,
     TimeShifter,
     first_come_first_served,
     job_of,
+    objective_now,
 )
 from sim.api import Action, JobView, Migrate, Policy, Start, SystemState
 
@@ -67,6 +70,14 @@ class _StartNow(Policy):
 
     backfill: bool = False
     """Let later jobs that fit start while the head of the queue waits."""
+    objective: Literal["carbon", "cost", "weighted"] = "carbon"
+    """What the site choice minimises: "carbon", "cost" (the sites' energy price) or
+    "weighted" (price + carbon x carbon_price_per_t), `policies.kit.Objective`."""
+    carbon_price_per_t: float = 0.0
+    """With objective "weighted": the scenario's currency per tonne CO2e."""
+
+    def __post_init__(self) -> None:
+        self.goal = Objective(self.objective, self.carbon_price_per_t)
 
 
 @dataclass
@@ -74,8 +85,8 @@ class LowestCarbonSite(_StartNow):
     """Start each job on the allowed site with the lowest carbon intensity now that fits."""
 
     def decide(self, state: SystemState) -> list[Action]:
-        # sorted() is stable: sites with equal intensity keep the scenario's order
-        by_carbon = sorted(state.sites, key=state.carbon_intensity)
+        # sorted() is stable: sites with equal values keep the scenario's order
+        by_carbon = sorted(state.sites, key=lambda site: objective_now(state, site, self.goal))
         return first_come_first_served(
             state, self.backfill, lambda free, job: free.place(job, by_carbon)
         )
@@ -91,6 +102,8 @@ class Option:
     start_s: float
     end_s: float
     carbon_kg: float
+    """Under objective "carbon" (and a migration's saving); else the expected cost, the
+    scenario's currency (`policies.kit.Objective.per_score`)."""
 
 
 class Outlook:
@@ -98,12 +111,14 @@ class Outlook:
     with what does not depend on the start time (the WAN transfer, the run's estimate, the
     GPUs held while the data moves) priced once per job, site and GPU model."""
 
-    def __init__(self, state: SystemState):
+    def __init__(self, state: SystemState, goal: Objective | None = None):
         self.state = state
         self.now_s = state.now_s
-        self._forecasts = DecisionForecasts(state)
+        self.goal = goal if goal is not None else Objective()
+        """What the options' `carbon_kg` weighs (carbon by default)."""
+        self._forecasts = DecisionForecasts(state, self.goal)
         self._sites: dict[str, tuple[dict[str, int], float, float, float]] = {}
-        """Per site: installed GPUs per model, host W per GPU, PUE, intensity now."""
+        """Per site: installed GPUs per model, host W per GPU, PUE, objective signal now."""
         self._fixed: dict[tuple[JobView, str], list[tuple[str, float, float, float, float]]] = {}
         """Per (job, site): per usable GPU model, (model, transfer s, runtime s, run kWh,
         transfer and hold kg)."""
@@ -125,7 +140,7 @@ class Outlook:
                 state.total_gpus(site),
                 state.host_w_per_gpu(site),
                 state.pue(site),
-                state.carbon_intensity(site),
+                objective_now(state, site, self.goal),
             )
         return got
 
@@ -135,7 +150,7 @@ class Outlook:
         key = (job, site)
         got = self._fixed.get(key)
         if got is None:
-            state = self.state
+            state, goal = self.state, self.goal
             gpus = job.gpus
             move_s, _, move_kg = state.transfer_cost(job.origin_site, site, job.data_gb)
             total, host_w, pue, ci = self._site(site)
@@ -145,7 +160,7 @@ class Outlook:
                     continue
                 runtime_s, run_kwh = state.estimate(job, site, None, model)
                 hold_kwh = gpus * (state.idle_w(site, model) + host_w) * move_s * pue / _WS_PER_KWH
-                fixed_kg = move_kg + hold_kwh * ci / _KWH_G_PER_KG
+                fixed_kg = move_kg * goal.per_kg_co2 + hold_kwh * ci / goal.per_score
                 got.append((model, move_s, runtime_s, run_kwh, fixed_kg))
             self._fixed[key] = got
         return got
@@ -166,7 +181,7 @@ class Outlook:
                     run_s, mean = got.best_start(run_s, latest_run_s, runtime_s)
                 else:
                     mean = forecasts.until(site, run_s + runtime_s).mean_g_per_kwh(run_s, runtime_s)
-                carbon_kg = run_kwh * mean / _KWH_G_PER_KG + fixed_kg
+                carbon_kg = run_kwh * mean / self.goal.per_score + fixed_kg
                 out.append(Option(site, model, run_s - move_s, run_s + runtime_s, carbon_kg))
         out.sort(key=lambda o: o.carbon_kg)  # stable: ties keep the scenario's site order
         return out
@@ -195,7 +210,7 @@ class ForecastSite(_StartNow):
     least."""
 
     def decide(self, state: SystemState) -> list[Action]:
-        outlook = Outlook(state)
+        outlook = Outlook(state, self.goal)
         return first_come_first_served(
             state, self.backfill, lambda free, job: take_first(free, job, outlook.options(job))
         )
@@ -218,7 +233,7 @@ class SpaceTime(TimeShifter):
         self._looked = False
 
     def decide(self, state: SystemState) -> list[Action]:
-        self._outlook = Outlook(state)
+        self._outlook = Outlook(state, self.goal)
         self._looked = False  # the bookings are brought up to date when first asked
         return super().decide(state)
 

@@ -53,7 +53,7 @@ from policies.kit import (
     FreeGpus,
     PlannedStart,
     cheapest_slots,
-    forecast_from_now,
+    objective_forecast,
     runtime_s,
 )
 from sim.api import Action, JobView, Resume, Suspend, SystemState
@@ -109,7 +109,7 @@ class WaitAwhile(PlannedStart):
             if left + self.margin_s + SLIVER_S < need:
                 plan = None
         if plan is None:
-            times, values = forecast_from_now(state, site, end - now)
+            times, values = objective_forecast(state, site, end - now, self.goal)
             if times.size == 0:
                 return True, now
             plan = cheapest_slots(times, values, end, need, start_late=pending)

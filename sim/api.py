@@ -308,6 +308,8 @@ class StateQueries(Protocol):
     ) -> float: ...
     def carbon_intensity(self, site: str) -> float: ...
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
+    def electricity_price(self, site: str) -> float: ...
+    def price_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
     def announced_events(self, site: str | None) -> list[DemandResponseView]: ...
     def estimate(
         self, j: int, site_name: str, cap: float | None, model: str | None
@@ -809,6 +811,20 @@ class SystemState:
         """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function
         (start times s, values g/kWh), with the scenario's forecast error model."""
         return self._q.forecast(site, horizon_s)
+
+    def electricity_price(self, site: str) -> float:
+        """The energy price `site` pays now, the scenario's currency per kWh: its tariff's
+        energy component (wholesale price plus adder, or the TOU rate); demand charges are
+        not in it. PolicyError if the site has no `[sites.tariff]`."""
+        return self._q.electricity_price(site)
+
+    def price_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """`site`'s energy price from now over `horizon_s` (cut at the horizon of the run),
+        as a step function (start times s, values in the scenario's currency per kWh), like
+        `forecast`. Perfect: day-ahead prices and tariffs are known ahead (a day-ahead price
+        is published the day before; beyond that this is foresight). PolicyError if the
+        site has no `[sites.tariff]`."""
+        return self._q.price_forecast(site, horizon_s)
 
     def site_power_kw(self, site: str) -> float:
         """Facility power of `site` now (jobs, services, idle GPUs and hosts), kW."""

@@ -736,7 +736,8 @@ def _year_substitution(sub: Mapping[str, Any]) -> str:
     if sub["wrapped"]:
         how += ", repeated by whole weeks past the year's edge"
     read = ", ".join(map(str, sub["years_read"]))
-    return f"years = {sub['rule']!r}: {where} reads zone {sub['zone']} from {read} ({how})"
+    what = f"zone {sub['zone']}" + ("'s prices" if sub.get("prices") else "")
+    return f"years = {sub['rule']!r}: {where} reads {what} from {read} ({how})"
 
 
 def _note_mixed_kinds(carbon_signals: dict) -> None:

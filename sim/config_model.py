@@ -39,6 +39,13 @@ UNIT_LIMITS: tuple[UnitLimit, ...] = (
         "lignite, the most carbon-intensive generation, emits about 1,100 g/kWh "
         "(IPCC AR5 WGIII Annex III)",
     ),
+    UnitLimit(
+        "_per_kwh",
+        "per kWh",
+        100.0,
+        "no energy price comes near 100 of any listed currency per kWh (the EU day-ahead "
+        "price cap was 4 EUR/kWh in 2023; Japanese retail rates are about 30 JPY/kWh)",
+    ),
     UnitLimit("_km_per_s", "km/s", 299_792.458, "the speed of light"),
     UnitLimit("_w_per_gpu", "W", 100_000.0, "100 kW is a whole rack, not one GPU's host"),
     UnitLimit(

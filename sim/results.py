@@ -32,6 +32,7 @@ TERMINAL_STATES = ("completed", "rejected", "unfinished")
 """What a job's `state` in the jobs table can be at the horizon."""
 
 if TYPE_CHECKING:
+    from sim.billing import PriceCurve
     from sim.engine import Engine
 
 SUMMARY_KEYS = (
@@ -93,6 +94,8 @@ SUMMARY_KEYS = (
     "served_quality_mean",
     "served_below_floor_share",
     "cost_compute",
+    "cost_energy",
+    "cost_demand_charge",
     "mig_repartitions",
     "sim_wall_s",
 )
@@ -293,6 +296,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_name": scenario.name,
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
+        "policy_objective": policy_objectives(engine.policy),
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
         "carbon_signals": signals_meta(scenario),
         "trace_repairs": {s.name: dict(s.signal.repairs) for s in engine.fleet.sites},
@@ -331,15 +335,34 @@ def build_results(engine: Engine, wall_s: float) -> Results:
 
 def _years_meta(engine: Engine) -> dict[str, Any]:
     """The scenario's `years` rule and every zone-year substitution it made: per site zone
-    (and blend zone), and per WAN zone read (docs/grid-years.md)."""
+    (and blend zone), per WAN zone read and per site's wholesale prices
+    (docs/grid-years.md)."""
     scenario = engine.scenario
     wan = engine.checkpoints.wan
     sites = [{"site": name, **plan.meta()} for name, plan in site_year_plans(scenario)]
     wan_zones = [] if wan is None else [{"wan": True, **plan.meta()} for plan in wan.year_plans()]
+    prices = [
+        {"site": name, "prices": True, **tariff.meta["year_plan"]}
+        for name, tariff in zip(engine.fleet.names, engine.fleet.tariffs, strict=True)
+        if tariff is not None and "year_plan" in tariff.meta
+    ]
     return {
         "rule": scenario.years,
-        "substitutions": [p for p in sites + wan_zones if p["shift_days"] or p["wrapped"]],
+        "substitutions": [p for p in sites + wan_zones + prices if p["shift_days"] or p["wrapped"]],
     }
+
+
+def policy_objectives(policy: object) -> dict[str, Any] | None:
+    """What the policy (or each member of a chain, by class name) minimises, for meta.json:
+    its `goal` (`policies.kit.Objective`: objective and carbon price); None if no policy of
+    the run has one."""
+    members = getattr(policy, "members", [policy])
+    found = {
+        type(m).__name__: m.goal.meta()
+        for m in members
+        if hasattr(getattr(m, "goal", None), "meta")
+    }
+    return found or None
 
 
 def _prediction_meta(engine: Engine) -> dict[str, Any] | None:
@@ -418,6 +441,21 @@ def site_operational_carbon_kg(
         rows, t, t_next = _site_steps(power, s, horizon_s)
         ci_ws = fci.cumulative(t_next) - fci.cumulative(t)  # (g per IT kWh) x s per interval
         out[s] = float(np.sum(rows["it_w"].to_numpy() * ci_ws)) / 3.6e9
+    return out
+
+
+def site_energy_cost(
+    power: pd.DataFrame, sites: list[str], prices: list[PriceCurve], horizon_s: float
+) -> dict[str, float]:
+    """Per site, the exact integral of facility power x the energy price over [0, horizon],
+    in the prices' currency. Facility power is constant between rows of the power log (it
+    has a row at every change of IT power or PUE) and `prices` (currency per kWh) are step
+    functions with prefix sums, so each interval contributes power x a prefix difference."""
+    out = {}
+    for s, price in zip(sites, prices, strict=True):
+        rows, t, t_next = _site_steps(power, s, horizon_s)
+        price_ws = price.cumulative(t_next) - price.cumulative(t)  # (per kWh) x s
+        out[s] = float(np.sum(rows["facility_w"].to_numpy() * price_ws)) / 3.6e6
     return out
 
 

@@ -22,6 +22,7 @@ import tomli_w
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from sim import mig
+from sim.billing import Tariff
 from sim.config_model import HOURS_PER_DECADE, ConfigModel, check_numbers
 from sim.csv_rows import csv_rows
 from sim.errors import ScenarioError
@@ -202,6 +203,8 @@ class Site(ConfigModel):
     forecast: SiteForecast | None = None
     """Replay a real archive of issued forecasts as this site's forecast (default: the
     `[forecast]` model)."""
+    tariff: Tariff | None = None
+    """What the site pays for electricity (docs/electricity-costs.md); None: not billed."""
 
     @field_validator("pue")
     @classmethod

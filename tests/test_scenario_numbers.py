@@ -66,6 +66,11 @@ decision_carbon.blend_weight = 0.5
 decision_carbon.scale = 1.0
 decision_carbon.offset_g_per_kwh = 0
 gpus = [{ model = "A100-80GB", count = 16 }]
+tariff.kind = "wholesale"
+tariff.year = 2018
+tariff.adder_per_kwh = 0.05
+tariff.demand_charge_per_kw_month = 10
+tariff.demand_interval_min = 15
 
 [[sites]]
 name = "b"
@@ -73,6 +78,9 @@ lat = 48.9
 lon = 2.4
 carbon = { constant_g_per_kwh = 50 }
 gpus = [{ model = "A100-80GB", count = 16 }]
+tariff.kind = "tou"
+tariff.timezone = "UTC"
+tariff.periods = [{ start_hour = 0, end_hour = 24, rate_per_kwh = 0.1 }]
 
 [workload]
 checkpoint_interval_h = 1
@@ -193,6 +201,9 @@ ALTERNATIVE_KEYS = {
     "DrProgram.pay_per_kwh_shed": "dr_programs.p.pay_per_kwh_shed",
     "DrProgram.penalty_per_kwh_over": "dr_programs.p.penalty_per_kwh_over",
     "DrProgram.baseline_kw": "dr_programs.p.baseline_kw",
+    "TouPeriod.start_hour": "sites[1].tariff.periods[0].start_hour",  # not with wholesale
+    "TouPeriod.end_hour": "sites[1].tariff.periods[0].end_hour",
+    "TouPeriod.rate_per_kwh": "sites[1].tariff.periods[0].rate_per_kwh",
 }
 """Fields the kitchen sink cannot hold next to their alternatives; their key paths."""
 

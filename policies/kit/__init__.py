@@ -5,8 +5,11 @@
   placement of the pending queue on it (`gpus.py`).
 - `Adjuster`: the base of the policies that amend a scheduler's plan; `job_of`: the job an
   action concerns (`adjuster.py`).
+- `Objective`, `objective_forecast`, `objective_now`, `forecast_from_now`: what a carbon-
+  or cost-aware policy minimises (carbon, the energy price, or price + priced carbon) as a
+  step function of the forecast (`objective.py`).
 - `TimeShifter`, `PlannedStart`: the bases of the schedulers that defer jobs, with
-  `runtime_s`, `latest_start_s`, `forecast_from_now`, `DecisionForecast` (a site's forecast
+  `runtime_s`, `latest_start_s`, `DecisionForecast` (a site's forecast
   of one decision with its prefix sums: window means and best starts on it),
   `DecisionForecasts` (every site's, each fetched once per decision), `ranked_starts` and
   `MIN_DEFER_S` (`time_shifting.py`).
@@ -22,6 +25,13 @@
 from policies.kit.adjuster import Adjuster, job_of
 from policies.kit.bookings import Bookings, PlannedRun, Run
 from policies.kit.gpus import FreeGpus, first_come_first_served
+from policies.kit.objective import (
+    OBJECTIVES,
+    Objective,
+    forecast_from_now,
+    objective_forecast,
+    objective_now,
+)
 from policies.kit.operating_points import OperatingPoints, cap_grid
 from policies.kit.time_shifting import (
     MIN_DEFER_S,
@@ -30,7 +40,6 @@ from policies.kit.time_shifting import (
     PlannedStart,
     Planning,
     TimeShifter,
-    forecast_from_now,
     latest_start_s,
     ranked_starts,
     runtime_s,
@@ -50,12 +59,14 @@ from policies.kit.windows import (
 
 __all__ = [
     "MIN_DEFER_S",
+    "OBJECTIVES",
     "SLIVER_S",
     "Adjuster",
     "Bookings",
     "DecisionForecast",
     "DecisionForecasts",
     "FreeGpus",
+    "Objective",
     "OperatingPoints",
     "PlannedRun",
     "PlannedStart",
@@ -72,6 +83,8 @@ __all__ = [
     "forecast_slots",
     "job_of",
     "latest_start_s",
+    "objective_forecast",
+    "objective_now",
     "prefix_integrals",
     "ranked_starts",
     "runtime_s",

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 from policies.kit.bookings import Bookings, Run
 from policies.kit.gpus import FreeGpus
+from policies.kit.objective import CARBON, Objective, forecast_from_now, objective_forecast
 from policies.kit.windows import (
     WindowMean,
     best_window_plan,
@@ -65,18 +66,6 @@ def runtime_s(state: SystemState, job: JobView) -> float:
     return state.runtime_s(job, job.origin_site)
 
 
-def forecast_from_now(
-    state: SystemState, site: str, horizon_s: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """`state.forecast(site, horizon_s)` with the current step's value replaced by the
-    intensity measured now (`state.carbon_intensity`): what holds now is known, only the
-    later steps are forecast."""
-    times, values = state.forecast(site, max(horizon_s, 0.0))
-    if values.size:
-        values[0] = state.carbon_intensity(site)
-    return times, values
-
-
 def latest_start_s(state: SystemState, job: JobView, runtime: float, margin_s: float) -> float:
     """deadline - runtime - margin_s (the job must have a deadline)."""
     assert job.deadline_s is not None
@@ -95,7 +84,8 @@ FIRST_HORIZON_S = 86400.0
 
 
 class DecisionForecast:
-    """One site's `forecast_from_now` in one decision, fetched once for the longest horizon
+    """One site's `objective_forecast` (for carbon, `forecast_from_now`) in one decision,
+    fetched once for the longest horizon
     asked (at least twice the last one), with its `prefix_integrals`: `cut(horizon_s)` is
     what `forecast_from_now(state, site, horizon_s)` gives, bit for bit (a longer forecast
     extends a shorter one, and the prefix sums of a forecast cut short are the first ones
@@ -103,11 +93,13 @@ class DecisionForecast:
 
     __slots__ = ("_mean", "_t", "cum", "horizon_s", "now_s", "times", "values")
 
-    def __init__(self, state: SystemState, site: str, horizon_s: float):
+    def __init__(
+        self, state: SystemState, site: str, horizon_s: float, objective: Objective = CARBON
+    ):
         self.now_s = state.now_s
         self.horizon_s = horizon_s
         """The horizon it was fetched for, s from now."""
-        self.times, self.values = forecast_from_now(state, site, horizon_s)
+        self.times, self.values = objective_forecast(state, site, horizon_s, objective)
         self.cum = prefix_integrals(self.times, self.values)
         self._t: list[float] = self.times.tolist()
         self._mean: WindowMean | None = None
@@ -160,10 +152,11 @@ class DecisionForecasts:
     For policies that price many runs in one decision (every site a job may use, for every
     job)."""
 
-    __slots__ = ("_by_site", "_state", "now_s")
+    __slots__ = ("_by_site", "_objective", "_state", "now_s")
 
-    def __init__(self, state: SystemState):
+    def __init__(self, state: SystemState, objective: Objective = CARBON):
         self._state = state
+        self._objective = objective
         self.now_s = state.now_s
         self._by_site: dict[str, DecisionForecast] = {}
 
@@ -172,7 +165,7 @@ class DecisionForecasts:
         got = self._by_site.get(site)
         if got is None or got.horizon_s < horizon_s:
             longer = max(horizon_s, 2.0 * got.horizon_s if got else FIRST_HORIZON_S)
-            got = self._by_site[site] = DecisionForecast(self._state, site, longer)
+            got = self._by_site[site] = DecisionForecast(self._state, site, longer, self._objective)
         return got
 
     def until(self, site: str, until_s: float) -> DecisionForecast:
@@ -191,10 +184,17 @@ class TimeShifter(Policy):
     """Safety margin before deadlines, s: a deferred job starts by deadline - runtime -
     margin_s, and interruptible plans end by deadline - margin_s (rounding, runtime
     estimates, and, for suspended jobs, resume overheads)."""
+    objective: Literal["carbon", "cost", "weighted"] = "carbon"
+    """What the start times minimise: "carbon", "cost" (the sites' energy price) or
+    "weighted" (price + carbon x carbon_price_per_t), `policies.kit.Objective`."""
+    carbon_price_per_t: float = 0.0
+    """With objective "weighted": the scenario's currency per tonne CO2e."""
 
     def __post_init__(self) -> None:
         if not self.margin_s >= 0.0:
             raise ValueError(f"margin_s must be >= 0 s, got {self.margin_s}")
+        self.goal = Objective(self.objective, self.carbon_price_per_t)
+        """The objective of the start times (the signal `forecast` gives)."""
         self._kind = bytearray()
         """Per job index: 0 not yet seen, `_FLEXIBLE` (ask `defer_until`) or `_RUN_NOW`
         (no deadline, or `start_when_free`): one byte per job."""
@@ -434,7 +434,7 @@ class PlannedStart(TimeShifter):
     def forecast(self, state: SystemState, site: str, horizon_s: float) -> DecisionForecast:
         """`site`'s forecast of this decision, at least `horizon_s` long."""
         if self._forecasts is None or self._forecasts.now_s != state.now_s:
-            self._forecasts = DecisionForecasts(state)
+            self._forecasts = DecisionForecasts(state, self.goal)
             self._extended.clear()
         return self._forecasts.at_least(site, horizon_s)
 

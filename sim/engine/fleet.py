@@ -16,12 +16,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from sim.billing import SiteTariff, demand_charge, site_tariff
 from sim.cluster import GpuParts, Pool, Site
 from sim.engine.component import Component
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal
 from sim.records import PowerLog
-from sim.results import ResultParts, busy_gpu_s, site_energy_kwh, site_operational_carbon_kg
+from sim.results import (
+    ResultParts,
+    busy_gpu_s,
+    site_energy_cost,
+    site_energy_kwh,
+    site_operational_carbon_kg,
+)
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -32,7 +39,7 @@ __all__ = ["Fleet"]
 class Fleet(Component):
     """The sites of a run and their power."""
 
-    __slots__ = ("_core", "names", "power_log", "sites", "by_name", "decision_signals")
+    __slots__ = ("_core", "names", "power_log", "sites", "by_name", "decision_signals", "tariffs")
 
     def __init__(
         self,
@@ -54,6 +61,10 @@ class Fleet(Component):
         self.decision_signals = decision_signals or [None] * len(self.sites)
         """Per site, the separate signal its decisions see (`sites.decision_carbon`), or
         None: decisions see the signal it is charged on."""
+        self.tariffs: list[SiteTariff | None] = [
+            site_tariff(scenario, i) for i in range(len(scenario.sites))
+        ]
+        """Per site, its electricity tariff for the run (None: not billed)."""
 
     def decision_signal(self, site: Site) -> CarbonSignal:
         """The carbon signal `site`'s decisions see: its `decision_carbon`, else the signal
@@ -209,6 +220,7 @@ class Fleet(Component):
         )
         if decided:
             sites["carbon_operational_decision_kg"] = [decision[n] for n in names]
+        self._write_costs(out, sites)
         out.tables["sites"] = sites
         out.summary["energy_it_kwh"] = float(sum(energy_it.values()))
         out.summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
@@ -231,3 +243,42 @@ class Fleet(Component):
                     for p in site.pools
                 )
             )
+
+    def _write_costs(self, out: ResultParts, sites: pd.DataFrame) -> None:
+        """Electricity bills: per-site `cost_energy` and `cost_demand_charge` columns in a
+        run with a tariff (NaN where a site has none), their sums over the tariffed sites as
+        summary keys (None if no site has one), the tariffs in meta.json."""
+        core, names = self._core, self.names
+        billed = [i for i, t in enumerate(self.tariffs) if t is not None]
+        energy = np.full(len(names), np.nan)
+        demand = np.full(len(names), np.nan)
+        if billed:
+            horizon_s, power = core.horizon_s, out.power
+            curves = [t.energy_price for t in self.tariffs if t is not None]
+            costs = site_energy_cost(power, [names[i] for i in billed], curves, horizon_s)
+            for i in billed:
+                tariff = self.tariffs[i]
+                assert tariff is not None
+                rows = power[power["site"] == names[i]]
+                energy[i] = costs[names[i]]
+                demand[i] = demand_charge(
+                    rows["time_s"].to_numpy(),
+                    rows["facility_w"].to_numpy(),
+                    horizon_s,
+                    core.scenario.start,
+                    tariff,
+                )
+        if billed:  # the columns exist only in billed runs: others keep their tables
+            sites["cost_energy"] = energy
+            sites["cost_demand_charge"] = demand
+        out.summary["cost_energy"] = float(energy[billed].sum()) if billed else None
+        out.summary["cost_demand_charge"] = float(demand[billed].sum()) if billed else None
+        out.meta["electricity_tariffs"] = (
+            {
+                "currency": core.scenario.currency,
+                "sites": {names[i]: t.meta for i, t in enumerate(self.tariffs) if t is not None},
+                "sites_without_tariff": [names[i] for i, t in enumerate(self.tariffs) if t is None],
+            }
+            if billed
+            else None
+        )

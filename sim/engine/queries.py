@@ -14,6 +14,7 @@ import numpy as np
 
 from sim import scaling
 from sim.api import DemandResponseView, ParallelScaling, ReplicaPoint
+from sim.billing import SiteTariff
 from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
@@ -265,6 +266,21 @@ class Queries(Component):
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
         return core.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
+
+    def _tariff(self, site: str, asker: str) -> SiteTariff:
+        tariff = self._core.fleet.tariffs[self.site(site).index]
+        if tariff is None:
+            raise PolicyError(f"{asker}: site {site!r} has no [sites.tariff]")
+        return tariff
+
+    def electricity_price(self, site: str) -> float:
+        return self._tariff(site, "electricity_price").energy_price.value_at(self._core.env.now)
+
+    def price_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        if horizon_s < 0:
+            raise PolicyError(f"price_forecast: horizon must be >= 0 s, got {horizon_s}")
+        curve = self._tariff(site, "price_forecast").energy_price
+        return curve.window(self._core.env.now, horizon_s)
 
     def announced_events(self, site: str | None) -> list[DemandResponseView]:
         return [v for v in self._core.dr.announced if site is None or v.site == site]

@@ -8,12 +8,15 @@
 - `Forecaster` (forecast.py): the only window a policy has into the future; `forecast_mae`,
   the error a forecast model makes on a given series, by lead.
 - `load_issued_forecasts` (issued_forecasts.py): real issued forecasts a site may replay.
+- `load_price` (prices.py): hourly day-ahead wholesale prices of catalog zones, EUR/MWh.
+- `Forecaster` (forecast.py): the only window a policy has into the future.
 """
 
 from sim.grid.catalog import GRID_DATA_DIR, available_zones, load_zone, signal_for_site
 from sim.grid.forecast import Forecaster, forecast_mae
 from sim.grid.issued_forecasts import load_issued_forecasts
 from sim.grid.loaders import TRACE_FORMATS, UNIT_TO_G_PER_KWH, load_trace, load_trace_csv
+from sim.grid.prices import load_price, price_zone_years
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 __all__ = [
@@ -26,8 +29,10 @@ __all__ = [
     "available_zones",
     "forecast_mae",
     "load_issued_forecasts",
+    "load_price",
     "load_trace",
     "load_trace_csv",
     "load_zone",
+    "price_zone_years",
     "signal_for_site",
 ]

@@ -199,21 +199,34 @@ def year_plan(
 ) -> YearPlan:
     """The years `zone`'s trace of `kind` is read from to cover [start, start + horizon_s]
     under `rule` (module docstring). ScenarioError naming the missing years and the rules."""
+    return plan_years(zone, zone_years(zone, kind), start, horizon_s, year, rule)
+
+
+def plan_years(
+    zone: str,
+    years: list[int],
+    start: datetime,
+    horizon_s: float,
+    year: int | None,
+    rule: str | None,
+    what: str = "trace",
+) -> YearPlan:
+    """`year_plan` for any yearly data of `zone` whose available `years` are given (the
+    carbon catalog's trace, the wholesale prices); `what` names the data in errors."""
     if rule is not None and rule not in YEAR_RULES:
         raise ScenarioError(f"years must be one of {', '.join(YEAR_RULES)}, got {rule!r}")
-    years = zone_years(zone, kind)
     start = start.astimezone(UTC)
     first = year if year is not None else start.year if start.year in years else years[-1]
     if first not in years:
-        raise ScenarioError(f"zone {zone} has no trace for {first}; years: {_span(years)}")
+        raise ScenarioError(f"zone {zone} has no data for {first}; years: {_span(years)}")
     offset = alignment_offset(start, first)
     t0 = start - offset
     t1 = t0 + timedelta(seconds=horizon_s)
     needed = tuple(range(t0.year, t1.year + 1))
     if rule is None and first != start.year:
         raise ScenarioError(
-            f"zone {zone}: the run starts in {start.year} but reads the trace of {first} "
-            f'(catalog: {_span(years)}); choose how in the scenario: years = "align" '
+            f"zone {zone}: the run starts in {start.year} but reads the {what} of {first} "
+            f'(available: {_span(years)}); choose how in the scenario: years = "align" '
             f'(moved by whole days, keeping weekday and hour) or years = "wrap" (and '
             f"repeated by whole weeks within that year); see docs/grid-years.md"
         )
@@ -222,7 +235,7 @@ def year_plan(
     missing = [y for y in needed if y not in years]
     if missing:
         raise ScenarioError(
-            f"zone {zone}: the scenario needs its trace from {t0:%Y-%m-%d %H:%M} to "
+            f"zone {zone}: the scenario needs its {what} from {t0:%Y-%m-%d %H:%M} to "
             f"{t1:%Y-%m-%d %H:%M} UTC (from {first}), but the catalog has "
             f'{_span(years)}, not {", ".join(map(str, missing))}; years = "wrap" stays '
             f"within {first} (docs/grid-years.md)"
@@ -246,7 +259,7 @@ def zone_series(
     parts = [load_zone(zone, y, variant, kind) for y in plan.years_read]
     series = pd.concat(parts)
     if plan.wrapped:
-        series = _wrapped(series, start - timedelta(days=plan.shift_days), horizon_s)
+        series = wrapped_series(series, start - timedelta(days=plan.shift_days), horizon_s)
     series.index = series.index + pd.Timedelta(days=plan.shift_days)
     series.attrs = {
         "repairs": summed_repairs(*parts),
@@ -261,7 +274,7 @@ def joined_methods(*series: pd.Series) -> str:
     return " + ".join(dict.fromkeys(str(s.attrs.get("method")) for s in series))
 
 
-def _wrapped(year_series: pd.Series, t0: datetime, horizon_s: float) -> pd.Series:
+def wrapped_series(year_series: pd.Series, t0: datetime, horizon_s: float) -> pd.Series:
     """One year's hourly series extended by whole-week copies (`WRAP`) of itself until it
     covers [t0, t0 + horizon_s] (trace times): before its start its first 364 days repeat
     backwards, after its end its last 364 days repeat forwards."""

@@ -89,3 +89,13 @@ def test_a_substitution_is_recorded_in_meta_and_printed(tmp_path, capsys):
 def test_a_run_in_its_own_year_records_no_substitution():
     scenario = make_scenario(sites=[site(carbon={"zone": "DE"})], start="2020-06-01T00:00:00Z")
     assert sim.simulate(scenario).meta["years"] == {"rule": None, "substitutions": []}
+
+
+def test_wholesale_prices_of_another_year_follow_the_rule_and_are_recorded():
+    tariffed = site(carbon={"zone": "DE"}, tariff={"kind": "wholesale", "year": 2018})
+    with pytest.raises(sim.ScenarioError, match=r"sites\[0\]\.tariff: .* reads the prices of 2018"):
+        sim.simulate(make_scenario(sites=[tariffed], start="2020-06-01T00:00:00Z"))
+    scenario = make_scenario(sites=[tariffed], start="2020-06-01T00:00:00Z", years="align")
+    (sub,) = sim.simulate(scenario).meta["years"]["substitutions"]
+    assert sub["prices"] and sub["zone"] == "DE" and sub["years_read"] == [2018]
+    assert sub["shift_days"] % 7 == 0

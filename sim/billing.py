@@ -1,0 +1,370 @@
+"""Electricity bills of sites: tariffs, the energy price as a step function, demand charges.
+
+A pure module (it does not import the engine); docs/electricity-costs.md explains it.
+
+- `Tariff` (`[sites.tariff]`): what a site pays for electricity, in the tariff's `currency`.
+  `kind = "wholesale"`: the zone's hourly day-ahead price (`sim.grid.load_price`) plus a
+  fixed `adder_per_kwh` (network charges, levies, supplier margin); `kind = "tou"`:
+  time-of-use `periods`, rates by local hour of day on weekdays (Monday-Friday) and weekend
+  days, every hour of the week covered exactly once. Either kind may add a monthly
+  `demand_charge_per_kw_month` on the peak facility power averaged over
+  `demand_interval_min`.
+- `PriceCurve`: the energy price, scenario currency per kWh, as a step function of
+  simulation time with exact prefix-sum integrals (prices may be negative).
+- `SiteTariff`: a site's tariff resolved for a run: its price curve, time zone, demand
+  charge, and what meta.json records.
+- `demand_charge`: the exact demand charge of a piecewise-constant power log.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, field_validator, model_validator
+
+from sim.config_model import ConfigModel
+from sim.errors import ScenarioError
+from sim.pricing import DEFAULT_CURRENCY, currencies, usd_rate
+
+if TYPE_CHECKING:
+    from sim.grid.catalog import YearPlan
+    from sim.scenario import Scenario
+
+__all__ = [
+    "PriceCurve",
+    "SiteTariff",
+    "Tariff",
+    "TouPeriod",
+    "conversion_rate",
+    "demand_charge",
+    "interval_peaks_kw",
+    "site_tariff",
+]
+
+HOURS_PER_WEEK = 168
+DAY_SETS = {"weekday": range(5), "weekend": range(5, 7), "all": range(7)}
+"""Local days of the week (Monday = 0) a TOU period applies to. Public holidays are not
+modelled: they are ordinary weekdays here."""
+
+
+class TouPeriod(ConfigModel):
+    """One time-of-use period: `rate_per_kwh` on local hours [start_hour, end_hour) of `days`."""
+
+    days: Literal["weekday", "weekend", "all"] = "all"
+    start_hour: int = Field(ge=0, le=23)
+    end_hour: int = Field(ge=1, le=24)
+    rate_per_kwh: float = Field(ge=0)
+    """Bounded by its unit (`sim.config_model.UNIT_LIMITS`, "_per_kwh")."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TouPeriod:
+        if self.end_hour <= self.start_hour:
+            raise ValueError(
+                f"end_hour ({self.end_hour}) must be after start_hour ({self.start_hour})"
+            )
+        return self
+
+    def hours_of_week(self) -> list[int]:
+        """The local hours of the week (Monday 00:00 = 0) this period covers."""
+        return [
+            d * 24 + h for d in DAY_SETS[self.days] for h in range(self.start_hour, self.end_hour)
+        ]
+
+
+class Tariff(ConfigModel):
+    """A site's electricity tariff (`[sites.tariff]`); amounts in `currency`."""
+
+    kind: Literal["wholesale", "tou"]
+    currency: str = DEFAULT_CURRENCY
+    zone: str | None = None
+    """wholesale: the price zone; default: the site's carbon zone."""
+    year: int | None = Field(default=None, ge=1900, le=2100)
+    """wholesale: the price year; default: the site's carbon `year`, else the run's start year."""
+    adder_per_kwh: float = 0.0
+    """wholesale: added to every hour's price (network charges, levies, margin), per kWh."""
+    periods: list[TouPeriod] = []
+    """tou: the rates; each local hour of the week in exactly one period."""
+    timezone: str | None = None
+    """IANA zone of the local hours (TOU periods, demand-charge months); default: the
+    catalog time zone of the site's carbon zone (required if the site has none)."""
+    demand_charge_per_kw_month: float = Field(default=0.0, ge=0, le=10_000.0)
+    """Charge per kW of the month's peak interval-average facility power (0: none). US
+    commercial demand charges are mostly below 50 USD/kW-month."""
+    demand_interval_min: int = Field(default=15, ge=1, le=60)
+    """Averaging interval of the peak, minutes; must divide a day. 15: the usual utility
+    demand interval."""
+
+    @field_validator("currency")
+    @classmethod
+    def _known_currency(cls, v: str) -> str:
+        if v not in currencies():
+            raise ValueError(f"unknown currency {v!r}; known: {list(currencies())}")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown time zone {v!r}") from None
+        return v
+
+    @field_validator("demand_interval_min")
+    @classmethod
+    def _divides_day(cls, v: int) -> int:
+        if 1440 % v:
+            raise ValueError(f"must divide a day (1440 min), got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _kind_keys(self) -> Tariff:
+        if self.kind == "tou":
+            extra = [k for k in ("zone", "year") if getattr(self, k) is not None]
+            if self.adder_per_kwh:
+                extra.append("adder_per_kwh")
+            if extra:
+                raise ValueError(f"{extra} apply to kind = 'wholesale', not 'tou'")
+            self.rates_by_hour_of_week()  # validates the coverage
+        elif self.periods:
+            raise ValueError("periods apply to kind = 'tou', not 'wholesale'")
+        return self
+
+    def rates_by_hour_of_week(self) -> list[float]:
+        """TOU rate (tariff currency per kWh) of each local hour of the week (Monday 00:00 =
+        0). ValueError naming the first hour covered by no period or by two."""
+        rate: list[float | None] = [None] * HOURS_PER_WEEK
+        for i, p in enumerate(self.periods):
+            for how in p.hours_of_week():
+                if rate[how] is not None:
+                    raise ValueError(
+                        f"periods[{i}]: {_hour_name(how)} is already covered by an earlier "
+                        "period; each hour of the week must be in exactly one"
+                    )
+                rate[how] = p.rate_per_kwh
+        missing = [how for how, r in enumerate(rate) if r is None]
+        if missing:
+            raise ValueError(
+                f"periods: {_hour_name(missing[0])} (and {len(missing) - 1} more hours of the "
+                "week) is in no period; each hour of the week must be in exactly one"
+            )
+        return [float(r) for r in rate if r is not None]
+
+
+def _hour_name(how: int) -> str:
+    day = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")[how // 24]
+    return f"{day} {how % 24:02d}:00"
+
+
+def conversion_rate(from_currency: str, to_currency: str) -> float:
+    """Units of `to_currency` per unit of `from_currency`, from sim.pricing's fixed ECB
+    reference rates (docs/prices.md)."""
+    return usd_rate(to_currency) / usd_rate(from_currency)
+
+
+class PriceCurve:
+    """Energy price (currency per kWh) as a step function of simulation time (s).
+
+    Value i holds on [times_s[i], times_s[i+1]); the last one until `end_s`. Values may be
+    negative (wholesale prices are). Integrals are exact, from prefix sums.
+    """
+
+    __slots__ = ("times_s", "values_per_kwh", "end_s", "_knots_s", "_cum", "_t")
+
+    def __init__(self, times_s: np.ndarray, values_per_kwh: np.ndarray, end_s: float):
+        t = np.asarray(times_s, dtype=np.float64)
+        v = np.asarray(values_per_kwh, dtype=np.float64)
+        if t.ndim != 1 or t.shape != v.shape or not t.size or np.any(np.diff(t) <= 0):
+            raise ValueError("times_s must be 1-D, ascending and as long as values_per_kwh")
+        if end_s <= t[-1] or not np.all(np.isfinite(v)):
+            raise ValueError("end_s must follow the last time and every value be finite")
+        self.times_s, self.values_per_kwh, self.end_s = t, v, float(end_s)
+        self._knots_s = np.append(t, end_s)
+        self._cum = np.concatenate(([0.0], np.cumsum(v * np.diff(self._knots_s))))
+        self._t: list[float] = t.tolist()
+
+    def value_at(self, t_s: float) -> float:
+        """Price at `t_s` (s), currency per kWh; ValueError outside [times_s[0], end_s]."""
+        if not (self._t[0] <= t_s <= self.end_s):
+            raise ValueError(f"t_s={t_s} is outside the price curve [{self._t[0]}, {self.end_s}]")
+        return float(self.values_per_kwh[bisect_right(self._t, t_s) - 1])
+
+    def cumulative(self, t_s: np.ndarray) -> np.ndarray:
+        """Integral of the price from times_s[0] to each of `t_s`, (currency per kWh) x s."""
+        return np.interp(np.asarray(t_s, dtype=np.float64), self._knots_s, self._cum)
+
+    def window(self, now_s: float, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The curve over [now_s, min(now_s + horizon_s, end_s)): (start times s, values per
+        kWh), times[0] == now_s; empty when the window is."""
+        end_s = min(now_s + horizon_s, self.end_s)
+        if now_s >= end_s:
+            return np.empty(0), np.empty(0)
+        i = bisect_right(self._t, now_s) - 1
+        j = int(np.searchsorted(self.times_s, end_s, side="left"))
+        times = np.concatenate(([now_s], self.times_s[i + 1 : j]))
+        return times, self.values_per_kwh[i:j].copy()
+
+
+@dataclass(frozen=True)
+class SiteTariff:
+    """A site's tariff resolved for a run; amounts in the scenario's currency."""
+
+    config: Tariff
+    energy_price: PriceCurve
+    """Energy component, scenario currency per kWh, over [0, horizon]."""
+    timezone: str
+    demand_charge_per_kw_month: float
+    """In the scenario's currency."""
+    meta: dict[str, Any]
+
+
+def site_tariff(scenario: Scenario, index: int) -> SiteTariff | None:
+    """`scenario.sites[index]`'s tariff for the run (None: it has none). ScenarioError
+    prefixed with ``sites[i].tariff`` when its prices or time zone cannot be found."""
+    site = scenario.sites[index]
+    tariff = site.tariff
+    if tariff is None:
+        return None
+    key = f"sites[{index}].tariff"
+    to_run = conversion_rate(tariff.currency, scenario.currency)
+    carbon_zone = site.carbon.zone
+    timezone = tariff.timezone or _zone_timezone(carbon_zone)
+    needs_local = tariff.kind == "tou" or tariff.demand_charge_per_kw_month > 0
+    if timezone is None:
+        if needs_local:
+            raise ScenarioError(
+                f"{key}.timezone: required, as the site's carbon is not a catalog zone"
+            )
+        timezone = "UTC"
+    meta: dict[str, Any] = {
+        "kind": tariff.kind,
+        "currency": tariff.currency,
+        "rate_to_run_currency": to_run,
+        "timezone": timezone,
+        "demand_charge_per_kw_month": tariff.demand_charge_per_kw_month,
+        "demand_interval_min": tariff.demand_interval_min,
+    }
+    if tariff.kind == "wholesale":
+        zone = tariff.zone or carbon_zone
+        if zone is None:
+            raise ScenarioError(f"{key}.zone: required, as the site's carbon is not a catalog zone")
+        year = tariff.year or site.carbon.year or scenario.start.year
+        curve, plan = _wholesale_curve(scenario, zone, year, tariff, to_run, key)
+        meta.update(zone=zone, year=year, adder_per_kwh=tariff.adder_per_kwh)
+        meta["year_plan"] = plan.meta()
+        meta["eur_rate_to_run_currency"] = conversion_rate("EUR", scenario.currency)
+    else:
+        curve = _tou_curve(scenario, tariff, timezone, to_run)
+    return SiteTariff(
+        config=tariff,
+        energy_price=curve,
+        timezone=timezone,
+        demand_charge_per_kw_month=tariff.demand_charge_per_kw_month * to_run,
+        meta=meta,
+    )
+
+
+def _zone_timezone(zone: str | None) -> str | None:
+    if zone is None:
+        return None
+    from sim.grid.catalog import catalog
+
+    cat = catalog()
+    rows = cat.loc[cat["zone"] == zone, "timezone"]
+    return str(rows.iloc[0]) if len(rows) else None
+
+
+def _wholesale_curve(
+    scenario: Scenario, zone: str, year: int, tariff: Tariff, to_run: float, key: str
+) -> tuple[PriceCurve, YearPlan]:
+    """The wholesale energy price of the run (scenario currency per kWh) and how its
+    prices' year was read (`sim.grid.catalog.YearPlan`)."""
+    from sim.grid.prices import price_series
+
+    try:
+        series = price_series(zone, year, scenario.start, scenario.horizon_s, scenario.years)
+    except ScenarioError as e:
+        raise ScenarioError(f"{key}: {e}") from None
+    t = np.asarray((series.index - pd.Timestamp(scenario.start)).total_seconds(), dtype=float)
+    per_kwh = series.to_numpy() / 1000.0 * conversion_rate("EUR", scenario.currency)
+    per_kwh = per_kwh + tariff.adder_per_kwh * to_run
+    i0 = int(np.searchsorted(t, 0.0, side="right")) - 1
+    i1 = max(int(np.searchsorted(t, scenario.horizon_s, side="left")), i0 + 1)
+    return PriceCurve(t[i0:i1], per_kwh[i0:i1], scenario.horizon_s), series.attrs["year_plan"]
+
+
+_GRID_S = 900.0
+"""Every UTC offset in use is a whole number of quarter hours, so a local hour starts on a
+UTC quarter hour."""
+
+
+def _tou_curve(scenario: Scenario, tariff: Tariff, timezone: str, to_run: float) -> PriceCurve:
+    start = pd.Timestamp(scenario.start).tz_convert("UTC")
+    lead_s = (start - start.floor("15min")).total_seconds()
+    t = np.arange(-lead_s, scenario.horizon_s, _GRID_S)
+    local = (start + pd.to_timedelta(t, unit="s")).tz_convert(timezone)
+    how = np.asarray(local.day_of_week * 24 + local.hour)
+    rates = np.asarray(tariff.rates_by_hour_of_week())[how] * to_run
+    keep = np.concatenate(([True], rates[1:] != rates[:-1]))
+    return PriceCurve(t[keep], rates[keep], scenario.horizon_s)
+
+
+def interval_peaks_kw(
+    times_s: np.ndarray,
+    power_w: np.ndarray,
+    horizon_s: float,
+    start: datetime,
+    timezone: str,
+    interval_min: int,
+) -> list[tuple[pd.Timestamp, float, float]]:
+    """Per local calendar month the run touches: (month start, peak kW, fraction of the
+    month inside the run). The peak is the largest mean of the step function (`power_w`
+    from each of `times_s` to the next, the last until `horizon_s`; `times_s[0]` = 0) over
+    the month's intervals of `interval_min` minutes from local midnight, each clipped to
+    [0, horizon_s]; exact (energy from prefix sums)."""
+    t = np.asarray(times_s, dtype=np.float64)
+    knots = np.append(t, horizon_s)
+    energy = np.concatenate(([0.0], np.cumsum(np.asarray(power_w, float) * np.diff(knots))))
+    t0 = pd.Timestamp(start).tz_convert(timezone)
+    t_end = t0 + pd.Timedelta(seconds=horizon_s)
+    month = t0.tz_localize(None).to_period("M").to_timestamp().tz_localize(timezone)
+    out = []
+    while month < t_end:
+        nxt = (month.tz_localize(None) + pd.offsets.MonthBegin(1)).tz_localize(timezone)
+        m0 = (month - t0).total_seconds()
+        m1 = (nxt - t0).total_seconds()
+        b = np.arange(m0, m1, interval_min * 60.0)
+        b = np.unique(np.clip(np.append(b, m1), 0.0, horizon_s))
+        if b.size >= 2:
+            e = np.interp(b, knots, energy)
+            peak_w = float(np.max(np.diff(e) / np.diff(b)))
+            covered = (min(m1, horizon_s) - max(m0, 0.0)) / (m1 - m0)
+            out.append((month, peak_w / 1000.0, covered))
+        month = nxt
+    return out
+
+
+def demand_charge(
+    times_s: np.ndarray,
+    power_w: np.ndarray,
+    horizon_s: float,
+    start: datetime,
+    tariff: SiteTariff,
+) -> float:
+    """The run's demand charge (scenario currency): per local calendar month, the rate x the
+    peak interval-average facility power (kW) x the fraction of the month the run covers."""
+    rate = tariff.demand_charge_per_kw_month
+    if rate == 0:
+        return 0.0
+    peaks = interval_peaks_kw(
+        times_s, power_w, horizon_s, start, tariff.timezone, tariff.config.demand_interval_min
+    )
+    return math.fsum(rate * peak_kw * covered for _, peak_kw, covered in peaks)
