@@ -46,6 +46,9 @@ SUMMARY_KEYS = (
     "work_lost_gpu_h",
     "failures",
     "work_lost_failures_gpu_h",
+    "spot_evictions",
+    "work_lost_evictions_gpu_h",
+    "spot_gpu_h",
     "targets_reached",
     "time_to_accuracy_mean_h",
     "energy_to_accuracy_mean_kwh",
@@ -89,6 +92,7 @@ SUMMARY_KEYS = (
     "served_quality_mean",
     "served_below_floor_share",
     "cost_compute",
+    "cost_reserved",
     "mig_repartitions",
     "sim_wall_s",
 )
