@@ -230,7 +230,8 @@ class PriceBook:
     def per_gpu_h(self, gpu_model: str, kind: str | None = None) -> float:
         """Price of one GPU-hour of `gpu_model` in the book's currency: the scenario's override
         if it sets one (`PriceConfig.override`: the kind's own, else `per_gpu_h`'s), else the
-        table's `kind` price (default: the book's kind) converted from USD. ValueError naming the model and kind if there is neither."""
+        table's `kind` price (default: the book's kind) converted from USD. ValueError naming
+        the model and kind if there is neither."""
         kind = _checked_kind(kind if kind is not None else self.config.kind)
         override = self.config.override(gpu_model, kind)
         if override is not None:

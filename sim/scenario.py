@@ -144,8 +144,10 @@ class GpuPool(ConfigModel):
                 f"({self.count})"
             )
         if self.mig is not None and self.split:
-            raise ValueError(f"{self.model}: a MIG-partitioned pool cannot be split into "
-                             "reserved or spot capacity")
+            raise ValueError(
+                f"{self.model}: a MIG-partitioned pool cannot be split into "
+                "reserved or spot capacity"
+            )
         return self
 
     @property

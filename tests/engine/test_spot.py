@@ -288,6 +288,6 @@ def test_fractional_jobs_on_a_split_pool_are_refused_naming_the_job(tmp_path):
 
 
 def test_the_cli_reports_a_bad_split_on_one_line_with_exit_2(tmp_path, capsys):
-    extra = '[spot]\neviction_rate_per_node_h = 0.1\n'
+    extra = "[spot]\neviction_rate_per_node_h = 0.1\n"
     line = one_line_cli_error(tmp_path, capsys, {}, extra)
     assert "spot: no site has spot GPUs" in line
