@@ -643,7 +643,7 @@ class SpotConfig(ConfigModel):
     notice if it can (else it restarts from its last checkpoint) and is pending again; the
     evicted GPUs are unavailable for `unavailable_h`."""
 
-    eviction_rate_per_node_h: float | None = Field(default=None, ge=0, le=MAX_EVICTIONS_PER_NODE_H)
+    eviction_rate_per_node_h: float | None = None
     """Evictions per spot node-hour (a node: `gpus_per_node` GPUs, one cloud instance) held
     by a running job; a job on spot GPUs spanning n nodes is evicted at n x this rate,
     memoryless. AWS's Spot Instance Advisor bands of monthly interruption frequency (<5%,
@@ -657,6 +657,13 @@ class SpotConfig(ConfigModel):
     checkpoint write fits in it writes one and keeps its progress."""
     unavailable_h: float = Field(default=1.0, gt=0)
     """How long evicted GPUs stay unavailable, h (an assumption: set your own)."""
+
+    @field_validator("eviction_rate_per_node_h")
+    @classmethod
+    def _rate_in_range(cls, v: float | None) -> float | None:
+        if v is not None and not 0 <= v <= MAX_EVICTIONS_PER_NODE_H:
+            raise ValueError(f"must be in [0, {MAX_EVICTIONS_PER_NODE_H:g}], got {v}")
+        return v
 
     @model_validator(mode="after")
     def _one_source(self) -> SpotConfig:

@@ -58,7 +58,7 @@ carbon.blend_zone = "FR"
 carbon.blend_weight = 0.5
 carbon.scale = 1.0
 carbon.offset_g_per_kwh = 0
-gpus = [{ model = "A100-80GB", count = 16 }]
+gpus = [{ model = "A100-80GB", count = 16, reserved = 4, spot = 4 }]
 
 [[sites]]
 name = "b"
@@ -135,6 +135,13 @@ directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
 
 [prices]
 per_gpu_h = { "A100-80GB" = 3.0 }
+spot_per_gpu_h = { "A100-80GB" = 0.6 }
+reserved_per_gpu_h = { "A100-80GB" = 1.2 }
+
+[spot]
+eviction_rate_per_node_h = 2e-4
+notice_s = 120
+unavailable_h = 1
 
 [serving]
 step_s = 60

@@ -153,11 +153,14 @@ class Spot(Component):
 
     def _check_whole_gpus(self) -> None:
         core = self._core
-        if core.scenario.services:
-            raise ScenarioError(
-                "sites.gpus: reserved and spot capacity take whole-GPU jobs only; this "
-                "scenario has services"
-            )
+        split = {s.name for s in core.scenario.sites if any(p.split for p in s.gpus)}
+        for service in core.scenario.services:
+            shared = sorted(split.intersection(service.sites))
+            if shared:
+                raise ScenarioError(
+                    "sites.gpus: reserved and spot capacity take whole-GPU jobs only; service "
+                    f"{service.name!r} runs at {shared[0]!r}, whose GPUs are split"
+                )
         runs = core.runs
         for j in range(len(core.jobs)):
             if sharing.is_fractional(runs.milli[j]) or runs.mig_profile[j]:

@@ -240,7 +240,7 @@ def test_without_capacity_kinds_the_keys_are_null_and_no_column_is_added():
         ),
         (
             {"sites": [site(gpus=[pool(4, spot=4)])], "spot": {"eviction_rate_per_node_h": -1}},
-            "spot.eviction_rate_per_node_h",
+            "spot.eviction_rate_per_node_h: must be in [0, 1], got -1",
         ),
         (
             {
@@ -291,3 +291,17 @@ def test_the_cli_reports_a_bad_split_on_one_line_with_exit_2(tmp_path, capsys):
     extra = "[spot]\neviction_rate_per_node_h = 0.1\n"
     line = one_line_cli_error(tmp_path, capsys, {}, extra)
     assert "spot: no site has spot GPUs" in line
+
+
+def test_a_service_at_a_site_with_split_gpus_is_refused_naming_it(tmp_path):
+    service = {
+        "name": "chat",
+        "model": "Llama-3.1-8B-Instruct",
+        "gpu": "A100-80GB",
+        "sites": ["a"],
+        "requests": {"rate_per_s": 1.0},
+        "slo": {"ttft_ms": 500, "tpot_ms": 100, "percentile": 99},
+    }
+    scenario = make_scenario(sites=[site(gpus=[pool(4, spot=2)])], services=[service])
+    with pytest.raises(ScenarioError, match="service 'chat' runs at 'a', whose GPUs are split"):
+        sim.simulate(scenario)
