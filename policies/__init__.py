@@ -14,6 +14,13 @@ from policies.chain import Chain
 from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, DrUniformCap
 from policies.demand_response.services import DrServices
 from policies.gaia import CarbonTime, LowestWindow
+from policies.gaia_cost import (
+    GaiaCarbon,
+    GaiaCarbonCost,
+    GaiaCarbonCostSpot,
+    GaiaCarbonSpot,
+    GaiaCost,
+)
 from policies.heterogeneous_pool import HeterogeneousPool
 from policies.mig_partitioner import MigPartitioner
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
@@ -49,6 +56,11 @@ REGISTRY: dict[str, type] = {
     "heterogeneous_pool": HeterogeneousPool,
     "carbon_aware_routing": CarbonAwareRouting,
     "mig_partitioner": MigPartitioner,
+    "gaia_cost": GaiaCost,
+    "gaia_carbon": GaiaCarbon,
+    "gaia_carbon_cost": GaiaCarbonCost,
+    "gaia_carbon_spot": GaiaCarbonSpot,
+    "gaia_carbon_cost_spot": GaiaCarbonCostSpot,
 }
 
 __all__ = [
@@ -68,6 +80,11 @@ __all__ = [
     "DrUniformCap",
     "EnergyOptimalCap",
     "ForecastSite",
+    "GaiaCarbon",
+    "GaiaCarbonCost",
+    "GaiaCarbonCostSpot",
+    "GaiaCarbonSpot",
+    "GaiaCost",
     "HeterogeneousPool",
     "LowestCarbonSite",
     "LowestWindow",

@@ -456,6 +456,62 @@ class GpuParts(Protocol):
     def share_of(self, j: Any) -> float: ...
 
 
+CAPACITY_KINDS = ("reserved", "on_demand", "spot")
+"""The kinds of capacity a pool's GPUs may be (docs/spot-capacity.md), in the order a job
+takes them unless its policy says otherwise (`sim.engine.spot`): reserved first (paid for
+anyway), then on-demand, spot last (it may be evicted)."""
+
+
+class CapacityKinds:
+    """The GPUs of a pool split into reserved, on-demand and spot capacity: how many of each
+    kind are free, which kinds each job holds, and the spot GPUs evicted (out of service
+    until they are restored). Whole-GPU jobs only: its free GPUs add up to the pool's."""
+
+    __slots__ = ("total", "free", "held", "withdrawn")
+
+    def __init__(self, reserved: int, on_demand: int, spot: int):
+        self.total = {"reserved": reserved, "on_demand": on_demand, "spot": spot}
+        """GPUs of each kind installed."""
+        self.free = dict(self.total)
+        """GPUs of each kind nothing holds and not evicted."""
+        self.held: dict[int, list[dict[str, int]]] = {}
+        """Per job holding GPUs of the pool, its GPUs by kind (kinds it holds none of left
+        out); two holdings, oldest first, while a job that left the pool still writes its
+        checkpoint on GPUs there and has started on it again."""
+        self.withdrawn = 0
+        """Spot GPUs evicted and not yet restored."""
+
+    def take(self, j: int, gpus: int, order: Sequence[str]) -> dict[str, int]:
+        """Job `j` takes `gpus` free GPUs, of the kinds in `order` first to last (a job may
+        hold several kinds); returns them by kind. The caller has checked that they are
+        free."""
+        taken: dict[str, int] = {}
+        need = gpus
+        for kind in order:
+            n = min(need, self.free[kind])
+            if n:
+                taken[kind] = n
+                self.free[kind] -= n
+                need -= n
+        assert need == 0, f"job {j}: {gpus} GPUs asked, {sum(self.free.values())} free"
+        self.held.setdefault(j, []).append(taken)
+        return taken
+
+    def holding(self, j: int) -> dict[str, int]:
+        """The GPUs by kind job `j` holds (its oldest holding: the GPUs it frees next)."""
+        return self.held[j][0]
+
+    def give_back(self, j: int) -> dict[str, int]:
+        """Job `j` frees the GPUs it took first; returns them by kind."""
+        holdings = self.held[j]
+        taken = holdings.pop(0)
+        if not holdings:
+            del self.held[j]
+        for kind, n in taken.items():
+            self.free[kind] += n
+        return taken
+
+
 class Pool:
     """The GPUs of one model at one site, in nodes of `gpus_per_node`.
 
@@ -485,6 +541,7 @@ class Pool:
         "jobs",
         "shared",
         "mig",
+        "capacity",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -500,6 +557,7 @@ class Pool:
         gpus_per_node: int,
         off_w: float,
         mig_layout: Sequence[str] = (),
+        capacity: CapacityKinds | None = None,
     ):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
@@ -522,6 +580,8 @@ class Pool:
         """The running jobs on this pool (engine indices, in start order); the engine keeps it."""
         self.shared = SharedGpus()
         """The GPUs fractional jobs share (busy GPUs: not in `free`)."""
+        self.capacity = capacity
+        """Its GPUs by capacity kind (None: not split; all of the scenario's price kind)."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0
@@ -613,6 +673,7 @@ class Site:
                 config.gpus_per_node,
                 off_w,
                 p.mig or (),
+                CapacityKinds(p.reserved, p.on_demand, p.spot) if p.split else None,
             )
             for p in config.gpus
         ]
@@ -752,6 +813,25 @@ class Site:
         freed = self._give_back(now_s, pool, 1)
         self.log_power(now_s)
         return freed
+
+    def withdraw(self, pool: Pool, gpus: int) -> None:
+        """`gpus` free spot GPUs of `pool` are evicted: out of service (no longer free),
+        still installed and drawing idle power (idle energy, as free GPUs do)."""
+        capacity = pool.capacity
+        assert capacity is not None and capacity.free["spot"] >= gpus
+        capacity.free["spot"] -= gpus
+        capacity.withdrawn += gpus
+        pool.free -= gpus
+        self.runtime_version += 1
+
+    def restore(self, pool: Pool, gpus: int) -> None:
+        """`gpus` evicted spot GPUs of `pool` are in service again: free."""
+        capacity = pool.capacity
+        assert capacity is not None and capacity.withdrawn >= gpus
+        capacity.withdrawn -= gpus
+        capacity.free["spot"] += gpus
+        pool.free += gpus
+        self.runtime_version += 1
 
     def switch_off_idle(self, now_s: float) -> int:
         """Switch off every node idle for at least `power_off.idle_s`; returns how many."""

@@ -23,7 +23,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 
 from sim import hardware
 from sim.config_model import ConfigModel
@@ -188,19 +188,34 @@ class PriceConfig(ConfigModel):
     kind: Literal["on_demand", "reserved", "spot"] = "on_demand"
     per_gpu_h: dict[str, float] = {}
     """GPU model -> price per GPU-hour in the scenario's currency; wins over the table."""
+    reserved_per_gpu_h: dict[str, float] = {}
+    """GPU model -> price per GPU-hour of reserved capacity (a site's `reserved` GPUs,
+    docs/spot-capacity.md), the scenario's currency; wins over `per_gpu_h` and the table."""
+    spot_per_gpu_h: dict[str, float] = {}
+    """GPU model -> price per GPU-hour of spot capacity (a site's `spot` GPUs), the
+    scenario's currency; wins over `per_gpu_h` and the table."""
 
-    @field_validator("per_gpu_h")
+    @field_validator("per_gpu_h", "reserved_per_gpu_h", "spot_per_gpu_h")
     @classmethod
-    def _known_models_and_prices(cls, value: dict[str, float]) -> dict[str, float]:
+    def _known_models_and_prices(
+        cls, value: dict[str, float], info: ValidationInfo
+    ) -> dict[str, float]:
         for gpu_model, price in value.items():
             if gpu_model not in hardware.GPU_CATALOG:
                 raise ValueError(
-                    f"per_gpu_h.{gpu_model}: unknown GPU model; known: "
+                    f"{info.field_name}.{gpu_model}: unknown GPU model; known: "
                     f"{sorted(hardware.GPU_CATALOG)}"
                 )
             if price < 0:
-                raise ValueError(f"per_gpu_h.{gpu_model} must be >= 0, got {price}")
+                raise ValueError(f"{info.field_name}.{gpu_model} must be >= 0, got {price}")
         return value
+
+    def override(self, gpu_model: str, kind: str) -> float | None:
+        """The scenario's price of a `kind` GPU-hour of `gpu_model`: the kind's own override
+        (reserved, spot), else `per_gpu_h`'s (every kind); None: neither is set."""
+        by_kind = {"reserved": self.reserved_per_gpu_h, "spot": self.spot_per_gpu_h}.get(kind, {})
+        price = by_kind.get(gpu_model)
+        return price if price is not None else self.per_gpu_h.get(gpu_model)
 
 
 class PriceBook:
@@ -214,12 +229,13 @@ class PriceBook:
 
     def per_gpu_h(self, gpu_model: str, kind: str | None = None) -> float:
         """Price of one GPU-hour of `gpu_model` in the book's currency: the scenario's override
-        if it sets one (for every kind), else the table's `kind` price (default: the book's
-        kind) converted from USD. ValueError naming the model and kind if there is neither."""
-        override = self.config.per_gpu_h.get(gpu_model)
+        if it sets one (`PriceConfig.override`: the kind's own, else `per_gpu_h`'s), else the
+        table's `kind` price (default: the book's kind) converted from USD. ValueError naming
+        the model and kind if there is neither."""
+        kind = _checked_kind(kind if kind is not None else self.config.kind)
+        override = self.config.override(gpu_model, kind)
         if override is not None:
             return override
-        kind = _checked_kind(kind if kind is not None else self.config.kind)
         price = gpu_prices().get(gpu_model)
         usd = price.usd_per_gpu_h(kind) if price is not None else None
         if usd is None:
@@ -250,5 +266,13 @@ class PriceBook:
             "usd_rate_date": table.rate_date,
             "usd_rate_source": table.rate_source,
             "overrides_per_gpu_h": dict(self.config.per_gpu_h),
+            **{
+                f"overrides_{k}_per_gpu_h": dict(v)
+                for k, v in (
+                    ("reserved", self.config.reserved_per_gpu_h),
+                    ("spot", self.config.spot_per_gpu_h),
+                )
+                if v
+            },
             "table_dates": sorted({p.date for p in table.prices.values()}),
         }

@@ -48,6 +48,9 @@ SUMMARY_KEYS = (
     "work_lost_gpu_h",
     "failures",
     "work_lost_failures_gpu_h",
+    "spot_evictions",
+    "work_lost_evictions_gpu_h",
+    "spot_gpu_h",
     "targets_reached",
     "time_to_accuracy_mean_h",
     "energy_to_accuracy_mean_kwh",
@@ -96,6 +99,7 @@ SUMMARY_KEYS = (
     "cost_compute",
     "cost_energy",
     "cost_demand_charge",
+    "cost_reserved",
     "mig_repartitions",
     "sim_wall_s",
 )

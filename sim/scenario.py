@@ -128,10 +128,41 @@ class GpuPool(ConfigModel):
     (`sim.mig`, docs/mig.md), e.g. ["3g.40gb", "2g.20gb", "2g.20gb"]: the pool then runs only
     jobs with a `mig_profile`, one per slice. None: whole GPUs."""
 
+    reserved: int = Field(default=0, ge=0, le=MAX_POOL_GPUS)
+    """GPUs of the pool that are reserved capacity: committed for the whole run, paid for
+    whether used or not (docs/spot-capacity.md)."""
+    spot: int = Field(default=0, ge=0, le=MAX_POOL_GPUS)
+    """GPUs of the pool that are spot capacity: cheap, evicted by `[spot]`. The rest of
+    `count` is on-demand capacity."""
+
     @field_validator("model")
     @classmethod
     def _known_model(cls, v: str) -> str:
         return _known("GPU model", v, GPU_CATALOG)
+
+    @model_validator(mode="after")
+    def _capacity_split(self) -> GpuPool:
+        if self.reserved + self.spot > self.count:
+            raise ValueError(
+                f"{self.model}: reserved ({self.reserved}) + spot ({self.spot}) exceeds count "
+                f"({self.count})"
+            )
+        if self.mig is not None and self.split:
+            raise ValueError(
+                f"{self.model}: a MIG-partitioned pool cannot be split into "
+                "reserved or spot capacity"
+            )
+        return self
+
+    @property
+    def split(self) -> bool:
+        """The pool has reserved or spot GPUs (else all of it is the scenario's one kind)."""
+        return self.reserved > 0 or self.spot > 0
+
+    @property
+    def on_demand(self) -> int:
+        """GPUs of the pool that are on-demand capacity."""
+        return self.count - self.reserved - self.spot
 
     def check_mig(self, site: str) -> None:
         """ValueError naming `site`, the model and the layout unless `mig` is a valid MIG
@@ -624,6 +655,57 @@ class FailuresConfig(ConfigModel):
         return self.rate_per_gpu_h
 
 
+AWS_SPOT_NOTICE_S: Final = 120.0
+"""AWS's Spot Instance interruption notice: "a warning that is issued two minutes before
+Amazon EC2 stops or terminates your Spot Instance" (EC2 User Guide, "Spot Instance
+interruption notices", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+spot-instance-termination-notices.html)."""
+
+MAX_EVICTIONS_PER_NODE_H: Final = 1.0
+"""Evictions per spot node-hour at most: AWS Spot Instance Advisor's worst band, ">20%" of
+instances interrupted a month, is about 3e-4 per instance-hour."""
+
+
+class SpotConfig(ConfigModel):
+    """Evictions of spot capacity (`sim.engine.spot`, docs/spot-capacity.md): exactly one of
+    a rate or a trace. A job whose spot GPUs are evicted writes its checkpoint within the
+    notice if it can (else it restarts from its last checkpoint) and is pending again; the
+    evicted GPUs are unavailable for `unavailable_h`."""
+
+    eviction_rate_per_node_h: float | None = None
+    """Evictions per spot node-hour (a node: `gpus_per_node` GPUs, one cloud instance) held
+    by a running job; a job on spot GPUs spanning n nodes is evicted at n x this rate,
+    memoryless. AWS's Spot Instance Advisor bands of monthly interruption frequency (<5%,
+    5-10%, 10-15%, 15-20%, >20%) are -ln(1 - f) / 730 h: 7.0e-5 at 5%, 3.1e-4 at 20%."""
+    trace: Path | None = None
+    """A CSV file, relative to the scenario file, with a header `time_h,site,gpus`: at each
+    time (hours since the start), `gpus` spot GPUs of the site are reclaimed (the running
+    jobs holding spot GPUs there first, drawn weighted by their spot GPUs, then free ones)."""
+    notice_s: float = Field(default=AWS_SPOT_NOTICE_S, ge=0)
+    """Warning before an evicted GPU is gone, s (`AWS_SPOT_NOTICE_S`): a job whose
+    checkpoint write fits in it writes one and keeps its progress."""
+    unavailable_h: float = Field(default=1.0, gt=0)
+    """How long evicted GPUs stay unavailable, h (an assumption: set your own)."""
+
+    @field_validator("eviction_rate_per_node_h")
+    @classmethod
+    def _rate_in_range(cls, v: float | None) -> float | None:
+        if v is not None and not 0 <= v <= MAX_EVICTIONS_PER_NODE_H:
+            raise ValueError(f"must be in [0, {MAX_EVICTIONS_PER_NODE_H:g}], got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SpotConfig:
+        if (self.eviction_rate_per_node_h is None) == (self.trace is None):
+            raise ValueError("give exactly one of eviction_rate_per_node_h or trace")
+        if self.unavailable_h * 3600.0 < self.notice_s:
+            raise ValueError(
+                f"unavailable_h ({self.unavailable_h} h) must be at least notice_s "
+                f"({self.notice_s} s)"
+            )
+        return self
+
+
 THROUGHPUT_COLUMNS = ("profile", "gpu_model", "speed")
 """The header of a throughput table (`ThroughputConfig`)."""
 
@@ -966,6 +1048,9 @@ class Scenario(ConfigModel):
     serving: ServingConfig = ServingConfig()
     failures: FailuresConfig | None = None
     """GPU and node failures of running jobs; None: none."""
+    spot: SpotConfig | None = None
+    """Evictions of the sites' spot GPUs (`GpuPool.spot`); None: spot GPUs are never
+    evicted."""
     throughput: ThroughputConfig | None = None
     """Measured speeds per (profile, GPU model) overriding the roofline; None: the roofline."""
     prediction_error: PredictionErrorConfig | None = None
@@ -1006,6 +1091,12 @@ class Scenario(ConfigModel):
                     f"demand_response[{i}].program: unknown program {ev.program!r} "
                     f"(dr_programs: {sorted(self.dr_programs)})"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _spot_capacity(self) -> Scenario:
+        if self.spot is not None and not any(p.spot for s in self.sites for p in s.gpus):
+            raise ValueError("spot: no site has spot GPUs (give sites.gpus a `spot` count)")
         return self
 
     @model_validator(mode="after")
@@ -1216,6 +1307,9 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     failures = raw.get("failures")
     if isinstance(failures, dict) and isinstance(failures.get("trace"), str):
         failures["trace"] = str(base / failures["trace"])
+    spot = raw.get("spot")
+    if isinstance(spot, dict) and isinstance(spot.get("trace"), str):
+        spot["trace"] = str(base / spot["trace"])
     throughput = raw.get("throughput")
     if isinstance(throughput, dict) and isinstance(throughput.get("file"), str):
         throughput["file"] = str(base / throughput["file"])

@@ -6,7 +6,16 @@ import zlib
 
 import numpy as np
 
-STREAMS = ("workload", "forecast", "services", "failures", "prediction", "training", "rebound")
+STREAMS = (
+    "workload",
+    "forecast",
+    "services",
+    "failures",
+    "prediction",
+    "training",
+    "rebound",
+    "spot",
+)
 """The random streams of a run, in spawn order: new components append theirs at the end,
 so that existing ones never move."""
 

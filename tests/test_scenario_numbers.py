@@ -65,7 +65,7 @@ decision_carbon.blend_zone = "FR"
 decision_carbon.blend_weight = 0.5
 decision_carbon.scale = 1.0
 decision_carbon.offset_g_per_kwh = 0
-gpus = [{ model = "A100-80GB", count = 16 }]
+gpus = [{ model = "A100-80GB", count = 16, reserved = 4, spot = 4 }]
 tariff.kind = "wholesale"
 tariff.year = 2018
 tariff.adder_per_kwh = 0.05
@@ -159,6 +159,13 @@ directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
 
 [prices]
 per_gpu_h = { "A100-80GB" = 3.0 }
+spot_per_gpu_h = { "A100-80GB" = 0.6 }
+reserved_per_gpu_h = { "A100-80GB" = 1.2 }
+
+[spot]
+eviction_rate_per_node_h = 2e-4
+notice_s = 120
+unavailable_h = 1
 
 [serving]
 step_s = 60

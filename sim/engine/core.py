@@ -56,6 +56,7 @@ from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, 
 from sim.engine.queries import Queries
 from sim.engine.runs import Runs, node_of
 from sim.engine.services import Services
+from sim.engine.spot import Spot
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal, Forecaster
 from sim.network import Wan
@@ -64,6 +65,7 @@ from sim.records import EventLog
 from sim.results import ResultParts
 from sim.scenario import Scenario
 from sim.serving.sources import RequestSource
+from sim.streams import random_streams
 from sim.workload import JobTable
 from sim.workload.table import MAX_JOB_GPUS
 from sim.workload.time_to_accuracy import training_work
@@ -99,6 +101,8 @@ class Engine:
         self.runs = Runs(self)
         self.checkpoints = Checkpoints(self, wan)
         self.failures = Failures(self, scenario.failures, failures_rng)
+        spot_rng = None if scenario.spot is None else random_streams(scenario.seed)["spot"]
+        self.spot = Spot(self, scenario.spot, spot_rng)
         self.services = Services(self, sources or [], wan)
         self.dr = DemandResponseMeter(self, signals)
         self.queries = Queries(self)
@@ -109,6 +113,7 @@ class Engine:
             self.runs,
             self.checkpoints,
             self.failures,
+            self.spot,
             self.services,
             self.dr,
             self.fleet,

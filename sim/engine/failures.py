@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from sim.engine.core import Engine
     from sim.engine.runs import Run
 
-__all__ = ["TRACE_COLUMNS", "Failures", "read_failure_trace"]
+__all__ = ["TRACE_COLUMNS", "Failures", "read_failure_trace", "trace_time_site", "weighted_draw"]
 
 TRACE_COLUMNS = ("time_h", "site")
 """The header of a failure trace: hours since the scenario start, a site's name."""
@@ -58,6 +58,14 @@ def _trace_row(where: str, line: int, row: list[str], site_names: list[str]) -> 
     """One row of a failure trace as (time s, site index)."""
     if len(row) != len(TRACE_COLUMNS):
         raise ScenarioError(f"{where}:{line}: expected 2 fields (time_h,site), got {row}")
+    return trace_time_site(where, line, row, site_names)
+
+
+def trace_time_site(
+    where: str, line: int, row: list[str], site_names: list[str]
+) -> tuple[float, int]:
+    """The first two fields of a trace row, `time_h,site`, as (time s, site index);
+    ScenarioError naming `where`, the line and the value (failure and eviction traces)."""
     time_text, site = row[0].strip(), row[1].strip()
     try:
         time_h = float(time_text)
@@ -70,6 +78,12 @@ def _trace_row(where: str, line: int, row: list[str], site_names: list[str]) -> 
             f"{where}:{line}: unknown site {site!r} (sites: {', '.join(site_names)})"
         )
     return time_h * 3600.0, site_names.index(site)
+
+
+def weighted_draw(rng: np.random.Generator, jobs: list[int], weights: list[int]) -> int:
+    """One of `jobs`, drawn with probability proportional to its weight (its GPUs)."""
+    w = np.array(weights, dtype=float)
+    return jobs[int(rng.choice(len(jobs), p=w / w.sum()))]
 
 
 class Failures(Component):
@@ -113,8 +127,9 @@ class Failures(Component):
             self._core.env.process(self._replay())
 
     def started(self, j: int, run: Run) -> None:
-        """`j` runs (`run`, held or computing); only called when failures are `active`:
-        remember its restart point, and with a rate draw when it fails."""
+        """`j` runs (`run`, held or computing); only called when failures are `active` or
+        spot GPUs may be evicted (`sim.engine.spot`, which restarts evicted jobs from the
+        same point): remember its restart point, and with a rate draw when it fails."""
         core = self._core
         if core.checkpoints.interval_s is None:
             self.restart_gpu_s[j] = core.runs.remaining_gpu_s[j]
@@ -149,8 +164,7 @@ class Failures(Component):
         if not jobs:
             return None
         assert self._rng is not None
-        weights = np.array([runs.gpus[j] for j in jobs], dtype=float)
-        return jobs[int(self._rng.choice(len(jobs), p=weights / weights.sum()))]
+        return weighted_draw(self._rng, jobs, [runs.gpus[j] for j in jobs])
 
     def fail(self, j: int) -> None:
         """Running job `j` fails now: it falls back to its last checkpoint, frees its GPUs

@@ -364,8 +364,10 @@ class Runs(Component):
         self.site_of[j], self.model[j] = site.index, pool.model
         if core.checkpoints.interval_s is not None:
             core.checkpoints.started(j)
-        if core.failures.active:
+        if core.failures.active or core.spot.active:
             core.failures.started(j, run)
+        if pool.capacity is not None:
+            core.spot.started(j, run)
         cap_w = self.effective_cap(site, cap)
         core.events.append(
             now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model
@@ -484,6 +486,8 @@ class Runs(Component):
             fleet.release_part(site, pool, pool.mig, j, draw_w)
         else:
             fleet.release(site, pool, self.gpus[j], draw_w)
+            if pool.capacity is not None:
+                self._core.spot.released(j, site, pool)
 
     def set_down(self, j: int) -> None:
         """Running `j` stops computing but keeps its GPUs at idle power (a checkpoint
@@ -525,8 +529,12 @@ class Runs(Component):
         self.energy_kwh[j] += energy_kwh
         self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
         self.gpu_s[j] += gpus * (t1 - t0)
-        if t1 > t0:
+        if t1 > t0 and pool.capacity is None:
             self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.charged(pool.model)
+        elif t1 > t0:  # reserved, on-demand and spot GPUs: each kind at its price
+            spot = self._core.spot
+            self.cost[j] += (t1 - t0) / 3600.0 * spot.cost_per_h(j, pool)
+            spot.charged(j, pool, t1 - t0)
         self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         return energy_kwh
 

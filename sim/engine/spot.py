@@ -1,0 +1,387 @@
+"""Spot capacity: reserved, on-demand and spot GPUs, their prices, and the evictions of spot
+GPUs (`reserved` and `spot` counts of a site's `[[sites.gpus]]`, and `[spot]`).
+
+A pool split into capacity kinds (`sim.cluster.CapacityKinds`) gives a starting job its
+GPUs in an order of kinds: the policy's `capacity_order(job, site)` if it declares one,
+else reserved first (paid for anyway), then on-demand, spot last. Prices
+(docs/spot-capacity.md, after GAIA's cost model, Hanafy et al., ASPLOS 2024, umassos/GAIA
+`src/cluster/base_cluster.py`):
+
+- reserved GPUs are a commitment: every reserved GPU is paid for the whole run at the
+  reserved price, used or not (summary `cost_reserved`, added to `cost_compute`); a job on
+  reserved GPUs pays nothing more for them;
+- on-demand and spot GPUs are paid per GPU-hour held, at their kind's price (the jobs'
+  `cost`).
+
+Evictions, from a rate per spot node-hour (a node: `gpus_per_node` GPUs, one cloud
+instance) held by running jobs, or from a trace: an evicted job gets the notice
+(`notice_s`, AWS's two minutes). Without periodic checkpoints, if its checkpoint write fits
+in the notice it writes it, holding its GPUs at idle power for the write (the checkpoint
+costs, `Checkpoints.leave`), and keeps its progress; otherwise, or with periodic
+checkpoints, it restarts from its last checkpoint and loses the work since
+(`Checkpoints.fail`, as a failed job does). Either way it is pending again, and its spot
+GPUs, once it frees them, are out of service (`Site.withdraw`) until `unavailable_h` after
+the notice. Rate draws come from the run's own `spot` random stream
+(`sim.streams.STREAMS`), so evictions move no other draw.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim import sharing
+from sim.api import JobView
+from sim.cluster import CAPACITY_KINDS, Pool, Site
+from sim.csv_rows import csv_rows
+from sim.engine.component import Component
+from sim.engine.failures import trace_time_site, weighted_draw
+from sim.errors import PolicyError, ScenarioError
+from sim.results import ResultParts
+from sim.scenario import SpotConfig
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+    from sim.engine.runs import Run
+
+__all__ = ["EVICTION", "EVICTION_TRACE_COLUMNS", "CapacityView", "Spot", "read_eviction_trace"]
+
+EVICTION = "spot eviction"
+"""The detail of the `fail` event an eviction logs (`sim.records.EVENT_KINDS` has no kind
+of its own for it yet)."""
+
+EVICTION_TRACE_COLUMNS = ("time_h", "site", "gpus")
+"""The header of an eviction trace: hours since the scenario start, a site's name, the spot
+GPUs reclaimed there."""
+
+
+def read_eviction_trace(path: Path, site_names: list[str]) -> list[tuple[float, int, int]]:
+    """The evictions of a trace file as (time s, site index, GPUs), in time order;
+    ScenarioError naming the file, the line and the value for a bad row."""
+    where = f"spot.trace: {path}"
+    rows = csv_rows(path, where, "eviction trace", EVICTION_TRACE_COLUMNS)
+    return sorted(_trace_row(where, line, row, site_names) for line, row in rows)
+
+
+def _trace_row(
+    where: str, line: int, row: list[str], site_names: list[str]
+) -> tuple[float, int, int]:
+    if len(row) != len(EVICTION_TRACE_COLUMNS):
+        raise ScenarioError(f"{where}:{line}: expected 3 fields (time_h,site,gpus), got {row}")
+    t_s, h = trace_time_site(where, line, row, site_names)
+    text = row[2].strip()
+    if not (text.isdigit() and int(text) > 0):
+        raise ScenarioError(f"{where}:{line}: gpus must be an integer > 0, got {text!r}")
+    return t_s, h, int(text)
+
+
+class CapacityView:
+    """What a policy may read of the capacity kinds (read-only): a policy that declares
+    `bind_capacity(view)` is given one when the run starts (docs/spot-capacity.md)."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: Engine):
+        self._core = core
+
+    def free(self, site: str, gpu_model: str) -> dict[str, int]:
+        """Free GPUs of `gpu_model` at `site` by kind ({} if the pool is not split)."""
+        pool = self._core.queries.site(site).pool(gpu_model)
+        if pool is None:
+            raise PolicyError(f"capacity.free: site {site} has no {gpu_model} GPUs")
+        return {} if pool.capacity is None else dict(pool.capacity.free)
+
+    def total(self, site: str, gpu_model: str) -> dict[str, int]:
+        """Installed GPUs of `gpu_model` at `site` by kind ({} if the pool is not split)."""
+        pool = self._core.queries.site(site).pool(gpu_model)
+        if pool is None:
+            raise PolicyError(f"capacity.total: site {site} has no {gpu_model} GPUs")
+        return {} if pool.capacity is None else dict(pool.capacity.total)
+
+
+class Spot(Component):
+    """Capacity kinds and spot evictions: which kinds each job holds, what they cost, and per
+    job how often it was evicted and the work it lost."""
+
+    __slots__ = (
+        "_core",
+        "_rng",
+        "active",
+        "config",
+        "rate_per_node_s",
+        "_trace",
+        "_order",
+        "_price",
+        "_missing",
+        "_evicting",
+        "count",
+        "lost_gpu_s",
+        "spot_gpu_s",
+    )
+
+    def __init__(self, core: Engine, config: SpotConfig | None, rng: np.random.Generator | None):
+        self._core = core
+        self._rng = rng
+        self.active = any(p.capacity is not None for s in core.fleet.sites for p in s.pools)
+        """Some pool is split into capacity kinds (else this component does nothing)."""
+        self.config = config
+        rate = None if config is None else config.eviction_rate_per_node_h
+        self.rate_per_node_s = None if rate is None else rate / 3600.0
+        """Evictions per spot node-second held by a running job (None: trace or none)."""
+        trace = None if config is None else config.trace
+        self._trace = [] if trace is None else read_eviction_trace(trace, core.fleet.names)
+        """The trace's evictions, (time s, site index, GPUs) in time order."""
+        self._order = getattr(core.policy, "capacity_order", None)
+        self._price: dict[tuple[str, str], float] = {}
+        self._missing: set[str] = set()
+        """"model kind" of the GPU-hours charged without a price."""
+        self._evicting: dict[int, float] = {}
+        """Evicted jobs still holding GPUs (writing their checkpoint): the notice time, s."""
+        self.count: dict[int, int] = {}
+        """Evictions per job that was evicted."""
+        self.lost_gpu_s: dict[int, float] = {}
+        """Work lost to evictions per job, reference GPU-s."""
+        self.spot_gpu_s: dict[int, float] = {}
+        """Spot GPU time held per job, GPU-s."""
+        if self.active:
+            self._check_whole_gpus()
+
+    def _check_whole_gpus(self) -> None:
+        core = self._core
+        split = {s.name for s in core.scenario.sites if any(p.split for p in s.gpus)}
+        for service in core.scenario.services:
+            shared = sorted(split.intersection(service.sites))
+            if shared:
+                raise ScenarioError(
+                    "sites.gpus: reserved and spot capacity take whole-GPU jobs only; service "
+                    f"{service.name!r} runs at {shared[0]!r}, whose GPUs are split"
+                )
+        runs = core.runs
+        for j in range(len(core.jobs)):
+            if sharing.is_fractional(runs.milli[j]) or runs.mig_profile[j]:
+                raise ScenarioError(
+                    "sites.gpus: reserved and spot capacity take whole-GPU jobs only; job "
+                    f"{core.jobs.job_id[j]} asks for {runs.needs(j)}"
+                )
+
+    def start(self) -> None:
+        if not self.active:
+            return
+        bind = getattr(self._core.policy, "bind_capacity", None)
+        if callable(bind):
+            bind(CapacityView(self._core))
+        if self._trace:
+            self._core.env.process(self._replay())
+
+    # --- holdings and prices ---------------------------------------------------------------
+
+    def order(self, j: int, site: Site) -> Sequence[str]:
+        """The kinds `j` takes its GPUs from, first to last: the policy's
+        `capacity_order(job, site name)` completed with the kinds it leaves out, in
+        `CAPACITY_KINDS` order; PolicyError naming an unknown kind."""
+        if self._order is None:
+            return CAPACITY_KINDS
+        asked = tuple(self._order(JobView(self._core.queries, j), site.name))
+        unknown = [k for k in asked if k not in CAPACITY_KINDS]
+        if unknown:
+            raise PolicyError(f"capacity_order: unknown kinds {unknown}; known: {CAPACITY_KINDS}")
+        return (*dict.fromkeys(asked), *(k for k in CAPACITY_KINDS if k not in asked))
+
+    def started(self, j: int, run: Run) -> None:
+        """`j` starts on `run`'s pool (whole GPUs; only called for a split pool): it takes
+        its GPUs by kind, and with a rate, an eviction is drawn for its spot nodes."""
+        core = self._core
+        pool = run.pool
+        assert pool.capacity is not None
+        taken = pool.capacity.take(j, core.runs.gpus[j], self.order(j, run.site))
+        spot = taken.get("spot", 0)
+        if not (spot and self.rate_per_node_s):
+            return
+        assert self._rng is not None
+        nodes = math.ceil(spot / pool.gpus_per_node)
+        after_s = float(self._rng.exponential(1.0 / (nodes * self.rate_per_node_s)))
+        if core.env.now + after_s < core.horizon_s:
+            core.env.timeout(after_s).callbacks.append(lambda _e: self._evict_run(j, run))
+
+    def released(self, j: int, site: Site, pool: Pool) -> None:
+        """`j` frees its GPUs of split `pool`; if it was evicted, its spot GPUs go out of
+        service until `unavailable_h` after the notice."""
+        assert pool.capacity is not None
+        freed = pool.capacity.give_back(j)
+        notice_s = self._evicting.pop(j, None)
+        spot = freed.get("spot", 0)
+        if notice_s is not None and spot:
+            self._withdraw(site, pool, spot, notice_s)
+
+    def _withdraw(self, site: Site, pool: Pool, gpus: int, notice_s: float) -> None:
+        assert self.config is not None
+        site.withdraw(pool, gpus)
+        core = self._core
+        back_s = notice_s + self.config.unavailable_h * 3600.0
+        if back_s < core.horizon_s:
+            core.env.timeout(back_s - core.env.now).callbacks.append(
+                lambda _e: self._restore(site, pool, gpus)
+            )
+
+    def _restore(self, site: Site, pool: Pool, gpus: int) -> None:
+        site.restore(pool, gpus)
+        self._core.request_decision()  # GPUs are free
+
+    def price(self, model: str, kind: str) -> float:
+        """Price of one `kind` GPU-hour of `model` (the scenario's price book), the
+        scenario's currency; NaN if it has none."""
+        key = (model, kind)
+        if key not in self._price:
+            try:
+                self._price[key] = self._core.prices.per_gpu_h(model, kind)
+            except ValueError:
+                self._price[key] = math.nan
+        return self._price[key]
+
+    def cost_per_h(self, j: int, pool: Pool) -> float:
+        """What `j`'s GPUs of split `pool` cost per hour held, the scenario's currency:
+        on-demand and spot GPUs at their price, reserved ones nothing (`cost_reserved`)."""
+        assert pool.capacity is not None
+        cost = 0.0
+        for kind, n in pool.capacity.holding(j).items():
+            if kind != "reserved":
+                price = self.price(pool.model, kind)
+                if math.isnan(price):
+                    self._missing.add(f"{pool.model} {kind}")
+                cost += n * price
+        return cost
+
+    def charged(self, j: int, pool: Pool, dt_s: float) -> None:
+        """`j` held its GPUs of split `pool` for `dt_s` s: its spot GPU time."""
+        assert pool.capacity is not None
+        spot = pool.capacity.holding(j).get("spot", 0)
+        if spot:
+            self.spot_gpu_s[j] = self.spot_gpu_s.get(j, 0.0) + spot * dt_s
+
+    # --- evictions -------------------------------------------------------------------------
+
+    def _evict_run(self, j: int, run: Run) -> None:
+        """A drawn eviction: `j` is evicted if `run` is still its run (not stopped since)."""
+        if self._core.runs.live.get(j) is run:
+            self.evict(j)
+
+    def _replay(self):
+        env = self._core.env
+        for t_s, h, gpus in self._trace:
+            if t_s >= self._core.horizon_s:
+                return
+            if t_s > env.now:
+                yield env.timeout(t_s - env.now)
+            self._reclaim(h, gpus)
+
+    def _reclaim(self, h: int, gpus: int) -> None:
+        """`gpus` spot GPUs of site `h` are reclaimed now: running jobs holding spot GPUs
+        there are evicted (drawn weighted by their spot GPUs) until they held as many, then
+        free spot GPUs go out of service for the rest."""
+        core = self._core
+        site = core.fleet.sites[h]
+        now = core.env.now
+        left = gpus
+        while left > 0:
+            holders = {
+                j: n
+                for j, run in core.runs.live.items()
+                if run.site is site
+                and run.pool.capacity is not None
+                and (n := run.pool.capacity.holding(j).get("spot", 0))
+            }
+            if not holders:
+                break
+            assert self._rng is not None
+            j = weighted_draw(self._rng, list(holders), list(holders.values()))
+            left -= holders[j]
+            self.evict(j)
+        for pool in site.pools:
+            capacity = pool.capacity
+            if left <= 0 or capacity is None:
+                continue
+            n = min(left, capacity.free["spot"])
+            if n:
+                self._withdraw(site, pool, n, now)
+                left -= n
+
+    def evict(self, j: int) -> None:
+        """Running `j`'s spot GPUs are evicted now (the notice): it writes its checkpoint
+        within the notice if it can, else falls back to its last one; it is pending again
+        (event `fail` with detail `EVICTION`, its value the work lost, reference GPU-h)."""
+        assert self.config is not None
+        core = self._core
+        site = core.runs.live[j].site
+        now = core.env.now
+        self._evicting[j] = now
+        checkpoints = core.checkpoints
+        fits = checkpoints.write_s(j, site) <= self.config.notice_s
+        if checkpoints.interval_s is None and fits:
+            lost_gpu_s = 0.0
+            checkpoints.leave(j)  # its GPUs are freed (`released`) when the write ends
+        else:
+            lost_gpu_s = checkpoints.fail(j, core.failures.restart_gpu_s.get(j))
+            self.lost_gpu_s[j] = self.lost_gpu_s.get(j, 0.0) + lost_gpu_s
+        self.count[j] = self.count.get(j, 0) + 1
+        core.book.requeue(j)
+        core.events.append(now, "fail", j, site.index, lost_gpu_s / 3600.0, detail=EVICTION)
+        core.request_decision()
+
+    # --- results ---------------------------------------------------------------------------
+
+    def reserved_cost(self) -> float:
+        """Every reserved GPU over the whole run at the reserved price, the scenario's
+        currency (NaN: a model without a reserved price)."""
+        hours = self._core.horizon_s / 3600.0
+        cost = 0.0
+        for site in self._core.fleet.sites:
+            for pool in site.pools:
+                reserved = 0 if pool.capacity is None else pool.capacity.total["reserved"]
+                if reserved:
+                    price = self.price(pool.model, "reserved")
+                    if math.isnan(price):
+                        self._missing.add(f"{pool.model} reserved")
+                    cost += reserved * hours * price
+        return cost
+
+    def write_results(self, out: ResultParts) -> None:
+        """Without capacity kinds, the summary keys `spot_evictions`,
+        `work_lost_evictions_gpu_h`, `spot_gpu_h` and `cost_reserved` are None and no column
+        is added. With them: columns `evictions`, `work_lost_evictions_gpu_h` (reference
+        GPU-h) and `spot_gpu_h`, their sums, and `cost_reserved`, added to `cost_compute`."""
+        summary = out.summary
+        if not self.active:
+            for key in ("spot_evictions", "work_lost_evictions_gpu_h", "spot_gpu_h"):
+                summary[key] = None
+            summary["cost_reserved"] = None
+            return
+        n = len(self._core.jobs)
+        count = np.zeros(n, dtype=np.int64)
+        for j, k in self.count.items():
+            count[j] = k
+        lost_gpu_h = np.zeros(n)
+        for j, gpu_s in self.lost_gpu_s.items():
+            lost_gpu_h[j] = gpu_s / 3600.0
+        spot_gpu_h = np.zeros(n)
+        for j, gpu_s in self.spot_gpu_s.items():
+            spot_gpu_h[j] = gpu_s / 3600.0
+        out.job_columns.update(
+            evictions=count, work_lost_evictions_gpu_h=lost_gpu_h, spot_gpu_h=spot_gpu_h
+        )
+        summary["spot_evictions"] = int(count.sum())
+        summary["work_lost_evictions_gpu_h"] = float(pd.Series(lost_gpu_h).sum())
+        summary["spot_gpu_h"] = float(pd.Series(spot_gpu_h).sum())
+        reserved = self.reserved_cost()
+        summary["cost_reserved"] = None if math.isnan(reserved) else reserved
+        summary["cost_compute"] += reserved
+        out.meta["capacity"] = {
+            "eviction": None
+            if self.config is None
+            else self.config.model_dump(mode="json", exclude_none=True),
+            "missing_prices": sorted(self._missing),
+        }

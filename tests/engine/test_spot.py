@@ -1,0 +1,307 @@
+"""Spot capacity (`reserved` and `spot` GPUs of a pool, `[spot]`): jobs take reserved GPUs
+first, each kind is priced as it should be, evictions follow their rate, an evicted job
+writes its checkpoint within the notice or loses its work since the last one, and work is
+conserved."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pytest
+
+import sim
+from policies.run_now import RunNow
+from sim.errors import ScenarioError
+from sim.hardware import GPU_CATALOG
+from sim.scenario import AWS_SPOT_NOTICE_S
+from tests.conftest import make_scenario, one_line_cli_error, site, write_jobs
+
+H = 3600.0
+OD, SPOT, RESERVED = 3.0, 0.6, 1.2
+"""Prices per GPU-hour (EUR) of the tests, in GAIA's ratios: spot 0.2 x on-demand, reserved
+0.4 x on-demand (umassos/GAIA src/cluster/base_cluster.py)."""
+PRICES = {
+    "per_gpu_h": {"A100-80GB": OD},
+    "spot_per_gpu_h": {"A100-80GB": SPOT},
+    "reserved_per_gpu_h": {"A100-80GB": RESERVED},
+}
+
+
+def jobs_of(gpus: list[int], work_gpu_h: float, checkpoint_gb: float = 0.0) -> list[dict]:
+    """Compute-bound jobs submitted at 0 (A100-80GB: 1 reference GPU-h per GPU-hour)."""
+    return [
+        {
+            "job_id": f"j{i}",
+            "submit_time": 0,
+            "gpus": g,
+            "work_gpu_h": work_gpu_h,
+            "profile": "compute-bound",
+            "checkpoint_gb": checkpoint_gb,
+        }
+        for i, g in enumerate(gpus)
+    ]
+
+
+def pool(count: int, reserved: int = 0, spot: int = 0) -> dict:
+    return {"model": "A100-80GB", "count": count, "reserved": reserved, "spot": spot}
+
+
+def scenario_with(tmp_path, jobs, gpus, spot=None, **overrides):
+    workload = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
+    extra = {} if spot is None else {"spot": spot}
+    return make_scenario(
+        tmp_path,
+        workload=workload,
+        sites=[site(gpus=[gpus])],
+        prices=PRICES,
+        **extra,
+        **overrides,
+    )
+
+
+def trace(tmp_path, text: str) -> dict:
+    path = tmp_path / "evictions.csv"
+    path.write_text(textwrap.dedent(text).lstrip())
+    return {"trace": str(path)}
+
+
+def test_jobs_take_reserved_then_on_demand_then_spot_gpus_each_at_its_price(tmp_path):
+    scenario = scenario_with(tmp_path, jobs_of([1, 1, 1, 1], 2.0), pool(4, reserved=1, spot=2))
+    r = sim.simulate(scenario)
+    cost = r.jobs.set_index("job_id")["cost"]
+    # j0 on the reserved GPU (paid by the commitment), j1 on-demand, j2 and j3 on spot.
+    assert cost.tolist() == pytest.approx([0.0, 2 * OD, 2 * SPOT, 2 * SPOT])
+    assert r.jobs["spot_gpu_h"].tolist() == pytest.approx([0.0, 0.0, 2.0, 2.0])
+    assert r.summary["spot_gpu_h"] == pytest.approx(4.0)
+
+
+def test_reserved_gpus_are_paid_for_the_whole_run_used_or_not(tmp_path):
+    scenario = scenario_with(tmp_path, jobs_of([1], 2.0), pool(4, reserved=3), duration_h=24.0)
+    r = sim.simulate(scenario)
+    assert r.summary["cost_reserved"] == pytest.approx(3 * 24.0 * RESERVED)
+    assert r.jobs["cost"].tolist() == [0.0]
+    assert r.summary["cost_compute"] == pytest.approx(3 * 24.0 * RESERVED)
+
+
+def test_a_policy_may_order_the_kinds_a_job_takes(tmp_path):
+    class SpotFirst(RunNow):
+        def capacity_order(self, job, site):
+            return ("spot",)  # then the others, in the default order
+
+    scenario = scenario_with(tmp_path, jobs_of([1, 1, 1], 1.0), pool(3, reserved=1, spot=1))
+    r = sim.simulate(scenario, SpotFirst())
+    assert r.jobs["cost"].tolist() == pytest.approx([SPOT, 0.0, OD])
+
+
+def test_a_policy_may_read_the_free_gpus_by_kind(tmp_path):
+    seen = []
+
+    class Reader(RunNow):
+        def bind_capacity(self, view):
+            self.view = view
+
+        def decide(self, state):
+            seen.append(self.view.free("a", "A100-80GB"))
+            return super().decide(state)
+
+    later = {**jobs_of([1], 1.0)[0], "job_id": "later", "submit_time": 1800}
+    scenario = scenario_with(tmp_path, [*jobs_of([2], 4.0), later], pool(4, reserved=1, spot=2))
+    sim.simulate(scenario, Reader())
+    assert seen[0] == {"reserved": 1, "on_demand": 1, "spot": 2}
+    assert seen[1] == {"reserved": 0, "on_demand": 0, "spot": 2}  # j0 runs, "later" arrives
+
+
+def busy_scenario(tmp_path, rate_per_node_h, seed=1, checkpoint_gb=0.0, **spot):
+    """64 spot GPUs (8 nodes of 8) kept busy for a week by 8-GPU jobs (one node each)."""
+    return scenario_with(
+        tmp_path,
+        jobs_of([8] * 40, work_gpu_h=400.0, checkpoint_gb=checkpoint_gb),
+        pool(64, spot=64),
+        {"eviction_rate_per_node_h": rate_per_node_h, **spot},
+        seed=seed,
+        duration_h=168.0,
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_evictions_follow_their_rate_per_spot_node_hour_of_running_jobs(tmp_path, seed):
+    rate = 0.5
+    r = sim.simulate(busy_scenario(tmp_path, rate, seed=seed, unavailable_h=0.1))
+    node_h = r.summary["spot_gpu_h"] / 8  # no checkpoint to write or read: all of it running
+    expected = rate * node_h
+    assert expected > 300
+    # A Poisson count: within its 99 % interval (2.576 sigma).
+    assert abs(r.summary["spot_evictions"] - expected) < 2.576 * math.sqrt(expected)
+    evicted = r.events[(r.events["kind"] == "fail") & (r.events["detail"] == "spot eviction")]
+    assert r.summary["spot_evictions"] == len(evicted) == r.jobs["evictions"].sum()
+    assert r.summary["failures"] == 0  # evictions are not failures
+
+
+def test_work_is_conserved_when_a_job_restarts_from_scratch(tmp_path):
+    # 1,000 GB take 500 s to write at 2 GB/s: no checkpoint fits in the 120 s notice.
+    jobs = jobs_of([1, 2, 1, 4] * 3, work_gpu_h=6.0, checkpoint_gb=1000.0)
+    spot = {"eviction_rate_per_node_h": 0.2, "unavailable_h": 0.5}
+    scenario = scenario_with(tmp_path, jobs, pool(8, spot=8), spot, duration_h=400.0)
+    r = sim.simulate(scenario)
+    done = r.jobs[r.jobs["state"] == "completed"]
+    assert len(done) == len(jobs) and r.summary["spot_evictions"] > 10
+    assert done["gpu_h"].to_numpy() == pytest.approx(
+        (done["work_gpu_h"] + done["work_lost_evictions_gpu_h"]).to_numpy(), rel=1e-9
+    )
+    assert done["gpu_h"].to_numpy() == pytest.approx(done["spot_gpu_h"].to_numpy(), rel=1e-9)
+    assert r.summary["work_lost_evictions_gpu_h"] == pytest.approx(
+        r.jobs["work_lost_evictions_gpu_h"].sum()
+    )
+    assert r.summary["work_lost_failures_gpu_h"] == 0.0 and r.summary["work_lost_gpu_h"] == 0.0
+
+
+def test_work_is_conserved_when_a_job_writes_its_checkpoint_within_the_notice(tmp_path):
+    # 100 GB take 50 s to write at 2 GB/s: within the 120 s notice.
+    jobs = jobs_of([1, 2, 1, 4] * 3, work_gpu_h=6.0, checkpoint_gb=100.0)
+    spot = {"eviction_rate_per_node_h": 0.2, "unavailable_h": 0.5}
+    scenario = scenario_with(tmp_path, jobs, pool(8, spot=8), spot, duration_h=400.0)
+    r = sim.simulate(scenario)
+    done = r.jobs[r.jobs["state"] == "completed"]
+    assert len(done) == len(jobs) and r.summary["spot_evictions"] > 10
+    assert r.summary["work_lost_evictions_gpu_h"] == 0.0
+    # GPU time = the work + the time its GPUs idled for checkpoints: each write, and each
+    # hold of a job started again before its write ended, then reading it. Those idle
+    # GPU-hours are its checkpoint energy over (idle + host power) x PUE 1.5.
+    idle_kw = (GPU_CATALOG["A100-80GB"].idle_w + 40.0) * 1.5 / 1000.0
+    assert done["gpu_h"].to_numpy() == pytest.approx(
+        (done["work_gpu_h"] + done["checkpoint_kwh"] / idle_kw).to_numpy(), rel=1e-9
+    )
+    # At least a write of 50 s on each GPU per eviction.
+    assert (done["checkpoint_kwh"] / idle_kw >= done["evictions"] * done["gpus"] * 50 / H).all()
+    assert (done.loc[done["evictions"] > 0, "checkpoint_kwh"] > 0).all()
+
+
+def test_a_traced_eviction_takes_the_gpus_away_for_the_unavailable_time(tmp_path):
+    spot = {**trace(tmp_path, "time_h,site,gpus\n1.5,a,1\n"), "unavailable_h": 2.0}
+    scenario = scenario_with(tmp_path, jobs_of([1], 4.0, 1000.0), pool(1, spot=1), spot)
+    r = sim.simulate(scenario)
+    (job,) = r.jobs.to_dict("records")
+    assert job["evictions"] == 1
+    assert job["work_lost_evictions_gpu_h"] == pytest.approx(1.5)
+    # Its only GPU is back at 3.5 h; it starts again from scratch then.
+    assert job["end_s"] == pytest.approx(3.5 * H + 4 * H)
+    starts = r.events[(r.events["job"] == "j0") & (r.events["kind"] == "start")]
+    assert starts["time_s"].tolist() == [0.0, 3.5 * H]
+
+
+def test_a_traced_eviction_hits_the_job_on_spot_not_the_one_on_demand(tmp_path):
+    spot = trace(tmp_path, "time_h,site,gpus\n1,a,1\n")
+    scenario = scenario_with(tmp_path, jobs_of([1, 1], 4.0), pool(2, spot=1), spot)
+    r = sim.simulate(scenario)
+    assert r.jobs.set_index("job_id")["evictions"].to_dict() == {"j0": 0, "j1": 1}
+
+
+def test_the_default_notice_is_aws_two_minutes():
+    assert AWS_SPOT_NOTICE_S == 120.0
+
+
+def test_evictions_are_reproducible_by_seed_and_move_no_other_draw(tmp_path):
+    a = sim.simulate(busy_scenario(tmp_path, 0.2, seed=1))
+    b = sim.simulate(busy_scenario(tmp_path, 0.2, seed=1))
+    c = sim.simulate(busy_scenario(tmp_path, 0.2, seed=2))
+    assert a.jobs.equals(b.jobs)
+    assert a.jobs["evictions"].tolist() != c.jobs["evictions"].tolist()
+    syn = {
+        "synthetic": {"arrival_rate_per_h": 5.0, "duration": {"dist": "exponential", "mean_h": 2.0}}
+    }
+    spot_site = [site(gpus=[pool(4, spot=4)])]
+    with_s = sim.simulate(
+        make_scenario(workload=syn, sites=spot_site, spot={"eviction_rate_per_node_h": 0.3})
+    )
+    without = sim.simulate(make_scenario(workload=syn))
+    assert with_s.jobs["work_gpu_h"].equals(without.jobs["work_gpu_h"])
+    assert with_s.summary["spot_evictions"] > 0
+
+
+def test_without_capacity_kinds_the_keys_are_null_and_no_column_is_added():
+    r = sim.simulate(make_scenario())
+    for key in ("spot_evictions", "work_lost_evictions_gpu_h", "spot_gpu_h", "cost_reserved"):
+        assert r.summary[key] is None
+    assert "evictions" not in r.jobs.columns
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        (
+            {"sites": [site(gpus=[pool(4, reserved=3, spot=2)])]},
+            "A100-80GB: reserved (3) + spot (2) exceeds count (4)",
+        ),
+        ({"spot": {"eviction_rate_per_node_h": 0.1}}, "spot: no site has spot GPUs"),
+        (
+            {"sites": [site(gpus=[pool(4, spot=4)])], "spot": {}},
+            "spot: give exactly one of eviction_rate_per_node_h or trace",
+        ),
+        (
+            {"sites": [site(gpus=[pool(4, spot=4)])], "spot": {"eviction_rate_per_node_h": -1}},
+            "spot.eviction_rate_per_node_h: must be in [0, 1], got -1",
+        ),
+        (
+            {
+                "sites": [site(gpus=[pool(4, spot=4)])],
+                "spot": {"eviction_rate_per_node_h": 0.1, "unavailable_h": 0.01},
+            },
+            "unavailable_h (0.01 h) must be at least notice_s (120.0 s)",
+        ),
+        ({"sites": [site(gpus=[pool(4, spot=-1)])]}, "spot"),
+        ({"prices": {"spot_per_gpu_h": {"A100-80G": 1.0}}}, "spot_per_gpu_h.A100-80G: unknown"),
+        ({"prices": {"reserved_per_gpu_h": {"A100-80GB": -1.0}}}, "must be >= 0, got -1.0"),
+    ],
+)
+def test_a_bad_capacity_split_or_spot_table_is_a_one_line_scenario_error(changes, fragment):
+    with pytest.raises(ScenarioError) as e:
+        make_scenario(**changes)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("time_h,site\n1,a\n", ":1: the header must be time_h,site,gpus"),
+        ("time_h,site,gpus\n1,a,0\n", ":2: gpus must be an integer > 0, got '0'"),
+        ("time_h,site,gpus\nsoon,a,1\n", ":2: time_h must be a number >= 0, got 'soon'"),
+        ("time_h,site,gpus\n1,z,1\n", ":2: unknown site 'z' (sites: a)"),
+        ("time_h,site,gpus\n1,a\n", ":2: expected 3 fields (time_h,site,gpus)"),
+    ],
+)
+def test_a_bad_eviction_trace_row_is_one_error_naming_the_file_the_line_and_the_value(
+    tmp_path, text, fragment
+):
+    spot = trace(tmp_path, text)
+    with pytest.raises(ScenarioError) as e:
+        sim.simulate(scenario_with(tmp_path, jobs_of([1], 1.0), pool(4, spot=4), spot))
+    message = str(e.value)
+    assert message.startswith(f"spot.trace: {tmp_path / 'evictions.csv'}:")
+    assert fragment in message and "\n" not in message
+
+
+def test_fractional_jobs_on_a_split_pool_are_refused_naming_the_job(tmp_path):
+    jobs = [{**jobs_of([1], 1.0)[0], "gpu_milli": 500}]
+    with pytest.raises(ScenarioError, match="whole-GPU jobs only; job j0 asks for 500 milli"):
+        sim.simulate(scenario_with(tmp_path, jobs, pool(4, spot=4)))
+
+
+def test_the_cli_reports_a_bad_split_on_one_line_with_exit_2(tmp_path, capsys):
+    extra = "[spot]\neviction_rate_per_node_h = 0.1\n"
+    line = one_line_cli_error(tmp_path, capsys, {}, extra)
+    assert "spot: no site has spot GPUs" in line
+
+
+def test_a_service_at_a_site_with_split_gpus_is_refused_naming_it(tmp_path):
+    service = {
+        "name": "chat",
+        "model": "Llama-3.1-8B-Instruct",
+        "gpu": "A100-80GB",
+        "sites": ["a"],
+        "requests": {"rate_per_s": 1.0},
+        "slo": {"ttft_ms": 500, "tpot_ms": 100, "percentile": 99},
+    }
+    scenario = make_scenario(sites=[site(gpus=[pool(4, spot=2)])], services=[service])
+    with pytest.raises(ScenarioError, match="service 'chat' runs at 'a', whose GPUs are split"):
+        sim.simulate(scenario)
