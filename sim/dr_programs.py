@@ -83,8 +83,9 @@ def weekdays_baseline(
     """(mean facility kW, days used) over the event's hours on the last
     `WEEKDAYS_IN_BASELINE` weekdays before it: days back by whole 24 h steps, weekdays
     Monday-Friday of the UTC calendar, wholly inside the run and before the notice, and
-    free of every event at the site (`site_windows`). Fewer days when the run holds
-    fewer (NaN kW and 0 days without any)."""
+    not event days: no event at the site (`site_windows`) on the UTC calendar day(s) the
+    hours fall on, as in CAISO's 10-in-10 rule. Fewer days when the run holds fewer (NaN
+    kW and 0 days without any)."""
     duration_s = event.end_s - event.start_s
     energies: list[float] = []
     back = 1
@@ -94,12 +95,22 @@ def weekdays_baseline(
         if t0 < 0.0:
             break
         weekday = (scenario.start + timedelta(seconds=t0)).weekday()
-        clear = all(t1 <= s or e <= t0 for s, e in site_windows)
+        day0, day1 = _utc_days(scenario, t0, t1)
+        clear = all(day1 <= s or e <= day0 for s, e in site_windows)  # no event that day
         if t1 <= event.notice_s and weekday < 5 and clear:
             energies.append(power.energy_kwh(t0, t1))
     if not energies:
         return math.nan, 0
     return float(np.mean(energies)) * 3600.0 / duration_s, len(energies)
+
+
+def _utc_days(scenario: Scenario, t0_s: float, t1_s: float) -> tuple[float, float]:
+    """The run-clock span (s) of the whole UTC calendar days that [t0_s, t1_s] touches."""
+    midnight = scenario.start.replace(hour=0, minute=0, second=0, microsecond=0)
+    offset_s = (scenario.start - midnight).total_seconds()
+    day0 = math.floor((t0_s + offset_s) / _DAY_S) * _DAY_S - offset_s
+    day1 = math.ceil((t1_s + offset_s) / _DAY_S) * _DAY_S - offset_s
+    return day0, max(day1, day0 + _DAY_S)
 
 
 def settlement_baseline(

@@ -74,7 +74,10 @@ def build_engine(
         params = scenario.policy.params if policy == scenario.policy.name else {}
         policy = build_policy(policy, params)
     forecaster = Forecaster(scenario.forecast, streams["forecast"])
-    for replay in site_replays(scenario, signals):
+    decided = decision_signals(scenario)
+    # A replayed archive is the forecast of the signal the site's policies see.
+    seen = [d if d is not None else s for d, s in zip(decided, signals, strict=True)]
+    for replay in site_replays(scenario, seen):
         forecaster.replay(replay)
     engine = Engine(
         scenario,
@@ -85,7 +88,7 @@ def build_engine(
         Wan.from_scenario(scenario),
         sources,
         streams["failures"],
-        decision_signals=decision_signals(scenario),
+        decision_signals=decided,
     )
     engine.queries.prediction = build_prediction(scenario, len(jobs), streams["prediction"])
     return engine

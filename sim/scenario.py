@@ -1288,12 +1288,10 @@ def _register_gpu_models(models: Any, source: Path) -> None:
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     for site in raw.get("sites", []) if isinstance(raw.get("sites"), list) else []:
-        carbon = site.get("carbon") if isinstance(site, dict) else None
-        if isinstance(carbon, dict) and isinstance(carbon.get("file"), str):
-            carbon["file"] = str(base / carbon["file"])
-        forecast = site.get("forecast") if isinstance(site, dict) else None
-        if isinstance(forecast, dict) and isinstance(forecast.get("file"), str):
-            forecast["file"] = str(base / forecast["file"])
+        for key in ("carbon", "decision_carbon", "forecast"):  # the site's own files
+            table = site.get(key) if isinstance(site, dict) else None
+            if isinstance(table, dict) and isinstance(table.get("file"), str):
+                table["file"] = str(base / table["file"])
     wl = raw.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("file"), str):
         wl["file"] = str(base / wl["file"])

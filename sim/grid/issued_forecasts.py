@@ -182,7 +182,7 @@ class Replay:
         if self.first_fallback_s is None:
             self.first_fallback_s = now_s
         m_times, m_values = model(signal, now_s, horizon_s)
-        if k < 0:
+        if covered_s <= now_s:  # no issue yet, or the latest one's targets are all past
             return m_times, m_values
         later = m_times > covered_s
         at = np.searchsorted(m_times, covered_s, side="right") - 1

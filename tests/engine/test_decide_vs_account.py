@@ -179,3 +179,21 @@ def test_sites_deciding_on_different_kinds_are_flagged_in_meta_and_printout(tmp_
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
     assert meta["carbon_signals"]["mixed_kinds"] == ["decide"]
     assert meta["carbon_signals"]["sites"]["paris"]["decide"]["kind"] == "average"
+
+
+def test_a_decision_trace_path_is_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    marginal_trace(folder)
+    (folder / "s.toml").write_text(
+        'name = "relative"\nstart = 2020-06-01T00:00:00Z\nduration_h = 4\n'
+        '[[sites]]\nname = "a"\nlat = 50.1\nlon = 8.7\ncarbon = { constant_g_per_kwh = 300 }\n'
+        'decision_carbon = { file = "moer.csv", kind = "marginal" }\n'
+        'gpus = [{ model = "A100-80GB", count = 1 }]\n'
+        "[workload.synthetic]\narrival_rate_per_h = 1.0\n"
+        'duration = { dist = "exponential", mean_h = 1.0 }\n'
+    )
+    monkeypatch.chdir(tmp_path)  # not the scenario's folder
+    scenario = sim.load_scenario(folder / "s.toml")
+    assert scenario.sites[0].decision_carbon.file == folder / "moer.csv"
+    assert sim.simulate(scenario).summary["carbon_operational_decision_kg"] > 0
