@@ -116,7 +116,6 @@ def test_weekdays_10_averages_the_same_hours_of_the_last_ten_event_free_weekdays
     assert r.meta["dr_programs"]["events_short_of_10_weekdays"] == 1
 
 
-
 def test_weekdays_10_skips_a_day_with_an_event_at_other_hours(tmp_path):
     # An evening event on Tuesday June 9 makes that whole day an event day (CAISO's rule):
     # the June 10 event looks back over the 8th, 5th ... 1st only.
@@ -131,6 +130,7 @@ def test_weekdays_10_skips_a_day_with_an_event_at_other_hours(tmp_path):
     june10 = r.dr_events.to_dict("records")[1]
     assert june10["settlement_baseline_days"] == 6
     assert june10["settlement_baseline_kw"] == pytest.approx(FULL_KW, rel=1e-9)
+
 
 def test_weekdays_10_without_any_weekday_before_the_event_pays_nothing_and_says_so(tmp_path):
     r = run(tmp_path, [event(0)], {"baseline": "weekdays_10", "pay_per_kwh_shed": 0.4}, CapAt())

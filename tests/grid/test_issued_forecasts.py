@@ -116,11 +116,11 @@ def test_before_the_first_issue_the_model_fallback_forecasts_it_all(tmp_path):
     assert times.tolist() == [0.5 * HOUR, HOUR, 2 * HOUR] and values.tolist() == [50.0] * 3
 
 
-
 def test_after_the_latest_issues_targets_the_model_fallback_forecasts_it_all(tmp_path):
     r = replay(tmp_path, fallback="model")  # the archive's targets end at 06:00
     times, values = r.forecast(7 * HOUR, 4 * HOUR, truth_model)
     assert times.tolist() == [7 * HOUR] and values.tolist() == [50.0]  # nothing from before now
+
 
 @pytest.mark.parametrize(
     "text, message",
@@ -201,7 +201,6 @@ def test_a_policy_sees_the_replayed_forecast_and_meta_records_it(tmp_path):
     assert rec["forecasts"] >= 1 and rec["forecasts_with_fallback"] >= 1
 
 
-
 def test_with_a_decision_signal_the_archive_is_the_forecast_policies_see(tmp_path):
     archive_file(tmp_path)
     jobs = [{"job_id": "j0", "submit_time": 1.5 * HOUR, "gpus": 1, "work_gpu_h": 0.5}]
@@ -215,6 +214,7 @@ def test_with_a_decision_signal_the_archive_is_the_forecast_policies_see(tmp_pat
     assert times.tolist() == [1.5 * HOUR, 2 * HOUR, 3 * HOUR, 4 * HOUR]
     assert values.tolist() == [100.0, 120.0, 130.0, 100.0]  # the decision signal around it
     assert results.meta["forecast_replay"]["a"]["forecasts"] >= 1
+
 
 def test_without_an_archive_meta_records_no_replay(tmp_path):
     jobs = [{"job_id": "j0", "submit_time": 0.0, "gpus": 1, "work_gpu_h": 0.5}]
