@@ -193,7 +193,7 @@ def settle(
         ],
     ).astype(
         {
-            "program": object,
+            "program": "str",
             "settlement_baseline_kw": float,
             "settlement_baseline_days": "Int64",
             "settlement_shed_kwh": float,
