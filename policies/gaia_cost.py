@@ -22,9 +22,7 @@ decision times) are listed on the docs page.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from policies.kit import best_window_start, forecast_from_now, runtime_s
 from sim.api import Action, JobView, Policy, Start, SystemState
@@ -69,14 +67,8 @@ class GaiaCost(Policy):
         """Job index -> its latest start, s."""
         self._short: dict[int, bool] = {}
         """Job index -> whether it is short (its runtime when it first arrived)."""
-        self._capacity: Any = None
-        """The run's capacity view (`sim.engine.spot.CapacityView`), None before binding."""
 
-    def bind_capacity(self, view: Any) -> None:
-        """The engine hands over its read-only view of the free GPUs by kind."""
-        self._capacity = view
-
-    def capacity_order(self, job: JobView, site: str) -> Sequence[str]:
+    def _kinds(self, job: JobView) -> tuple[str, ...]:
         """The kinds `job` takes its GPUs from: spot first for a short job of a spot-aware
         policy, else reserved then on-demand."""
         return SPOT_FIRST if self._uses_spot(job) else STABLE_KINDS
@@ -100,11 +92,6 @@ class GaiaCost(Policy):
             return
         self._planned[job.index] = best_window_start(times, values, now, latest, runtime)[0]
 
-    def _free(self, state: SystemState, site: str, model: str) -> dict[str, int]:
-        """Free GPUs of `model` at `site` by kind (an unsplit pool: all on-demand)."""
-        free = {} if self._capacity is None else self._capacity.free(site, model)
-        return free or {"on_demand": state.free_gpus(site)[model]}
-
     def decide(self, state: SystemState) -> list[Action]:
         now = state.now_s
         taken: dict[tuple[str, str, str], int] = {}
@@ -116,7 +103,7 @@ class GaiaCost(Policy):
             early = self.cost_aware and not self._uses_spot(job)
             if not (due or early):
                 continue
-            kinds = ("reserved",) if not due else self.capacity_order(job, job.origin_site)
+            kinds = ("reserved",) if not due else self._kinds(job)
             start = self._place(state, job, kinds, taken)
             if start is not None:
                 actions.append(start)
@@ -126,11 +113,13 @@ class GaiaCost(Policy):
         self,
         state: SystemState,
         job: JobView,
-        kinds: Sequence[str],
+        kinds: tuple[str, ...],
         taken: dict[tuple[str, str, str], int],
     ) -> Start | None:
         """A Start of `job` on the first site (its origin first) and model with enough free
-        GPUs of `kinds`, counting those this decision's starts took; None if none."""
+        GPUs of `kinds`, taken from them in that order (`Start.capacity`), counting those
+        this decision's starts took; None if none. An unsplit pool's GPUs count as
+        on-demand, and the Start leaves the kinds out."""
         sites = [job.origin_site, *(s for s in state.sites if s != job.origin_site)]
         for site in sites:
             if site not in job.allowed_sites:
@@ -138,16 +127,18 @@ class GaiaCost(Policy):
             for model in state.gpu_models(site):
                 if job.allowed_gpu_models and model not in job.allowed_gpu_models:
                     continue
-                free = self._free(state, site, model)
+                by_kind = state.free_gpus_by_kind(site, model)
+                free = by_kind or {"on_demand": state.free_gpus(site)[model]}
                 left = {k: free.get(k, 0) - taken.get((site, model, k), 0) for k in kinds}
                 if sum(left.values()) < job.gpus:
                     continue
                 need = job.gpus
-                for k in kinds:  # as the engine takes them (`capacity_order`)
+                for k in kinds:  # as the engine takes them
                     n = min(need, left[k])
                     taken[(site, model, k)] = taken.get((site, model, k), 0) + n
                     need -= n
-                return Start(job, site, gpu_model=model)
+                capacity = kinds if by_kind else None
+                return Start(job, site, gpu_model=model, capacity=capacity)
         return None
 
 

@@ -79,7 +79,13 @@ class Start:
     profile and work become those of the batch size, for the same drawn training run; see
     docs/training.md); None keeps it. `gpus`: for such a job (whole GPUs), run it on this
     many GPUs instead of its own; its work stays the same and its speed follows the
-    scenario's `[scaling]` (docs/scaling.md); None keeps it.
+    scenario's `[scaling]` (docs/scaling.md); None keeps it. `capacity`: on a pool split
+    into capacity kinds (docs/spot-capacity.md), the kinds the job takes its GPUs from,
+    first to last (a job may hold several), e.g. ("spot", "reserved"); None: the engine's
+    order, reserved, on-demand, spot (`SystemState.free_gpus_by_kind` shows what is free).
+    PolicyError for a kind not in ("reserved", "on_demand", "spot") or named twice, a pool
+    that is not split, or fewer free GPUs of the named kinds than the job needs; with
+    `gpu_model=None` the pool is the one chosen without `capacity`.
     """
 
     job: JobView
@@ -88,6 +94,7 @@ class Start:
     gpu_model: str | None = None
     batch_size: int | None = None
     gpus: int | None = None
+    capacity: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -768,6 +775,17 @@ class SystemState:
         """Free GPUs per model at `site`, powered on or off (a GPU fractional jobs share is
         not free: `shared_gpus`)."""
         return {p.model: p.free for p in self._q.site(site).pools}
+
+    def free_gpus_by_kind(self, site: str, gpu_model: str) -> dict[str, int]:
+        """Free GPUs of `site`'s `gpu_model` pool by capacity kind ("reserved", "on_demand",
+        "spot"; docs/spot-capacity.md), GPUs; their sum is `free_gpus(site)[gpu_model]`.
+        Evicted spot GPUs out of service are not free. {} if the pool is not split into
+        kinds; PolicyError if the site has no `gpu_model` GPUs. `Start(..., capacity=...)`
+        takes GPUs of the kinds it names."""
+        pool = self._q.site(site).pool(gpu_model)
+        if pool is None:
+            raise PolicyError(f"free_gpus_by_kind: site {site} has no {gpu_model} GPUs")
+        return {} if pool.capacity is None else dict(pool.capacity.free)
 
     def shared_gpus(self, site: str) -> dict[str, list[int]]:
         """Per model at `site`, the milli (thousandths of a GPU) held on each GPU that

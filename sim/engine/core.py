@@ -262,13 +262,16 @@ class Engine:
                 self._check_scales(
                     a, j, pool, self.runs.profile[j] if retrain is None else retrain[0]
                 )
+            if a.capacity is not None:
+                self.spot.check_capacity(a, j, dest, pool, a.capacity)
         except PolicyError:
             self.runs.resize(j, own_gpus)
             raise
         if retrain is not None:
             self.runs.retrain(j, *retrain)
         self.book.leave_queue(j)
-        self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", self.checkpoints.start_s(j, dest))
+        load_s = self.checkpoints.start_s(j, dest)
+        self.runs.run_on(j, dest, pool, a.gpu_cap_w, "start", load_s, a.capacity)
 
     def _check_quota(self, a: Start | Resume, j: int) -> None:
         """PolicyError if `j`'s GPUs would take its virtual cluster over its quota."""

@@ -26,6 +26,7 @@ import functools
 import itertools
 import math
 from array import array
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -335,11 +336,20 @@ class Runs(Component):
     # --- starting, changing and stopping runs ----------------------------------------------
 
     def run_on(
-        self, j: int, site: Site, pool: Pool, cap: float | None, kind: str, hold_s: float = 0.0
+        self,
+        j: int,
+        site: Site,
+        pool: Pool,
+        cap: float | None,
+        kind: str,
+        hold_s: float = 0.0,
+        capacity: Sequence[str] | None = None,
     ) -> None:
         """Run `j` on `pool`; first held at idle power for `hold_s` (its data or checkpoint
         arriving; inf: until `end_hold`) or for the boot of powered-off nodes it needs,
-        whichever is longer."""
+        whichever is longer. On a pool split into capacity kinds it takes its GPUs from the
+        kinds `capacity` names, first to last (checked by `Spot.check_capacity`; None: the
+        default order)."""
         core = self._core
         now = core.env.now
         self.cap_w[j] = cap
@@ -367,7 +377,7 @@ class Runs(Component):
         if core.failures.active or core.spot.active:
             core.failures.started(j, run)
         if pool.capacity is not None:
-            core.spot.started(j, run)
+            core.spot.started(j, run, capacity)
         cap_w = self.effective_cap(site, cap)
         core.events.append(
             now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model

@@ -2,8 +2,8 @@
 GPUs (`reserved` and `spot` counts of a site's `[[sites.gpus]]`, and `[spot]`).
 
 A pool split into capacity kinds (`sim.cluster.CapacityKinds`) gives a starting job its
-GPUs in an order of kinds: the policy's `capacity_order(job, site)` if it declares one,
-else reserved first (paid for anyway), then on-demand, spot last. Prices
+GPUs in an order of kinds: the kinds its `Start` names (`capacity`, checked by
+`check_capacity`), else reserved first (paid for anyway), then on-demand, spot last. Prices
 (docs/spot-capacity.md, after GAIA's cost model, Hanafy et al., ASPLOS 2024, umassos/GAIA
 `src/cluster/base_cluster.py`):
 
@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 
 from sim import sharing
-from sim.api import JobView
 from sim.cluster import CAPACITY_KINDS, Pool, Site
 from sim.csv_rows import csv_rows
 from sim.engine.component import Component
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
     from sim.engine.core import Engine
     from sim.engine.runs import Run
 
-__all__ = ["EVICTION", "EVICTION_TRACE_COLUMNS", "CapacityView", "Spot", "read_eviction_trace"]
+__all__ = ["EVICTION", "EVICTION_TRACE_COLUMNS", "Spot", "read_eviction_trace"]
 
 EVICTION = "spot eviction"
 """The detail of the `fail` event an eviction logs (`sim.records.EVENT_KINDS` has no kind
@@ -80,30 +79,6 @@ def _trace_row(
     return t_s, h, int(text)
 
 
-class CapacityView:
-    """What a policy may read of the capacity kinds (read-only): a policy that declares
-    `bind_capacity(view)` is given one when the run starts (docs/spot-capacity.md)."""
-
-    __slots__ = ("_core",)
-
-    def __init__(self, core: Engine):
-        self._core = core
-
-    def free(self, site: str, gpu_model: str) -> dict[str, int]:
-        """Free GPUs of `gpu_model` at `site` by kind ({} if the pool is not split)."""
-        pool = self._core.queries.site(site).pool(gpu_model)
-        if pool is None:
-            raise PolicyError(f"capacity.free: site {site} has no {gpu_model} GPUs")
-        return {} if pool.capacity is None else dict(pool.capacity.free)
-
-    def total(self, site: str, gpu_model: str) -> dict[str, int]:
-        """Installed GPUs of `gpu_model` at `site` by kind ({} if the pool is not split)."""
-        pool = self._core.queries.site(site).pool(gpu_model)
-        if pool is None:
-            raise PolicyError(f"capacity.total: site {site} has no {gpu_model} GPUs")
-        return {} if pool.capacity is None else dict(pool.capacity.total)
-
-
 class Spot(Component):
     """Capacity kinds and spot evictions: which kinds each job holds, what they cost, and per
     job how often it was evicted and the work it lost."""
@@ -115,7 +90,6 @@ class Spot(Component):
         "config",
         "rate_per_node_s",
         "_trace",
-        "_order",
         "_price",
         "_missing",
         "_evicting",
@@ -136,7 +110,6 @@ class Spot(Component):
         trace = None if config is None else config.trace
         self._trace = [] if trace is None else read_eviction_trace(trace, core.fleet.names)
         """The trace's evictions, (time s, site index, GPUs) in time order."""
-        self._order = getattr(core.policy, "capacity_order", None)
         self._price: dict[tuple[str, str], float] = {}
         self._missing: set[str] = set()
         """"model kind" of the GPU-hours charged without a price."""
@@ -170,35 +143,47 @@ class Spot(Component):
                 )
 
     def start(self) -> None:
-        if not self.active:
-            return
-        bind = getattr(self._core.policy, "bind_capacity", None)
-        if callable(bind):
-            bind(CapacityView(self._core))
         if self._trace:
             self._core.env.process(self._replay())
 
     # --- holdings and prices ---------------------------------------------------------------
 
-    def order(self, j: int, site: Site) -> Sequence[str]:
-        """The kinds `j` takes its GPUs from, first to last: the policy's
-        `capacity_order(job, site name)` completed with the kinds it leaves out, in
-        `CAPACITY_KINDS` order; PolicyError naming an unknown kind."""
-        if self._order is None:
-            return CAPACITY_KINDS
-        asked = tuple(self._order(JobView(self._core.queries, j), site.name))
-        unknown = [k for k in asked if k not in CAPACITY_KINDS]
-        if unknown:
-            raise PolicyError(f"capacity_order: unknown kinds {unknown}; known: {CAPACITY_KINDS}")
-        return (*dict.fromkeys(asked), *(k for k in CAPACITY_KINDS if k not in asked))
+    def check_capacity(
+        self, action: object, j: int, site: Site, pool: Pool, kinds: Sequence[str]
+    ) -> None:
+        """PolicyError naming `action` unless `j` can take its GPUs of `site`'s `pool` from
+        `kinds` now: distinct kinds of `CAPACITY_KINDS`, a split pool, enough of them free."""
+        if (
+            isinstance(kinds, str)
+            or len(set(kinds)) != len(kinds)
+            or not set(kinds) <= set(CAPACITY_KINDS)
+        ):
+            raise PolicyError(
+                f"{action}: capacity must be a tuple of distinct kinds of {CAPACITY_KINDS}, "
+                f"got {kinds!r}"
+            )
+        capacity = pool.capacity
+        if capacity is None:
+            raise PolicyError(
+                f"{action}: the {pool.model} GPUs of {site.name} are not split into kinds"
+            )
+        gpus = self._core.runs.gpus[j]
+        if sum(capacity.free[k] for k in kinds) < gpus:
+            free = ", ".join(f"{capacity.free[k]} {k}" for k in kinds) or "none"
+            raise PolicyError(
+                f"{action}: job {self._core.jobs.job_id[j]} needs {gpus} GPUs, {site.name} "
+                f"has {free} {pool.model} free"
+            )
 
-    def started(self, j: int, run: Run) -> None:
+    def started(self, j: int, run: Run, kinds: Sequence[str] | None) -> None:
         """`j` starts on `run`'s pool (whole GPUs; only called for a split pool): it takes
-        its GPUs by kind, and with a rate, an eviction is drawn for its spot nodes."""
+        its GPUs by kind, from `kinds` first to last (checked by `check_capacity`; None:
+        `CAPACITY_KINDS`), and with a rate, an eviction is drawn for its spot nodes."""
         core = self._core
         pool = run.pool
         assert pool.capacity is not None
-        taken = pool.capacity.take(j, core.runs.gpus[j], self.order(j, run.site))
+        order = CAPACITY_KINDS if kinds is None else kinds
+        taken = pool.capacity.take(j, core.runs.gpus[j], order)
         spot = taken.get("spot", 0)
         if not (spot and self.rate_per_node_s):
             return

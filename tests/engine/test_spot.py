@@ -1,20 +1,24 @@
 """Spot capacity (`reserved` and `spot` GPUs of a pool, `[spot]`): jobs take reserved GPUs
-first, each kind is priced as it should be, evictions follow their rate, an evicted job
-writes its checkpoint within the notice or loses its work since the last one, and work is
-conserved."""
+first unless their `Start` names the kinds (checked before anything changes), each kind is
+priced as it should be, a policy sees the free GPUs by kind, evictions follow their rate,
+an evicted job writes its checkpoint within the notice or loses its work since the last
+one, and work is conserved."""
 
 from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import replace
 
 import pytest
 
 import sim
 from policies.run_now import RunNow
-from sim.errors import ScenarioError
+from sim.api import Start
+from sim.errors import PolicyError, ScenarioError
 from sim.hardware import GPU_CATALOG
 from sim.scenario import AWS_SPOT_NOTICE_S
+from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, one_line_cli_error, site, write_jobs
 
 H = 3600.0
@@ -84,32 +88,108 @@ def test_reserved_gpus_are_paid_for_the_whole_run_used_or_not(tmp_path):
     assert r.summary["cost_compute"] == pytest.approx(3 * 24.0 * RESERVED)
 
 
-def test_a_policy_may_order_the_kinds_a_job_takes(tmp_path):
-    class SpotFirst(RunNow):
-        def capacity_order(self, job, site):
-            return ("spot",)  # then the others, in the default order
+class StartOn(RunNow):
+    """Run-now, each job's GPUs taken from the kinds `capacity` names, in that order."""
 
+    def __init__(self, capacity: tuple[str, ...]):
+        self.capacity = capacity
+
+    def decide(self, state):
+        return [replace(a, capacity=self.capacity) for a in super().decide(state)]
+
+
+def test_a_start_takes_its_gpus_from_the_kinds_it_names_in_that_order(tmp_path):
     scenario = scenario_with(tmp_path, jobs_of([1, 1, 1], 1.0), pool(3, reserved=1, spot=1))
-    r = sim.simulate(scenario, SpotFirst())
+    r = sim.simulate(scenario, StartOn(("spot", "reserved", "on_demand")))
     assert r.jobs["cost"].tolist() == pytest.approx([SPOT, 0.0, OD])
+    assert r.jobs["spot_gpu_h"].tolist() == pytest.approx([1.0, 0.0, 0.0])
 
 
-def test_a_policy_may_read_the_free_gpus_by_kind(tmp_path):
-    seen = []
+def test_a_start_may_mix_the_kinds_it_names_and_leaves_the_others_free(tmp_path):
+    # One 2-GPU job on spot then on-demand: the reserved GPU stays free.
+    scenario = scenario_with(tmp_path, jobs_of([2], 6.0), pool(4, reserved=1, spot=1))
+    r = sim.simulate(scenario, StartOn(("spot", "on_demand")))
+    assert r.jobs["cost"].tolist() == pytest.approx([3.0 * (SPOT + OD)])
+    assert r.jobs["spot_gpu_h"].tolist() == pytest.approx([3.0])
+
+
+def harness_of(tmp_path, gpus: dict) -> PolicyHarness:
+    h = PolicyHarness(scenario_with(tmp_path, jobs_of([2], 1.0), gpus))
+    h.advance(0.0)
+    return h
+
+
+@pytest.mark.parametrize(
+    ("capacity", "fragment"),
+    [
+        (("reserved", "preemptible"), "capacity must be a tuple of distinct kinds of"),
+        (("spot", "spot"), "capacity must be a tuple of distinct kinds of"),
+        ("spot", "capacity must be a tuple of distinct kinds of"),
+        (("reserved",), "job j0 needs 2 GPUs, a has 1 reserved A100-80GB free"),
+        (("spot", "reserved"), "job j0 needs 2 GPUs, a has 0 spot, 1 reserved A100-80GB free"),
+        ((), "job j0 needs 2 GPUs, a has none A100-80GB free"),
+    ],
+)
+def test_a_start_naming_unknown_or_too_few_free_kinds_is_refused_and_changes_nothing(
+    tmp_path, capacity, fragment
+):
+    h = harness_of(tmp_path, pool(4, reserved=1))
+    start = Start(h.job("j0"), "a", gpu_model="A100-80GB", capacity=capacity)
+    with pytest.raises(PolicyError) as e:
+        h.apply([start])
+    assert str(e.value).startswith(f"{start}: ") and fragment in str(e.value)
+    assert h.job("j0").state == "pending"
+    assert h.state.free_gpus_by_kind("a", "A100-80GB") == {
+        "reserved": 1,
+        "on_demand": 3,
+        "spot": 0,
+    }
+
+
+def test_a_start_naming_kinds_on_an_unsplit_pool_is_refused(tmp_path):
+    h = harness_of(tmp_path, pool(4))
+    start = Start(h.job("j0"), "a", gpu_model="A100-80GB", capacity=("on_demand",))
+    with pytest.raises(PolicyError, match="the A100-80GB GPUs of a are not split into kinds"):
+        h.apply([start])
+    assert h.job("j0").state == "pending" and h.state.free_gpus(site="a") == {"A100-80GB": 4}
+    assert h.state.free_gpus_by_kind("a", "A100-80GB") == {}
+
+
+def test_free_gpus_by_kind_follows_starts_evictions_and_ends(tmp_path):
+    seen: dict[float, dict[str, int]] = {}
 
     class Reader(RunNow):
-        def bind_capacity(self, view):
-            self.view = view
+        tick_s = 1800.0
 
         def decide(self, state):
-            seen.append(self.view.free("a", "A100-80GB"))
+            free = state.free_gpus_by_kind("a", "A100-80GB")
+            assert sum(free.values()) == state.free_gpus("a")["A100-80GB"]
+            seen[state.now_s / H] = free
             return super().decide(state)
 
-    later = {**jobs_of([1], 1.0)[0], "job_id": "later", "submit_time": 1800}
-    scenario = scenario_with(tmp_path, [*jobs_of([2], 4.0), later], pool(4, reserved=1, spot=2))
-    sim.simulate(scenario, Reader())
-    assert seen[0] == {"reserved": 1, "on_demand": 1, "spot": 2}
-    assert seen[1] == {"reserved": 0, "on_demand": 0, "spot": 2}  # j0 runs, "later" arrives
+    # j0 (2 GPUs, 2 h) takes the reserved and the on-demand GPU, j1 (4 h) a spot one; at 1 h
+    # the trace evicts j1 (its 1,000 GB checkpoint does not fit in the notice): it restarts
+    # at once on the other spot GPU, the evicted one out of service until 3 h; j0 ends at
+    # 2 h, j1 at 5 h.
+    spot = {**trace(tmp_path, "time_h,site,gpus\n1,a,1\n"), "unavailable_h": 2.0}
+    jobs = jobs_of([2, 1], 4.0, checkpoint_gb=1000.0)
+    sim.simulate(scenario_with(tmp_path, jobs, pool(4, reserved=1, spot=2), spot), Reader())
+
+    def free(reserved: int, on_demand: int, spot: int) -> dict[str, int]:
+        return {"reserved": reserved, "on_demand": on_demand, "spot": spot}
+
+    assert seen[0.0] == free(1, 1, 2)  # before the first starts
+    assert seen[0.5] == free(0, 0, 1)
+    assert seen[1.5] == free(0, 0, 0)
+    assert seen[2.5] == free(1, 1, 0)
+    assert seen[3.5] == free(1, 1, 1)
+    assert seen[5.5] == free(1, 1, 2)
+
+
+def test_free_gpus_by_kind_names_a_missing_pool(tmp_path):
+    h = harness_of(tmp_path, pool(4, spot=1))
+    with pytest.raises(PolicyError, match="free_gpus_by_kind: site a has no H100-SXM GPUs"):
+        h.state.free_gpus_by_kind("a", "H100-SXM")
 
 
 def busy_scenario(tmp_path, rate_per_node_h, seed=1, checkpoint_gb=0.0, **spot):
