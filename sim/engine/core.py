@@ -198,8 +198,14 @@ class Engine:
         `cost_compute` None and is listed in meta.json's `prices.missing`."""
         price = self.price_per_gpu_h(gpu_model)
         if math.isnan(price):
-            self._missing_prices.add(gpu_model)
+            self.note_missing_price(gpu_model)
         return price
+
+    def note_missing_price(self, what: str) -> None:
+        """A GPU-hour price the run needed and the scenario lacks (a GPU model, or a model
+        and capacity kind: "A100-80GB spot"): `cost_compute` is None, and meta.json's
+        `prices.missing` and the printed summary name it."""
+        self._missing_prices.add(what)
 
     def _signal_steps(self):
         sites = self.fleet.sites

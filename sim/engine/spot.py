@@ -91,7 +91,6 @@ class Spot(Component):
         "rate_per_node_s",
         "_trace",
         "_price",
-        "_missing",
         "_evicting",
         "count",
         "lost_gpu_s",
@@ -111,7 +110,6 @@ class Spot(Component):
         self._trace = [] if trace is None else read_eviction_trace(trace, core.fleet.names)
         """The trace's evictions, (time s, site index, GPUs) in time order."""
         self._price: dict[tuple[str, str], float] = {}
-        self._missing: set[str] = set()
         """"model kind" of the GPU-hours charged without a price."""
         self._evicting: dict[int, float] = {}
         """Evicted jobs still holding GPUs (writing their checkpoint): the notice time, s."""
@@ -237,7 +235,7 @@ class Spot(Component):
             if kind != "reserved":
                 price = self.price(pool.model, kind)
                 if math.isnan(price):
-                    self._missing.add(f"{pool.model} {kind}")
+                    self._core.note_missing_price(f"{pool.model} {kind}")
                 cost += n * price
         return cost
 
@@ -330,7 +328,7 @@ class Spot(Component):
                 if reserved:
                     price = self.price(pool.model, "reserved")
                     if math.isnan(price):
-                        self._missing.add(f"{pool.model} reserved")
+                        self._core.note_missing_price(f"{pool.model} reserved")
                     cost += reserved * hours * price
         return cost
 
@@ -368,5 +366,4 @@ class Spot(Component):
             "eviction": None
             if self.config is None
             else self.config.model_dump(mode="json", exclude_none=True),
-            "missing_prices": sorted(self._missing),
         }

@@ -385,3 +385,12 @@ def test_a_service_at_a_site_with_split_gpus_is_refused_naming_it(tmp_path):
     scenario = make_scenario(sites=[site(gpus=[pool(4, spot=2)])], services=[service])
     with pytest.raises(ScenarioError, match="service 'chat' runs at 'a', whose GPUs are split"):
         sim.simulate(scenario)
+
+
+def test_a_missing_spot_or_reserved_price_is_named_where_cost_compute_is_unknown(tmp_path):
+    # The default table has no reserved A100-80GB price.
+    pool = {"model": "A100-80GB", "count": 8, "spot": 6, "reserved": 1}
+    scenario = make_scenario(tmp_path, sites=[site(gpus=[pool])], duration_h=2)
+    results = sim.simulate(scenario, "run_now")
+    assert results.summary["cost_compute"] is None
+    assert "A100-80GB reserved" in results.meta["prices"]["missing"]
