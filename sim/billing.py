@@ -32,7 +32,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sim.config_model import ConfigModel
 from sim.errors import ScenarioError
-from sim.pricing import DEFAULT_CURRENCY, currencies, usd_rate
+from sim.pricing import DEFAULT_CURRENCY, Currency, conversion_rate
 
 if TYPE_CHECKING:
     from sim.grid.catalog import YearPlan
@@ -43,7 +43,6 @@ __all__ = [
     "SiteTariff",
     "Tariff",
     "TouPeriod",
-    "conversion_rate",
     "demand_charge",
     "interval_peaks_kw",
     "site_tariff",
@@ -83,7 +82,7 @@ class Tariff(ConfigModel):
     """A site's electricity tariff (`[sites.tariff]`); amounts in `currency`."""
 
     kind: Literal["wholesale", "tou"]
-    currency: str = DEFAULT_CURRENCY
+    currency: Currency = DEFAULT_CURRENCY
     zone: str | None = None
     """wholesale: the price zone; default: the site's carbon zone."""
     year: int | None = Field(default=None, ge=1900, le=2100)
@@ -105,13 +104,6 @@ class Tariff(ConfigModel):
     demand_interval_min: int = Field(default=15, ge=1, le=60)
     """Averaging interval of the peak, minutes; must divide a day. 15: the usual utility
     demand interval."""
-
-    @field_validator("currency")
-    @classmethod
-    def _known_currency(cls, v: str) -> str:
-        if v not in currencies():
-            raise ValueError(f"unknown currency {v!r}; known: {list(currencies())}")
-        return v
 
     @field_validator("timezone")
     @classmethod
@@ -169,12 +161,6 @@ class Tariff(ConfigModel):
 def _hour_name(how: int) -> str:
     day = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")[how // 24]
     return f"{day} {how % 24:02d}:00"
-
-
-def conversion_rate(from_currency: str, to_currency: str) -> float:
-    """Units of `to_currency` per unit of `from_currency`, from sim.pricing's fixed ECB
-    reference rates (docs/prices.md)."""
-    return usd_rate(to_currency) / usd_rate(from_currency)
 
 
 class PriceCurve:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from sim.dr_events import DrEvent
-from sim.pricing import PriceBook, usd_rate
+from sim.pricing import PriceBook, conversion_rate
 from sim.scenario import DrProgram, Scenario
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "WEEKDAYS_IN_BASELINE",
     "DrSettlement",
     "SitePower",
-    "currency_factor",
     "settle",
     "settlement_baseline",
     "weekdays_baseline",
@@ -67,11 +66,6 @@ class SitePower:
         energy is linear between rows, so interpolating it is exact."""
         e = np.interp([t0_s, t1_s], self._knots, self._cumulative_kwh)
         return float(e[1] - e[0])
-
-
-def currency_factor(from_currency: str, to_currency: str) -> float:
-    """Units of `to_currency` per unit of `from_currency` (ECB reference rates, sim.pricing)."""
-    return usd_rate(to_currency) / usd_rate(from_currency)
 
 
 def weekdays_baseline(
@@ -155,7 +149,7 @@ def settle(
     site_windows: dict[int, list[tuple[float, float]]] = {i: [] for i in powers}
     for ev in events:
         site_windows[ev.site].append((ev.start_s, ev.end_s))
-    fx = {p: currency_factor(scenario.dr_programs[p].currency, scenario.currency) for p in used}
+    fx = {p: conversion_rate(scenario.dr_programs[p].currency, scenario.currency) for p in used}
     rows: list[dict[str, Any]] = []
     for ev, (_, row) in zip(events, dr.iterrows(), strict=True):
         if ev.program is None:

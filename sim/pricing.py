@@ -21,15 +21,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import AfterValidator, ValidationInfo, field_validator
 
 from sim import hardware
 from sim.config_model import ConfigModel
 
 __all__ = [
     "DEFAULT_CURRENCY",
+    "Currency",
+    "conversion_rate",
     "PRICE_KINDS",
     "GpuPrice",
     "PriceBook",
@@ -172,6 +174,23 @@ def gpu_prices() -> Mapping[str, GpuPrice]:
 def currencies() -> tuple[str, ...]:
     """The currencies a price can be converted to, sorted."""
     return tuple(sorted(_table().per_eur))
+
+
+def known_currency(currency: str) -> str:
+    """`currency` if prices can be converted to it; ValueError naming the known ones."""
+    if currency not in currencies():
+        raise ValueError(f"unknown currency {currency!r}; known: {list(currencies())}")
+    return currency
+
+
+Currency = Annotated[str, AfterValidator(known_currency)]
+"""A scenario key naming a currency (`currencies()`)."""
+
+
+def conversion_rate(from_currency: str, to_currency: str) -> float:
+    """Units of `to_currency` per unit of `from_currency`, from the fixed ECB reference
+    rates (docs/prices.md)."""
+    return usd_rate(to_currency) / usd_rate(from_currency)
 
 
 def usd_rate(currency: str) -> float:

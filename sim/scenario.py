@@ -34,7 +34,7 @@ from sim.hardware import (
     register_gpu,
 )
 from sim.hardware import speed as roofline_speed
-from sim.pricing import DEFAULT_CURRENCY, PriceConfig, currencies
+from sim.pricing import DEFAULT_CURRENCY, Currency, PriceConfig
 from sim.scaling import INTERCONNECTS
 from sim.serving.config import ServiceConfig, ServingConfig, Variant
 from sim.sharing import SLOWDOWN_FULL
@@ -908,7 +908,7 @@ class DrProgram(ConfigModel):
     per kWh shed against a settlement `baseline`, a penalty per kWh above an event's limit.
     Rates are in the program's `currency`, converted to the scenario's."""
 
-    currency: str = DEFAULT_CURRENCY
+    currency: Currency = DEFAULT_CURRENCY
     capacity_per_kw_month: float = Field(default=0.0, ge=0, le=MAX_RATE_PER_KW_MONTH)
     """Paid per kW of `committed_kw` per month (730.485 h) of the run, events or not."""
     committed_kw: float | None = Field(default=None, gt=0)
@@ -922,13 +922,6 @@ class DrProgram(ConfigModel):
     mean over the same hours of the last 10 event-free weekdays; or `baseline_kw`."""
     baseline_kw: float | None = Field(default=None, ge=0)
     """The stated baseline of `baseline = "constant"`, kW."""
-
-    @field_validator("currency")
-    @classmethod
-    def _known_currency(cls, v: str) -> str:
-        if v not in currencies():
-            raise ValueError(f"unknown currency {v!r}; known: {list(currencies())}")
-        return v
 
     @model_validator(mode="after")
     def _keys_that_apply(self) -> DrProgram:
@@ -1063,18 +1056,11 @@ class Scenario(ConfigModel):
     """GPU sharing of fractional jobs: the interference of co-located jobs."""
     virtual_clusters: VirtualClustersConfig | None = None
     """GPU quotas of virtual clusters (job column `vc`); None: no quotas."""
-    currency: str = DEFAULT_CURRENCY
+    currency: Currency = DEFAULT_CURRENCY
     """The currency of every price and cost of the run (docs/prices.md): prices from the
     default table are converted at its fixed exchange rate, recorded in meta.json."""
     prices: PriceConfig = PriceConfig()
     """GPU-hour prices: the kind charged (on-demand, reserved, spot) and overrides."""
-
-    @field_validator("currency")
-    @classmethod
-    def _known_currency(cls, v: str) -> str:
-        if v not in currencies():
-            raise ValueError(f"unknown currency {v!r}; known: {list(currencies())}")
-        return v
 
     @field_validator("start")
     @classmethod

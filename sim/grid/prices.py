@@ -19,6 +19,7 @@ No source stands in for the other: a caller names the one it wants.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Literal
@@ -119,7 +120,12 @@ def price_series(
     offset = timedelta(days=plan.shift_days)
     t0 = start.astimezone(UTC) - offset
     t1 = t0 + timedelta(seconds=horizon_s)
-    if plan.wrapped:
+    first = series.index[0].to_pydatetime()
+    end = series.index[-1].to_pydatetime() + timedelta(hours=1)
+    if rule == "wrap" and (t0 < first or t1 > end):
+        # A price year may be a CET year (`build_prices`): wrap where the prices end, not
+        # where the UTC calendar year does.
+        plan = replace(plan, wrapped=True)
         series = wrapped_series(series, t0, horizon_s)
     first = series.index[0].to_pydatetime()
     end = series.index[-1].to_pydatetime() + timedelta(hours=1)

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import sim.grid
-from sim.billing import PriceCurve, Tariff, conversion_rate, interval_peaks_kw
+from sim.billing import PriceCurve, Tariff, interval_peaks_kw
 from sim.errors import ScenarioError
-from sim.pricing import usd_rate
+from sim.pricing import conversion_rate, usd_rate
 from sim.results import site_energy_cost
 from sim.run import simulate
 from tests.conftest import make_scenario, site

@@ -69,3 +69,12 @@ def test_a_run_in_another_year_reads_the_prices_only_by_the_years_rule():
     assert wrapped[t] == truth[t - pd.Timedelta(days=364)]
     with pytest.raises(ScenarioError, match="needs its prices .* has 2018, not 2019"):
         price_series("FR", 2018, datetime(2018, 12, 31, tzinfo=UTC), 2 * 86400.0)
+
+
+def test_wrap_repeats_prices_past_their_own_end_even_inside_the_utc_year():
+    # The 2018 prices are a CET year: they end at 2018-12-31 23:00 UTC.
+    start = datetime(2018, 12, 31, 22, tzinfo=UTC)
+    series = price_series("DE", 2018, start, 1.5 * 3600.0, "wrap")
+    assert series.attrs["year_plan"].wrapped
+    last = pd.Timestamp("2018-12-31T23:00Z")
+    assert series[last] == sim.grid.load_price("DE", 2018)[last - pd.Timedelta(days=364)]
