@@ -732,6 +732,8 @@ def _print_summary(
 def _year_substitution(sub: Mapping[str, Any]) -> str:
     """One printed line for a zone-year substitution of meta.json's `years`."""
     where = "the WAN" if sub.get("wan") else f"site {sub['site']}"
+    if sub.get("signal") == "decision_carbon":
+        where += "'s decision_carbon"
     how = f"moved by {sub['shift_days']:+d} days"
     if sub["wrapped"]:
         how += ", repeated by whole weeks past the year's edge"

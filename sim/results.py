@@ -343,7 +343,10 @@ def _years_meta(engine: Engine) -> dict[str, Any]:
     (docs/grid-years.md)."""
     scenario = engine.scenario
     wan = engine.checkpoints.wan
-    sites = [{"site": name, **plan.meta()} for name, plan in site_year_plans(scenario)]
+    sites = [
+        {"site": name, "signal": which, **plan.meta()}
+        for name, which, plan in site_year_plans(scenario)
+    ]
     wan_zones = [] if wan is None else [{"wan": True, **plan.meta()} for plan in wan.year_plans()]
     prices = [
         {"site": name, "prices": True, **tariff.meta["year_plan"]}

@@ -296,14 +296,14 @@ def wrapped_series(year_series: pd.Series, t0: datetime, horizon_s: float) -> pd
     return pd.concat(pieces)
 
 
-def site_year_plans(scenario: Scenario) -> list[tuple[str, YearPlan]]:
-    """(site name, plan) of every catalog zone the sites read (blend zones too), in site
-    order: what meta.json and `dcsim run` report."""
+def site_year_plans(scenario: Scenario) -> list[tuple[str, str, YearPlan]]:
+    """(site name, "carbon" or "decision_carbon", plan) of every catalog zone the sites'
+    signals read (blend zones too), in site order: what meta.json and `dcsim run` report."""
     plans = []
     for s in scenario.sites:
-        configs = [c for c in (s.carbon, s.decision_carbon) if c is not None]
-        for c in configs:
-            for zone in (c.zone, c.blend_zone):
+        for which in ("carbon", "decision_carbon"):
+            c = getattr(s, which)
+            for zone in () if c is None else (c.zone, c.blend_zone):
                 if zone is not None:
                     plan = year_plan(
                         zone,
@@ -313,7 +313,7 @@ def site_year_plans(scenario: Scenario) -> list[tuple[str, YearPlan]]:
                         scenario.years,
                         c.signal_kind,
                     )
-                    plans.append((s.name, plan))
+                    plans.append((s.name, which, plan))
     return plans
 
 
