@@ -27,7 +27,8 @@ def test_a_param_the_chosen_policy_does_not_take_is_one_line_naming_key_and_poli
     assert status == 2
     assert out.err.strip().splitlines() == [
         f"error: {scenario}: policy.params.bakfill: wait_awhile has no parameter 'bakfill'; "
-        "its parameters: backfill, capacity_aware, carbon_price_per_t, interruptible, margin_s, objective, replan"
+        "its parameters: backfill, capacity_aware, carbon_price_per_t, interruptible, margin_s, "
+        "objective, replan"
     ]
 
 
