@@ -497,14 +497,16 @@ class CapacityKinds:
         self.held.setdefault(j, []).append(taken)
         return taken
 
-    def holding(self, j: int) -> dict[str, int]:
-        """The GPUs by kind job `j` holds (its oldest holding: the GPUs it frees next)."""
-        return self.held[j][0]
+    def holding(self, j: int, newest: bool = False) -> dict[str, int]:
+        """The GPUs by kind job `j` holds: its oldest holding (a checkpoint write's while it
+        lasts), or with `newest`, the one it took last (its run's)."""
+        return self.held[j][-1 if newest else 0]
 
-    def give_back(self, j: int) -> dict[str, int]:
-        """Job `j` frees the GPUs it took first; returns them by kind."""
+    def give_back(self, j: int, newest: bool = False) -> dict[str, int]:
+        """Job `j` frees the GPUs it took first (with `newest`: last); returns them by
+        kind."""
         holdings = self.held[j]
-        taken = holdings.pop(0)
+        taken = holdings.pop(-1 if newest else 0)
         if not holdings:
             del self.held[j]
         for kind, n in taken.items():

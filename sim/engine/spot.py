@@ -28,7 +28,7 @@ the notice. Rate draws come from the run's own `spot` random stream
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,20 +59,29 @@ EVICTION_TRACE_COLUMNS = ("time_h", "site", "gpus")
 GPUs reclaimed there."""
 
 
-def read_eviction_trace(path: Path, site_names: list[str]) -> list[tuple[float, int, int]]:
+def read_eviction_trace(
+    path: Path, site_names: list[str], spot_sites: Collection[str]
+) -> list[tuple[float, int, int]]:
     """The evictions of a trace file as (time s, site index, GPUs), in time order;
-    ScenarioError naming the file, the line and the value for a bad row."""
+    ScenarioError naming the file, the line and the value for a bad row (among them a site
+    not in `spot_sites`, the sites with spot GPUs)."""
     where = f"spot.trace: {path}"
     rows = csv_rows(path, where, "eviction trace", EVICTION_TRACE_COLUMNS)
-    return sorted(_trace_row(where, line, row, site_names) for line, row in rows)
+    return sorted(_trace_row(where, line, row, site_names, spot_sites) for line, row in rows)
 
 
 def _trace_row(
-    where: str, line: int, row: list[str], site_names: list[str]
+    where: str, line: int, row: list[str], site_names: list[str], spot_sites: Collection[str]
 ) -> tuple[float, int, int]:
     if len(row) != len(EVICTION_TRACE_COLUMNS):
         raise ScenarioError(f"{where}:{line}: expected 3 fields (time_h,site,gpus), got {row}")
     t_s, h = trace_time_site(where, line, row, site_names)
+    if site_names[h] not in spot_sites:
+        with_spot = ", ".join(n for n in site_names if n in spot_sites)
+        raise ScenarioError(
+            f"{where}:{line}: site {site_names[h]!r} has no spot GPUs "
+            f"(sites with spot GPUs: {with_spot})"
+        )
     text = row[2].strip()
     if not (text.isdigit() and int(text) > 0):
         raise ScenarioError(f"{where}:{line}: gpus must be an integer > 0, got {text!r}")
@@ -107,12 +116,21 @@ class Spot(Component):
         self.rate_per_node_s = None if rate is None else rate / 3600.0
         """Evictions per spot node-second held by a running job (None: trace or none)."""
         trace = None if config is None else config.trace
-        self._trace = [] if trace is None else read_eviction_trace(trace, core.fleet.names)
+        spot_sites = {
+            s.name
+            for s in core.fleet.sites
+            if any(p.capacity is not None and p.capacity.total["spot"] for p in s.pools)
+        }
+        self._trace = (
+            [] if trace is None else read_eviction_trace(trace, core.fleet.names, spot_sites)
+        )
         """The trace's evictions, (time s, site index, GPUs) in time order."""
         self._price: dict[tuple[str, str], float] = {}
         """"model kind" of the GPU-hours charged without a price."""
         self._evicting: dict[int, float] = {}
-        """Evicted jobs still holding GPUs (writing their checkpoint): the notice time, s."""
+        """The notice time (s) of each evicted holding not yet freed (a checkpoint write's),
+        by the `id` of its dict in `CapacityKinds.held` (a job may hold two: the write's and
+        its new run's, evicted in turn)."""
         self.count: dict[int, int] = {}
         """Evictions per job that was evicted."""
         self.lost_gpu_s: dict[int, float] = {}
@@ -194,9 +212,13 @@ class Spot(Component):
     def released(self, j: int, site: Site, pool: Pool) -> None:
         """`j` frees its GPUs of split `pool`; if it was evicted, its spot GPUs go out of
         service until `unavailable_h` after the notice."""
-        assert pool.capacity is not None
-        freed = pool.capacity.give_back(j)
-        notice_s = self._evicting.pop(j, None)
+        capacity = pool.capacity
+        assert capacity is not None
+        # Two holdings while its write is under way: the run stops (its GPUs, the newest),
+        # or the write ends (`Checkpoints._written` took it out of `writing`: the oldest).
+        newest = len(capacity.held[j]) > 1 and self._writing_on(j, pool)
+        freed = capacity.give_back(j, newest)
+        notice_s = self._evicting.pop(id(freed), None)
         spot = freed.get("spot", 0)
         if notice_s is not None and spot:
             self._withdraw(site, pool, spot, notice_s)
@@ -226,12 +248,38 @@ class Spot(Component):
                 self._price[key] = math.nan
         return self._price[key]
 
+    def _writing_on(self, j: int, pool: Pool) -> bool:
+        """`j`'s checkpoint write on `pool` is under way."""
+        write = self._core.checkpoints.writing.get(j)
+        return write is not None and write.pool is pool
+
+    def _charged_holding(self, j: int, pool: Pool) -> dict[str, int]:
+        """The GPUs by kind of split `pool` that `j` is being charged for (`Runs.charge`).
+        A job started again on the pool where its checkpoint write is under way holds two
+        sets: the write's (oldest) and its new run's (newest). The run's are charged while
+        the write lasts and the run's segment is open (`Runs.close_segment` charges it
+        before moving `seg_start_s` to now); the write's when it ends
+        (`Checkpoints._written`, out of `writing` by then) or at the horizon
+        (`Checkpoints.close`, after `Runs.close` closed every run's segment)."""
+        capacity = pool.capacity
+        assert capacity is not None
+        holdings = capacity.held[j]
+        if len(holdings) == 1:
+            return holdings[0]
+        run = self._core.runs.live.get(j)
+        newest = (
+            run is not None
+            and run.pool is pool
+            and run.seg_start_s < self._core.env.now
+            and self._writing_on(j, pool)
+        )
+        return capacity.holding(j, newest)
+
     def cost_per_h(self, j: int, pool: Pool) -> float:
         """What `j`'s GPUs of split `pool` cost per hour held, the scenario's currency:
         on-demand and spot GPUs at their price, reserved ones nothing (`cost_reserved`)."""
-        assert pool.capacity is not None
         cost = 0.0
-        for kind, n in pool.capacity.holding(j).items():
+        for kind, n in self._charged_holding(j, pool).items():
             if kind != "reserved":
                 price = self.price(pool.model, kind)
                 if math.isnan(price):
@@ -241,8 +289,7 @@ class Spot(Component):
 
     def charged(self, j: int, pool: Pool, dt_s: float) -> None:
         """`j` held its GPUs of split `pool` for `dt_s` s: its spot GPU time."""
-        assert pool.capacity is not None
-        spot = pool.capacity.holding(j).get("spot", 0)
+        spot = self._charged_holding(j, pool).get("spot", 0)
         if spot:
             self.spot_gpu_s[j] = self.spot_gpu_s.get(j, 0.0) + spot * dt_s
 
@@ -264,8 +311,9 @@ class Spot(Component):
 
     def _reclaim(self, h: int, gpus: int) -> None:
         """`gpus` spot GPUs of site `h` are reclaimed now: running jobs holding spot GPUs
-        there are evicted (drawn weighted by their spot GPUs) until they held as many, then
-        free spot GPUs go out of service for the rest."""
+        there are evicted (drawn weighted by their run's spot GPUs, not those of a checkpoint
+        write of theirs under way) until they held as many, then free spot GPUs go out of
+        service for the rest."""
         core = self._core
         site = core.fleet.sites[h]
         now = core.env.now
@@ -276,7 +324,7 @@ class Spot(Component):
                 for j, run in core.runs.live.items()
                 if run.site is site
                 and run.pool.capacity is not None
-                and (n := run.pool.capacity.holding(j).get("spot", 0))
+                and (n := run.pool.capacity.holding(j, newest=True).get("spot", 0))
             }
             if not holders:
                 break
@@ -299,9 +347,11 @@ class Spot(Component):
         (event `fail` with detail `EVICTION`, its value the work lost, reference GPU-h)."""
         assert self.config is not None
         core = self._core
-        site = core.runs.live[j].site
+        run = core.runs.live[j]
+        site = run.site
         now = core.env.now
-        self._evicting[j] = now
+        assert run.pool.capacity is not None
+        self._evicting[id(run.pool.capacity.holding(j, newest=True))] = now  # the run's
         checkpoints = core.checkpoints
         fits = checkpoints.write_s(j, site) <= self.config.notice_s
         if checkpoints.interval_s is None and fits:

@@ -361,6 +361,20 @@ def test_a_bad_eviction_trace_row_is_one_error_naming_the_file_the_line_and_the_
     assert fragment in message and "\n" not in message
 
 
+def test_an_eviction_trace_row_at_a_site_without_spot_gpus_is_one_error_naming_it(tmp_path):
+    # Site b's GPUs are all on-demand: a row reclaiming spot GPUs there would do nothing.
+    spot = trace(tmp_path, "time_h,site,gpus\n1,a,1\n2,b,1\n")
+    sites = [site(name="a", gpus=[pool(4, spot=4)]), site(name="b", gpus=[pool(4)])]
+    workload = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs_of([1], 1.0)))}
+    scenario = make_scenario(tmp_path, workload=workload, sites=sites, prices=PRICES, spot=spot)
+    with pytest.raises(ScenarioError) as e:
+        sim.simulate(scenario)
+    assert str(e.value) == (
+        f"spot.trace: {tmp_path / 'evictions.csv'}:3: site 'b' has no spot GPUs "
+        "(sites with spot GPUs: a)"
+    )
+
+
 def test_fractional_jobs_on_a_split_pool_are_refused_naming_the_job(tmp_path):
     jobs = [{**jobs_of([1], 1.0)[0], "gpu_milli": 500}]
     with pytest.raises(ScenarioError, match="whole-GPU jobs only; job j0 asks for 500 milli"):
@@ -394,3 +408,88 @@ def test_a_missing_spot_or_reserved_price_is_named_where_cost_compute_is_unknown
     results = sim.simulate(scenario, "run_now")
     assert results.summary["cost_compute"] is None
     assert "A100-80GB reserved" in results.meta["prices"]["missing"]
+
+
+# --- a job started again on the pool where its eviction write is under way ----------------
+
+
+def kinds_add_up(h: PolicyHarness) -> None:
+    """Per kind of every split pool: free + held (every holding) + evicted = installed."""
+    for s in h.engine.fleet.sites:
+        for p in s.pools:
+            c = p.capacity
+            if c is None:
+                continue
+            for kind, total in c.total.items():
+                held = sum(holding.get(kind, 0) for hs in c.held.values() for holding in hs)
+                evicted = c.withdrawn if kind == "spot" else 0
+                assert c.free[kind] + held + evicted == total, (h.now_s, kind, c.free, c.held)
+
+
+def evicted_and_restarted(tmp_path, rows: str, duration_h: float = 24.0, gpus=None):
+    """j0 (1 GPU, 4 h, a 100 GB checkpoint: 50 s to write and 50 s to read) starts on a
+    spot GPU of `gpus` (default: 1 spot and 1 on-demand); the trace evicts it at 1 h; it
+    writes its checkpoint within the notice and is started again at once on the same pool,
+    in the default order (on-demand, then the other spot GPU: the first is still writing).
+    Returns the harness run to the horizon and closed, the kinds checked to add up after
+    every step."""
+    spot = {**trace(tmp_path, rows), "unavailable_h": 0.5}
+    gpus = pool(2, spot=1) if gpus is None else gpus
+    scenario = scenario_with(tmp_path, jobs_of([1], 4.0, 100.0), gpus, spot, duration_h=duration_h)
+    h = PolicyHarness(scenario)
+    h.advance(0.0).apply([Start(h.job("j0"), "a", gpu_model="A100-80GB", capacity=("spot",))])
+    env = h.engine.env
+    while env.peek() <= H:
+        env.step()
+        kinds_add_up(h)
+    assert h.job("j0").state == "pending"  # evicted, writing
+    h.apply([Start(h.job("j0"), "a", gpu_model="A100-80GB")])
+    kinds_add_up(h)
+    while env.peek() < h.engine.horizon_s:
+        env.step()
+        kinds_add_up(h)
+    env.run(until=h.engine.horizon_s)
+    for component in h.engine.components:
+        component.close(h.engine.horizon_s)
+    return h
+
+
+def test_a_job_started_again_during_its_eviction_write_pays_each_run_at_its_kinds(tmp_path):
+    h = evicted_and_restarted(tmp_path, "time_h,site,gpus\n1,a,1\n")
+    j = h.job("j0").index
+    # Spot: 1 h running + the 50 s write; on-demand: the 100 s hold (the write's last 50 s,
+    # then the read) + the 3 h left.
+    assert h.engine.spot.count[j] == 1 and h.job("j0").state == "completed"
+    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 50) / H + OD * (100 + 3 * H) / H)
+    assert h.engine.spot.spot_gpu_s[j] == pytest.approx(H + 50)
+
+
+def test_a_run_cut_by_the_horizon_during_the_eviction_write_pays_its_own_kind(tmp_path):
+    # The run ends 20 s into the write: 20 s on-demand for the new run, 20 s of write on spot.
+    h = evicted_and_restarted(tmp_path, "time_h,site,gpus\n1,a,1\n", duration_h=1 + 20 / H)
+    j = h.job("j0").index
+    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 20) / H + OD * 20 / H)
+    assert h.engine.spot.spot_gpu_s[j] == pytest.approx(H + 20)
+
+
+def test_a_second_reclaim_during_the_write_spares_the_new_run_on_demand(tmp_path):
+    # At 1 h + 20 s a second row reclaims 1 spot GPU of a: the only one is the evicted one,
+    # still writing; the new run holds none, so it is not evicted again.
+    h = evicted_and_restarted(tmp_path, "time_h,site,gpus\n1,a,1\n1.0055555555555555,a,1\n")
+    j = h.job("j0").index
+    assert h.engine.spot.count[j] == 1 and h.job("j0").state == "completed"
+    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 50) / H + OD * (100 + 3 * H) / H)
+
+
+def test_a_new_run_evicted_during_the_write_frees_its_own_gpus_and_both_leave_service(tmp_path):
+    # Two spot GPUs: j0 restarts on the second while writing on the first; at 1 h + 20 s the
+    # second row evicts the new run (held: it stops at once). Each frees its own spot GPU,
+    # and both are out of service at the horizon (1.2 h: back at 1.5 h and 1.5 h + 20 s).
+    rows = "time_h,site,gpus\n1,a,1\n1.0055555555555555,a,1\n"
+    h = evicted_and_restarted(tmp_path, rows, duration_h=1.2, gpus=pool(2, spot=2))
+    j = h.job("j0").index
+    capacity = h.engine.fleet.sites[0].pools[0].capacity
+    assert capacity is not None
+    assert h.engine.spot.count[j] == 2 and h.job("j0").state == "pending"
+    assert capacity.withdrawn == 2 and capacity.free["spot"] == 0 and capacity.held == {}
+    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 50 + 20) / H)
