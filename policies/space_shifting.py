@@ -95,15 +95,16 @@ class LowestCarbonSite(_StartNow):
 @dataclass(frozen=True, slots=True)
 class Option:
     """Running a job on `site`'s `gpu_model` pool from `start_s` (its data transfer
-    included) to `end_s`: expected carbon, kg."""
+    included) to `end_s`, and what the objective weighs of it (`score`)."""
 
     site: str
     gpu_model: str
     start_s: float
     end_s: float
-    carbon_kg: float
-    """Under objective "carbon" (and a migration's saving); else the expected cost, the
-    scenario's currency (`policies.kit.Objective.per_score`)."""
+    score: float
+    """Expected carbon, kg CO2e, under objective "carbon" (for a migration: its saving);
+    else the expected cost, the scenario's currency, with carbon at its price for
+    "weighted" (`policies.kit.Objective.per_score`)."""
 
 
 class Outlook:
@@ -115,22 +116,23 @@ class Outlook:
         self.state = state
         self.now_s = state.now_s
         self.goal = goal if goal is not None else Objective()
-        """What the options' `carbon_kg` weighs (carbon by default)."""
+        """What the options' `score` weighs (carbon by default)."""
         self._forecasts = DecisionForecasts(state, self.goal)
         self._sites: dict[str, tuple[dict[str, int], float, float, float]] = {}
         """Per site: installed GPUs per model, host W per GPU, PUE, objective signal now."""
         self._fixed: dict[tuple[JobView, str], list[tuple[str, float, float, float, float]]] = {}
         """Per (job, site): per usable GPU model, (model, transfer s, runtime s, run kWh,
-        transfer and hold kg)."""
+        the score of the transfer and of the GPUs held meanwhile)."""
 
     def forecast(self, site: str, until_s: float) -> tuple[np.ndarray, np.ndarray]:
         """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
         got = self._forecasts.until(site, until_s)
         return got.times, got.values
 
-    def mean_g_per_kwh(self, site: str, start_s: float, length_s: float) -> float:
-        """Mean forecast intensity at `site` over [start_s, start_s + length_s], g/kWh."""
-        return self._forecasts.until(site, start_s + length_s).mean_g_per_kwh(start_s, length_s)
+    def mean_per_kwh(self, site: str, start_s: float, length_s: float) -> float:
+        """Mean of `site`'s forecast objective signal over [start_s, start_s + length_s],
+        per kWh (g CO2e under "carbon"; `DecisionForecast.mean_per_kwh`)."""
+        return self._forecasts.until(site, start_s + length_s).mean_per_kwh(start_s, length_s)
 
     def _site(self, site: str) -> tuple[dict[str, int], float, float, float]:
         got = self._sites.get(site)
@@ -146,7 +148,8 @@ class Outlook:
 
     def _fixed_parts(self, job: JobView, site: str) -> list[tuple[str, float, float, float, float]]:
         """Per GPU model of `site` with enough GPUs for `job`: (model, transfer s, runtime s,
-        run kWh, kg of the transfer and of the GPUs held idle meanwhile)."""
+        run kWh, the score (`Option.score`) of the transfer and of the GPUs held idle
+        meanwhile)."""
         key = (job, site)
         got = self._fixed.get(key)
         if got is None:
@@ -160,30 +163,30 @@ class Outlook:
                     continue
                 runtime_s, run_kwh = state.estimate(job, site, None, model)
                 hold_kwh = gpus * (state.idle_w(site, model) + host_w) * move_s * pue / _WS_PER_KWH
-                fixed_kg = move_kg * goal.per_kg_co2 + hold_kwh * ci / goal.per_score
-                got.append((model, move_s, runtime_s, run_kwh, fixed_kg))
+                fixed = move_kg * goal.per_kg_co2 + hold_kwh * ci / goal.per_score
+                got.append((model, move_s, runtime_s, run_kwh, fixed))
             self._fixed[key] = got
         return got
 
     def options(self, job: JobView, shift_until_s: float | None = None) -> list[Option]:
         """Every (site, GPU model) pending `job` may use and could ever fit on, with the
         expected carbon of starting it now (or, with `shift_until_s`, its deadline less
-        the margin: at the best time before that), cheapest first."""
+        the margin: at the best time before that), lowest score first."""
         now = self.now_s
         forecasts = self._forecasts
         out = []
         for site in job.allowed_sites:
-            for model, move_s, runtime_s, run_kwh, fixed_kg in self._fixed_parts(job, site):
+            for model, move_s, runtime_s, run_kwh, fixed in self._fixed_parts(job, site):
                 run_s = now + move_s  # the run begins once the data is there
                 latest_run_s = -np.inf if shift_until_s is None else shift_until_s - runtime_s
                 if shift_until_s is not None and latest_run_s - run_s >= MIN_DEFER_S:
                     got = forecasts.until(site, shift_until_s)
                     run_s, mean = got.best_start(run_s, latest_run_s, runtime_s)
                 else:
-                    mean = forecasts.until(site, run_s + runtime_s).mean_g_per_kwh(run_s, runtime_s)
-                carbon_kg = run_kwh * mean / self.goal.per_score + fixed_kg
-                out.append(Option(site, model, run_s - move_s, run_s + runtime_s, carbon_kg))
-        out.sort(key=lambda o: o.carbon_kg)  # stable: ties keep the scenario's site order
+                    mean = forecasts.until(site, run_s + runtime_s).mean_per_kwh(run_s, runtime_s)
+                score = run_kwh * mean / self.goal.per_score + fixed
+                out.append(Option(site, model, run_s - move_s, run_s + runtime_s, score))
+        out.sort(key=lambda o: o.score)  # stable: ties keep the scenario's site order
         return out
 
 
@@ -312,12 +315,12 @@ class MigrateWhenWorth(Adjuster):
         self, state: SystemState, outlook: Outlook, free: FreeGpus, job: JobView
     ) -> Option | None:
         """The (site, model) with free GPUs where moving `job` now saves most, if that saving
-        exceeds `min_saving_kg`; `carbon_kg` of the answer is the saving."""
+        exceeds `min_saving_kg`; `score` of the answer is the saving, kg."""
         now = state.now_s
         here, here_model, cap_w = job.site, job.gpu_model, job.cap_w
         assert here is not None and here_model is not None
         stay_s, stay_kwh = state.estimate(job, here, cap_w, here_model)
-        stay_kg = stay_kwh * outlook.mean_g_per_kwh(here, now, stay_s) / _KWH_G_PER_KG
+        stay_kg = stay_kwh * outlook.mean_per_kwh(here, now, stay_s) / _KWH_G_PER_KG
         remaining_gpu_h = job.remaining_gpu_h
         best: Option | None = None
         for site in job.allowed_sites:
@@ -334,8 +337,8 @@ class MigrateWhenWorth(Adjuster):
                 end_s = now + cost.stall_s + run_s
                 if job.deadline_s is not None and end_s > job.deadline_s - self.margin_s:
                     continue
-                mean = outlook.mean_g_per_kwh(site, now + cost.stall_s, run_s)
+                mean = outlook.mean_per_kwh(site, now + cost.stall_s, run_s)
                 saving_kg = stay_kg - run_kwh * mean / _KWH_G_PER_KG - cost.carbon_kg
-                if saving_kg > self.min_saving_kg and (best is None or saving_kg > best.carbon_kg):
+                if saving_kg > self.min_saving_kg and (best is None or saving_kg > best.score):
                     best = Option(site, model, now, end_s, saving_kg)
         return best

@@ -63,7 +63,7 @@ class ServingCarbon:
         if got is None:
             state = self._state
             now = state.carbon_intensity(site)
-            mean = DecisionForecast(state, site, self.window_s).mean_g_per_kwh(
+            mean = DecisionForecast(state, site, self.window_s).mean_per_kwh(
                 state.now_s, self.window_s
             )
             got = self._sites[site] = (now, mean, state.pue(site), state.host_w_per_gpu(site))

@@ -104,9 +104,10 @@ class DecisionForecast:
         self._t: list[float] = self.times.tolist()
         self._mean: WindowMean | None = None
 
-    def mean_g_per_kwh(self, start_s: float, length_s: float) -> float:
-        """Mean intensity over [start_s, start_s + length_s] (start_s >= now), g/kWh: the
-        same bits as `window_means`."""
+    def mean_per_kwh(self, start_s: float, length_s: float) -> float:
+        """Mean of the forecast objective signal over [start_s, start_s + length_s]
+        (start_s >= now), per kWh: g CO2e under "carbon", the scenario's currency under
+        "cost" (`policies.kit.objective`); the same bits as `window_means`."""
         if self._mean is None:
             self._mean = WindowMean(self.times, self.values)
         return self._mean(start_s, length_s)
