@@ -39,6 +39,7 @@ EVENT_KINDS = (
     "checkpoint",
     "transfer",
     "fail",
+    "evict",
 )
 _KIND_CODE = {kind: code for code, kind in enumerate(EVENT_KINDS)}
 

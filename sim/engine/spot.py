@@ -48,11 +48,7 @@ if TYPE_CHECKING:
     from sim.engine.core import Engine
     from sim.engine.runs import Run
 
-__all__ = ["EVICTION", "EVICTION_TRACE_COLUMNS", "Spot", "read_eviction_trace"]
-
-EVICTION = "spot eviction"
-"""The detail of the `fail` event an eviction logs (`sim.records.EVENT_KINDS` has no kind
-of its own for it yet)."""
+__all__ = ["EVICTION_TRACE_COLUMNS", "Spot", "read_eviction_trace"]
 
 EVICTION_TRACE_COLUMNS = ("time_h", "site", "gpus")
 """The header of an eviction trace: hours since the scenario start, a site's name, the spot
@@ -344,7 +340,7 @@ class Spot(Component):
     def evict(self, j: int) -> None:
         """Running `j`'s spot GPUs are evicted now (the notice): it writes its checkpoint
         within the notice if it can, else falls back to its last one; it is pending again
-        (event `fail` with detail `EVICTION`, its value the work lost, reference GPU-h)."""
+        (event `evict`, its value the work lost, reference GPU-h)."""
         assert self.config is not None
         core = self._core
         run = core.runs.live[j]
@@ -362,7 +358,7 @@ class Spot(Component):
             self.lost_gpu_s[j] = self.lost_gpu_s.get(j, 0.0) + lost_gpu_s
         self.count[j] = self.count.get(j, 0) + 1
         core.book.requeue(j)
-        core.events.append(now, "fail", j, site.index, lost_gpu_s / 3600.0, detail=EVICTION)
+        core.events.append(now, "evict", j, site.index, lost_gpu_s / 3600.0, detail=run.pool.model)
         core.request_decision()
 
     # --- results ---------------------------------------------------------------------------
