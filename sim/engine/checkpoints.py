@@ -263,7 +263,9 @@ class Checkpoints(Component):
         """`j`'s checkpoint is written: charge the write, free the GPUs it held."""
         core = self._core
         w = self.writing.pop(j)
-        self.add_kwh(j, core.runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, w.until_s))
+        self.add_kwh(
+            j, core.runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, w.until_s, write=True)
+        )
         core.runs.release(j, w.site, w.pool, w.pool.idle_w)
         core.request_decision()  # GPUs are free
 
@@ -446,8 +448,9 @@ class Checkpoints(Component):
         if self.contention:
             self._close_transfers(now_s)
         for j, w in self.writing.items():
+            until_s = min(w.until_s, now_s)
             self.add_kwh(
-                j, runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, min(w.until_s, now_s))
+                j, runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, until_s, write=True)
             )
 
     def write_results(self, out: ResultParts) -> None:

@@ -527,11 +527,22 @@ class Runs(Component):
         for meter in self._core.meters:
             meter.segment_closed(j, site, pool, t0, now, energy_kwh)
 
-    def charge(self, j: int, site: Site, pool: Pool, draw_w: float, t0: float, t1: float) -> float:
+    def charge(
+        self,
+        j: int,
+        site: Site,
+        pool: Pool,
+        draw_w: float,
+        t0: float,
+        t1: float,
+        *,
+        write: bool = False,
+    ) -> float:
         """Charge `j` for its GPUs (a fractional job: its share of one; a MIG job: its
         slice's SM share of one) on `pool` drawing `draw_w` W each over [t0, t1], with their
         host share: energy, carbon, GPU time, its price, embodied carbon. Returns the facility
-        energy, kWh."""
+        energy, kWh. With `write`, the GPUs its checkpoint write holds (of a split pool: the
+        set it took first), else its run's (the set it took last; `CapacityKinds.holding`)."""
         # a MIG job writing its checkpoint on a pool it left: its slice there, not the next
         gpus = pool.mig.share_of(j) if pool.mig is not None and j in pool.mig else self.gpu_share[j]
         it_w = gpus * (draw_w + pool.host_w)
@@ -542,9 +553,11 @@ class Runs(Component):
         if t1 > t0 and pool.capacity is None:
             self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.charged(pool.model)
         elif t1 > t0:  # reserved, on-demand and spot GPUs: each kind at its price
+            assert pool.capacity is not None
+            held = pool.capacity.holding(j, newest=not write)
             spot = self._core.spot
-            self.cost[j] += (t1 - t0) / 3600.0 * spot.cost_per_h(j, pool)
-            spot.charged(j, pool, t1 - t0)
+            self.cost[j] += (t1 - t0) / 3600.0 * spot.cost_per_h(pool, held)
+            spot.charged(j, held, t1 - t0)
         self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         return energy_kwh
 

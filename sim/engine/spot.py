@@ -249,33 +249,12 @@ class Spot(Component):
         write = self._core.checkpoints.writing.get(j)
         return write is not None and write.pool is pool
 
-    def _charged_holding(self, j: int, pool: Pool) -> dict[str, int]:
-        """The GPUs by kind of split `pool` that `j` is being charged for (`Runs.charge`).
-        A job started again on the pool where its checkpoint write is under way holds two
-        sets: the write's (oldest) and its new run's (newest). The run's are charged while
-        the write lasts and the run's segment is open (`Runs.close_segment` charges it
-        before moving `seg_start_s` to now); the write's when it ends
-        (`Checkpoints._written`, out of `writing` by then) or at the horizon
-        (`Checkpoints.close`, after `Runs.close` closed every run's segment)."""
-        capacity = pool.capacity
-        assert capacity is not None
-        holdings = capacity.held[j]
-        if len(holdings) == 1:
-            return holdings[0]
-        run = self._core.runs.live.get(j)
-        newest = (
-            run is not None
-            and run.pool is pool
-            and run.seg_start_s < self._core.env.now
-            and self._writing_on(j, pool)
-        )
-        return capacity.holding(j, newest)
-
-    def cost_per_h(self, j: int, pool: Pool) -> float:
-        """What `j`'s GPUs of split `pool` cost per hour held, the scenario's currency:
-        on-demand and spot GPUs at their price, reserved ones nothing (`cost_reserved`)."""
+    def cost_per_h(self, pool: Pool, held: dict[str, int]) -> float:
+        """What `held`, GPUs by kind of split `pool` (a job's run's or its checkpoint
+        write's, `CapacityKinds.holding`), cost per hour, the scenario's currency: on-demand
+        and spot GPUs at their price, reserved ones nothing (`cost_reserved`)."""
         cost = 0.0
-        for kind, n in self._charged_holding(j, pool).items():
+        for kind, n in held.items():
             if kind != "reserved":
                 price = self.price(pool.model, kind)
                 if math.isnan(price):
@@ -283,9 +262,9 @@ class Spot(Component):
                 cost += n * price
         return cost
 
-    def charged(self, j: int, pool: Pool, dt_s: float) -> None:
-        """`j` held its GPUs of split `pool` for `dt_s` s: its spot GPU time."""
-        spot = self._charged_holding(j, pool).get("spot", 0)
+    def charged(self, j: int, held: dict[str, int], dt_s: float) -> None:
+        """`j` held `held`, GPUs by kind of a split pool, for `dt_s` s: its spot GPU time."""
+        spot = held.get("spot", 0)
         if spot:
             self.spot_gpu_s[j] = self.spot_gpu_s.get(j, 0.0) + spot * dt_s
 
