@@ -24,13 +24,12 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
-from sim.config_model import ConfigModel
+from sim.config_model import ConfigModel, TimeZoneName
 from sim.errors import ScenarioError
 from sim.pricing import DEFAULT_CURRENCY, Currency, conversion_rate
 
@@ -95,7 +94,7 @@ class Tariff(ConfigModel):
     substituted for each other."""
     periods: list[TouPeriod] = []
     """tou: the rates; each local hour of the week in exactly one period."""
-    timezone: str | None = None
+    timezone: TimeZoneName | None = None
     """IANA zone of the local hours (TOU periods, demand-charge months); default: the
     catalog time zone of the site's carbon zone (required if the site has none)."""
     demand_charge_per_kw_month: float = Field(default=0.0, ge=0, le=10_000.0)
@@ -104,16 +103,6 @@ class Tariff(ConfigModel):
     demand_interval_min: int = Field(default=15, ge=1, le=60)
     """Averaging interval of the peak, minutes; must divide a day. 15: the usual utility
     demand interval."""
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_timezone(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                ZoneInfo(v)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"unknown time zone {v!r}") from None
-        return v
 
     @field_validator("demand_interval_min")
     @classmethod

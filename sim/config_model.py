@@ -13,12 +13,26 @@ checks that every numeric field of the scenario schema is bounded one way or the
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
 HOURS_PER_DECADE = 10 * 8784.0
 """Ten leap years of hours: no simulated horizon, job or notice is meant to be longer."""
+
+
+def known_timezone(name: str) -> str:
+    """`name` if it is an IANA time zone; ValueError naming it."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown IANA time zone {name!r}, e.g. 'Europe/Berlin'") from None
+    return name
+
+
+TimeZoneName = Annotated[str, AfterValidator(known_timezone)]
+"""A scenario key naming an IANA time zone."""
 
 
 class UnitLimit(NamedTuple):

@@ -313,6 +313,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "throughput_table": None if scenario.throughput is None else str(scenario.throughput.file),
         "prediction_error": _prediction_meta(engine),
         "years": _years_meta(engine),
+        "forecast_replay": {r.site: r.record() for r in engine.forecaster.replays()} or None,
         "sim_wall_s": wall_s,
         "times": "seconds since scenario_start (UTC)",
         "deadline_infeasible_at_submission": {

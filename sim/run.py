@@ -116,16 +116,7 @@ def simulate(
     engine = build_engine(scenario, policy)
     t0 = time.perf_counter()
     engine.run(progress)
-    return _results(engine, time.perf_counter() - t0)
-
-
-def _results(engine: Engine, wall_s: float) -> Results:
-    """`build_results`, and meta.json's `forecast_replay`: per site whose forecast replays an
-    archive, what was replayed and how often the fallback filled in (None without any)."""
-    results = build_results(engine, wall_s)
-    replays = engine.forecaster.replays()
-    results.meta["forecast_replay"] = {r.site: r.record() for r in replays} if replays else None
-    return results
+    return build_results(engine, time.perf_counter() - t0)
 
 
 def _closed_loop(
@@ -147,7 +138,7 @@ def _closed_loop(
         t0 = time.perf_counter()
         engine.run(progress)
         wall_s += time.perf_counter() - t0
-        results = _results(engine, wall_s)
+        results = build_results(engine, wall_s)
         triggered = rebound.followups(results.jobs, jobs, scenario, config)
         if triggered.equals(extra):
             results.meta["rebound"] = {"runs": run, "followups": len(extra)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -64,6 +65,29 @@ def write_jobs(path: Path, jobs: list[dict]) -> Path:
     """Write jobs in the native CSV format; missing optional columns take defaults."""
     pd.DataFrame(jobs).to_csv(path, index=False)
     return path
+
+
+def jobs_of(gpus: list[int], work_gpu_h: float, checkpoint_gb: float = 0.0) -> list[dict]:
+    """Compute-bound jobs submitted at 0, one per GPU count (A100-80GB: 1 reference GPU-h
+    per GPU-hour)."""
+    return [
+        {
+            "job_id": f"j{i}",
+            "submit_time": 0,
+            "gpus": g,
+            "work_gpu_h": work_gpu_h,
+            "profile": "compute-bound",
+            "checkpoint_gb": checkpoint_gb,
+        }
+        for i, g in enumerate(gpus)
+    ]
+
+
+def trace_file(tmp_path: Path, name: str, text: str) -> dict:
+    """`{"trace": path}` of a trace `name` in `tmp_path` holding `text` (dedented)."""
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return {"trace": str(path)}
 
 
 def make_scenario(

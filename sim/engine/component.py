@@ -11,14 +11,17 @@ docs/architecture.md for which component owns what, and how to add one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from sim.results import ResultParts
 
 if TYPE_CHECKING:
     from sim.cluster import Pool, Site
 
-__all__ = ["Component"]
+__all__ = ["Component", "per_job"]
 
 
 class Component:
@@ -48,3 +51,12 @@ class Component:
 
     def write_results(self, out: ResultParts) -> None:
         """Add this component's columns, summary keys and tables to `out`."""
+
+
+def per_job(n: int, by_job: Mapping[int, float], dtype: type = np.float64) -> np.ndarray:
+    """A result column of `n` jobs from a component's sparse record `{job: value}` (0 for
+    the jobs without one)."""
+    column: np.ndarray = np.zeros(n, dtype=dtype)
+    for j, value in by_job.items():
+        column[j] = value
+    return column

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from sim.csv_rows import csv_rows
-from sim.engine.component import Component
+from sim.engine.component import Component, per_job
 from sim.errors import ScenarioError
 from sim.results import ResultParts
 from sim.scenario import FailuresConfig
@@ -182,12 +182,8 @@ class Failures(Component):
         """Columns `failures` and `work_lost_failures_gpu_h` (reference GPU-h), and their
         sums."""
         n = len(self._core.jobs)
-        count = np.zeros(n, dtype=np.int64)
-        for j, k in self.count.items():
-            count[j] = k
-        lost_gpu_h = np.zeros(n)
-        for j, gpu_s in self.lost_gpu_s.items():
-            lost_gpu_h[j] = gpu_s / 3600.0
+        count = per_job(n, self.count, np.int64)
+        lost_gpu_h = per_job(n, self.lost_gpu_s) / 3600.0
         out.job_columns.update(failures=count, work_lost_failures_gpu_h=lost_gpu_h)
         out.summary["failures"] = int(count.sum())
         out.summary["work_lost_failures_gpu_h"] = float(pd.Series(lost_gpu_h).sum())

@@ -38,7 +38,7 @@ import pandas as pd
 from sim import sharing
 from sim.cluster import CAPACITY_KINDS, Pool, Site
 from sim.csv_rows import csv_rows
-from sim.engine.component import Component
+from sim.engine.component import Component, per_job
 from sim.engine.failures import trace_time_site, weighted_draw
 from sim.errors import PolicyError, ScenarioError
 from sim.results import ResultParts
@@ -369,15 +369,9 @@ class Spot(Component):
             summary["cost_reserved"] = None
             return
         n = len(self._core.jobs)
-        count = np.zeros(n, dtype=np.int64)
-        for j, k in self.count.items():
-            count[j] = k
-        lost_gpu_h = np.zeros(n)
-        for j, gpu_s in self.lost_gpu_s.items():
-            lost_gpu_h[j] = gpu_s / 3600.0
-        spot_gpu_h = np.zeros(n)
-        for j, gpu_s in self.spot_gpu_s.items():
-            spot_gpu_h[j] = gpu_s / 3600.0
+        count = per_job(n, self.count, np.int64)
+        lost_gpu_h = per_job(n, self.lost_gpu_s) / 3600.0
+        spot_gpu_h = per_job(n, self.spot_gpu_s) / 3600.0
         out.job_columns.update(
             evictions=count, work_lost_evictions_gpu_h=lost_gpu_h, spot_gpu_h=spot_gpu_h
         )

@@ -55,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -501,12 +501,16 @@ def _daily_swing(ci: pd.Series, timezone: str) -> float:
     return float(swing.mean())
 
 
-def _write_parquet(path: Path, hours: pd.DatetimeIndex, lc: np.ndarray, dr: np.ndarray) -> None:
+def write_hourly_parquet(
+    path: Path, hours: pd.DatetimeIndex, columns: Mapping[str, np.ndarray]
+) -> None:
+    """Hourly series as Parquet, written atomically: `timestamp` (UTC hour starts), then
+    each of `columns` as float32 (zstd level 9, delta-coded timestamps, byte-stream-split
+    floats: small files, byte-identical on rerun)."""
     table = pa.table(
         {
             "timestamp": pa.array(hours.asi8, type=pa.timestamp("ns", tz="UTC")),
-            "lifecycle_g_per_kwh": pa.array(lc.astype(np.float32)),
-            "direct_g_per_kwh": pa.array(dr.astype(np.float32)),
+            **{name: pa.array(values.astype(np.float32)) for name, values in columns.items()},
         }
     )
     tmp = path.with_suffix(".parquet.tmp")
@@ -519,8 +523,7 @@ def _write_parquet(path: Path, hours: pd.DatetimeIndex, lc: np.ndarray, dr: np.n
         write_statistics=False,
         column_encoding={
             "timestamp": "DELTA_BINARY_PACKED",
-            "lifecycle_g_per_kwh": "BYTE_STREAM_SPLIT",
-            "direct_g_per_kwh": "BYTE_STREAM_SPLIT",
+            **dict.fromkeys(columns, "BYTE_STREAM_SPLIT"),
         },
     )
     tmp.replace(path)
@@ -614,7 +617,11 @@ def build(
         if lc.isna().any() or dr.isna().any():  # pragma: no cover - filling guarantees data
             raise AssertionError(f"{zone} {year}: NaN intensity after filling")
         file = f"zones/{zone}_{year}.parquet"
-        _write_parquet(out_dir / file, c.generation.index, lc.to_numpy(), dr.to_numpy())
+        write_hourly_parquet(
+            out_dir / file,
+            c.generation.index,
+            {"lifecycle_g_per_kwh": lc.to_numpy(), "direct_g_per_kwh": dr.to_numpy()},
+        )
         written.add(Path(file).name)
         rows.append(_row(zone, year, source, c, lc.astype(np.float32).astype(np.float64), file))
     ez.close()

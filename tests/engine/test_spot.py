@@ -7,7 +7,6 @@ one, and work is conserved."""
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import replace
 
 import pytest
@@ -19,7 +18,7 @@ from sim.errors import PolicyError, ScenarioError
 from sim.hardware import GPU_CATALOG
 from sim.scenario import AWS_SPOT_NOTICE_S
 from sim.testing import PolicyHarness
-from tests.conftest import make_scenario, one_line_cli_error, site, write_jobs
+from tests.conftest import jobs_of, make_scenario, one_line_cli_error, site, trace_file, write_jobs
 
 H = 3600.0
 OD, SPOT, RESERVED = 3.0, 0.6, 1.2
@@ -30,21 +29,6 @@ PRICES = {
     "spot_per_gpu_h": {"A100-80GB": SPOT},
     "reserved_per_gpu_h": {"A100-80GB": RESERVED},
 }
-
-
-def jobs_of(gpus: list[int], work_gpu_h: float, checkpoint_gb: float = 0.0) -> list[dict]:
-    """Compute-bound jobs submitted at 0 (A100-80GB: 1 reference GPU-h per GPU-hour)."""
-    return [
-        {
-            "job_id": f"j{i}",
-            "submit_time": 0,
-            "gpus": g,
-            "work_gpu_h": work_gpu_h,
-            "profile": "compute-bound",
-            "checkpoint_gb": checkpoint_gb,
-        }
-        for i, g in enumerate(gpus)
-    ]
 
 
 def pool(count: int, reserved: int = 0, spot: int = 0) -> dict:
@@ -65,9 +49,7 @@ def scenario_with(tmp_path, jobs, gpus, spot=None, **overrides):
 
 
 def trace(tmp_path, text: str) -> dict:
-    path = tmp_path / "evictions.csv"
-    path.write_text(textwrap.dedent(text).lstrip())
-    return {"trace": str(path)}
+    return trace_file(tmp_path, "evictions.csv", text)
 
 
 def test_jobs_take_reserved_then_on_demand_then_spot_gpus_each_at_its_price(tmp_path):

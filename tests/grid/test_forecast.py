@@ -18,9 +18,9 @@ from sim.errors import ScenarioError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.forecast import DAY_S, shipped_calibration
 from sim.scenario import ForecastConfig
-from tests.conftest import SHARED_DATA, make_scenario, site
+from tests.conftest import make_scenario, site
+from tests.grid.archives import watttime_archive
 
-WATTTIME = SHARED_DATA / "watttime-caiso-north"
 HOUR = 3600.0
 
 
@@ -212,15 +212,7 @@ def test_forecasts_of_one_target_issued_apart_share_most_of_their_error():
 
 @pytest.fixture(scope="module")
 def watttime():
-    if not WATTTIME.is_dir():
-        pytest.skip(f"real forecasts not found at {WATTTIME} (checkout without ../shared/data)")
-    actual = pd.read_csv(WATTTIME / "watttime2023_caiso-north_actual.csv", parse_dates=["time"])
-    actual = actual.set_index("time").iloc[:, 0]
-    fc = pd.read_csv(
-        WATTTIME / "watttime2023_caiso-north_forecast.csv",
-        parse_dates=["request_time", "forecast_time"],
-    )
-    fc.columns = ["issue", "target", "value"]
+    actual, fc = watttime_archive()
     fc["lead_min"] = ((fc["target"] - fc["issue"]).dt.total_seconds() / 60).round().astype(int)
     fc["actual"] = actual.reindex(fc["target"]).to_numpy()
     longest_by_issue = fc.groupby("issue")["lead_min"].max()

@@ -15,9 +15,9 @@ import pytest
 
 from sim.grid import forecast_mae
 from tests.conftest import SHARED_DATA
+from tests.grid.archives import watttime_archive
 
 UK = SHARED_DATA / "uk-ci-forecasts"
-WATTTIME = SHARED_DATA / "watttime-caiso-north"
 
 
 def real_mae_by_lead(forecasts: pd.DataFrame, actual: pd.Series) -> pd.Series:
@@ -40,15 +40,7 @@ def uk():
 
 @pytest.fixture(scope="module")
 def watttime():
-    if not WATTTIME.is_dir():
-        pytest.skip(f"real forecasts not found at {WATTTIME} (checkout without ../shared/data)")
-    actual = pd.read_csv(WATTTIME / "watttime2023_caiso-north_actual.csv", parse_dates=["time"])
-    actual = actual.set_index("time").iloc[:, 0]
-    fc = pd.read_csv(
-        WATTTIME / "watttime2023_caiso-north_forecast.csv",
-        parse_dates=["request_time", "forecast_time"],
-    )
-    fc.columns = ["issue", "target", "value"]
+    actual, fc = watttime_archive()
     real = real_mae_by_lead(fc, actual)
     return actual.tz_localize("UTC"), real  # the archive's times are UTC without an offset
 
