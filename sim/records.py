@@ -43,6 +43,13 @@ EVENT_KINDS = (
 )
 _KIND_CODE = {kind: code for code, kind in enumerate(EVENT_KINDS)}
 
+INSTANT_S = 1e-6
+"""Times of a level log closer than this, s, are one instant: a state that lasted less is not
+a row. The same time computed by different float sums differs in its last bits across CPUs
+and library builds (5.8e-11 s at t = 39,600 s has been seen); this tolerance keeps the
+structure of every result file independent of such differences. It lies far above them at
+any horizon (float64 spacing is 3.7e-9 s at a year) and far below anything modelled."""
+
 
 @dataclass(frozen=True, slots=True)
 class DrWindow:
@@ -120,39 +127,47 @@ class EventLog:
         return len(self.time_s)
 
     def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
-        """The log as a table, emptying the log column by column as the table is built (so
-        that both never coexist whole). Text columns are categoricals (job -1 and site -1:
-        missing)."""
+        """The log as a table in its canonical order (`in_instants`: by instant, then kind in
+        `EVENT_KINDS` order, job, site), emptying the log column by column as the table is
+        built (so that both never coexist whole). Text columns are categoricals (job -1 and
+        site -1: missing)."""
+        order, time_s = in_instants(
+            np.frombuffer(self.time_s),
+            np.frombuffer(self.kind, np.int8),
+            np.frombuffer(self.job, np.int32),
+            np.frombuffer(self.site, np.int16),
+        )
+        del self.time_s[:]
         return pd.DataFrame(
             {
-                "time_s": _drain(self.time_s),
-                "kind": pd.Categorical.from_codes(_drain(self.kind), categories=EVENT_KINDS),
-                "job": _job_categorical(_drain(self.job), job_ids),
-                "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
-                "value": _drain(self.value),
-                "detail": self._drain_detail(),
+                "time_s": time_s,
+                "kind": pd.Categorical.from_codes(_drain(self.kind)[order], categories=EVENT_KINDS),
+                "job": _job_categorical(_drain(self.job)[order], job_ids),
+                "site": pd.Categorical.from_codes(_drain(self.site)[order], categories=site_names),
+                "value": _drain(self.value)[order],
+                "detail": self._drain_detail(order),
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
         )
 
-    def _drain_detail(self) -> pd.Categorical:
-        """The details as a categorical with its texts sorted (as `pd.Categorical` of the
-        texts themselves orders them), the codes emptied."""
+    def _drain_detail(self, rows: np.ndarray) -> pd.Categorical:
+        """The details in the order of `rows` as a categorical with its texts sorted (as
+        `pd.Categorical` of the texts themselves orders them), the codes emptied."""
         texts = list(self._detail_code)
         order = sorted(range(len(texts)), key=texts.__getitem__)
         recode = np.empty(len(texts), dtype=np.int32)
         recode[order] = np.arange(len(texts), dtype=np.int32)
         self._detail_code = {}
         return pd.Categorical.from_codes(
-            recode[_drain(self.detail)], categories=pd.Index([texts[i] for i in order])
+            recode[_drain(self.detail)[rows]], categories=pd.Index([texts[i] for i in order])
         )
 
 
 class PowerLog:
-    """Per-site IT and facility power (W) and busy GPUs, one row per change. Several changes at the
-    same instant collapse into one row, the last value."""
+    """Per-site IT and facility power (W) and busy GPUs, one row per change. Several changes at one
+    instant (within `INSTANT_S` of the site's last row) collapse into that row, the last value."""
 
-    __slots__ = ("time_s", "site", "it_w", "facility_w", "busy_gpus", "_last_row")
+    __slots__ = ("time_s", "site", "it_w", "facility_w", "busy_gpus", "_last_row", "_last_s")
 
     def __init__(self, n_sites: int) -> None:
         self.time_s = array("d")
@@ -161,10 +176,13 @@ class PowerLog:
         self.facility_w = array("d")
         self.busy_gpus = array("i")
         self._last_row = [-1] * n_sites
+        self._last_s = [-math.inf] * n_sites
+        """The time of each site's last change, s (its row's time is its instant's first)."""
 
     def record(self, t_s: float, site: int, it_w: float, facility_w: float, busy_gpus: int) -> None:
         row = self._last_row[site]
-        if row >= 0 and self.time_s[row] == t_s:
+        last_s, self._last_s[site] = self._last_s[site], t_s
+        if t_s - last_s < INSTANT_S:
             self.it_w[row] = it_w
             self.facility_w[row] = facility_w
             self.busy_gpus[row] = busy_gpus
@@ -177,18 +195,44 @@ class PowerLog:
         self.busy_gpus.append(busy_gpus)
 
     def drain_frame(self, site_names: list[str]) -> pd.DataFrame:
-        """The log as a table, emptying the log column by column as the table is built."""
+        """The log as a table in its canonical order (`in_instants`: by instant, then site),
+        emptying the log column by column as the table is built."""
         self._last_row = [-1] * len(self._last_row)
+        self._last_s = [-math.inf] * len(self._last_s)
+        order, time_s = in_instants(np.frombuffer(self.time_s), np.frombuffer(self.site, np.int16))
+        del self.time_s[:]
         return pd.DataFrame(
             {
-                "time_s": _drain(self.time_s),
-                "site": pd.Categorical.from_codes(_drain(self.site), categories=site_names),
-                "it_w": _drain(self.it_w),
-                "facility_w": _drain(self.facility_w),
-                "busy_gpus": _drain(self.busy_gpus).astype(np.int64),
+                "time_s": time_s,
+                "site": pd.Categorical.from_codes(_drain(self.site)[order], categories=site_names),
+                "it_w": _drain(self.it_w)[order],
+                "facility_w": _drain(self.facility_w)[order],
+                "busy_gpus": _drain(self.busy_gpus).astype(np.int64)[order],
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
         )
+
+
+def instant_starts(times_s: np.ndarray) -> np.ndarray:
+    """Which of the increasing `times_s` open an instant (are `INSTANT_S` or more after the time
+    before them; the first always does)."""
+    return np.diff(times_s, prepend=-np.inf) >= INSTANT_S
+
+
+def in_instants(times_s: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A log's rows in their canonical order, and each row's instant, s.
+
+    The rows are taken in time order (ties in their logged order) and grouped into instants
+    (a time within `INSTANT_S` of the one before it joins that one's instant); an instant's
+    time is its first. Within an instant the rows are ordered by `keys` (the first decides
+    first; rows with equal keys keep their logged order). Neither the order nor the groups
+    depend on last-bit differences of the times, only the instants' times (by as much)."""
+    by_time = np.argsort(times_s, kind="stable")
+    t = times_s[by_time]
+    new = instant_starts(t)
+    instant = np.cumsum(new) - 1
+    within = np.lexsort((by_time, *(np.asarray(k)[by_time] for k in reversed(keys)), instant))
+    return by_time[within], t[new][instant][within]
 
 
 def _job_categorical(codes: np.ndarray, job_ids: np.ndarray) -> pd.Categorical:

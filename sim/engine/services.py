@@ -43,6 +43,7 @@ from sim.cluster import Pool, Site
 from sim.engine.component import Component
 from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
 from sim.errors import PolicyError, ScenarioError
+from sim.records import in_instants, instant_starts
 from sim.results import ResultParts
 from sim.scenario import Site as SiteConfig
 from sim.serving.config import Directive, ServiceConfig, Variant
@@ -869,11 +870,15 @@ def _with_extra_power(
             continue
         t_site = rows["time_s"].to_numpy()
         times = np.union1d(t_site, np.concatenate([np.asarray(lv.time_s) for lv in mine]))
-        k = np.searchsorted(t_site, times, side="right") - 1
+        new = instant_starts(times)
+        # an instant's row shows the levels at its last time
+        read_s = times[np.r_[np.flatnonzero(new)[1:], len(times)] - 1]
+        times = times[new]
+        k = np.searchsorted(t_site, read_s, side="right") - 1
         extra = np.zeros(len(times))
         for lv in mine:
             t = np.asarray(lv.time_s)
-            j = np.searchsorted(t, times, side="right") - 1
+            j = np.searchsorted(t, read_s, side="right") - 1
             extra += np.where(j >= 0, np.asarray(lv.extra_w)[np.maximum(j, 0)], 0.0)
         it_w = rows["it_w"].to_numpy()[k] + extra
         parts.append(
@@ -885,11 +890,13 @@ def _with_extra_power(
                     ),
                     "it_w": it_w,
                     "facility_w": rows["facility_w"].to_numpy()[k]
-                    + extra * site.pue.values_at(times),
+                    + extra * site.pue.values_at(read_s),
                     "busy_gpus": rows["busy_gpus"].to_numpy()[k],
                 }
             )
         )
     merged = pd.concat(parts, ignore_index=True)
-    order = np.lexsort((merged["site"].cat.codes.to_numpy(), merged["time_s"].to_numpy()))
-    return merged.iloc[order].reset_index(drop=True)
+    order, time_s = in_instants(merged["time_s"].to_numpy(), merged["site"].cat.codes.to_numpy())
+    merged = merged.iloc[order].reset_index(drop=True)
+    merged["time_s"] = time_s
+    return merged
