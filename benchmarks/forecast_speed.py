@@ -13,8 +13,8 @@ import timeit
 
 import numpy as np
 
+from sim.config.scenario import ForecastConfig
 from sim.grid import CarbonSignal, Forecaster
-from sim.scenario import ForecastConfig
 
 HOUR_S, DAY_S = 3600.0, 86400.0
 TARGET_US = 50.0

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.fluid import Fluid
 from sim.serving.replica import replica_model
 from sim.serving.sources import SyntheticSource

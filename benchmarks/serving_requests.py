@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.importers import import_azure_llm
 from sim.serving.replica import replica_model
 from sim.serving.request_level import RequestLevel

@@ -17,7 +17,7 @@ At every decision (at least every `tick_s`), for each MIG-partitioned pool (site
    profile's slices go to the running jobs, then the queued ones, then the services needing
    the fewest.
 3. Search: for each choice of the services' profiles, an exact dynamic programme over the
-   pool's GPUs. Each GPU keeps its layout or takes one of `sim.mig.layouts` (every maximal
+   pool's GPUs. Each GPU keeps its layout or takes one of `sim.models.mig.layouts` (every maximal
    valid layout); the state is the vector of slices per demanded profile, capped at the
    demand (more is worth nothing), so it has at most prod(demand_p + 1) values; per state
    the fewest GPUs to drain, then to reconfigure. The best partition maximises the value,
@@ -47,7 +47,6 @@ import numpy as np
 
 from policies.kit import Adjuster, FreeGpus
 from policies.kit.inference import forecast_peak_rps
-from sim import mig
 from sim.api import (
     Action,
     JobView,
@@ -59,6 +58,7 @@ from sim.api import (
     Start,
     SystemState,
 )
+from sim.models import mig
 
 __all__ = ["Demand", "MigPartitioner", "Partition", "allocation", "best_partition"]
 

@@ -43,7 +43,7 @@ from scipy.optimize import least_squares
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.hardware import GPU_CATALOG  # noqa: E402
+from sim.models.hardware import GPU_CATALOG  # noqa: E402
 from sim.results import write_atomic  # noqa: E402
 from sim.serving.models import PRECISION_BYTES  # noqa: E402
 from sim.serving.roofline import FITTED, Inputs, Params, evaluate  # noqa: E402

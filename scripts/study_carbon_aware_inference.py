@@ -21,8 +21,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 import sim
-from sim.plots import OKABE_ITO, STYLE
-from sim.stats import mean_ci, paired_differences
+from sim.study.plots import OKABE_ITO, STYLE
+from sim.study.stats import mean_ci, paired_differences
 
 __all__ = [
     "BASELINE",

@@ -17,8 +17,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.run import simulate  # noqa: E402
-from sim.scenario import scenario_from_dict  # noqa: E402
+from sim.config.scenario import scenario_from_dict  # noqa: E402
+from sim.engine.build import simulate  # noqa: E402
 
 SEEDS = (1, 2, 3)
 POLICIES = ({"name": "run_now"}, {"name": "static_cap", "params": {"watts": 200}})

@@ -6,13 +6,28 @@ results = sim.simulate(scenario)
 results.summary["carbon_total_kg"]; results.jobs; results.save("out/")
 summary = sim.sweep("scenarios/quickstart.toml", grid={"policy": ["run_now", "wait_awhile"]},
                     seeds=range(5), out="out/sweep")   # one row per run
+
+The package is a house of floors (docs/architecture.md): `util`, `models`, `config`, the
+domain builders (`grid`, `network`, `workload`, `serving`, `market`), `engine`, `study`, and
+the public faces beside them (this module, `api`, `errors`, `plugins`, `testing`, `cli`,
+`results`). The modules' former paths keep working as aliases of the same module objects:
+`sim.stats` and `sim.plots` (documented: `sim.study.stats`, `sim.study.plots`), and, deprecated
+since 0.2 with a DeprecationWarning, `sim.scenario` (now `sim.config.scenario`), `sim.run`
+(`sim.engine.build`) and the other modules that moved (`_MOVED`).
 """
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+import types
+
+from sim.config.scenario import Scenario, load_scenario
+from sim.engine.build import simulate
 from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError
-from sim.experiments import load_run, load_sweep, sweep
 from sim.results import Results
-from sim.run import simulate
-from sim.scenario import Scenario, load_scenario
+from sim.study.experiments import load_run, load_sweep, sweep
 
 __all__ = [
     "DcsimError",
@@ -27,3 +42,53 @@ __all__ = [
     "simulate",
     "sweep",
 ]
+
+_DOCUMENTED = {"sim.stats": "sim.study.stats", "sim.plots": "sim.study.plots"}
+_MOVED = {
+    "sim.scenario": "sim.config.scenario",
+    "sim.run": "sim.engine.build",
+    "sim.experiments": "sim.study.experiments",
+    "sim.figure_sets": "sim.study.figure_sets",
+    "sim.cluster": "sim.engine.ledger",
+    "sim.hardware": "sim.models.hardware",
+    "sim.mig": "sim.models.mig",
+    "sim.sharing": "sim.models.sharing",
+    "sim.scaling": "sim.models.scaling",
+    "sim.training": "sim.models.training",
+    "sim.pricing": "sim.models.pricing",
+    "sim.billing": "sim.market.billing",
+    "sim.dr_events": "sim.market.dr_events",
+    "sim.dr_programs": "sim.market.dr_programs",
+    "sim.rebound": "sim.workload.rebound",
+    "sim.serving.config": "sim.config.services",
+}
+"""Former module paths (before the layers of 0.2) and where the module lives now."""
+
+
+class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a former path as the module at its new one (the same object, not a copy)."""
+
+    def find_spec(self, name, path, target=None):
+        if name in _DOCUMENTED or name in _MOVED:
+            return importlib.machinery.ModuleSpec(name, self)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if spec.name in _MOVED:
+            warnings.warn(
+                f"{spec.name} is deprecated: import {_MOVED[spec.name]}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        module = importlib.import_module(_DOCUMENTED.get(spec.name) or _MOVED[spec.name])
+        # the import system sets the alias's spec on the module: exec_module puts its own back
+        spec.loader_state = module.__spec__
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        alias = module.__spec__
+        assert alias is not None
+        module.__spec__ = alias.loader_state
+
+
+sys.meta_path.append(_FormerPaths())

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Protocol, overload
 import numpy as np
 
 from sim.errors import PolicyError
-from sim.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
+from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
-    from sim.cluster import Site
-    from sim.serving.config import Directive, ServiceConfig, Variant
+    from sim.config.services import Directive, ServiceConfig, Variant
+    from sim.engine.ledger import Site
     from sim.serving.service_sim import LiveStats
     from sim.workload import JobTable
 
@@ -192,10 +192,10 @@ class Repartition:
     slices' profiles, e.g. ("3g.40gb", "2g.20gb", "2g.20gb"); docs/mig.md). The engine takes
     the lowest-index GPUs that hold no slice, are not being reconfigured and have another
     layout (`SystemState.mig_layouts` shows them). They offer no slice for
-    `sim.mig.reconfiguration_s(gpu_model)` (after booting a powered-off node, if one is
+    `sim.models.mig.reconfiguration_s(gpu_model)` (after booting a powered-off node, if one is
     needed), drawing idle power meanwhile, then the new layout's slices (a decision point).
     Draining is the policy's business: a GPU with a held slice cannot be repartitioned.
-    PolicyError for an invalid layout (the reason from `sim.mig.validate_layout`) or too
+    PolicyError for an invalid layout (the reason from `sim.models.mig.validate_layout`) or too
     few such GPUs."""
 
     site: str
@@ -437,7 +437,7 @@ class JobView:
 
     @property
     def profile(self) -> str:
-        """The job's profile (`sim.hardware.PROFILES`); a target job's names the batch size
+        """The job's profile (`sim.models.hardware.PROFILES`); a target job's names the batch size
         it trains at (`resnet50@256`)."""
         return self._q.job_profile(self.index)
 
@@ -582,7 +582,7 @@ class ServiceView:
 
     @property
     def variants(self) -> tuple[Variant, ...]:
-        """Its variants (`sim.serving.config.Variant`: name, model, gpu, gpus_per_replica,
+        """Its variants (`sim.config.services.Variant`: name, model, gpu, gpus_per_replica,
         max_batch, mig_profile, quality), its own model first."""
         return self._q.service_variants(self.name)
 

@@ -24,10 +24,10 @@ from rich.progress import (
 from rich.table import Table
 
 from sim.api import Policy
+from sim.config.scenario import Scenario, load_scenario, parse_value
+from sim.engine.build import build_sources, build_world, random_streams, seed_sequences, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
-from sim.run import build_sources, build_world, random_streams, seed_sequences, simulate
-from sim.scenario import Scenario, load_scenario, parse_value
 
 
 class _Command(typer.core.TyperCommand):
@@ -272,9 +272,9 @@ def sweep(
     ] = None,
 ) -> None:
     """Run a scenario over a grid of parameters and seeds; finished runs are reused."""
-    from sim.experiments import parse_grid_item, parse_seeds
-    from sim.experiments import sweep as run_sweep
-    from sim.stats import DEFAULT_METRICS, mean_ci
+    from sim.study.experiments import parse_grid_item, parse_seeds
+    from sim.study.experiments import sweep as run_sweep
+    from sim.study.stats import DEFAULT_METRICS, mean_ci
 
     grid_values = dict(parse_grid_item(item) for item in grid or [])
     _check_out_folder(out)
@@ -363,7 +363,7 @@ def plot(
     ] = None,
 ) -> None:
     """Draw the figures that fit a run's or a sweep's results, as PNG and PDF."""
-    from sim.figure_sets import figures_for
+    from sim.study.figure_sets import figures_for
 
     if out is not None:
         _check_out_folder(out)
@@ -429,7 +429,7 @@ def grid_show(
 ) -> None:
     """One zone-year: distribution, daily profile and weekly profile."""
     from sim.grid.catalog import catalog, load_zone, zone_years
-    from sim.plots import check_figure_file
+    from sim.study.plots import check_figure_file
 
     if plot is not None:
         check_figure_file(plot)
@@ -457,7 +457,7 @@ def grid_show(
         )
     out_console.print(table)
     if plot is not None:
-        from sim.plots import zone_profile
+        from sim.study.plots import zone_profile
 
         zone_profile(series, f"{zone} {year} ({variant})", row["timezone"], plot)
         out_console.print(f"figure written to {plot}")

@@ -19,21 +19,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from sim.atomic import write_atomic
+from sim.config.scenario import Scenario, load_scenario
 from sim.grid import CarbonSignal
 from sim.grid.catalog import signals_meta, site_year_plans
-from sim.rebound import parent_ids
-from sim.records import DrJobRecord, DrWindow
-from sim.scenario import Scenario, load_scenario
+from sim.util.atomic import write_atomic
+from sim.util.records import DrJobRecord, DrWindow
 from sim.workload.feasibility import infeasible_deadlines
+from sim.workload.rebound import parent_ids
 from sim.workload.time_to_accuracy import outcome_columns, outcome_summary
 
 TERMINAL_STATES = ("completed", "rejected", "unfinished")
 """What a job's `state` in the jobs table can be at the horizon."""
 
 if TYPE_CHECKING:
-    from sim.billing import PriceCurve
     from sim.engine import Engine
+    from sim.market.billing import PriceCurve
 
 SUMMARY_KEYS = (
     "jobs_submitted",
@@ -472,7 +472,7 @@ def operational_carbon_over_time_kg(results: Results, times_s: np.ndarray) -> np
     within [0, horizon]), kg: the same exact integral as `carbon_operational_kg`, which is
     its value at the horizon. Rebuilds each site's PUE x carbon-intensity step function
     from `results.scenario`."""
-    from sim.cluster import PueProfile
+    from sim.engine.ledger import PueProfile
     from sim.grid import signal_for_site
 
     scenario, times_s = results.scenario, np.asarray(times_s, dtype=float)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from sim.api import Action, JobView, Policy, SystemState
-from sim.run import build_engine
-from sim.scenario import Scenario
+from sim.config.scenario import Scenario
+from sim.engine.build import build_engine
 
 __all__ = ["PolicyHarness"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim.scenario import Scenario, scenario_from_dict
+from sim.config.scenario import Scenario, scenario_from_dict
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ def shared_data() -> Path:
 @pytest.fixture
 def catalog_restored():
     """Scenario GPU models join the process-wide catalog; take them out again."""
-    from sim.hardware import GPU_CATALOG
+    from sim.models.hardware import GPU_CATALOG
 
     before = set(GPU_CATALOG)
     yield

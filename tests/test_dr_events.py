@@ -1,4 +1,4 @@
-"""Demand-response events from the scenario (`sim.dr_events`): single events, and the
+"""Demand-response events from the scenario (`sim.market.dr_events`): single events, and the
 generators `daily_peak` (a local hour every day) and `high_carbon` (the stretches above a
 percentile of the site's carbon intensity), validated at the boundary."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.dr_events import dr_events
+from sim.engine.build import build_world, random_streams
 from sim.errors import ScenarioError
-from sim.run import build_world, random_streams
+from sim.market.dr_events import dr_events
 from tests.conftest import make_scenario, site
 
 JOBS = [

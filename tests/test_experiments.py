@@ -20,8 +20,8 @@ from scipy import stats as scipy_stats
 
 import sim
 from sim.errors import DcsimError, ScenarioError
-from sim.experiments import parse_grid_item, parse_seeds, plan
-from sim.stats import mean_ci, paired_differences
+from sim.study.experiments import parse_grid_item, parse_seeds, plan
+from sim.study.stats import mean_ci, paired_differences
 from tests.conftest import REPO, run_cli
 
 QUICKSTART = REPO / "scenarios" / "quickstart.toml"

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import sim
-from sim import figure_sets, plots
-from sim.figure_sets import savings_table
 from sim.results import FILES
+from sim.study import figure_sets, plots
+from sim.study.figure_sets import savings_table
 from tests.conftest import REPO, make_scenario, run_cli
 
 QUICKSTART = REPO / "scenarios" / "quickstart.toml"

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import hardware as hw
-from sim import training
-from sim.hardware import GPU_CATALOG, PROFILES, REFERENCE_GPU, estimate, speed
-from sim.training import TRAINING_WORKLOADS
+from sim.models import hardware as hw
+from sim.models import training
+from sim.models.hardware import GPU_CATALOG, PROFILES, REFERENCE_GPU, estimate, speed
+from sim.models.training import TRAINING_WORKLOADS
 from tests.conftest import REPO, SHARED_DATA, make_scenario, site
 
 GPU_IDS = [

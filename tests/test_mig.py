@@ -1,12 +1,12 @@
-"""MIG partitions (sim.mig): the profile catalog, NVIDIA's placement rules, per-slice speed and
-the power of a partitioned GPU. docs/mig.md describes the model and its sources."""
+"""MIG partitions (sim.models.mig): the profile catalog, NVIDIA's placement rules, per-slice speed
+and the power of a partitioned GPU. docs/mig.md describes the model and its sources."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim import hardware, mig
-from sim.mig import PlacedSlice, Placement
+from sim.models import hardware, mig
+from sim.models.mig import PlacedSlice, Placement
 
 MIG_GPU_IDS = ["A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200"]
 GENERIC_KINDS = ["compute-bound", "memory-bound", "mixed", "inference"]

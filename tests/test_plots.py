@@ -20,9 +20,9 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
 import sim
-from sim import plots
 from sim.errors import ScenarioError
 from sim.results import operational_carbon_over_time_kg
+from sim.study import plots
 from tests.conftest import REPO, make_scenario, run_cli, site
 
 QUICKSTART = REPO / "scenarios" / "quickstart.toml"

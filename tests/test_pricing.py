@@ -1,5 +1,5 @@
-"""GPU prices (sim.pricing, sim/data/gpu_prices.toml): the shipped table, currency conversion,
-scenario overrides, and the errors a bad table or a bad scenario gets."""
+"""GPU prices (sim.models.pricing, sim/data/gpu_prices.toml): the shipped table, currency
+conversion, scenario overrides, and the errors a bad table or a bad scenario gets."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from sim import hardware
-from sim.pricing import (
+from sim.models import hardware
+from sim.models.pricing import (
     DEFAULT_CURRENCY,
     PRICE_KINDS,
     PriceBook,

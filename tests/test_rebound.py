@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import rebound
+from sim.engine.build import simulate
 from sim.errors import ScenarioError
-from sim.run import simulate
-from sim.streams import id_draws
+from sim.util.streams import id_draws
+from sim.workload import rebound
 from tests.conftest import make_scenario, site
 
 WORKLOAD = {

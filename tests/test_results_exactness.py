@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.hardware import estimate, speed
+from sim.models.hardware import estimate, speed
 from tests.conftest import make_scenario, site
 
 HOURLY_G_PER_KWH = [420.0, 380.5, 97.25, 150.0, 612.0, 333.3, 250.0, 180.0, 505.5, 275.0] * 3
@@ -120,7 +120,7 @@ def test_an_hourly_pue_profile_is_integrated_exactly(tmp_path):
 def test_the_pue_profile_follows_utc_hours_whatever_offset_the_start_is_written_with():
     from datetime import datetime, timedelta, timezone
 
-    from sim.cluster import PueProfile
+    from sim.engine.ledger import PueProfile
 
     pue = [1.0 + h / 100 for h in range(24)]
     start = datetime(2020, 6, 1, 3, 0, tzinfo=timezone(timedelta(hours=2)))  # 01:00 UTC

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.records import EventLog
+from sim.util.records import EventLog
 
 JOB_IDS = np.array([f"j{i}" for i in range(5)], dtype=object)
 SITES = ["a", "b"]

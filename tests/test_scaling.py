@@ -1,4 +1,4 @@
-"""The multi-GPU scaling model (sim/scaling.py): its catalog, its invariants, and its check
+"""The multi-GPU scaling model (sim/models/scaling.py): its catalog, its invariants, and its check
 against published scaling figures (docs/scaling.md, "Check against published figures")."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from importlib import resources
 
 import pytest
 
-from sim import hardware, scaling, training
-from sim.scaling import NodeShape, ScalingPoint, Workload, scaling_of
+from sim.models import hardware, scaling, training
+from sim.models.scaling import NodeShape, ScalingPoint, Workload, scaling_of
 
 TOLERANCE_PP = 10.0
 """Largest allowed |model - published| efficiency, percentage points: the published figures

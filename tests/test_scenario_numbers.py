@@ -20,9 +20,9 @@ import annotated_types
 import pytest
 from pydantic import BaseModel
 
-from sim.config_model import UNIT_LIMITS, unit_limit
+from sim.config.base import UNIT_LIMITS, unit_limit
+from sim.config.scenario import Scenario, scenario_from_dict, set_value
 from sim.errors import ScenarioError
-from sim.scenario import Scenario, scenario_from_dict, set_value
 
 CHECKED_BY_VALIDATORS = {
     "Scenario.seed": "any non-negative integer seeds numpy's generators",
@@ -361,7 +361,7 @@ def test_ten_times_a_units_limit_cannot_be_meant(key: str, limit: float):
 )
 def test_free_form_tables_refuse_non_finite_numbers_too(override: str):
     raw = _kitchen_sink()
-    from sim.scenario import apply_override
+    from sim.config.scenario import apply_override
 
     apply_override(raw, override)
     with pytest.raises(ScenarioError, match="is not a finite number"):

@@ -1,4 +1,5 @@
-"""The GPU-sharing model (`sim.sharing`) and the shared-GPU ledger (`sim.cluster.SharedGpus`)."""
+"""The GPU-sharing model (`sim.models.sharing`) and the shared-GPU ledger
+(`sim.engine.ledger.SharedGpus`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.cluster import SharedGpus
-from sim.sharing import SLOWDOWN_FULL, gpu_power_w, is_fractional, share, speed_factor
+from sim.engine.ledger import SharedGpus
+from sim.models.sharing import SLOWDOWN_FULL, gpu_power_w, is_fractional, share, speed_factor
 
 
 def test_a_job_alone_on_its_gpu_runs_at_full_speed_for_its_share():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.records import INSTANT_S, EventLog, PowerLog, in_instants
+from sim.util.records import INSTANT_S, EventLog, PowerLog, in_instants
 from tests.golden.cases import CASES
 from tests.golden.record import run_case
 
@@ -46,7 +46,7 @@ def test_the_events_of_one_instant_come_in_one_order_whatever_the_last_bits():
     that_cpu = _events([T, T, T], [("ready", 0, -1), ("finish", 1, 1), ("start", 2, 0)])
     for column in ("time_s", "kind", "job", "site"):
         assert this_cpu[column].tolist() == that_cpu[column].tolist()
-    assert this_cpu["kind"].tolist() == ["start", "finish", "ready"]  # EVENT_KINDS order
+    assert this_cpu["kind"].tolist() == ["finish", "ready", "start"]  # ends, arrivals, starts
     assert this_cpu["time_s"].tolist() == [T, T, T]
 
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.cluster import Pool, Site
 from sim.engine.component import Component
+from sim.engine.ledger import Pool, Site
 from sim.network import Transfer, Wan
 from sim.results import ResultParts
 

@@ -19,7 +19,7 @@ import numpy as np
 from sim.results import ResultParts
 
 if TYPE_CHECKING:
-    from sim.cluster import Pool, Site
+    from sim.engine.ledger import Pool, Site
 
 __all__ = ["Component", "per_job"]
 

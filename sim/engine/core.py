@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim import hardware, mig, plugins, scaling, sharing, training
+from sim import plugins
 from sim.api import (
     Defer,
     JobView,
@@ -46,26 +46,27 @@ from sim.api import (
     Suspend,
     SystemState,
 )
-from sim.cluster import Pool, Site
+from sim.config.scenario import Scenario
 from sim.engine.checkpoints import Checkpoints
 from sim.engine.component import Component
 from sim.engine.demand_response import DemandResponseMeter
 from sim.engine.failures import Failures
 from sim.engine.fleet import Fleet
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
+from sim.engine.ledger import Pool, Site
 from sim.engine.queries import Queries
 from sim.engine.runs import Runs, node_of
 from sim.engine.services import Services
 from sim.engine.spot import Spot
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal, Forecaster
+from sim.models import hardware, mig, scaling, sharing, training
+from sim.models.pricing import PriceBook
 from sim.network import Wan
-from sim.pricing import PriceBook
-from sim.records import EventLog
 from sim.results import ResultParts
-from sim.scenario import Scenario
 from sim.serving.sources import RequestSource
-from sim.streams import random_streams
+from sim.util.records import EventLog
+from sim.util.streams import random_streams
 from sim.workload import JobTable
 from sim.workload.table import MAX_JOB_GPUS
 from sim.workload.time_to_accuracy import training_work

@@ -1,6 +1,6 @@
 """Demand-response metering: announcing the scenario's events, measuring each against its
 baseline, what the events did to the jobs at their sites, and what they earned and cost
-under their programs (`sim.dr_programs`).
+under their programs (`sim.market.dr_programs`).
 
 At an event's notice the meter fixes its limit (given, or a reduction of the mean
 facility power in the hour before the notice: the baseline) and calls a decision; at its
@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 
 from sim.api import DemandResponseView
-from sim.cluster import Pool, Site
-from sim.dr_events import BASELINE_WINDOW_S, DrEvent, dr_events
-from sim.dr_programs import settle
 from sim.engine.component import Component
+from sim.engine.ledger import Pool, Site
 from sim.grid import CarbonSignal
-from sim.records import DrJobRecord, DrWindow
+from sim.market.dr_events import BASELINE_WINDOW_S, DrEvent, dr_events
+from sim.market.dr_programs import settle
 from sim.results import (
     ResultParts,
     demand_response_metrics,
@@ -32,6 +31,7 @@ from sim.results import (
     dr_job_metrics,
     jain_index,
 )
+from sim.util.records import DrJobRecord, DrWindow
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -171,7 +171,7 @@ class DemandResponseMeter(Component):
 
     def write_results(self, out: ResultParts) -> None:
         """The `dr_events` table and its summary, with the programs' money columns and
-        `dr_payment`/`dr_penalty` (`sim.dr_programs.settle`); column `dr_slowdown` = the
+        `dr_payment`/`dr_penalty` (`sim.market.dr_programs.settle`); column `dr_slowdown` = the
         job's uncapped speed / its actual speed over its time in events (NaN if it never ran
         in one; inf if suspended through them); `slowdown_jain_index` over the jobs events
         touched, or over every completed job's `slowdown` when the run has no events."""

@@ -17,7 +17,7 @@ is pending again, at the back of the queue: the policy places it anew, as cluste
 schedulers requeue a job whose node failed. Starting it again reads its checkpoint with
 the usual costs (`Checkpoints.start_s`). A checkpoint write under way on GPUs a job has
 left does not fail. Draws come from the run's own `failures` random stream
-(`sim.streams.STREAMS`), so failures move no other draw.
+(`sim.util.streams.STREAMS`), so failures move no other draw.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.csv_rows import csv_rows
+from sim.config.scenario import FailuresConfig
 from sim.engine.component import Component, per_job
 from sim.errors import ScenarioError
 from sim.results import ResultParts
-from sim.scenario import FailuresConfig
+from sim.util.csv_rows import csv_rows
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine

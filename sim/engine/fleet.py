@@ -2,7 +2,7 @@
 and site-wide caps, and the site results computed from the power log.
 
 The GPU ledger itself (free GPUs per pool, busy nodes, IT power) lives in
-`sim.cluster.Site`; this component owns the sites, logs their power, runs the timers that
+`sim.engine.ledger.Site`; this component owns the sites, logs their power, runs the timers that
 switch idle nodes off and that log facility power where an hourly PUE steps, and answers
 "which site is that" for every other component.
 """
@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.billing import SiteTariff, demand_charge, site_tariff
-from sim.cluster import GpuParts, Pool, Site
 from sim.engine.component import Component
+from sim.engine.ledger import GpuParts, Pool, Site
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal
-from sim.records import PowerLog
+from sim.market.billing import SiteTariff, demand_charge, site_tariff
 from sim.results import (
     ResultParts,
     busy_gpu_s,
@@ -29,6 +28,7 @@ from sim.results import (
     site_energy_kwh,
     site_operational_carbon_kg,
 )
+from sim.util.records import PowerLog
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine

@@ -1,10 +1,10 @@
 """Prediction error: the runtimes a policy is told are off by a factor per (job, GPU model).
 
-With `[prediction_error]` (`sim.scenario.PredictionErrorConfig`), the runtime of job `j`
+With `[prediction_error]` (`sim.config.scenario.PredictionErrorConfig`), the runtime of job `j`
 on GPU model `m` that `state.estimate`, `state.runtime_s` and `state.expected_ends`
 report is the true one times a factor f[j, m] = exp(sigma_m x z), z ~ N(0, 1): lognormal,
 median 1, log-standard deviation sigma_m. The factors are drawn once, when the run is
-built, from the run's own `prediction` random stream (`sim.streams.STREAMS`), so they depend
+built, from the run's own `prediction` random stream (`sim.util.streams.STREAMS`), so they depend
 on the seed only (not on what the policy asks, or when) and move no other draw. The
 engine's truth (completions, energy, carbon) never sees them.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.scenario import PredictionErrorConfig, Scenario
+from sim.config.scenario import PredictionErrorConfig, Scenario
 
 __all__ = ["Prediction", "build_prediction"]
 

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim import scaling
 from sim.api import DemandResponseView, ParallelScaling, ReplicaPoint
-from sim.billing import SiteTariff
-from sim.cluster import Pool, Site
+from sim.config.services import Directive, ServiceConfig, Variant
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
+from sim.engine.ledger import Pool, Site
 from sim.engine.prediction import Prediction
 from sim.engine.runs import WS_PER_KWH, node_of
 from sim.errors import PolicyError
-from sim.hardware import GPU_CATALOG
-from sim.serving.config import Directive, ServiceConfig, Variant
+from sim.market.billing import SiteTariff
+from sim.models import scaling
+from sim.models.hardware import GPU_CATALOG
 from sim.serving.service_sim import LiveStats
 from sim.workload import JobTable
 from sim.workload.table import mask_sites
@@ -63,7 +63,7 @@ class Queries(Component):
         self.service_names: tuple[str, ...] = core.services.names
         self.prediction: Prediction | None = None
         """The error of the runtimes policies are told (`sim.engine.prediction`; set by
-        `sim.run.build_engine`); None: exact."""
+        `sim.engine.build.build_engine`); None: exact."""
 
     @property
     def now_s(self) -> float:

@@ -11,11 +11,11 @@ Work is counted in reference GPU-seconds (A100-80GB at its maximum power limit);
 `g` GPUs of model `m` under cap `c` advances at g x speed(m, profile) x throughput(m,
 profile, c) reference GPU-seconds per second. A fractional job (`gpu_milli` < 1000) holds
 share s = milli / 1000 of one GPU, shared first fit with other fractional jobs
-(`sim.cluster.SharedGpus`): it advances at s x speed x the interference factor of its
-co-located jobs (`sim.sharing.speed_factor`), draws s x its active power (and s of the
+(`sim.engine.ledger.SharedGpus`): it advances at s x speed x the interference factor of its
+co-located jobs (`sim.models.sharing.speed_factor`), draws s x its active power (and s of the
 host's), and is charged for that; when a job joins or leaves a shared GPU, the jobs
 computing on it are re-timed. A MIG job (`mig_profile`) holds one slice of a partitioned
-pool (`sim.cluster.MigSlices`): it advances at speed x `sim.mig.slice_speed_frac` (no
+pool (`sim.engine.ledger.MigSlices`): it advances at speed x `sim.models.mig.slice_speed_frac` (no
 interference: MIG isolates SMs and memory), and draws and is charged the slice's SM share
 of its active power and of the host's, as a fractional job its share.
 """
@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim import hardware, mig, scaling, sharing
-from sim.cluster import GpuParts, Pool, Site
+from sim.config.scenario import ScalingConfig, Scenario
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
+from sim.engine.ledger import GpuParts, Pool, Site
 from sim.errors import PolicyError, ScenarioError
+from sim.models import hardware, mig, scaling, sharing
 from sim.results import ResultParts, ideal_runtime_s
-from sim.scenario import ScalingConfig, Scenario
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -118,7 +118,7 @@ class Runs(Component):
         # list slot and a Python object per job: memory at millions of jobs).
         self.gpus = _typed("i", jobs.gpus)
         self.milli = _typed("i", jobs.gpu_milli)
-        """Thousandths of one GPU the job holds (1000: whole GPUs; `sim.sharing`)."""
+        """Thousandths of one GPU the job holds (1000: whole GPUs; `sim.models.sharing`)."""
         self.gpu_share = _typed("d", jobs.gpus * jobs.gpu_milli / sharing.MILLI_PER_GPU)
         """GPUs the job holds and is charged for: `gpus`, or a fractional job's share, or a
         MIG job's slice's SM share of its GPU (set when it starts on a pool)."""
@@ -127,7 +127,7 @@ class Runs(Component):
         self.profile: list[str] = jobs.profile.tolist()
         """The job's profile; a target job's may change at its first start (`retrain`)."""
         self.parallelism: list[str] = jobs.parallelism.tolist()
-        """The job's parallel scheme (`sim.scaling.SCHEMES`), used with `[scaling]`."""
+        """The job's parallel scheme (`sim.models.scaling.SCHEMES`), used with `[scaling]`."""
         self.work_gpu_h = _typed("d", jobs.work_gpu_h)
         """The job's total work, reference GPU-h (a target job's follows its batch size)."""
         self.remaining_gpu_s = _typed("d", jobs.work_gpu_h * 3600.0)
@@ -238,7 +238,7 @@ class Runs(Component):
         own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
         of time they stall the job (a fluid model of the stalls). A fractional job computes
         with its share of one GPU, slowed by the jobs co-located with it (where it runs, or
-        on the GPU it would join now); a MIG job with its slice (`sim.mig.slice_speed_frac`),
+        on the GPU it would join now); a MIG job with its slice (`sim.models.mig.slice_speed_frac`),
         under the cap of the whole GPU."""
         cap = self.effective_cap(site, cap)
         per_gpu, draw_w = self.speed(j, pool, cap)
@@ -285,7 +285,7 @@ class Runs(Component):
 
     def share_on(self, j: int, pool: Pool) -> float:
         """GPUs `j` is charged for on `pool`: its GPUs, a fractional job's share of one, a
-        MIG job's slice (its SM share of the GPU, `sim.mig.sm_share`)."""
+        MIG job's slice (its SM share of the GPU, `sim.models.mig.sm_share`)."""
         if self.mig_profile[j] and pool.mig is not None:
             return mig.sm_share(pool.model, self.mig_profile[j])
         return self.gpu_share[j]
@@ -636,7 +636,7 @@ class Runs(Component):
 
 @functools.cache
 def _slice_speed_frac(gpu_model: str, mig_profile: str, profile: str) -> float:
-    """`sim.mig.slice_speed_frac`, cached (a job's speed is asked at every change)."""
+    """`sim.models.mig.slice_speed_frac`, cached (a job's speed is asked at every change)."""
     return mig.slice_speed_frac(gpu_model, mig_profile, profile)
 
 

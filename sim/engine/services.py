@@ -37,20 +37,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim import mig
 from sim.api import ReplicaPoint
-from sim.cluster import Pool, Site
+from sim.config.scenario import Site as SiteConfig
+from sim.config.services import Directive, ServiceConfig, Variant
 from sim.engine.component import Component
+from sim.engine.ledger import Pool, Site
 from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
 from sim.errors import PolicyError, ScenarioError
-from sim.records import in_instants, instant_starts
+from sim.models import mig
 from sim.results import ResultParts
-from sim.scenario import Site as SiteConfig
-from sim.serving.config import Directive, ServiceConfig, Variant
 from sim.serving.directives import DirectedSource
 from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
 from sim.serving.sources import RequestSource
+from sim.util.records import in_instants, instant_starts
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine

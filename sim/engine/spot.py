@@ -1,7 +1,7 @@
 """Spot capacity: reserved, on-demand and spot GPUs, their prices, and the evictions of spot
 GPUs (`reserved` and `spot` counts of a site's `[[sites.gpus]]`, and `[spot]`).
 
-A pool split into capacity kinds (`sim.cluster.CapacityKinds`) gives a starting job its
+A pool split into capacity kinds (`sim.engine.ledger.CapacityKinds`) gives a starting job its
 GPUs in an order of kinds: the kinds its `Start` names (`capacity`, checked by
 `check_capacity`), else reserved first (paid for anyway), then on-demand, spot last. Prices
 (docs/spot-capacity.md, after GAIA's cost model, Hanafy et al., ASPLOS 2024, umassos/GAIA
@@ -22,7 +22,7 @@ checkpoints, it restarts from its last checkpoint and loses the work since
 (`Checkpoints.fail`, as a failed job does). Either way it is pending again, and its spot
 GPUs, once it frees them, are out of service (`Site.withdraw`) until `unavailable_h` after
 the notice. Rate draws come from the run's own `spot` random stream
-(`sim.streams.STREAMS`), so evictions move no other draw.
+(`sim.util.streams.STREAMS`), so evictions move no other draw.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim import sharing
-from sim.cluster import CAPACITY_KINDS, Pool, Site
-from sim.csv_rows import csv_rows
+from sim.config.scenario import SpotConfig
 from sim.engine.component import Component, per_job
 from sim.engine.failures import trace_time_site, weighted_draw
+from sim.engine.ledger import CAPACITY_KINDS, Pool, Site
 from sim.errors import PolicyError, ScenarioError
+from sim.models import sharing
 from sim.results import ResultParts
-from sim.scenario import SpotConfig
+from sim.util.csv_rows import csv_rows
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine

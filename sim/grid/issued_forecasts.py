@@ -35,7 +35,7 @@ from sim.grid.loaders import UNIT_TO_G_PER_KWH, _parse_times, _parse_values, _Ta
 from sim.grid.signal import CarbonSignal, _fmt_time
 
 if TYPE_CHECKING:
-    from sim.scenario import Scenario
+    from sim.config.scenario import Scenario
 
 __all__ = ["IssuedForecasts", "Replay", "load_issued_forecasts", "site_replays"]
 

@@ -34,7 +34,7 @@ from sim.network.topology import (
 from sim.network.transfers import Transfers
 
 if TYPE_CHECKING:
-    from sim.scenario import Scenario, WanConfig
+    from sim.config.scenario import Scenario, WanConfig
 
 FALLBACK_ZONE = "fallback"
 """Zone key of devices with no catalog zone within `zone_max_km` (charged at

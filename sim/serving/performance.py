@@ -4,7 +4,7 @@ Reads `sim/data/serving_model.toml` (written by `scripts/calibrate_serving.py` f
 ML.ENERGY leaderboard v3 measurements): the fitted constants, the model catalog and the
 specifications of the calibration GPUs that `sim/data/gpus.toml` lacks (B200). The
 equations are in `sim.serving.roofline`; docs/serving.md explains them. A power cap goes
-through `sim.hardware`'s calibrated cap model (docs/power-model.md) with the serving
+through `sim.models.hardware`'s calibrated cap model (docs/power-model.md) with the serving
 model's own draw as the uncapped power.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
+from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
 from sim.serving.models import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
 from sim.serving.roofline import Inputs, Params, evaluate
 
@@ -118,7 +118,7 @@ class ServingPoint:
     from its specifications through the fitted constants."""
     gpu_cap_w: float | None = None
     """The per-GPU power limit the point is at, W (None: the GPU's default, maximum limit).
-    Below the maximum, power and speed follow `sim.hardware`'s cap model."""
+    Below the maximum, power and speed follow `sim.models.hardware`'s cap model."""
 
 
 def load_serving_model(path: Path | None = None) -> ServingModel:
@@ -243,7 +243,7 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
     """`cap_w` checked against the settable power-limit range of `g` (a catalog GPU)."""
     if g.id not in GPU_CATALOG:
         raise ValueError(
-            f"cap_w={cap_w!r}: power caps need a GPU of sim.hardware.GPU_CATALOG (its "
+            f"cap_w={cap_w!r}: power caps need a GPU of sim.models.hardware.GPU_CATALOG (its "
             f"settable power-limit range and cap-model floor); {g.id} has none, run it "
             f"with cap_w=None"
         )
@@ -260,7 +260,7 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
 def _capped(pt: ServingPoint, cap_w: float) -> ServingPoint:
     """`pt` (at the maximum limit) under a per-GPU limit `cap_w` below the maximum.
 
-    `sim.hardware.cap_response` with the serving model's per-GPU draw as the uncapped
+    `sim.models.hardware.cap_response` with the serving model's per-GPU draw as the uncapped
     power and the `inference` profile's curve: a throughput fraction `r` and a capped
     per-GPU draw. Every time of the iteration stretches by `1 / r` (the clock drops).
     """
@@ -345,13 +345,13 @@ def performance(
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
     `model`: a catalog id (`sim.serving.MODELS`) or a `ModelSpec`. `gpu`: a GPU id of
-    `sim.hardware.GPU_CATALOG`, `B200`, or `H100` (the H100 SXM). `num_gpus`: GPUs of the
+    `sim.models.hardware.GPU_CATALOG`, `B200`, or `H100` (the H100 SXM). `num_gpus`: GPUs of the
     replica (tensor or expert parallel). `max_batch`: the maximum number of sequences in
     flight (vLLM's `max_num_seqs`). `avg_input_tokens` / `avg_output_tokens`: mean prompt
     and answer lengths, tokens (None: the lm-arena-chat figures, the model's own mean
     output length for a catalog model). `cap_w`: a per-GPU power limit, W, within the
     GPU's settable range (None: the default, maximum limit; a catalog GPU only, not B200):
-    power, throughput, ITL, prefill and energy per token follow `sim.hardware`'s cap model;
+    power, throughput, ITL, prefill and energy per token follow `sim.models.hardware`'s cap model;
     a cap at the maximum gives the uncapped figures exactly. Raises ValueError naming a bad
     argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
     when the weights do not fit in the replica's memory (`num_gpus` too small), and when

@@ -8,12 +8,12 @@ calibrated roofline (`sim.serving.roofline.evaluate`) at a maximum batch of `n`:
 decode step with the prefill of the batch's prompts amortised over their output tokens,
 at the service's mean input and output lengths. A prompt's own prefill (the time to its
 first token, `prefill_s`) is the roofline's prefill of that many input tokens alone.
-Power caps scale time and power by `sim.hardware`'s cap model, as in `performance`.
+Power caps scale time and power by `sim.models.hardware`'s cap model, as in `performance`.
 
 A replica on one MIG slice (`mig_profile`, docs/mig.md "LLM replicas on slices") is the
-same roofline on a GPU with the slice's memory, its `sim.mig.bandwidth_share` of the
-bandwidth and its `sim.mig.sm_share` of the dense FLOP/s; its power is its SM share of the
-whole GPU's draw at that load (`sim.mig.gpu_power_w`'s rule), idle included.
+same roofline on a GPU with the slice's memory, its `sim.models.mig.bandwidth_share` of the
+bandwidth and its `sim.models.mig.sm_share` of the dense FLOP/s; its power is its SM share of the
+whole GPU's draw at that load (`sim.models.mig.gpu_power_w`'s rule), idle included.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from sim import mig
-from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
 from sim.serving.models import PRECISION_BYTES
 from sim.serving.performance import ServingGpu, _cap, _inputs, _resolve, serving_model
 from sim.serving.roofline import GPU_MEMORY_UTILIZATION, evaluate
@@ -157,8 +157,8 @@ def replica_model(
 
 def slice_gpu(g: ServingGpu, mig_profile: str) -> ServingGpu:
     """What the roofline reads of one `mig_profile` slice of `g` (docs/mig.md): the slice's
-    memory (NVIDIA's size for the profile, GB), `sim.mig.bandwidth_share` of the memory
-    bandwidth and `sim.mig.sm_share` of the dense FLOP/s; the whole GPU's TDP and idle
+    memory (NVIDIA's size for the profile, GB), `sim.models.mig.bandwidth_share` of the memory
+    bandwidth and `sim.models.mig.sm_share` of the dense FLOP/s; the whole GPU's TDP and idle
     power, so that the roofline's power is the GPU's draw with every slice at this load
     (the caller takes the slice's SM share of it). ValueError for a GPU without MIG or an
     unknown profile."""

@@ -22,10 +22,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim.atomic import write_atomic
-from sim.columns import freeze_columns
 from sim.errors import TraceError
 from sim.serving.models import finite_real
+from sim.util.atomic import write_atomic
+from sim.util.columns import freeze_columns
 
 REQUEST_COLUMNS: tuple[str, ...] = ("arrival_s", "input_tokens", "output_tokens")
 """Columns of `requests.parquet`, in the order `RequestTable.to_frame` writes them."""

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.replica import ReplicaModel
 from sim.serving.sources import RequestSource
 

@@ -27,7 +27,7 @@ from sim.serving.requests import (
 )
 
 if TYPE_CHECKING:
-    from sim.serving.config import RequestSource as RequestSourceConfig
+    from sim.config.services import RequestSource as RequestSourceConfig
     from sim.serving.importers import RequestImportReport
 
 __all__ = ["FileSource", "RequestSource", "SyntheticSource", "TokenStats", "build_source"]
@@ -215,7 +215,7 @@ class SyntheticSource(RequestSource):
 def build_source(
     cfg: RequestSourceConfig, horizon_s: float, seed: np.random.SeedSequence
 ) -> RequestSource:
-    """The `RequestSource` of a service's `requests` table (`sim.serving.config`). A trace
+    """The `RequestSource` of a service's `requests` table (`sim.config.services`). A trace
     file in another format is imported now; its import report is the source's `report`."""
     if cfg.file is not None:
         if cfg.format == "dcsim":

@@ -10,8 +10,8 @@ import dataclasses
 
 import numpy as np
 
+from sim.config.scenario import Scenario
 from sim.errors import ScenarioError
-from sim.scenario import Scenario
 from sim.workload.native import load_job_file
 from sim.workload.synthetic import generate_synthetic
 from sim.workload.table import (

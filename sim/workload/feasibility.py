@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.scenario import Scenario
+from sim.config.scenario import Scenario
 from sim.workload.table import JobTable, gpu_model_names
 
 __all__ = ["fastest_runtime_s", "infeasible_deadlines"]

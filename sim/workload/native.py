@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from sim import mig
+from sim.config.scenario import Scenario
 from sim.errors import TraceError
-from sim.hardware import GPU_CATALOG, PROFILES, profile_choices
-from sim.scaling import SCHEMES
-from sim.scenario import Scenario
-from sim.sharing import MILLI_PER_GPU
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG, PROFILES, profile_choices
+from sim.models.scaling import SCHEMES
+from sim.models.sharing import MILLI_PER_GPU
 from sim.workload.table import (
     ANY_GPU_MODEL,
     ANY_SITE,

@@ -1,7 +1,7 @@
 """The columnar job table every workload source produces, and the native format's columns.
 
 A job is a gang of `gpus` GPUs that must all run on one site. Its size is `work_gpu_h`,
-reference GPU-hours (an A100-80GB at its maximum power limit, see `sim.hardware`) summed
+reference GPU-hours (an A100-80GB at its maximum power limit, see `sim.models.hardware`) summed
 over its GPUs: on `gpus` reference GPUs it runs for `work_gpu_h / gpus` hours of wall time.
 A job with a deadline (absolute, seconds since the scenario start) may be deferred; a job
 without one must run as soon as possible. Interruptible jobs may be suspended and resumed
@@ -20,12 +20,12 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from sim import mig
-from sim.columns import freeze_columns
-from sim.hardware import GPU_CATALOG, PROFILES
-from sim.scaling import SCHEMES
-from sim.sharing import MILLI_PER_GPU
-from sim.training import split_batch_profile
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG, PROFILES
+from sim.models.scaling import SCHEMES
+from sim.models.sharing import MILLI_PER_GPU
+from sim.models.training import split_batch_profile
+from sim.util.columns import freeze_columns
 
 COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -162,7 +162,7 @@ def gpu_model_names(models: str) -> tuple[str, ...]:
 
 def join_gpu_models(names: Iterable[str]) -> str:
     """The `allowed_gpu_models` entry of these model names: stripped, repeats dropped, in order;
-    ValueError naming the first one `sim.hardware.GPU_CATALOG` does not know (or an empty
+    ValueError naming the first one `sim.models.hardware.GPU_CATALOG` does not know (or an empty
     name). No names: `ANY_GPU_MODEL`."""
     unique = dict.fromkeys(name.strip() for name in names)
     for name in unique:
@@ -218,7 +218,7 @@ class JobTable:
     work_gpu_h: np.ndarray
     """float64 > 0, reference GPU-hours (A100-80GB at max power limit), total over the GPUs."""
     profile: np.ndarray
-    """str (object), keys of `sim.hardware.PROFILES`."""
+    """str (object), keys of `sim.models.hardware.PROFILES`."""
     deadline_s: np.ndarray
     """float64, absolute, seconds since the scenario start, >= submit_s; NaN = no deadline."""
     interruptible: np.ndarray
@@ -246,14 +246,14 @@ class JobTable:
     """float64 in [0, 1): a target job's draw of its training run in the Zeus train trace;
     NaN for the others. None: no job has a target."""
     gpu_milli: np.ndarray = cast(np.ndarray, None)
-    """int64 in 1..1000, thousandths of one GPU the job holds (`sim.sharing`); below 1000
+    """int64 in 1..1000, thousandths of one GPU the job holds (`sim.models.sharing`); below 1000
     only for a one-GPU job, which may then share its GPU with other fractional jobs; its
     `work_gpu_h` stays reference GPU-hours of a whole GPU. None: every job holds whole GPUs."""
     parallelism: np.ndarray = cast(np.ndarray, None)
-    """str (object), how a multi-GPU job splits its work: one of `sim.scaling.SCHEMES`
+    """str (object), how a multi-GPU job splits its work: one of `sim.models.scaling.SCHEMES`
     ("data", "tensor", "pipeline"); used with the scenario's `[scaling]`. None: all "data"."""
     mig_profile: np.ndarray = cast(np.ndarray, None)
-    """str (object), the MIG profile (`sim.mig`, e.g. "3g.40gb") of the slice a one-GPU job
+    """str (object), the MIG profile (`sim.models.mig`, e.g. "3g.40gb") of the slice a one-GPU job
     of `gpu_milli` 1000 runs on, in a partitioned pool; "": whole GPUs (or a share of one).
     None: no job runs on a slice."""
     vc: np.ndarray = cast(np.ndarray, None)

@@ -1,14 +1,14 @@
 """Jobs given as a measured workload trained to a target metric instead of fixed GPU-hours.
 
-A job with a `target_metric` trains one of Zeus's workloads (`sim.training`) at its profile's
+A job with a `target_metric` trains one of Zeus's workloads (`sim.models.training`) at its profile's
 batch size (`resnet50@512`; a plain `resnet50` means the workload's default batch size) until
 the metric reaches the target. Its epochs come from the Zeus train trace: a uniform draw per
-job (from the run's `training` random stream, `sim.streams`, and the job's id, so it does not
+job (from the run's `training` random stream, `sim.util.streams`, and the job's id, so it does not
 depend on the order of the file) picks one of the trace's runs
 (seeds) at that batch size, as Zeus's simulator samples a training path; a run that never
 reached the target trains the workload's maximum epochs and ends without it. Its work, in
 reference GPU-hours, is those epochs times the batch size's time per epoch on the reference
-GPU (`sim.hardware.reference_epoch_s`), so that on a GPU Zeus measured it runs exactly the
+GPU (`sim.models.hardware.reference_epoch_s`), so that on a GPU Zeus measured it runs exactly the
 measured time per epoch, at the measured power, under any measured power limit.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim import hardware, training
-from sim.streams import id_draws
+from sim.models import hardware, training
+from sim.util.streams import id_draws
 from sim.workload.table import JobTable
 
 
@@ -44,7 +44,7 @@ class TrainingJobs:
 
 def training_draws(seed: int, job_ids: np.ndarray) -> np.ndarray:
     """A uniform draw in [0, 1) per job that picks its training run: the run's `training`
-    stream and the job's id (`sim.streams.id_draws`)."""
+    stream and the job's id (`sim.util.streams.id_draws`)."""
     return id_draws(seed, "training", job_ids)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import sim
 from sim.api import Migrate, Resume, Start, Suspend
-from sim.hardware import GPU_CATALOG
+from sim.models.hardware import GPU_CATALOG
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site, write_jobs
 

@@ -9,8 +9,8 @@ import pytest
 
 import sim
 from sim.api import Defer, Migrate, Reject, Resume, SetCap, Start, Suspend
-from sim.hardware import GPU_CATALOG, PROFILES, estimate, speed
-from sim.run import build_engine
+from sim.engine.build import build_engine
+from sim.models.hardware import GPU_CATALOG, PROFILES, estimate, speed
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 
@@ -275,7 +275,7 @@ def test_a_job_no_site_can_ever_hold_is_rejected_with_a_reason_when_asked(tmp_pa
     scenario = make_scenario(tmp_path, [job("huge", gpus=16), job("ok", submit_time=5.0)])
     raw = scenario.model_dump(mode="json", exclude_none=True)
     raw["workload"]["oversized"] = "reject"
-    r = sim.simulate(sim.scenario.scenario_from_dict(raw), "run_now")
+    r = sim.simulate(sim.config.scenario.scenario_from_dict(raw), "run_now")
     states = r.jobs.set_index("job_id")[["state", "reason"]]
     assert states.loc["huge"].tolist() == ["rejected", "needs 16 GPUs; the largest pool has 4"]
     assert states.loc["ok", "state"] == "completed"

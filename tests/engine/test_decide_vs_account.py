@@ -14,7 +14,7 @@ import pytest
 
 import sim
 from sim.api import Policy, SystemState
-from sim.run import build_engine
+from sim.engine.build import build_engine
 from tests.conftest import make_scenario, run_cli, site
 
 CHARGED = {"constant_g_per_kwh": 300.0}

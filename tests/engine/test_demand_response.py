@@ -8,7 +8,7 @@ import pytest
 
 import sim
 from sim.api import Resume, SetCap, Start, Suspend
-from sim.hardware import estimate
+from sim.models.hardware import estimate
 from tests.conftest import make_scenario, write_jobs
 
 # Four 1-GPU jobs fill the base site's four A100s for ten hours.
@@ -85,7 +85,7 @@ def test_policies_that_ask_for_signal_steps_are_called_at_each_step(tmp_path):
         update={
             "sites": [
                 scenario.sites[0].model_copy(
-                    update={"carbon": sim.scenario.CarbonConfig(zone="DE", year=2020)}
+                    update={"carbon": sim.config.scenario.CarbonConfig(zone="DE", year=2020)}
                 )
             ]
         }

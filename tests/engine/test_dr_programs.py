@@ -1,4 +1,4 @@
-"""Demand-response programs (`sim.dr_programs`): each event under a program is settled
+"""Demand-response programs (`sim.market.dr_programs`): each event under a program is settled
 against its baseline (previous hour, last 10 weekdays, or a stated constant) and paid per
 kWh shed, penalised per kWh above its limit, with a capacity payment per committed kW-month;
 amounts are converted to the scenario's currency. Every expected value is computed by hand
@@ -12,10 +12,10 @@ import pytest
 
 import sim
 from sim.api import SetCap, Start
-from sim.dr_programs import MONTH_H
 from sim.errors import ScenarioError
-from sim.hardware import estimate
-from sim.pricing import usd_rate
+from sim.market.dr_programs import MONTH_H
+from sim.models.hardware import estimate
+from sim.models.pricing import usd_rate
 from tests.conftest import make_scenario
 
 # Four 1-GPU jobs keep the base site's four A100s busy for the whole run (three weeks).

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 import sim.grid
-from sim.billing import PriceCurve, Tariff, interval_peaks_kw
+from sim.engine.build import simulate
 from sim.errors import ScenarioError
-from sim.pricing import conversion_rate, usd_rate
+from sim.market.billing import PriceCurve, Tariff, interval_peaks_kw
+from sim.models.pricing import conversion_rate, usd_rate
 from sim.results import site_energy_cost
-from sim.run import simulate
 from tests.conftest import make_scenario, site
 
 START = "2018-06-01T00:00:00Z"  # a Friday
@@ -78,7 +78,7 @@ def test_tou_rates_follow_local_hours_and_weekends():
         duration_h=72.0,
         sites=[_tariffed(kind="tou", timezone="Europe/Berlin", periods=WEEK)],
     )
-    from sim.billing import site_tariff
+    from sim.market.billing import site_tariff
 
     curve = site_tariff(scenario, 0).energy_price
     # Friday 2018-06-01 00:00 UTC is 02:00 CEST (night rate); 06:00 UTC is 08:00 CEST.
@@ -188,7 +188,7 @@ def test_costs_convert_to_the_scenario_currency_at_the_fixed_ecb_rate():
     eur_run_of_usd = simulate(make_scenario(start=START, sites=[site(tariff=in_usd)]), "run_now")
     eur_run_of_eur = simulate(make_scenario(start=START, sites=[site(tariff=tou)]), "run_now")
     eur_per_usd = conversion_rate("USD", "EUR")
-    assert eur_per_usd == pytest.approx(usd_rate("EUR"))  # sim.pricing's ECB rate
+    assert eur_per_usd == pytest.approx(usd_rate("EUR"))  # sim.models.pricing's ECB rate
     for key in ("cost_energy", "cost_demand_charge"):
         same_numbers = usd_run_of_usd.summary[key]
         assert eur_run_of_eur.summary[key] == pytest.approx(same_numbers, rel=1e-12)

@@ -8,8 +8,8 @@ import math
 import pytest
 
 import sim
+from sim.config.scenario import LLAMA3_FAILURES_PER_GPU_H
 from sim.errors import ScenarioError
-from sim.scenario import LLAMA3_FAILURES_PER_GPU_H
 from tests.conftest import (
     jobs_of,
     make_scenario,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import sim
-from sim.hardware import GPU_CATALOG, estimate, speed
+from sim.models.hardware import GPU_CATALOG, estimate, speed
 from tests.conftest import make_scenario, site
 
 IDLE_W = GPU_CATALOG["A100-80GB"].idle_w

@@ -1,7 +1,7 @@
 """GPU sharing in runs: fractional jobs (`gpu_milli` < 1000) co-located on one GPU.
 
 Specification: docs/gpu-sharing.md. A job of `m` milli alone on its GPU progresses at
-m / 1000 of the GPU's speed; next to co-located jobs, times `sim.sharing.speed_factor`; it
+m / 1000 of the GPU's speed; next to co-located jobs, times `sim.models.sharing.speed_factor`; it
 draws m / 1000 of its active power and of the host's, and is charged for that.
 """
 
@@ -14,8 +14,8 @@ import sim
 from policies.kit import FreeGpus, first_come_first_served
 from sim.api import Resume, Start, Suspend, SystemState
 from sim.errors import PolicyError, TraceError
-from sim.hardware import GPU_CATALOG, estimate, speed
-from sim.sharing import gpu_power_w, speed_factor
+from sim.models.hardware import GPU_CATALOG, estimate, speed
+from sim.models.sharing import gpu_power_w, speed_factor
 from sim.testing import PolicyHarness
 from sim.workload.native import load_job_file
 from tests.conftest import make_scenario, site, write_jobs

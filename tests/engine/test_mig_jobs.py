@@ -2,7 +2,7 @@
 
 Specification: docs/mig.md ("Jobs on slices"). A pool declared `mig = [...]` runs only jobs
 with that `mig_profile`, one per slice; a MIG job progresses at the GPU's speed x
-`sim.mig.slice_speed_frac` (no interference between slices), draws its slice's SM share of
+`sim.models.mig.slice_speed_frac` (no interference between slices), draws its slice's SM share of
 its active power above idle, and is charged that share of its active and host power.
 """
 
@@ -13,11 +13,11 @@ import pytest
 
 import sim
 from policies.kit import first_come_first_served
-from sim import mig
 from sim.api import SetCap, Start, Suspend, SystemState
-from sim.cluster import MigSlices
+from sim.engine.ledger import MigSlices
 from sim.errors import PolicyError, ScenarioError, TraceError
-from sim.hardware import GPU_CATALOG, estimate, speed
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG, estimate, speed
 from sim.testing import PolicyHarness
 from sim.workload.native import load_job_file
 from tests.conftest import make_scenario, site, write_jobs

@@ -15,11 +15,11 @@ import pytest
 
 import sim
 from sim.api import Start
+from sim.config.scenario import HABITAT_AVERAGE_ERROR, PredictionErrorConfig
 from sim.engine.prediction import draw_factors
 from sim.errors import ScenarioError
-from sim.scenario import HABITAT_AVERAGE_ERROR, PredictionErrorConfig
-from sim.streams import STREAMS, seed_sequences
 from sim.testing import PolicyHarness
+from sim.util.streams import STREAMS, seed_sequences
 from tests.conftest import make_scenario, one_line_cli_error, site
 
 H = 3600.0
@@ -180,7 +180,9 @@ def test_a_throughput_table_sets_the_speed_of_the_pairs_it_lists(tmp_path):
     results = sim.simulate(table_scenario(tmp_path, "memory-bound,A100-80GB,0.6\n", jobs))
     runtime_s = (results.jobs.end_s - results.jobs.start_s).to_numpy()
     assert runtime_s[0] == pytest.approx(3.0 * H / (1 * 0.6))  # work / (gpus x table speed)
-    assert runtime_s[1] == pytest.approx(3.0 * H / (2 * sim.hardware.speed("A100-80GB", "mixed")))
+    assert runtime_s[1] == pytest.approx(
+        3.0 * H / (2 * sim.models.hardware.speed("A100-80GB", "mixed"))
+    )
     assert results.meta["throughput_table"] == str(tmp_path / "speeds.csv")
 
 
@@ -190,7 +192,7 @@ def test_every_speed_of_the_run_is_the_table_s(tmp_path):
     jobs = jobs_of(1, work_gpu_h=3.0, profile="memory-bound")
     jobs[0]["deadline"] = 3.0 * H / 0.6 - 60.0  # feasible at the roofline's speed, not the table's
     scenario = table_scenario(tmp_path, "memory-bound,A100-80GB,0.6\n", jobs)
-    assert sim.hardware.speed("A100-80GB", "memory-bound") > 0.6
+    assert sim.models.hardware.speed("A100-80GB", "memory-bound") > 0.6
     assert pending(scenario).state.reference_speed("A100-80GB", "memory-bound") == 0.6
     results = sim.simulate(scenario)
     assert results.jobs.slowdown.iloc[0] == pytest.approx(1.0)
@@ -200,7 +202,7 @@ def test_every_speed_of_the_run_is_the_table_s(tmp_path):
 def test_the_cap_model_still_applies_on_top_of_the_table(tmp_path):
     harness = pending(table_scenario(tmp_path, "compute-bound,A100-80GB,0.5\n", jobs_of(1)))
     harness.apply([Start(harness.job("j0"), "a", gpu_cap_w=250.0)])
-    fraction = sim.hardware.estimate("A100-80GB", "compute-bound", 250.0).throughput_fraction
+    fraction = sim.models.hardware.estimate("A100-80GB", "compute-bound", 250.0).throughput_fraction
     assert fraction < 1.0
     harness.advance(10 * H)
     assert harness.times("j0")[1] == pytest.approx(2.0 * H / (0.5 * fraction))

@@ -2,7 +2,7 @@
 
 Specification: docs/mig.md ("Repartitioning"). Every GPU of a partitioned pool has a layout
 of its own, the scenario's at the start; `Repartition(site, gpu_model, layout, gpus)` gives
-free GPUs a new one, and they offer no slice for `sim.mig.reconfiguration_s`, drawing idle
+free GPUs a new one, and they offer no slice for `sim.models.mig.reconfiguration_s`, drawing idle
 power, then the new layout's slices.
 """
 
@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import sim
-from sim import mig
 from sim.api import MigGpuState, Repartition, Start, SystemState
-from sim.cluster import MigSlices
+from sim.engine.ledger import MigSlices
 from sim.errors import PolicyError
+from sim.models import mig
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario
 from tests.engine.test_mig_jobs import (

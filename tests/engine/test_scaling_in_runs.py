@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sim import hardware, scaling
+from sim.engine.build import simulate
 from sim.errors import ScenarioError, TraceError
-from sim.run import simulate
+from sim.models import hardware, scaling
 from tests.conftest import make_scenario, site
 
 JOBS = [

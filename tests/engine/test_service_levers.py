@@ -249,7 +249,7 @@ def test_replicas_of_a_mig_variant_each_hold_one_slice(tmp_path):
     with pytest.raises(PolicyError, match="need 1 3g.40gb slices of A100-80GB, a has 0 free"):
         h.apply([Scale(chat, "a", 3, variant="mig")])
     point = chat.replica_point("a", "mig")
-    share = sim.mig.sm_share("A100-80GB", "3g.40gb")
+    share = sim.models.mig.sm_share("A100-80GB", "3g.40gb")
     assert point.gpus == pytest.approx(share) and point.price_per_h == pytest.approx(7.0 * share)
     h.advance(600.0)
     assert chat.replicas("a", "mig") == 2

@@ -232,7 +232,7 @@ def test_without_services_nothing_changes():
 @pytest.mark.parametrize("fidelity", ["fluid", "request"])
 def test_a_saved_serving_run_loads_back_and_plots(tmp_path, fidelity):
     """scenario.toml writes every default of [[services]]; it must load back as it was."""
-    from sim.figure_sets import figures_for
+    from sim.study.figure_sets import figures_for
 
     r = sim.simulate(serving_scenario(tmp_path, fidelity, duration_h=0.5))
     r.save(tmp_path / "out")

@@ -14,9 +14,9 @@ import pytest
 import sim
 from policies.run_now import RunNow
 from sim.api import Start
+from sim.config.scenario import AWS_SPOT_NOTICE_S
 from sim.errors import PolicyError, ScenarioError
-from sim.hardware import GPU_CATALOG
-from sim.scenario import AWS_SPOT_NOTICE_S
+from sim.models.hardware import GPU_CATALOG
 from sim.testing import PolicyHarness
 from tests.conftest import jobs_of, make_scenario, one_line_cli_error, site, trace_file, write_jobs
 

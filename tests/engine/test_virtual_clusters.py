@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from sim.api import Start
+from sim.engine.build import simulate
 from sim.errors import PolicyError
-from sim.run import simulate
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 

@@ -14,10 +14,10 @@ import pytest
 
 import sim
 from sim.api import Start
+from sim.config.scenario import ForecastConfig
 from sim.errors import ScenarioError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.forecast import DAY_S, shipped_calibration
-from sim.scenario import ForecastConfig
 from tests.conftest import make_scenario, site
 from tests.grid.archives import watttime_archive
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim.config.scenario import ForecastConfig, scenario_from_dict
 from sim.errors import ScenarioError, TraceError
 from sim.grid import (
     CarbonSignal,
@@ -22,7 +23,6 @@ from sim.grid import (
     load_zone,
     signal_for_site,
 )
-from sim.scenario import ForecastConfig, scenario_from_dict
 
 # --- helpers -------------------------------------------------------------------------------
 

@@ -13,10 +13,10 @@ import pytest
 
 import sim
 from sim.api import Start
+from sim.config.scenario import ForecastConfig
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.issued_forecasts import Replay, load_issued_forecasts
-from sim.scenario import ForecastConfig
 from tests.conftest import REPO, SHARED_DATA, make_scenario, run_cli, site
 
 HOUR = 3600.0

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from sim.engine.build import simulate
 from sim.grid import CarbonSignal, signal_for_site
 from sim.grid.catalog import catalog
 from sim.grid.loaders import REPAIR_KEYS
-from sim.run import simulate
 from tests.conftest import make_scenario, site
 from tests.grid.test_loaders import ENTSOE_HEADER, entsoe_row
 

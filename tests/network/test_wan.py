@@ -8,10 +8,10 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+from sim.config.scenario import load_scenario
 from sim.errors import ScenarioError
 from sim.network import FALLBACK_ZONE, Wan, device_model, max_min_rates, per_gb_kwh
 from sim.network.topology import great_circle_km, load_topology_file
-from sim.scenario import load_scenario
 from tests.conftest import REPO, make_scenario, site
 
 START_2019 = "2019-06-03T00:00:00Z"

@@ -22,9 +22,9 @@ from policies.kit import FreeGpus
 from policies.run_now import RunNow
 from policies.wait_awhile import WaitAwhile
 from sim.api import Defer, Policy, Start, SystemState
+from sim.engine.build import simulate
 from sim.errors import ScenarioError
 from sim.plugins import build_policy
-from sim.run import simulate
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 

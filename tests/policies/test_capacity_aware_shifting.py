@@ -18,10 +18,10 @@ import pytest
 from policies.gaia import CarbonTime, LowestWindow
 from policies.kit import Bookings, PlannedStart, Run, ranked_starts
 from policies.wait_awhile import WaitAwhile
+from sim.config.scenario import load_scenario
+from sim.engine.build import simulate
 from sim.errors import ScenarioError
 from sim.plugins import build_policy
-from sim.run import simulate
-from sim.scenario import load_scenario
 from sim.testing import PolicyHarness
 from tests.conftest import REPO, make_scenario, site
 

@@ -12,7 +12,7 @@ from policies.kit import Objective, objective_forecast
 from policies.space_shifting import LowestCarbonSite
 from policies.wait_awhile import WaitAwhile
 from sim.api import Defer, Start
-from sim.run import simulate
+from sim.engine.build import simulate
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 

@@ -20,7 +20,7 @@ from policies.demand_response import DrComplementary, DrFairSlowdown, DrPause, D
 from policies.kit import FreeGpus
 from sim.api import Migrate, Reject, Resume, SetCap, Start, Suspend
 from sim.errors import ScenarioError
-from sim.hardware import GPU_CATALOG, estimate
+from sim.models.hardware import GPU_CATALOG, estimate
 from sim.plugins import build_policy
 from sim.testing import PolicyHarness
 from tests.conftest import REPO, make_scenario, run_cli, site

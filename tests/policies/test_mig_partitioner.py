@@ -12,8 +12,8 @@ import pytest
 
 import sim
 from policies.mig_partitioner import MigPartitioner
-from sim import mig
 from sim.api import Repartition
+from sim.models import mig
 from sim.serving.replica import replica_model
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site

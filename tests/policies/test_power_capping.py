@@ -19,12 +19,12 @@ from policies import REGISTRY
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
 from sim.api import PolicyError, Resume, SetCap, Start, Suspend
+from sim.engine.build import simulate
 from sim.errors import ScenarioError
-from sim.hardware import POWER_MODEL, estimate, speed
+from sim.models.hardware import POWER_MODEL, estimate, speed
+from sim.models.training import TRAINING_WORKLOADS
 from sim.plugins import build_policy
-from sim.run import simulate
 from sim.testing import PolicyHarness
-from sim.training import TRAINING_WORKLOADS
 from tests.conftest import REPO, make_scenario, run_cli, site
 
 ZEUS_PROFILES = sorted(TRAINING_WORKLOADS)  # the six workloads Zeus measured

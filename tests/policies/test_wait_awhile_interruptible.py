@@ -18,7 +18,7 @@ import pytest
 from policies.kit import cheapest_slots
 from policies.wait_awhile import WaitAwhile
 from sim.api import Defer
-from sim.run import simulate
+from sim.engine.build import simulate
 from tests.conftest import make_scenario
 from tests.policies.test_time_shifting import HOURLY, H, harness, job, trace_site
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.fluid import LOAD_GRID, Fluid, _BatchPass, pool_table
 from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.requests import RequestTable

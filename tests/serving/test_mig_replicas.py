@@ -3,7 +3,7 @@
 Specification: docs/mig.md ("LLM replicas on slices"). The replica is the calibrated roofline
 on the slice's memory, its bandwidth share and its SM share of the FLOP/s; it draws its SM
 share of the GPU's idle-to-TDP range at its load, so replicas' extra powers add up as
-`sim.mig.gpu_power_w` says and a GPU's slices never draw more than its TDP.
+`sim.models.mig.gpu_power_w` says and a GPU's slices never draw more than its TDP.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim import mig
-from sim.hardware import GPU_CATALOG
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG
 from sim.serving.models import ModelSpec
 from sim.serving.replica import replica_model
 
@@ -32,8 +32,8 @@ def full_tokens_per_s(r) -> float:
 
 
 def load(r, gpu: str, n: int) -> float:
-    """The load (in [0, 1]) that `sim.mig.gpu_power_w` reads off replica `r` with n sequences:
-    its extra power over its SM share of the GPU's dynamic range."""
+    """The load (in [0, 1]) that `sim.models.mig.gpu_power_w` reads off replica `r` with n
+    sequences: its extra power over its SM share of the GPU's dynamic range."""
     spec = GPU_CATALOG[gpu]
     share = mig.sm_share(gpu, r.mig_profile)
     return (r.power_w[n] - r.power_w[0]) / (share * (spec.max_cap_w - spec.idle_w))

@@ -354,9 +354,9 @@ def test_lower_caps_lower_power_and_throughput_and_never_exceed_the_cap():
 
 
 def test_the_cap_follows_the_calibrated_cap_model():
-    """The serving model's own per-GPU draw is the uncapped power of sim.hardware's cap
+    """The serving model's own per-GPU draw is the uncapped power of sim.models.hardware's cap
     model, with the `inference` profile's curve and the GPU's floor."""
-    from sim.hardware import GPU_CATALOG, cap_response, curve, floor_w
+    from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
 
     free = performance(*CAP_CASE)
     pt = performance(*CAP_CASE, cap_w=400)
@@ -398,7 +398,7 @@ def test_a_moderate_cap_lowers_energy_per_token():
         ("H100", float("nan"), "cap_w must be within .* got nan"),
         ("H100", True, "cap_w must be within .* got True"),
         ("H100", "300", "cap_w must be within .* got '300'"),
-        ("B200", 800, "cap_w=800: power caps need a GPU of sim.hardware.GPU_CATALOG"),
+        ("B200", 800, "cap_w=800: power caps need a GPU of sim.models.hardware.GPU_CATALOG"),
     ],
 )
 def test_caps_outside_the_settable_range_raise(gpu, cap, message):

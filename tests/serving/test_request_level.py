@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.request_level import RequestLevel
 from sim.serving.requests import RequestTable

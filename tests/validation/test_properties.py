@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import sim
 from sim.api import Defer, Migrate, Reject, Resume, SetCap, Start, Suspend
-from sim.hardware import GPU_CATALOG
-from sim.scenario import scenario_from_dict
+from sim.config.scenario import scenario_from_dict
+from sim.models.hardware import GPU_CATALOG
 
 MODELS = sorted(GPU_CATALOG)
 POWER_OFF = {"gpus_per_node": 1, "power_off": {"idle_s": 900.0, "wake_s": 120.0, "off_w": 5.0}}

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.fluid import Fluid
 from sim.serving.importers import import_azure_llm
 from sim.serving.replica import ReplicaModel, replica_model

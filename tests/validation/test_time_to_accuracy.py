@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from sim.api import Start
-from sim.run import simulate
-from sim.training import TRAINING_WORKLOADS, split_batch_profile
+from sim.engine.build import simulate
+from sim.models.training import TRAINING_WORKLOADS, split_batch_profile
 from sim.workload import load_job_file
 from tests.conftest import make_scenario, site
 

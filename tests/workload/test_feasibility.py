@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import sim
-from sim import hardware
+from sim.models import hardware
 from sim.workload import build_jobs
 from sim.workload.feasibility import fastest_runtime_s, infeasible_deadlines
 from tests.conftest import make_scenario, run_cli, site, write_jobs

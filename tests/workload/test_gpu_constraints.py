@@ -13,9 +13,9 @@ import pytest
 
 import sim
 from policies.kit.gpus import FreeGpus
-from sim import hardware
 from sim.api import Migrate, Resume, Start, Suspend
 from sim.errors import PolicyError, TraceError
+from sim.models import hardware
 from sim.testing import PolicyHarness
 from sim.workload import load_job_file
 from sim.workload.feasibility import fastest_runtime_s

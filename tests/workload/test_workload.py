@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.config.scenario import Scenario, SyntheticWorkload, scenario_from_dict
 from sim.errors import ScenarioError, TraceError
-from sim.scenario import Scenario, SyntheticWorkload, scenario_from_dict
 from sim.workload import COLUMNS, JobTable, build_jobs, generate_synthetic, load_job_file
 
 START = datetime(2020, 6, 1, tzinfo=UTC)
@@ -610,8 +610,8 @@ def test_parquet_errors_name_the_row(tmp_path):
 
 
 def test_the_job_format_page_lists_every_accepted_profile():
-    from sim.hardware import PROFILES
-    from sim.training import split_batch_profile
+    from sim.models.hardware import PROFILES
+    from sim.models.training import split_batch_profile
     from tests.conftest import REPO
 
     page = (REPO / "docs" / "job-format.md").read_text()

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from sim.serving.config import SloConfig
+from sim.config.services import SloConfig
 from sim.serving.replica import ReplicaModel
 
 LATENCY_GRID_S = np.geomspace(1e-3, 3600.0, 401)

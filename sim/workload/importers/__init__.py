@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from sim.atomic import write_atomic
 from sim.errors import TraceError
+from sim.util.atomic import write_atomic
 from sim.workload.table import COLUMNS
 
 FORMATS: dict[str, str] = {

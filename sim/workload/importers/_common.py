@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES, profile_choices
+from sim.models.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.table import COLUMNS, job_value_checks
 

@@ -27,7 +27,7 @@ own clock, no absolute date). One pod is one job:
   constraint, counted in the notes. A pod whose spec names only types that are the very
   card of one catalog model X (`SAME_CARD`) was measured on X: its work is converted to
   reference GPU-hours, `work_gpu_h x speed(X, profile) / speed("A100-80GB", profile)`
-  (`sim.hardware.speed`); other pods' runtimes are taken as reference runtimes
+  (`sim.models.hardware.speed`); other pods' runtimes are taken as reference runtimes
   (`REFERENCE_NOTE`).
 """
 
@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim import hardware
-from sim.hardware import REFERENCE_GPU
+from sim.models import hardware
+from sim.models.hardware import REFERENCE_GPU
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import (
     REFERENCE_NOTE,

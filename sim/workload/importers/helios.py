@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES, profile_choices
+from sim.models.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import apply_reasons, native_frame_utc
 

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
-from sim.hardware import PROFILES, profile_choices
+from sim.models.hardware import PROFILES, profile_choices
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import apply_reasons, native_frame
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from sim.config_model import ConfigModel
+from sim.config.base import ConfigModel
 
 __all__ = [
     "Directive",
@@ -102,7 +102,7 @@ class VariantConfig(ConfigModel):
     gpus_per_replica: int | None = Field(default=None, gt=0, le=1024)
     max_batch: int | None = Field(default=None, gt=0, le=100_000)
     mig_profile: str | None = None
-    """Each replica on one MIG slice of this profile (`sim.mig`) of a partitioned pool."""
+    """Each replica on one MIG slice of this profile (`sim.models.mig`) of a partitioned pool."""
     quality: float | None = Field(default=None, ge=0, le=100)
     """Quality score, 0-100 (default: the catalog's, `sim.serving.quality`)."""
 

@@ -23,7 +23,7 @@ FP16 throughput, and the rest in memory-bound kernels, which scale with memory b
 The reference is an A100-80GB at its maximum power limit: a job's work is in reference
 GPU-hours.
 
-A measured workload at a batch size (`resnet50@512`, `sim.training`) follows Zeus's power
+A measured workload at a batch size (`resnet50@512`, `sim.models.training`) follows Zeus's power
 sweep of that batch size on the GPUs Zeus measured (time per epoch and power, linear between
 the measured limits), and the workload's shape with the batch size's own draw elsewhere.
 """
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from sim import training
+from sim.models import training
 
 __all__ = [
     "GPU_CATALOG",
@@ -293,7 +293,7 @@ PROFILES: dict[str, Profile] = {
 
 
 def _batch_profiles() -> dict[str, Profile]:
-    """A profile per measured workload and batch size with a power sweep (`sim.training`):
+    """A profile per measured workload and batch size with a power sweep (`sim.models.training`):
     `power_frac` the median over the measured GPUs of the draw at their maximum limit."""
     out = {}
     for wid in training.TRAINING_WORKLOADS:

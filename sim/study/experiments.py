@@ -73,11 +73,7 @@ from typing import Any
 
 import pandas as pd
 
-from sim.errors import DcsimError, ScenarioError
-from sim.plugins import build_policy
-from sim.results import FILES, SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
-from sim.run import simulate
-from sim.scenario import (
+from sim.config.scenario import (
     Scenario,
     apply_override,
     parse_value,
@@ -85,6 +81,10 @@ from sim.scenario import (
     scenario_from_dict,
     set_value,
 )
+from sim.engine.build import simulate
+from sim.errors import DcsimError, ScenarioError
+from sim.plugins import build_policy
+from sim.results import FILES, SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
 
 BACKENDS = ("local", "dask")
 DASK_INSTALL = "pip install 'dcsim[dask]'"

@@ -25,8 +25,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ValidationInfo, field_validator
 
-from sim import hardware
-from sim.config_model import ConfigModel
+from sim.config.base import ConfigModel
+from sim.models import hardware
 
 __all__ = [
     "DEFAULT_CURRENCY",

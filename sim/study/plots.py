@@ -26,9 +26,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.rcsetup import cycler
 
-from sim import hardware
-from sim.dr_events import BASELINE_WINDOW_S
 from sim.errors import ScenarioError
+from sim.market.dr_events import BASELINE_WINDOW_S
+from sim.models import hardware
 from sim.results import Results, operational_carbon_over_time_kg
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def pareto_front(
     """Carbon against delay: one point per row of `summary` (a run, or a combination's
     means), coloured by `label`; the Pareto front (lowest `y` for no more `x`) as a line.
 
-    Rows with the interval columns `sim.stats.mean_ci` writes (`<x>_ci_low`, `<x>_ci_high`,
+    Rows with the interval columns `sim.study.stats.mean_ci` writes (`<x>_ci_low`, `<x>_ci_high`,
     and the same for `y`) get error bars, described under the figure by `interval`; a row
     without them (e.g. a single run) gets none. Both axes reach zero, so the distance
     between two points reads against the whole quantity and a small difference is not
@@ -404,7 +404,7 @@ def energy_time_curve(
     profile: str = "mixed",
     caps_w: Sequence[float] | None = None,
 ) -> Figure:
-    """The power model's energy-time trade-off (`sim.hardware.estimate`, not a measurement):
+    """The power model's energy-time trade-off (`sim.models.hardware.estimate`, not a measurement):
     for each GPU model, GPU energy and time per unit of work (both relative to the uncapped
     GPU) as the power cap goes from the model's lowest to its highest limit (or over
     `caps_w`); the energy-optimal cap is marked. GPU models whose curves are identical are

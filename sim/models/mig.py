@@ -14,7 +14,7 @@ the model and its limits. In short:
   -lgip` reports, not the nominal N/7) and `memory_slices / 8` of its memory bandwidth. A
   workload that spends `compute_frac` of its whole-GPU time in compute-bound kernels runs at
   `1 / (compute_frac / sm_share + (1 - compute_frac) / bandwidth_share)` of the whole GPU's
-  speed (the roofline split of `sim.hardware`, applied to one GPU's resources).
+  speed (the roofline split of `sim.models.hardware`, applied to one GPU's resources).
 - **Power.** `idle_w + sum(load_i x sm_share_i) x (max_cap_w - idle_w)`: each slice draws its
   SM share of the GPU's dynamic range at its load. An assumption (docs/mig.md): NVIDIA says
   only that instances share the GPU's power.
@@ -31,7 +31,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from sim import hardware
+from sim.models import hardware
 
 __all__ = [
     "COMPUTE_SLICES",
@@ -342,7 +342,7 @@ def bandwidth_share(gpu_model: str, profile_name: str) -> float:
 
 def slice_speed_frac(gpu_model: str, profile_name: str, workload_kind: str) -> float:
     """Throughput of one slice relative to the whole GPU (outside MIG mode) for a workload of
-    `sim.hardware.PROFILES[workload_kind]`: the roofline split of its `compute_frac` over the
+    `sim.models.hardware.PROFILES[workload_kind]`: the roofline split of its `compute_frac` over the
     slice's SM share and bandwidth share. Assumes the workload saturates the whole GPU."""
     if workload_kind not in hardware.PROFILES:
         raise ValueError(

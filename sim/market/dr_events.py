@@ -23,8 +23,8 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
+from sim.config.scenario import Scenario
 from sim.grid import CarbonSignal
-from sim.scenario import Scenario
 
 BASELINE_WINDOW_S = 3600.0
 """An event's baseline (and a `reduction_pct` limit's reference) is the site's mean facility
@@ -49,7 +49,7 @@ class DrEvent:
     reduction_pct: float | None
     rebound_h: float
     program: str | None = None
-    """The `[dr_programs]` entry that settles the event in money (`sim.dr_programs`)."""
+    """The `[dr_programs]` entry that settles the event in money (`sim.market.dr_programs`)."""
 
 
 def dr_events(scenario: Scenario, signals: Sequence[CarbonSignal]) -> list[DrEvent]:

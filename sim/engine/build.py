@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim import rebound
 from sim.api import Policy
+from sim.config.scenario import Scenario
 from sim.engine import Engine
 from sim.engine.prediction import build_prediction
 from sim.errors import ScenarioError, TraceError
@@ -18,10 +18,9 @@ from sim.grid.issued_forecasts import site_replays
 from sim.network import Wan
 from sim.plugins import build_policy
 from sim.results import Results, build_results
-from sim.scenario import Scenario
 from sim.serving.sources import RequestSource, build_source
-from sim.streams import random_streams, seed_sequences
-from sim.workload import JobTable, build_jobs
+from sim.util.streams import random_streams, seed_sequences
+from sim.workload import JobTable, build_jobs, rebound
 
 
 def build_world(
@@ -108,7 +107,7 @@ def simulate(
     `progress(fraction)` is called as the simulation advances.
 
     With a `[rebound]` table the users' follow-up jobs close a loop: the run is repeated
-    with the follow-ups the last one triggered until they no longer change (`sim.rebound`);
+    with the follow-ups the last one triggered until they no longer change (`sim.workload.rebound`);
     `meta.json`'s `rebound` says how many runs it took.
     """
     if scenario.rebound is not None:

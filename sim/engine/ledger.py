@@ -2,8 +2,8 @@
 
 IT power = sum over pools of (installed GPUs x host overhead per GPU)
          + free GPUs x idle power + sum over running jobs of GPUs x active power,
-where a fractional job (`sim.sharing`) counts its share of one GPU and a job on a MIG slice
-(`sim.mig`) its slice's SM share of one, and the part of a shared or partitioned GPU that
+where a fractional job (`sim.models.sharing`) counts its share of one GPU and a job on a MIG slice
+(`sim.models.mig`) its slice's SM share of one, and the part of a shared or partitioned GPU that
 no job holds draws idle power.
 Facility power = IT power x PUE(t), PUE constant or an hourly profile (UTC hours).
 
@@ -27,13 +27,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sim import mig
 from sim.api import MigGpuState
+from sim.config.scenario import Site as SiteConfig
 from sim.grid import CarbonSignal
-from sim.hardware import GPU_CATALOG, GpuSpec
-from sim.records import PowerLog
-from sim.scenario import Site as SiteConfig
-from sim.sharing import MILLI_PER_GPU, share
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG, GpuSpec
+from sim.models.sharing import MILLI_PER_GPU, share
+from sim.util.records import PowerLog
 
 _DAY_S = 86400.0
 
@@ -119,7 +119,7 @@ class PueProfile:
 
 
 class SharedGpus:
-    """The GPUs of one pool that fractional jobs share (`sim.sharing`): per GPU, its jobs and
+    """The GPUs of one pool that fractional jobs share (`sim.models.sharing`): per GPU, its jobs and
     the milli-GPUs each holds. A GPU is here from the start of its first job to the end of
     its last one (busy in the pool's books meanwhile); jobs are placed first fit, in the
     order the GPUs became shared."""
@@ -220,7 +220,8 @@ class _Layout:
 
     @classmethod
     def of(cls, gpu_model: str, profiles: Sequence[str]) -> _Layout:
-        """The layout of `profiles` (ValueError from `sim.mig.validate_layout` if invalid)."""
+        """The layout of `profiles` (ValueError from `sim.models.mig.validate_layout` if
+        invalid)."""
         placement = mig.validate_layout(gpu_model, profiles)
         gpu = mig.mig_gpu(gpu_model)
         slots: dict[str, list[int]] = {}
@@ -231,12 +232,12 @@ class _Layout:
 
 
 class MigSlices:
-    """The slices of one partitioned pool (`sim.mig`, NVIDIA MIG): per GPU (index 0 to
+    """The slices of one partitioned pool (`sim.models.mig`, NVIDIA MIG): per GPU (index 0 to
     `count - 1`) its layout, and which holder holds which of its slices.
 
     Every GPU starts with the pool's layout (the scenario's `mig`); `repartition` gives free
     GPUs another one, and they offer no slice until `reconfigured` (after
-    `sim.mig.reconfiguration_s`). A GPU is busy in the pool's books from the start of its
+    `sim.models.mig.reconfiguration_s`). A GPU is busy in the pool's books from the start of its
     first held slice to the end of its last one's, and while it is reconfigured. A holder
     takes a free slice of its profile on the first busy GPU that has one (in the order they
     became busy), else on the lowest-index free GPU whose layout has one.
@@ -380,7 +381,7 @@ class MigSlices:
         return self._kinds[self._layout[g]].sm_count[i]
 
     def share_of(self, holder: Hashable) -> float:
-        """The SM share of the GPU that `holder`'s slice holds (`sim.mig.sm_share`)."""
+        """The SM share of the GPU that `holder`'s slice holds (`sim.models.mig.sm_share`)."""
         return self._sm_of(holder) / self._sm_full
 
     def leave(self, holder: Hashable) -> bool:

@@ -1,13 +1,13 @@
 """User rebound: users who resubmit when their jobs are slowed, as a closed loop.
 
 When a completed job took longer than it would have alone at full power, its user may react
-(`sim.scenario.ReboundConfig`): submit a follow-up job, asking more GPUs or more work. The
+(`sim.config.scenario.ReboundConfig`): submit a follow-up job, asking more GPUs or more work. The
 follow-ups change the load, which changes other jobs' delays, which changes their users'
 reactions: a closed loop. `simulate` finds it by running to a fixed point: run with no
 follow-ups, derive the follow-ups the results trigger, run again with them, until the
 follow-ups a run triggers are those it ran with. The run is causal (a follow-up is submitted
 after the job that triggered it ended, and every draw that decides a reaction is keyed to the
-job's id, `sim.streams.id_draws`), so a fixed point is the one trajectory in which every
+job's id, `sim.util.streams.id_draws`), so a fixed point is the one trajectory in which every
 follow-up exists exactly when its trigger happened: the closed loop itself, not an
 approximation of it. A run with no `[rebound]` table never gets here.
 """
@@ -19,8 +19,8 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from sim.scenario import ReboundConfig, Scenario
-from sim.streams import id_draws
+from sim.config.scenario import ReboundConfig, Scenario
+from sim.util.streams import id_draws
 from sim.workload.table import JobTable
 from sim.workload.time_to_accuracy import training_draws, training_work
 

@@ -20,23 +20,23 @@ from typing import Annotated, Any, Final, Literal
 import tomli_w
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from sim import mig
-from sim.billing import Tariff
-from sim.config_model import HOURS_PER_DECADE, ConfigModel, TimeZoneName, check_numbers
-from sim.csv_rows import csv_rows
+from sim.config.base import HOURS_PER_DECADE, ConfigModel, TimeZoneName, check_numbers
+from sim.config.services import ServiceConfig, ServingConfig, Variant
 from sim.errors import ScenarioError
-from sim.hardware import (
+from sim.market.billing import Tariff
+from sim.models import mig
+from sim.models.hardware import (
     GPU_CATALOG,
     PROFILES,
     gpu_spec_from_dict,
     profile_choices,
     register_gpu,
 )
-from sim.hardware import speed as roofline_speed
-from sim.pricing import DEFAULT_CURRENCY, Currency, PriceConfig
-from sim.scaling import INTERCONNECTS
-from sim.serving.config import ServiceConfig, ServingConfig, Variant
-from sim.sharing import SLOWDOWN_FULL
+from sim.models.hardware import speed as roofline_speed
+from sim.models.pricing import DEFAULT_CURRENCY, Currency, PriceConfig
+from sim.models.scaling import INTERCONNECTS
+from sim.models.sharing import SLOWDOWN_FULL
+from sim.util.csv_rows import csv_rows
 
 SCHEMA_VERSION: Final = 1
 
@@ -124,7 +124,7 @@ class GpuPool(ConfigModel):
     count: int = Field(gt=0, le=MAX_POOL_GPUS)
     mig: tuple[str, ...] | None = None
     """A MIG layout every GPU of the pool is partitioned into, profile names of `model`
-    (`sim.mig`, docs/mig.md), e.g. ["3g.40gb", "2g.20gb", "2g.20gb"]: the pool then runs only
+    (`sim.models.mig`, docs/mig.md), e.g. ["3g.40gb", "2g.20gb", "2g.20gb"]: the pool then runs only
     jobs with a `mig_profile`, one per slice. None: whole GPUs."""
 
     reserved: int = Field(default=0, ge=0, le=MAX_POOL_GPUS)
@@ -165,7 +165,7 @@ class GpuPool(ConfigModel):
 
     def check_mig(self, site: str) -> None:
         """ValueError naming `site`, the model and the layout unless `mig` is a valid MIG
-        layout of the model (`sim.mig.validate_layout`)."""
+        layout of the model (`sim.models.mig.validate_layout`)."""
         if self.mig is None:
             return
         try:
@@ -706,11 +706,11 @@ GPUs' work on one GPU is beyond any accelerator."""
 
 class ThroughputConfig(ConfigModel):
     """Measured throughput per (job profile, GPU model), as in Gavel (Narayanan et al.,
-    OSDI 2020), overriding the roofline `sim.hardware.speed` for the pairs it lists
+    OSDI 2020), overriding the roofline `sim.models.hardware.speed` for the pairs it lists
     (unlisted pairs keep the roofline).
 
     `file`: a CSV file, relative to the scenario file, with a header `profile,gpu_model,
-    speed` and one row per pair. `speed` is in the unit of `sim.hardware.speed(gpu_model,
+    speed` and one row per pair. `speed` is in the unit of `sim.models.hardware.speed(gpu_model,
     profile)`: reference GPU-seconds of work (A100-80GB at its maximum power limit) done per
     second by one GPU of `gpu_model` at its maximum power limit, i.e. the measured
     throughput of `gpu_model` on the profile divided by the reference GPU's. A job on g GPUs
@@ -782,7 +782,7 @@ PredictionSigma = Annotated[float, Field(ge=0, le=MAX_PREDICTION_SIGMA)]
 
 
 class ScalingConfig(ConfigModel):
-    """Multi-GPU scaling of training jobs (`sim.scaling`, docs/scaling.md): a job on more
+    """Multi-GPU scaling of training jobs (`sim.models.scaling`, docs/scaling.md): a job on more
     than one GPU runs at the scaling model's efficiency (gradient all-reduce over the node's
     interconnect and, across nodes, the cluster network, plus the wait for the slowest
     worker), and its GPUs draw their communication power for that share of the time. Without
@@ -827,7 +827,7 @@ class VirtualClustersConfig(ConfigModel):
 
 
 class ReboundConfig(ConfigModel):
-    """A closed-loop user model (`sim.rebound`, docs/rebound.md): when a completed job took
+    """A closed-loop user model (`sim.workload.rebound`, docs/rebound.md): when a completed job took
     longer than it would have alone at full power (its turnaround over its ideal runtime,
     d = jct / ideal > 1: slowed by caps, deferred, queued), its user submits a follow-up job
     with probability min(1, resubmit_elasticity x (d - 1)), `think_time_s` after it ended,
@@ -1180,7 +1180,7 @@ class Scenario(ConfigModel):
 
     def speed(self, gpu: str, profile: str) -> float:
         """Work one `gpu` does on a `profile` job at its maximum power limit, reference GPU-s
-        per s: the `[throughput]` table's, else the roofline's (`sim.hardware.speed`)."""
+        per s: the `[throughput]` table's, else the roofline's (`sim.models.hardware.speed`)."""
         if self.throughput is None:
             return roofline_speed(gpu, profile)
         return self.throughput.speed(gpu, profile)

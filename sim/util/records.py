@@ -42,6 +42,37 @@ EVENT_KINDS = (
     "evict",
 )
 _KIND_CODE = {kind: code for code, kind in enumerate(EVENT_KINDS)}
+_INSTANT_RANK = np.array(
+    [
+        (
+            "dr_end",
+            "finish",
+            "fail",
+            "evict",
+            "suspend",
+            "checkpoint",
+            "transfer",
+            "power_off",
+            "submit",
+            "ready",
+            "defer",
+            "reject",
+            "dr_notice",
+            "dr_start",
+            "setcap",
+            "start",
+            "resume",
+            "migrate",
+            "wake",
+            "unfinished",
+        ).index(kind)
+        for kind in EVENT_KINDS
+    ],
+    dtype=np.int8,
+)
+"""Each kind's rank among the events of one instant (by kind code): what ends and what frees
+GPUs, then what arrives, then what changes limits, then what starts (and the nodes a start
+wakes), then what the horizon leaves unfinished."""
 
 INSTANT_S = 1e-6
 """Times of a level log closer than this, s, are one instant: a state that lasted less is not
@@ -128,12 +159,12 @@ class EventLog:
 
     def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then kind in
-        `EVENT_KINDS` order, job, site), emptying the log column by column as the table is
+        `_INSTANT_RANK` order, job, site), emptying the log column by column as the table is
         built (so that both never coexist whole). Text columns are categoricals (job -1 and
         site -1: missing)."""
         order, time_s = in_instants(
             np.frombuffer(self.time_s),
-            np.frombuffer(self.kind, np.int8),
+            _INSTANT_RANK[np.frombuffer(self.kind, np.int8)],
             np.frombuffer(self.job, np.int32),
             np.frombuffer(self.site, np.int16),
         )

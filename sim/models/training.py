@@ -12,7 +12,7 @@ zeus_training.toml`, written by `scripts/calibrate_training.py` from those trace
 - per (GPU, workload, batch size) the power sweep (`PowerSweep`): time per epoch and power at
   each measured limit, made monotone in the limit (the script's minimax fit).
 
-This module only reads those data; `sim.hardware` turns a sweep into the speed and power of a
+This module only reads those data; `sim.models.hardware` turns a sweep into the speed and power of a
 batch-size profile (`resnet50@512`), and `sim.workload.time_to_accuracy` turns a job's target
 into its work.
 """
@@ -37,7 +37,7 @@ class TrainingWorkload:
     """One of Zeus's (model, dataset) workloads, as its train trace measured it."""
 
     id: str
-    """The profile id of `sim.hardware.PROFILES` (e.g. `resnet50`)."""
+    """The profile id of `sim.models.hardware.PROFILES` (e.g. `resnet50`)."""
     dataset: str
     network: str
     optimizer: str

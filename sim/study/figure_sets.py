@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet
 
-from sim import plots
 from sim.errors import ScenarioError
-from sim.experiments import SUMMARY_FILE, SWEEP_FILE, load_sweep
 from sim.results import FILES as RUN_FILES
 from sim.results import Results
-from sim.stats import mean_ci, paired_differences
+from sim.study import plots
+from sim.study.experiments import SUMMARY_FILE, SWEEP_FILE, load_sweep
+from sim.study.stats import mean_ci, paired_differences
 
 MAX_LINES = len(plots.OKABE_ITO)
 """Runs drawn as lines in one figure, at most (one colour each)."""
@@ -97,7 +97,7 @@ def _reason(error: Exception) -> str:
 
 
 def _draw(out: Path, name: str, figure_function, *args, **kwargs) -> list[Path]:
-    """Call a `sim.plots` function with `path=out/name`; the two files it writes."""
+    """Call a `sim.study.plots` function with `path=out/name`; the two files it writes."""
     figure_function(*args, path=out / name, **kwargs)
     return [out / f"{name}{suffix}" for suffix in plots.FIGURE_SUFFIXES]
 

@@ -29,13 +29,13 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
-from sim.config_model import ConfigModel, TimeZoneName
+from sim.config.base import ConfigModel, TimeZoneName
 from sim.errors import ScenarioError
-from sim.pricing import DEFAULT_CURRENCY, Currency, conversion_rate
+from sim.models.pricing import DEFAULT_CURRENCY, Currency, conversion_rate
 
 if TYPE_CHECKING:
+    from sim.config.scenario import Scenario
     from sim.grid.catalog import YearPlan
-    from sim.scenario import Scenario
 
 __all__ = [
     "PriceCurve",
@@ -60,7 +60,7 @@ class TouPeriod(ConfigModel):
     start_hour: int = Field(ge=0, le=23)
     end_hour: int = Field(ge=1, le=24)
     rate_per_kwh: float = Field(ge=0)
-    """Bounded by its unit (`sim.config_model.UNIT_LIMITS`, "_per_kwh")."""
+    """Bounded by its unit (`sim.config.base.UNIT_LIMITS`, "_per_kwh")."""
 
     @model_validator(mode="after")
     def _ordered(self) -> TouPeriod:

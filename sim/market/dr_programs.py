@@ -14,7 +14,7 @@ the scenario's `[dr_programs]`, per event under a program:
 
 and per program a capacity payment of committed_kw x capacity_per_kw_month x the run's
 months. Amounts are converted from the program's currency to the scenario's with the ECB
-rates of `sim.pricing`. Summary: `dr_payment` (capacity plus energy payments) and
+rates of `sim.models.pricing`. Summary: `dr_payment` (capacity plus energy payments) and
 `dr_penalty`, None when no `[[demand_response]]` entry names a program.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim.dr_events import DrEvent
-from sim.pricing import PriceBook, conversion_rate
-from sim.scenario import DrProgram, Scenario
+from sim.config.scenario import DrProgram, Scenario
+from sim.market.dr_events import DrEvent
+from sim.models.pricing import PriceBook, conversion_rate
 
 __all__ = [
     "MONTH_H",

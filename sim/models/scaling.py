@@ -10,7 +10,7 @@ Two data files, both shipped in `sim/data` (docs/scaling.md explains the model):
 
 One step on n GPUs takes the compute time of one GPU's share plus the communication that is
 not hidden behind compute plus a synchronisation wait; the efficiency is the ideal time over
-that. Compute time scales with the GPU's speed (`sim.hardware.speed`), communication does
+that. Compute time scales with the GPU's speed (`sim.models.hardware.speed`), communication does
 not, so a faster GPU spends a larger share of its step communicating.
 
     data:      T = Tc + max(0, AR - overlap x Tc) + W(n)
@@ -37,7 +37,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from sim import hardware, training
+from sim.models import hardware, training
 
 __all__ = [
     "INTERCONNECTS",
@@ -218,7 +218,7 @@ def reference_step_s(profile: str) -> float:
 
     Measured workloads: Zeus's time per epoch at the GPU's maximum limit on the first of
     `measured_gpus` with a sweep at that batch size, over the steps of an epoch, converted
-    to the reference GPU with `sim.hardware.speed`.
+    to the reference GPU with `sim.models.hardware.speed`.
     """
     base, data, batch = _base(profile)
     if "step_s" in data:
@@ -379,7 +379,7 @@ def comm_power_frac(gpu_model: str, profile: str) -> float:
     Assumption (docs/scaling.md): a GPU waiting on a collective draws its active idle power
     (`GpuSpec.active_idle_w`: idle plus the memory devices at full clock; NCCL kernels keep
     a few SMs busy moving bytes), against the profile's uncapped draw
-    (`sim.hardware.curve`). Energy of a step = P_compute x compute time + P_comm x the rest.
+    (`sim.models.hardware.curve`). Energy of a step = P_compute x compute time + P_comm x the rest.
     """
     _base(profile)
     if gpu_model not in hardware.GPU_CATALOG:

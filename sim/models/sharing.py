@@ -12,7 +12,7 @@ A fractional job asks for `gpu_milli` thousandths of one GPU (Alibaba's `gpu_mil
 - **Power.** A shared GPU draws its idle power plus, per job, its share of the job's active
   power above idle: `idle + sum(s_i x (active_i - idle))` (`gpu_power_w`). Each job's
   share of that is `s_i x active_i` and the unheld rest of the GPU, `(1 - sum s_i) x idle`,
-  is idle power (`sim.cluster.Pool.idle_it_w`); host power is split the same way. Since
+  is idle power (`sim.engine.ledger.Pool.idle_it_w`); host power is split the same way. Since
   `sum s_i <= 1` and each `active_i` is at most the GPU's power limit, the draw never
   exceeds the limit.
 
