@@ -20,8 +20,8 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
-import warnings
 import types
+import warnings
 
 from sim.config.scenario import Scenario, load_scenario
 from sim.engine.build import simulate
