@@ -137,7 +137,7 @@ class Results:
     overshoot, energy shed, rebound peak (see `demand_response_table`)."""
     meta: dict[str, Any]
     services: pd.DataFrame = field(default_factory=pd.DataFrame)
-    """One row per inference service and step (`sim.engine.services.SERVICE_COLUMNS`)."""
+    """One row per inference service and step (`sim.engine.service_results.SERVICE_COLUMNS`)."""
     requests: pd.DataFrame | None = None
     """One row per request of every service (request-level fidelity only; else None)."""
 

@@ -263,9 +263,10 @@ class Checkpoints(Component):
         """`j`'s checkpoint is written: charge the write, free the GPUs it held."""
         core = self._core
         w = self.writing.pop(j)
-        self.add_kwh(
-            j, core.runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, w.until_s, write=True)
+        kwh = core.runs.charges.charge(
+            j, w.site, w.pool, w.pool.idle_w, w.since_s, w.until_s, write=True
         )
+        self.add_kwh(j, kwh)
         core.runs.release(j, w.site, w.pool, w.pool.idle_w)
         core.request_decision()  # GPUs are free
 
@@ -444,14 +445,13 @@ class Checkpoints(Component):
                 self._charge(j, sent.gb, sent.energy_kwh, sent.carbon_kg)
 
     def close(self, now_s: float) -> None:
-        runs = self._core.runs
+        charges = self._core.runs.charges
         if self.contention:
             self._close_transfers(now_s)
         for j, w in self.writing.items():
             until_s = min(w.until_s, now_s)
-            self.add_kwh(
-                j, runs.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, until_s, write=True)
-            )
+            kwh = charges.charge(j, w.site, w.pool, w.pool.idle_w, w.since_s, until_s, write=True)
+            self.add_kwh(j, kwh)
 
     def write_results(self, out: ResultParts) -> None:
         """Columns `checkpoint_kwh`, `wan_gb`, `wan_energy_kwh`, `wan_carbon_kg`,

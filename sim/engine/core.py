@@ -55,7 +55,8 @@ from sim.engine.fleet import Fleet
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.ledger import Pool, Site
 from sim.engine.queries import Queries
-from sim.engine.runs import Runs, node_of
+from sim.engine.run_placement import node_of
+from sim.engine.runs import Runs
 from sim.engine.services import Services
 from sim.engine.spot import Spot
 from sim.errors import PolicyError
@@ -501,7 +502,7 @@ class Engine:
         for it (free GPUs, or for a fractional job a shared GPU with room or a free GPU, or
         for a MIG job a free slice of its profile in a partitioned pool); None takes the
         first pool with room (of a model the job may run on)."""
-        runs = self.runs
+        placement = self.runs.placement
         allowed = self.jobs.gpu_models_of(j) if self._gpu_models[j] else ()
         if model is not None:
             if allowed and model not in allowed:
@@ -512,25 +513,25 @@ class Engine:
             pool = site.pool(model)
             if pool is None:
                 raise PolicyError(f"{action}: site {site.name} has no {model} GPUs")
-            if not runs.fits(j, pool):
+            if not placement.fits(j, pool):
                 raise PolicyError(
-                    f"{action}: job needs {runs.needs(j)}, {site.name} has {pool.free} free "
+                    f"{action}: job needs {placement.needs(j)}, {site.name} has {pool.free} free "
                     f"{model}{self._parts_text([pool])}"
                 )
             return pool
         pools = [p for p in site.pools if not allowed or p.model in allowed]
         for pool in pools:
-            if runs.fits(j, pool):
+            if placement.fits(j, pool):
                 return pool
         free = ", ".join(f"{p.model}={p.free}" for p in pools)
         if allowed:
             raise PolicyError(
-                f"{action}: job {self.jobs.job_id[j]} needs {runs.needs(j)} of one of "
+                f"{action}: job {self.jobs.job_id[j]} needs {placement.needs(j)} of one of "
                 f"{', '.join(allowed)}, {site.name} has {free or 'none'} free"
                 f"{self._parts_text(pools)}"
             )
         raise PolicyError(
-            f"{action}: job needs {runs.needs(j)} of one model, {site.name} has {free} free"
+            f"{action}: job needs {placement.needs(j)} of one model, {site.name} has {free} free"
             f"{self._parts_text(pools)}"
         )
 

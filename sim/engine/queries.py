@@ -18,7 +18,8 @@ from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
 from sim.engine.ledger import Pool, Site
 from sim.engine.prediction import Prediction
-from sim.engine.runs import WS_PER_KWH, node_of
+from sim.engine.run_charges import WS_PER_KWH
+from sim.engine.run_placement import node_of
 from sim.errors import PolicyError
 from sim.market.billing import SiteTariff
 from sim.models import scaling
@@ -231,7 +232,7 @@ class Queries(Component):
         read_s = gb / dest.checkpoint_read_gbps if checkpoint else 0.0
         gpus = runs.gpu_share[j]
         load_s = write_s + checkpoints.write_left_s(j) + move_s + read_s
-        hold_s = max(load_s, runs.wake_s(j, dest, dest_pool))
+        hold_s = max(load_s, runs.placement.wake_s(j, dest, dest_pool))
         kwh = kg = 0.0
         for site, p, dt in ((here, pool, write_s), (dest, dest_pool, hold_s)):
             site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / WS_PER_KWH
@@ -244,12 +245,13 @@ class Queries(Component):
     ) -> float:
         core = self._core
         runs = core.runs
+        placement = runs.placement
         held = runs.gpu_share[j]  # the GPUs it is charged for: a fractional job's share
         if core.book.state[j] == RUNNING:
             run = runs.live[j]
             if j in runs.holding:
                 return 0.0  # takes its cap when its nodes are up
-            _, draw_w = runs.speed(j, run.pool, runs.effective_cap(run.site, cap))
+            _, draw_w = placement.speed(j, run.pool, placement.effective_cap(run.site, cap))
             return held * (draw_w - run.draw_w)
         if site_name is None:
             raise PolicyError(
@@ -257,11 +259,11 @@ class Queries(Component):
             )
         site = self.site(site_name)
         pool = self._pool(j, site, model, "power_delta_w")
-        _, draw_w = runs.speed(j, pool, runs.effective_cap(site, cap))
-        new_gpus = runs.new_gpus(j, pool)
+        _, draw_w = placement.speed(j, pool, placement.effective_cap(site, cap))
+        new_gpus = placement.new_gpus(j, pool)
         if core.fleet.needs_wake(site, pool, new_gpus):
             return pool.nodes_to_wake(new_gpus) * pool.node_w  # held at idle while booting
-        return runs.share_on(j, pool) * (draw_w - pool.idle_w)
+        return placement.share_on(j, pool) * (draw_w - pool.idle_w)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
@@ -294,7 +296,7 @@ class Queries(Component):
         hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
         now = core.env.now  # the energy of the told runtime, at the true power
         energy_kwh = (
-            core.runs.share_on(j, pool)
+            core.runs.placement.share_on(j, pool)
             * (
                 (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
                 + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
@@ -369,9 +371,9 @@ class Queries(Component):
         whichever is longer."""
         core = self._core
         runs = core.runs
-        rate, draw_w = runs.rate_and_draw(j, site, pool, cap)
+        rate, draw_w = runs.placement.rate_and_draw(j, site, pool, cap)
         hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
-        hold_s = max(hold_s, runs.wake_s(j, site, pool))
+        hold_s = max(hold_s, runs.placement.wake_s(j, site, pool))
         return hold_s, self._told_s(j, pool.model, runs.remaining_now_gpu_s(j) / rate), draw_w
 
     def _told_s(self, j: int, model: str, runtime_s: float) -> float:
@@ -396,7 +398,7 @@ class Queries(Component):
         ends, gpus = [], []
         for j in pool.jobs:
             if j in runs.holding:  # its rate once it computes; the hold left is not counted
-                rate = runs.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
+                rate = runs.placement.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
                 start_s, runtime_s = now, runs.remaining_gpu_s[j] / rate
             else:  # when its completion is scheduled
                 run = runs.live[j]

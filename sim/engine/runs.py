@@ -3,26 +3,17 @@
 Progress is exact under changing speed: a running job's speed is constant between
 changes (start, cap change, suspend, migrate), so at each change the run closes a
 segment, subtracts speed x duration from the work left, charges the segment's energy and
-carbon (power x the exact integral of PUE, and of PUE x carbon intensity), and schedules
-the completion from the work left. A completion is one timeout carrying a callback,
-cancelled by giving the job's run a new token (or by ending the run).
+carbon (`sim.engine.run_charges`: power x the exact integral of PUE, and of PUE x carbon
+intensity), and schedules the completion from the work left. A completion is one timeout
+carrying a callback, cancelled by giving the job's run a new token (or by ending the run).
 
-Work is counted in reference GPU-seconds (A100-80GB at its maximum power limit); a job on
-`g` GPUs of model `m` under cap `c` advances at g x speed(m, profile) x throughput(m,
-profile, c) reference GPU-seconds per second. A fractional job (`gpu_milli` < 1000) holds
-share s = milli / 1000 of one GPU, shared first fit with other fractional jobs
-(`sim.engine.ledger.SharedGpus`): it advances at s x speed x the interference factor of its
-co-located jobs (`sim.models.sharing.speed_factor`), draws s x its active power (and s of the
-host's), and is charged for that; when a job joins or leaves a shared GPU, the jobs
-computing on it are re-timed. A MIG job (`mig_profile`) holds one slice of a partitioned
-pool (`sim.engine.ledger.MigSlices`): it advances at speed x `sim.models.mig.slice_speed_frac` (no
-interference: MIG isolates SMs and memory), and draws and is charged the slice's SM share
-of its active power and of the host's, as a fractional job its share.
+How fast a job computes and at what power, and what it takes of a pool (whole GPUs, a
+share of a shared GPU, a MIG slice), is `sim.engine.run_placement`. When a job joins or
+leaves a shared GPU, the jobs computing on it are re-timed here.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from array import array
@@ -32,22 +23,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import ScalingConfig, Scenario
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
-from sim.engine.ledger import GpuParts, Pool, Site
-from sim.errors import PolicyError, ScenarioError
-from sim.models import hardware, mig, scaling, sharing
+from sim.engine.ledger import Pool, Site
+from sim.engine.run_charges import RunCharges
+from sim.engine.run_placement import Placement, check_scaling
+from sim.models import sharing
 from sim.results import ResultParts, ideal_runtime_s
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
-    from sim.workload import JobTable
 
-__all__ = ["Run", "Runs", "WS_PER_KWH"]
-
-WS_PER_KWH = 3.6e6
-_GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
+__all__ = ["Run", "Runs"]
 
 
 def _typed(code: str, values: np.ndarray) -> array:
@@ -79,8 +66,8 @@ class Run:
 
 
 class Runs(Component):
-    """Per-job run state and charges: columns indexed by job, and the hot state of the
-    running jobs (`live`)."""
+    """Per-job run state: columns indexed by job, the hot state of the running jobs (`live`),
+    their holds and completions; their charges (`charges`) and speeds (`placement`)."""
 
     __slots__ = (
         "_core",
@@ -101,12 +88,8 @@ class Runs(Component):
         "boot_end_s",
         "model",
         "site_of",
-        "energy_kwh",
-        "carbon_kg",
-        "embodied_kg",
-        "gpu_s",
-        "cost",
-        "_speeds",
+        "placement",
+        "charges",
     )
 
     def __init__(self, core: Engine):
@@ -150,21 +133,23 @@ class Runs(Component):
         """The GPU model the job last ran on."""
         self.site_of = array("h", [-1]) * n
         """The index of the site the job last ran on (-1: never ran)."""
-        self.energy_kwh = array("d", [0.0]) * n
-        """Facility energy of the job's GPUs and their host share, kWh."""
-        self.carbon_kg = array("d", [0.0]) * n
-        """Operational carbon of that energy, kg."""
-        self.embodied_kg = array("d", [0.0]) * n
-        """Embodied carbon of the GPU-hours the job held (allocated accounting), kg."""
-        self.gpu_s = array("d", [0.0]) * n
-        self.cost = array("d", [0.0]) * n
-        """Each job's compute cost, the scenario's currency (NaN: a GPU model without price)."""
-        """GPU-seconds the job held (computing, held, or writing a checkpoint), s."""
-        self._speeds: dict[tuple[str, str, float | None, int, str, int], tuple[float, float]] = {}
+        self.charges = RunCharges(core, self.gpu_share)
+        """Per job: energy, carbon, embodied carbon, GPU time, cost."""
+        self.placement = Placement(
+            core,
+            self.gpus,
+            self.milli,
+            self.gpu_share,
+            self.mig_profile,
+            self.profile,
+            self.parallelism,
+        )
+        """Speed, draw, fit and boot of the jobs on pools (from the columns above, which
+        are changed in place only)."""
         if core.scenario.scaling is not None:
             check_scaling(jobs, [p for s in core.fleet.sites for p in s.pools], core.scenario)
 
-    # --- speed and power -------------------------------------------------------------------
+    # --- work ------------------------------------------------------------------------------
 
     def remaining_now_gpu_s(self, j: int) -> float:
         """Work left now, reference GPU-s."""
@@ -192,146 +177,10 @@ class Runs(Component):
         """Stopped `j` falls back to a checkpoint: `remaining_gpu_s` of work left again."""
         self.remaining_gpu_s[j] = remaining_gpu_s
 
-    @staticmethod
-    def effective_cap(site: Site, own_cap: float | None) -> float | None:
-        """The cap a job's GPUs run under, W: its own, else the site's (None: uncapped)."""
-        return own_cap if own_cap is not None else site.cap_w
-
-    def speed(self, j: int, pool: Pool, cap: float | None) -> tuple[float, float]:
-        """(reference GPU-s per s of one of job `j`'s GPUs of `pool`, active W of one),
-        cached: the speed at the maximum power limit (the scenario's `[throughput]` table's,
-        else the roofline `hardware.speed`) x the cap model's throughput fraction; with
-        `[scaling]`, x the scaling efficiency of the job's GPUs under its parallel scheme,
-        and the draw is the mix of computing and communicating power over the
-        communication's share of time."""
-        profile, gpus = self.profile[j], self.gpus[j]
-        scaled = self._core.scenario.scaling is not None and gpus > 1
-        scheme = self.parallelism[j] if scaled else ""
-        key = (pool.model, profile, cap, gpus if scaled else 1, scheme, pool.gpus_per_node)
-        hit = self._speeds.get(key)
-        if hit is None:
-            est = hardware.estimate(pool.model, profile, cap)
-            full = self._core.scenario.speed(pool.model, profile)
-            hit = (full * est.throughput_fraction, est.power_w)
-            if scaled:
-                hit = self._scaled(pool, profile, gpus, scheme, *hit)
-            self._speeds[key] = hit
-        return hit
-
-    def _scaled(
-        self, pool: Pool, profile: str, gpus: int, scheme: str, speed: float, draw_w: float
-    ) -> tuple[float, float]:
-        """(speed, draw W) of one GPU of a `gpus`-GPU job of `scheme` on `pool`."""
-        config = self._core.scenario.scaling
-        assert config is not None
-        point = scaling.scaling(profile, pool.model, gpus, scheme, node_of(pool, config))
-        comm_w = draw_w * scaling.comm_power_frac(pool.model, profile)
-        return (
-            speed * point.efficiency,
-            draw_w * (1.0 - point.comm_time_frac) + comm_w * point.comm_time_frac,
-        )
-
-    def rate_and_draw(
-        self, j: int, site: Site, pool: Pool, cap: float | None
-    ) -> tuple[float, float]:
-        """(progress in reference GPU-s per s, active W per GPU) of `j` on `pool` under its
-        own `cap` or the site's; periodic checkpoint writes slow progress by the fraction
-        of time they stall the job (a fluid model of the stalls). A fractional job computes
-        with its share of one GPU, slowed by the jobs co-located with it (where it runs, or
-        on the GPU it would join now); a MIG job with its slice (`sim.models.mig.slice_speed_frac`),
-        under the cap of the whole GPU."""
-        cap = self.effective_cap(site, cap)
-        per_gpu, draw_w = self.speed(j, pool, cap)
-        milli = self.milli[j]
-        if self.mig_profile[j]:
-            gpus = self._slice_gpus(j, pool)
-        elif sharing.is_fractional(milli):
-            gpus = self._shared_gpus(j, pool)
-        else:
-            gpus = self.gpus[j]
-        checkpoints = self._core.checkpoints
-        if checkpoints.interval_s is None:
-            return gpus * per_gpu, draw_w
-        return gpus * per_gpu * checkpoints.duty(j, site), draw_w
-
-    def _shared_gpus(self, j: int, pool: Pool) -> float:
-        """The GPUs fractional `j` computes with on `pool`: its share x the interference of
-        the jobs co-located with it (those of the GPU it would join, if it is not there)."""
-        milli, shared = self.milli[j], pool.shared
-        if j in shared:
-            others = shared.others_milli(j)
-        else:
-            g = shared.fit(milli)
-            others = 0 if g is None else shared.used_milli()[g]
-        slowdown = self._core.scenario.sharing.slowdown_full
-        return sharing.share(milli) * sharing.speed_factor(milli, others, slowdown)
-
-    def _slice_gpus(self, j: int, pool: Pool) -> float:
-        """The GPUs' worth MIG job `j` computes with on a slice of `pool`'s model; PolicyError
-        if the model has no slice of its profile (a query about a pool it cannot run on)."""
-        try:
-            return _slice_speed_frac(pool.model, self.mig_profile[j], self.profile[j])
-        except ValueError as e:
-            raise PolicyError(f"job {self._core.jobs.job_id[j]} cannot run on {e}") from None
-
-    def _parts(self, j: int, pool: Pool) -> tuple[GpuParts, int | str] | None:
-        """The ledger of GPU parts of `pool` that `j` takes a part of, and what it asks: a
-        fractional job's milli of a shared GPU, a MIG job's profile of a slice (of a
-        partitioned pool); None for whole GPUs."""
-        if self.mig_profile[j] and pool.mig is not None:
-            return pool.mig, self.mig_profile[j]
-        milli = self.milli[j]
-        return (pool.shared, milli) if sharing.is_fractional(milli) else None
-
-    def share_on(self, j: int, pool: Pool) -> float:
-        """GPUs `j` is charged for on `pool`: its GPUs, a fractional job's share of one, a
-        MIG job's slice (its SM share of the GPU, `sim.models.mig.sm_share`)."""
-        if self.mig_profile[j] and pool.mig is not None:
-            return mig.sm_share(pool.model, self.mig_profile[j])
-        return self.gpu_share[j]
-
-    def new_gpus(self, j: int, pool: Pool) -> int:
-        """Free GPUs of `pool` that `j` takes if it starts there now: its `gpus`; for a
-        fractional or MIG job, 0 if a shared GPU has room for it (a busy partitioned GPU a
-        free slice of its profile), else 1."""
-        parts = self._parts(j, pool)
-        if parts is None:
-            return self.gpus[j]
-        return 0 if parts[0].fit(parts[1]) is not None else 1
-
-    def wake_s(self, j: int, site: Site, pool: Pool) -> float:
-        """Boot time before `j` can compute on `pool` if it starts now, s: of the powered-off
-        node it needs, or, joining a shared (or partitioned) GPU whose node is booting, the
-        rest of that boot."""
-        parts = self._parts(j, pool)
-        g = None if parts is None else parts[0].fit(parts[1])
-        if parts is None or g is None:
-            return self._core.fleet.wake_s(site, pool, self.new_gpus(j, pool))
-        return max(0.0, parts[0].ready_s(g) - self._core.env.now)
-
-    def fits(self, j: int, pool: Pool) -> bool:
-        """True if `j` can start on `pool` now: enough free GPUs, or room on a shared one; a
-        MIG job, a free slice of its profile (never on whole GPUs, and no other job on a
-        partitioned pool, which has no free GPUs)."""
-        profile = self.mig_profile[j]
-        if profile:
-            return pool.mig is not None and pool.mig.fits(profile)
-        return pool.free >= self.new_gpus(j, pool)
-
-    def needs(self, j: int) -> str:
-        """What `j` asks for, for messages: "4 GPUs", "250 milli-GPU" or "a 1g.10gb MIG
-        slice"."""
-        milli = self.milli[j]
-        if self.mig_profile[j]:
-            return f"a {self.mig_profile[j]} MIG slice"
-        if sharing.is_fractional(milli):
-            return f"{milli} milli-GPU"
-        return f"{self.gpus[j]} GPUs"
-
     def uncapped_rate(self, j: int, pool: Pool) -> float:
         """Progress of running `j` on `pool` with no cap (periodic checkpoint stalls
         included)."""
-        return self.rate_and_draw(j, self.live[j].site, pool, math.inf)[0]
+        return self.placement.rate_and_draw(j, self.live[j].site, pool, math.inf)[0]
 
     # --- starting, changing and stopping runs ----------------------------------------------
 
@@ -352,16 +201,17 @@ class Runs(Component):
         default order)."""
         core = self._core
         now = core.env.now
+        placement = self.placement
         self.cap_w[j] = cap
         if hold_s > 0.0:
             self.loading.add(j)
-        wake_s = self.wake_s(j, site, pool)
+        wake_s = placement.wake_s(j, site, pool)
         hold_s = max(hold_s, wake_s)
         if hold_s > 0.0:
             rate, draw_w = 0.0, pool.idle_w
         else:
-            rate, draw_w = self.rate_and_draw(j, site, pool, cap)
-        parts = self._parts(j, pool)
+            rate, draw_w = placement.rate_and_draw(j, site, pool, cap)
+        parts = placement.parts(j, pool)
         if parts is None:
             woken = site.allocate(now, pool, self.gpus[j], draw_w)
         else:
@@ -378,7 +228,7 @@ class Runs(Component):
             core.failures.started(j, run)
         if pool.capacity is not None:
             core.spot.started(j, run, capacity)
-        cap_w = self.effective_cap(site, cap)
+        cap_w = placement.effective_cap(site, cap)
         core.events.append(
             now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model
         )
@@ -447,7 +297,7 @@ class Runs(Component):
         now = self._core.env.now
         self.close_segment(j, now)
         run = self.live[j]
-        rate, draw_w = self.rate_and_draw(j, run.site, run.pool, self.cap_w[j])
+        rate, draw_w = self.placement.rate_and_draw(j, run.site, run.pool, self.cap_w[j])
         run.site.change_power(now, self.gpu_share[j] * (draw_w - run.draw_w))
         run.draw_w = draw_w
         run.rate = rate
@@ -522,44 +372,10 @@ class Runs(Component):
             return
         site, pool = run.site, run.pool
         self.remaining_gpu_s[j] = max(0.0, self.remaining_gpu_s[j] - run.rate * dt)
-        energy_kwh = self.charge(j, site, pool, run.draw_w, t0, now)
+        energy_kwh = self.charges.charge(j, site, pool, run.draw_w, t0, now)
         run.seg_start_s = now
         for meter in self._core.meters:
             meter.segment_closed(j, site, pool, t0, now, energy_kwh)
-
-    def charge(
-        self,
-        j: int,
-        site: Site,
-        pool: Pool,
-        draw_w: float,
-        t0: float,
-        t1: float,
-        *,
-        write: bool = False,
-    ) -> float:
-        """Charge `j` for its GPUs (a fractional job: its share of one; a MIG job: its
-        slice's SM share of one) on `pool` drawing `draw_w` W each over [t0, t1], with their
-        host share: energy, carbon, GPU time, its price, embodied carbon. Returns the facility
-        energy, kWh. With `write`, the GPUs its checkpoint write holds (of a split pool: the
-        set it took first), else its run's (the set it took last; `CapacityKinds.holding`)."""
-        # a MIG job writing its checkpoint on a pool it left: its slice there, not the next
-        gpus = pool.mig.share_of(j) if pool.mig is not None and j in pool.mig else self.gpu_share[j]
-        it_w = gpus * (draw_w + pool.host_w)
-        energy_kwh = it_w * site.pue.integral(t0, t1) / WS_PER_KWH
-        self.energy_kwh[j] += energy_kwh
-        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
-        self.gpu_s[j] += gpus * (t1 - t0)
-        if t1 > t0 and pool.capacity is None:
-            self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.charged(pool.model)
-        elif t1 > t0:  # reserved, on-demand and spot GPUs: each kind at its price
-            assert pool.capacity is not None
-            held = pool.capacity.holding(j, newest=not write)
-            spot = self._core.spot
-            self.cost[j] += (t1 - t0) / 3600.0 * spot.cost_per_h(pool, held)
-            spot.charged(j, held, t1 - t0)
-        self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
-        return energy_kwh
 
     def close(self, now_s: float) -> None:
         for j in self._book.running:
@@ -569,12 +385,11 @@ class Runs(Component):
 
     def write_results(self, out: ResultParts) -> None:
         """Columns `gpus`, `profile`, `work_gpu_h` (as the job ran), `site`, `gpu_model`,
-        `gpu_milli`, `mig_profile`, `gpu_h`, `cost`, `energy_kwh`, `carbon_kg`, `embodied_kg` and
+        `gpu_milli`, `mig_profile`, the charges' (`RunCharges.write_results`) and
         `slowdown` = (end - first start) / the uninterrupted, uncapped runtime on the GPU
         model the job finished on (a fractional job's: alone at its share; a MIG job's: on
         its slice; > 1 from caps, suspensions and co-located jobs; a job migrated to a slower
-        model can show < 1); the jobs' energy, allocated embodied carbon, the share of jobs
-        that ran away from their origin."""
+        model can show < 1); the share of jobs that ran away from their origin."""
         core = self._core
         jt = core.jobs
         names = core.fleet.names
@@ -582,11 +397,9 @@ class Runs(Component):
         site = pd.Categorical.from_codes(self.site_of, categories=names)
         profile = np.asarray(self.profile, dtype=object)
         work = np.asarray(self.work_gpu_h)
-        gpus = self._ideal_gpus(model, profile)
+        gpus = self.placement.ideal_gpus(model, profile, self.site_of)
         ideal_s = ideal_runtime_s(work, gpus, model, profile, core.scenario.speed)
         cols = out.job_columns
-        energy = np.asarray(self.energy_kwh)
-        embodied = np.asarray(self.embodied_kg)
         cols.update(
             gpus=np.asarray(self.gpus, dtype=np.int64),
             profile=pd.Categorical(profile),
@@ -595,93 +408,10 @@ class Runs(Component):
             mig_profile=np.asarray(self.mig_profile, dtype=object),
             site=site,
             gpu_model=pd.Categorical(model),
-            gpu_h=np.asarray(self.gpu_s) / 3600.0,
-            cost=np.asarray(self.cost),
-            energy_kwh=energy,
-            carbon_kg=np.asarray(self.carbon_kg),
-            embodied_kg=embodied,
-            slowdown=(cols["end_s"] - cols["start_s"]) / ideal_s,
         )
-        out.summary["energy_jobs_kwh"] = float(pd.Series(energy).sum())
-        out.summary["cost_compute"] = float(np.sum(self.cost))  # NaN: a model without price
-        if core.scenario.embodied == "allocated":
-            out.summary["carbon_embodied_kg"] = float(pd.Series(embodied).sum())
+        self.charges.write_results(out)
+        cols["slowdown"] = (cols["end_s"] - cols["start_s"]) / ideal_s
         ran = pd.Series(site).notna()
         origin = np.array(names, dtype=object)[jt.origin_site]
         away = ran & (pd.Series(site) != origin)
         out.summary["jobs_away_share"] = float(away.sum() / ran.sum()) if ran.any() else None
-
-    def _ideal_gpus(self, model: np.ndarray, profile: np.ndarray) -> np.ndarray:
-        """Per job, the GPUs' worth of its ideal run: its GPUs (with `[scaling]`, times their
-        scaling efficiency on the pool it last ran on: communication is not a slowdown), a
-        fractional job's share (alone), a MIG job's slice speed on the model it last ran on."""
-        gpus = np.array(self.gpu_share)
-        sliced = np.flatnonzero(np.asarray(self.mig_profile, dtype=object) != "")
-        for j in sliced.tolist():
-            if model[j] is not None:
-                gpus[j] = _slice_speed_frac(model[j], self.mig_profile[j], profile[j])
-        config = self._core.scenario.scaling
-        if config is not None:
-            multi = np.flatnonzero((np.asarray(self.gpus) > 1) & (np.asarray(self.site_of) >= 0))
-            sites = self._core.fleet.sites
-            for j in multi.tolist():
-                pool = sites[self.site_of[j]].pool(model[j])
-                assert pool is not None
-                point = scaling.scaling(
-                    profile[j], model[j], self.gpus[j], self.parallelism[j], node_of(pool, config)
-                )
-                gpus[j] *= point.efficiency
-        return gpus
-
-
-@functools.cache
-def _slice_speed_frac(gpu_model: str, mig_profile: str, profile: str) -> float:
-    """`sim.models.mig.slice_speed_frac`, cached (a job's speed is asked at every change)."""
-    return mig.slice_speed_frac(gpu_model, mig_profile, profile)
-
-
-def node_of(pool: Pool, config: ScalingConfig) -> scaling.NodeShape:
-    """The node shape of `pool` for the scaling model: its `gpus_per_node`, the links of
-    `config` where given, else the GPU model's catalog default (ScenarioError naming the
-    model if it has none: a model of the scenario's own `[gpu_models]`)."""
-    default = scaling.NODE_DEFAULTS.get(pool.model)
-    if default is None and (config.intra_node is None or config.inter_node is None):
-        raise ScenarioError(
-            f"scaling: GPU model {pool.model!r} has no default node (sim/data/"
-            "interconnects.toml); give scaling.intra_node and scaling.inter_node"
-        )
-    return scaling.NodeShape(
-        pool.gpus_per_node,
-        config.intra_node or default.intra_node,  # type: ignore[union-attr]
-        config.inter_node or default.inter_node,  # type: ignore[union-attr]
-        1 if default is None else default.nics_per_node,
-    )
-
-
-def check_scaling(jobs: JobTable, pools: list[Pool], scenario: Scenario) -> None:
-    """ScenarioError, before the run, for a pool the scaling model cannot describe (a GPU
-    model with no node and no links given) or a multi-GPU job it cannot scale on a pool that
-    could hold it (e.g. tensor parallelism on a profile without transformer shapes, or
-    beyond a node on a GPU count that is not a multiple of the node's)."""
-    config = scenario.scaling
-    assert config is not None
-    nodes = {id(p): node_of(p, config) for p in pools}
-    multi = np.flatnonzero(jobs.gpus > 1)
-    kinds = pd.DataFrame(
-        {
-            "profile": jobs.profile[multi],
-            "gpus": jobs.gpus[multi],
-            "scheme": jobs.parallelism[multi],
-        }
-    ).drop_duplicates()  # the first job of each kind, by its position in `multi`
-    for row, profile, gpus, scheme in kinds.itertuples():
-        for pool in pools:
-            if pool.count < gpus:
-                continue
-            try:
-                scaling.scaling(profile, pool.model, gpus, scheme, nodes[id(pool)])
-            except ValueError as e:
-                raise ScenarioError(
-                    f"scaling: job {jobs.job_id[multi[row]]!r} ({profile}, {gpus} GPUs, "
-                    f"{scheme} parallel) on {pool.model}: {e}"
-                ) from None

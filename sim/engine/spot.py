@@ -151,7 +151,7 @@ class Spot(Component):
             if sharing.is_fractional(runs.milli[j]) or runs.mig_profile[j]:
                 raise ScenarioError(
                     "sites.gpus: reserved and spot capacity take whole-GPU jobs only; job "
-                    f"{core.jobs.job_id[j]} asks for {runs.needs(j)}"
+                    f"{core.jobs.job_id[j]} asks for {runs.placement.needs(j)}"
                 )
 
     def start(self) -> None:

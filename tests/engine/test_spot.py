@@ -443,7 +443,9 @@ def test_a_job_started_again_during_its_eviction_write_pays_each_run_at_its_kind
     # Spot: 1 h running + the 50 s write; on-demand: the 100 s hold (the write's last 50 s,
     # then the read) + the 3 h left.
     assert h.engine.spot.count[j] == 1 and h.job("j0").state == "completed"
-    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 50) / H + OD * (100 + 3 * H) / H)
+    assert h.engine.runs.charges.cost[j] == pytest.approx(
+        SPOT * (H + 50) / H + OD * (100 + 3 * H) / H
+    )
     assert h.engine.spot.spot_gpu_s[j] == pytest.approx(H + 50)
 
 
@@ -451,7 +453,7 @@ def test_a_run_cut_by_the_horizon_during_the_eviction_write_pays_its_own_kind(tm
     # The run ends 20 s into the write: 20 s on-demand for the new run, 20 s of write on spot.
     h = evicted_and_restarted(tmp_path, "time_h,site,gpus\n1,a,1\n", duration_h=1 + 20 / H)
     j = h.job("j0").index
-    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 20) / H + OD * 20 / H)
+    assert h.engine.runs.charges.cost[j] == pytest.approx(SPOT * (H + 20) / H + OD * 20 / H)
     assert h.engine.spot.spot_gpu_s[j] == pytest.approx(H + 20)
 
 
@@ -461,7 +463,9 @@ def test_a_second_reclaim_during_the_write_spares_the_new_run_on_demand(tmp_path
     h = evicted_and_restarted(tmp_path, "time_h,site,gpus\n1,a,1\n1.0055555555555555,a,1\n")
     j = h.job("j0").index
     assert h.engine.spot.count[j] == 1 and h.job("j0").state == "completed"
-    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 50) / H + OD * (100 + 3 * H) / H)
+    assert h.engine.runs.charges.cost[j] == pytest.approx(
+        SPOT * (H + 50) / H + OD * (100 + 3 * H) / H
+    )
 
 
 def test_a_new_run_evicted_during_the_write_frees_its_own_gpus_and_both_leave_service(tmp_path):
@@ -475,4 +479,4 @@ def test_a_new_run_evicted_during_the_write_frees_its_own_gpus_and_both_leave_se
     assert capacity is not None
     assert h.engine.spot.count[j] == 2 and h.job("j0").state == "pending"
     assert capacity.withdrawn == 2 and capacity.free["spot"] == 0 and capacity.held == {}
-    assert h.engine.runs.cost[j] == pytest.approx(SPOT * (H + 50 + 20) / H)
+    assert h.engine.runs.charges.cost[j] == pytest.approx(SPOT * (H + 50 + 20) / H)

@@ -1,0 +1,295 @@
+"""The replicas of the inference services' deployments and their GPUs in the site ledger.
+
+A deployment (service, site, variant: `Deployment`) holds `gpus_per_replica` GPUs per
+replica of its site's pool (a MIG variant's: one slice of a partitioned pool, counted as
+its SM share of a GPU), in the site ledger at idle power, and logs the power its GPUs draw
+above idle. `Replicas` carries out the changes of replica counts (`Scale`): a cold start
+takes the GPUs now and serves once the nodes are up and the weights read; a scale-down
+cancels the newest cold starts first, then drains serving replicas, whose GPUs are freed
+when the fidelity says their last request has finished.
+"""
+
+from __future__ import annotations
+
+import itertools
+from array import array
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sim.config.services import Variant
+from sim.engine.ledger import Pool, Site
+from sim.errors import PolicyError
+from sim.models import mig
+from sim.serving.replica import ReplicaModel
+from sim.serving.service_sim import ServiceSim
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+
+__all__ = ["ColdStart", "Deployment", "Replicas", "power_callback"]
+
+
+class ColdStart:
+    """Replicas of one scale-up in their cold start (fewer if some were cancelled)."""
+
+    __slots__ = ("replicas",)
+
+    def __init__(self, replicas: int):
+        self.replicas = replicas
+
+
+class Deployment:
+    """One deployment (service, site, variant): its replicas, their GPUs, the log of its
+    power (`Services.levels` holds them per service)."""
+
+    __slots__ = (
+        "site",
+        "pool",
+        "k",
+        "site_k",
+        "variant",
+        "spec",
+        "ready",
+        "loading",
+        "batches",
+        "model",
+        "fidelity_w",
+        "gpus",
+        "time_s",
+        "extra_w",
+        "gpus_log",
+        "gpus_per_replica",
+        "holders",
+    )
+
+    def __init__(self, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant):
+        self.site = site
+        self.pool = pool
+        self.k = k
+        """The deployment's index (the fidelity's site index)."""
+        self.site_k = site_k
+        """The site's index in the service's `sites`."""
+        self.variant = variant
+        """The variant's index in the service's `variant_specs()`."""
+        self.spec = spec
+        self.ready = 0
+        self.loading = 0
+        self.batches: list[ColdStart] = []
+        """Replicas in their cold start, per scale-up, oldest first."""
+        self.model: ReplicaModel
+        self.fidelity_w = 0.0
+        """Extra power of the serving replicas (the fidelity's last report), W."""
+        self.gpus = 0.0
+        """GPUs held (serving, loading, draining); a slice counts as its SM share."""
+        self.gpus_per_replica = (
+            float(spec.gpus_per_replica)
+            if spec.mig_profile is None
+            else mig.sm_share(spec.gpu, spec.mig_profile)
+        )
+        """GPUs one replica holds (a slice: its SM share of the GPU)."""
+        self.holders: list[tuple[str, int]] = []
+        """A MIG variant's slices held, newest last (their holder keys)."""
+        self.time_s = array("d")
+        self.extra_w = array("d")
+        """Power above the ledger's idle of all the service's GPUs here, W, from time_s."""
+        self.gpus_log = array("d")
+
+    def extra_now_w(self) -> float:
+        """Power above the ledger's idle of the deployment's GPUs now, W (the serving
+        replicas' and the loading ones' at the power of a batch of one)."""
+        return self.fidelity_w + self.loading * (self.model.load_w - self.model.power_w[0])
+
+    def record(self, t_s: float) -> None:
+        """Log the power level and GPUs held from `t_s` (one row per instant)."""
+        if self.time_s and self.time_s[-1] == t_s:
+            self.extra_w[-1] = self.extra_now_w()
+            self.gpus_log[-1] = self.gpus
+            return
+        self.time_s.append(t_s)
+        self.extra_w.append(self.extra_now_w())
+        self.gpus_log.append(self.gpus)
+
+    def record_many(self, t_s: np.ndarray, fidelity_w: np.ndarray) -> None:
+        """Log the fidelity's extra power `fidelity_w` from each of the increasing times
+        `t_s` (loading replicas and GPUs held are constant over them: a fidelity is always
+        advanced before either changes)."""
+        if not len(t_s):
+            return
+        if self.time_s and self.time_s[-1] == t_s[0]:
+            self.time_s.pop()
+            self.extra_w.pop()
+            self.gpus_log.pop()
+        self.fidelity_w = float(fidelity_w[-1])
+        loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
+        # frombytes copies the arrays' memory (extend would convert element by element)
+        self.time_s.frombytes(np.asarray(t_s, dtype=np.float64).tobytes())
+        self.extra_w.frombytes((np.asarray(fidelity_w, dtype=np.float64) + loading_w).tobytes())
+        self.gpus_log.frombytes(np.full(len(t_s), self.gpus, dtype=np.float64).tobytes())
+
+    def it_w(self) -> np.ndarray:
+        """IT power of the service's GPUs here at each log row, W (GPU idle + host share +
+        extra)."""
+        gpus = np.asarray(self.gpus_log, dtype=float)
+        return gpus * (self.pool.idle_w + self.pool.host_w) + np.asarray(self.extra_w)
+
+
+def power_callback(levels: list[Deployment]) -> Callable[..., None]:
+    """The callback a service's fidelity reports its deployments' extra power with:
+    `on_power(k, t_s, extra_w)` logs it in `levels[k]`."""
+
+    def on_power(k: int, t_s, extra_w) -> None:
+        """One change (floats), or many (increasing times and powers, numpy arrays)."""
+        level = levels[k]
+        if isinstance(t_s, np.ndarray):
+            level.record_many(t_s, extra_w)
+            return
+        level.fidelity_w = extra_w
+        level.record(t_s)
+
+    return on_power
+
+
+class Replicas:
+    """Changes of the services' replica counts, and the GPUs (or slices) replicas hold in
+    the site ledger, at idle power. `advance(i)` brings service `i`'s fidelity up to now
+    (before any change, so the power logs stay in time order); `replicas_changed(i)` is
+    told when service `i`'s ready replicas changed (its routing follows them)."""
+
+    __slots__ = ("_core", "_advance", "_replicas_changed", "_serial")
+
+    def __init__(
+        self,
+        core: Engine,
+        advance: Callable[[int], ServiceSim],
+        replicas_changed: Callable[[int], None],
+    ):
+        self._core = core
+        self._advance = advance
+        self._replicas_changed = replicas_changed
+        self._serial = itertools.count()
+        """Numbers the slices replicas hold (their holder keys: ("replica", n))."""
+
+    def room(self, level: Deployment, more: int) -> str | None:
+        """None if `more` replicas of `level` fit now, else why not."""
+        pool, profile = level.pool, level.spec.mig_profile
+        if profile is None:
+            need, free, what = more * level.spec.gpus_per_replica, pool.free, f"{pool.model} GPUs"
+        else:
+            assert pool.mig is not None
+            need, free = more, pool.mig.free_slices().get(profile, 0)
+            what = f"{profile} slices of {pool.model}"
+        if need <= free:
+            return None
+        return (
+            f"{more} more replicas of {level.spec.name} need {need} {what}, "
+            f"{level.site.name} has {free} free"
+        )
+
+    def take_gpus(self, level: Deployment, replicas: int) -> None:
+        """`replicas` more replicas of `level` take their GPUs (or slices) now, at idle."""
+        now = self._core.env.now
+        pool, profile = level.pool, level.spec.mig_profile
+        if profile is None:
+            level.site.allocate(now, pool, replicas * level.spec.gpus_per_replica, pool.idle_w)
+        else:
+            assert pool.mig is not None  # checked with the scenario
+            for _ in range(replicas):
+                holder = ("replica", next(self._serial))
+                level.site.allocate_part(now, pool, pool.mig, holder, profile, pool.idle_w, now)
+                level.holders.append(holder)
+        level.gpus += replicas * level.gpus_per_replica
+
+    def _free_gpus(
+        self, level: Deployment, replicas: int, held: list[tuple[str, int]] | None = None
+    ) -> None:
+        """`replicas` replicas of `level` give back their GPUs (or slices: `held`, else
+        the newest)."""
+        fleet, pool = self._core.fleet, level.pool
+        if level.spec.mig_profile is None:
+            fleet.release(level.site, pool, replicas * level.spec.gpus_per_replica, pool.idle_w)
+        else:
+            assert pool.mig is not None
+            for _ in range(replicas):
+                holder = held.pop() if held else level.holders.pop()
+                fleet.release_part(level.site, pool, pool.mig, holder, pool.idle_w)
+        level.gpus -= replicas * level.gpus_per_replica
+        level.record(self._core.env.now)
+
+    def _drained(
+        self, i: int, level: Deployment, replicas: int, held: list[tuple[str, int]]
+    ) -> None:
+        """Draining replicas of service `i` finished their last requests: their GPUs are
+        free (the fidelity advanced first, so the power log stays in time order)."""
+        self._advance(i)
+        self._free_gpus(level, replicas, held)
+
+    def scale(self, i: int, level: Deployment, replicas: int, asker: object) -> None:
+        """Run `replicas` replicas of service `i` at `level`'s site from now; PolicyError
+        naming `asker` if the new ones do not fit."""
+        have = level.ready + level.loading
+        if replicas > have:
+            why = self.room(level, replicas - have)
+            if why is not None:
+                raise PolicyError(f"{asker}: {why}")
+        sim = self._advance(i)
+        now = self._core.env.now
+        if replicas > have:
+            self._cold_start(i, level, replicas - have)
+            return
+        cancel = have - replicas
+        while cancel and level.batches:  # the most recent cold starts go first
+            batch = level.batches[-1]
+            n = min(cancel, batch.replicas)
+            batch.replicas -= n
+            level.loading -= n
+            cancel -= n
+            if batch.replicas == 0:
+                level.batches.pop()
+            self._free_gpus(level, n)
+        if cancel:
+            level.ready -= cancel
+            free_at_s = sim.configure(now, level.k, level.ready, level.model)
+            self._replicas_changed(i)
+            if free_at_s <= now:
+                self._free_gpus(level, cancel)
+            else:  # the drained replicas' own slices, whatever scales up meanwhile
+                held = [level.holders.pop() for _ in range(cancel)] if level.holders else []
+                timer = self._core.env.timeout(free_at_s - now)
+                timer.callbacks.append(lambda _e: self._drained(i, level, cancel, held))
+
+    def _cold_start(self, i: int, level: Deployment, n: int) -> None:
+        """`n` new replicas of service `i` at `level` take their GPUs now and serve after
+        the boot of the powered-off nodes they need and the read of the weights."""
+        core = self._core
+        pool, profile = level.pool, level.spec.mig_profile
+        if profile is None:
+            wake_s = core.fleet.wake_s(level.site, pool, n * level.spec.gpus_per_replica)
+        else:  # a slice on a GPU nothing holds may need its node booted
+            assert pool.mig is not None
+            wake_s = (
+                core.fleet.wake_s(level.site, pool, 1) if pool.mig.fit(profile) is None else 0.0
+            )
+        load_s = level.model.weights_gb / level.site.checkpoint_read_gbps
+        self.take_gpus(level, n)
+        level.loading += n
+        batch = ColdStart(n)
+        level.batches.append(batch)
+        level.record(core.env.now)
+        timer = core.env.timeout(wake_s + load_s)
+        timer.callbacks.append(lambda _e: self._loaded(i, level, batch))
+
+    def _loaded(self, i: int, level: Deployment, batch: ColdStart) -> None:
+        """The replicas of `batch` still wanted finished their cold start: they serve."""
+        n = batch.replicas
+        if n == 0:
+            return  # cancelled while loading
+        level.batches = [b for b in level.batches if b is not batch]
+        sim = self._advance(i)
+        level.loading -= n
+        level.ready += n
+        sim.configure(self._core.env.now, level.k, level.ready, level.model)
+        self._replicas_changed(i)
+        level.record(self._core.env.now)
+        self._core.request_decision()

@@ -1,0 +1,193 @@
+"""The inference services' results: their extra power in the sites' power table, the
+`services` table (one row per service and step), the `requests` table (request level),
+the serving summary keys and their share of `cost_compute` and allocated embodied carbon.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim.config.services import ServiceConfig
+from sim.engine.service_power import per_step, with_extra_power
+from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
+from sim.results import ResultParts
+from sim.serving.service_sim import STEP_COLUMNS, ServiceSim
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+    from sim.engine.services import Services
+
+__all__ = ["SERVICE_COLUMNS", "write_service_results"]
+
+SERVICE_COLUMNS = (
+    "service",
+    "step",
+    "start_s",
+    "rate_per_s",
+    "replicas",
+    *STEP_COLUMNS[1:],
+    "quality_mean",
+    "energy_kwh",
+    "carbon_kg",
+    "cost",
+)
+"""The columns of services.parquet: one row per service and step (`[serving] step_s`);
+`quality_mean` is the mean quality of the step's served requests (NaN: none of known
+quality); `cost` the price of the GPU-hours its replicas held (NaN: a GPU without price)."""
+
+
+def write_service_results(out: ResultParts, core: Engine, services: Services) -> None:
+    """Adds `services`' extra power to the sites' power table; the `services` table (and
+    `requests` at the request level); the serving summary keys."""
+    horizon_s = core.horizon_s
+    if services.configs:
+        out.power = with_extra_power(out.power, core.fleet.sites, services.levels)
+    step_s = core.scenario.serving.step_s
+    n_steps = int(np.ceil(horizon_s / step_s))  # the fidelities' step grid
+    edges = np.append(step_s * np.arange(n_steps), horizon_s)
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in SERVICE_COLUMNS}
+    energy_kwh = carbon_kg = gpu_s = embodied_kg = 0.0
+    tallies: list[QualityTally] = []
+    requests: list[pd.DataFrame] = []
+    for i in range(len(services.configs)):
+        steps = services.sims[i].step_table()
+        e_step, c_step, g_step, r_step, cost = (np.zeros(len(edges) - 1) for _ in range(5))
+        for level in services.levels[i]:
+            e, c, g = per_step(level, edges, horizon_s)
+            e_step += e
+            c_step += c
+            g_step += g
+            r_step += g / np.diff(edges) / level.gpus_per_replica
+            if g.any():  # a GPU nothing held costs nothing, priced or not
+                cost += np.where(g > 0, g / 3600.0 * core.charged(level.pool.model), 0.0)
+            embodied_kg += g.sum() / 3600.0 * level.pool.spec.embodied_kg_per_gpu_h
+        tally, frame = _served_quality(services, i, edges)
+        tallies.append(tally)
+        if frame is not None:
+            requests.append(frame)
+        energy_kwh += e_step.sum()
+        carbon_kg += c_step.sum()
+        gpu_s += g_step.sum()
+        for col in steps.columns:
+            columns[col].append(steps[col].to_numpy())
+        columns["service"].append(np.full(len(steps), i))
+        columns["start_s"].append(edges[:-1])
+        columns["rate_per_s"].append(steps["arrived"].to_numpy() / np.diff(edges))
+        columns["replicas"].append(r_step)
+        columns["quality_mean"].append(tally.mean())
+        columns["energy_kwh"].append(e_step)
+        columns["carbon_kg"].append(c_step)
+        columns["cost"].append(cost)
+        out.summary["cost_compute"] += float(cost.sum())
+    table = {c: np.concatenate(v) if v else np.zeros(0) for c, v in columns.items()}
+    codes = table["service"].astype(np.int64)
+    table["service"] = pd.Categorical.from_codes(codes, categories=list(services.names))
+    out.tables["services"] = pd.DataFrame(table)
+    if requests:
+        frame = pd.concat(requests, ignore_index=True)
+        frame["service"] = pd.Categorical(frame["service"], categories=list(services.names))
+        out.tables["requests"] = frame
+    out.summary.update(_serving_summary(services.sims, energy_kwh, carbon_kg, gpu_s))
+    out.summary.update(_quality_summary(tallies, services.configs))
+    imports = {
+        cfg.name: {
+            "format": r.format,
+            "rows_read": r.rows_read,
+            "imported": r.imported,
+            "skipped": dict(r.skipped),
+        }
+        for cfg, src in zip(services.configs, services.sources, strict=True)
+        if (r := getattr(src.base, "report", None)) is not None
+    }
+    if imports:
+        out.meta["request_imports"] = imports
+    if core.scenario.embodied == "allocated":
+        out.summary["carbon_embodied_kg"] += embodied_kg
+
+
+def _served_quality(
+    services: Services, i: int, edges: np.ndarray
+) -> tuple[QualityTally, pd.DataFrame | None]:
+    """Service `i`'s served quality per step (`edges`, s); at the request level also its
+    requests' table, with each request's site (index in the service's `sites`), variant
+    and quality."""
+    cfg, sim = services.configs[i], services.sims[i]
+    levels = services.levels[i]
+    quality = np.array([np.nan if lv.spec.quality is None else lv.spec.quality for lv in levels])
+    penalty = np.array([d.quality_penalty for d in services.directives[i]])
+    source = services.sources[i]
+    log_s, log_level = np.asarray(source.from_s), np.asarray(source.levels)
+    frame = sim.request_table()
+    if frame is None:
+        mix = directive_mix(source.base, edges, log_s, log_level, len(penalty))
+        return tally_steps(sim.served_by_site(), quality, penalty, mix, cfg.quality_floor), None
+    site = frame["site"].to_numpy()
+    tally, per_request = tally_requests(
+        site,
+        frame["arrival_s"].to_numpy(),
+        (frame["state"] == "served").to_numpy(),
+        quality,
+        penalty,
+        log_s,
+        log_level,
+        cfg.quality_floor,
+        sim.step_s,
+        sim.n_steps,
+    )
+    site_k = np.array([lv.site_k for lv in levels] + [-1], dtype=site.dtype)
+    variant = np.array([lv.variant for lv in levels] + [-1], dtype=site.dtype)
+    frame["site"] = site_k[site]
+    frame.insert(3, "variant", variant[site])
+    frame["quality"] = per_request
+    return tally, frame
+
+
+def _quality_summary(tallies: list[QualityTally], configs: list[ServiceConfig]) -> dict:
+    """`served_quality_mean` over the requests served with a known quality;
+    `served_below_floor_share` over those of services with a `quality_floor` (None
+    when none has one or none was served)."""
+    known = sum(float(t.known.sum()) for t in tallies)
+    floored = [t for t, cfg in zip(tallies, configs, strict=True) if cfg.quality_floor is not None]
+    served_floored = sum(float(t.served.sum()) for t in floored)
+    return {
+        "served_quality_mean": (
+            sum(float(t.quality_sum.sum()) for t in tallies) / known if known else None
+        ),
+        "served_below_floor_share": (
+            sum(float(t.below_floor.sum()) for t in floored) / served_floored
+            if served_floored
+            else None
+        ),
+    }
+
+
+def _serving_summary(
+    sims: list[ServiceSim], energy_kwh: float, carbon_kg: float, gpu_s: float
+) -> dict:
+    """The requests' summary keys over every service's fidelity, with the services'
+    facility energy `energy_kwh`, carbon `carbon_kg` and GPU-seconds held `gpu_s`."""
+    sums = [sim.summary() for sim in sims]
+    total = sum(s["requests_total"] for s in sums)
+    tokens = sum(s["tokens_generated"] for s in sums)
+
+    def worst(key: str) -> float | None:
+        values = [s[key] for s in sums if not math.isnan(s[key])]
+        return max(values) if values else None
+
+    return {
+        "requests_total": total,
+        "requests_served": sum(s["requests_served"] for s in sums),
+        "requests_dropped": sum(s["requests_dropped"] for s in sums),
+        "slo_attainment": sum(s["slo_met"] for s in sums) / total if total else None,
+        "ttft_p99_ms": worst("ttft_p99_ms"),
+        "tpot_p99_ms": worst("tpot_p99_ms"),
+        "tokens_generated": tokens,
+        "energy_serving_kwh": energy_kwh,
+        "carbon_serving_kg": carbon_kg,
+        "carbon_per_1k_tokens_g": carbon_kg * 1e6 / tokens if tokens else None,
+        "serving_gpu_h": gpu_s / 3600.0,
+    }
