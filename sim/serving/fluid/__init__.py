@@ -12,10 +12,14 @@ The package, by what its modules model:
   stationary law tabulated over the load (`PoolTable`, `pool_table`).
 - `latency`: the prefill + round trip Q and the wait tables built on it (`_Latency`).
 - `burst`: bursty arrivals and the fine pass that follows them (`_BatchPass`).
-- `percentiles`: a step's mixture of latency distributions and the run-wide
-  accumulators of the p99s.
-- `service`: `Fluid`, the `ServiceSim` that advances the flows step by step (waiting,
-  memory, power, and how requests are counted).
+- `percentiles`: a step's mixture of latency distributions and its quantiles.
+- `run_latency`: the run-wide mixtures and their p99s (`_RunLatency`).
+- `memory`: the pieces whose batch or backlog carries over, one after another.
+- `serve`: a site's pieces through the chain or the fine pass, waiting and power, and
+  the state the flows carry between calls (`_Flows`).
+- `record`: the step counts (and the requests taken back), the step percentiles and the
+  power reports.
+- `service`: `Fluid`, the `ServiceSim` that advances the flows step by step.
 """
 
 from sim.serving.fluid.burst import _BatchPass as _BatchPass

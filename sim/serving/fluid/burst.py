@@ -65,7 +65,7 @@ class _BatchPass:
     of one bin admitted together; their mean output mu is known (the bin's tokens over
     its requests) and, k draws of the token sample given their mean, each spreads about
     it as the sample does about its mean, by sqrt((k - 1) / k) (one request: exactly mu).
-    Per bin (`Fluid._serve_pass` makes them `_PASS_BIN_S` long, split down to one
+    Per bin (`_fine_bins` makes them `_PASS_BIN_S` long, split down to one
     request where it can), in substeps that give at most `_PASS_TOKENS` tokens, the
     queue, FIFO, fills the free slots c - n (c = R x slots) from its head (a bin's
     arrivals from its start); a request still queued `timeout_s` after its arrival is
@@ -309,6 +309,43 @@ class _BatchPass:
             "service_s": done - admit_s[:, None],
             "out": out,
         }
+
+
+def _fine_bins(
+    source: RequestSource, edges: np.ndarray, share: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The bins the fine pass follows over the pieces between `edges` (s): `_PASS_BIN_S`
+    long, a bin of several requests split (if they are apart) down to one, bins without
+    arrivals merged up to `_PASS_QUIET_S`. Returns their edges (s), the arrivals and
+    output tokens in each (`share` of the source's) and the piece each lies in."""
+    dur = np.diff(edges)
+    count = len(dur)
+    per = np.maximum(np.ceil(dur / _PASS_BIN_S - 1e-9), 1).astype(np.int64)
+    piece = np.repeat(np.arange(count), per)
+    within = np.arange(len(piece)) - np.repeat(np.cumsum(per) - per, per)
+    points = edges[piece] + within * (dur / per)[piece]
+    anchor = within % max(int(round(_PASS_QUIET_S / _PASS_BIN_S)), 1) == 0
+    for _ in range(_PASS_SPLITS):  # a bin of several requests split (if they are apart)
+        crowded = source.step_sums(np.append(points, edges[-1]))[0] > 1
+        if not crowded.any():
+            break
+        lo = points[crowded]
+        width = (np.append(points[1:], edges[-1]) - points)[crowded]
+        inner = np.arange(1, _PASS_SPLIT) / _PASS_SPLIT
+        points = np.concatenate([points, (lo[:, None] + width[:, None] * inner).ravel()])
+        anchor = np.concatenate([anchor, np.zeros(len(lo) * len(inner), dtype=bool)])
+        order = np.argsort(points, kind="stable")
+        points, anchor = points[order], anchor[order]
+    piece = np.minimum(np.searchsorted(edges, points, side="right") - 1, count - 1)
+    fine = np.append(points, edges[-1])
+    arrivals, _, tokens = source.step_sums(fine)
+    # bins without arrivals merged, up to _PASS_QUIET_S
+    some = arrivals > 0
+    starts = np.flatnonzero(anchor | some | np.concatenate([[True], some[:-1]]))
+    fine = np.append(fine[starts], edges[-1])
+    arrivals = share * np.add.reduceat(arrivals, starts)
+    tokens = share * np.add.reduceat(tokens, starts)
+    return fine, arrivals, tokens, piece[starts]
 
 
 def _first_reach(t: np.ndarray, v: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -1,10 +1,9 @@
 """Latency distributions of the fluid level's pieces and their percentiles: the
-components of a step's mixture (the chain, a queued backlog, the fine pass), a
-mixture's quantiles, and the run-wide TTFT and tpot accumulators (latencies in s).
+components of a step's mixture (the chain, a queued backlog, the fine pass) and a
+mixture's quantiles (latencies in s).
 
-- **Percentiles** of a step invert its mixture of sites, pieces and components; the
-  run-wide p99 inverts the request-weighted mixture of all steps, kept on a fixed log grid
-  of latencies (1 ms to 1 h, 400 bins; tpot on the iteration times).
+- **Percentiles** of a step invert its mixture of sites, pieces and components (the
+  run-wide p99s: `run_latency`).
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.serving.fluid.chain import LOAD_GRID, PoolTable, _lerp
-from sim.serving.fluid.latency import _LOG_LATENCIES, LATENCY_GRID_S, RATE_GRID_PER_S, _Latency
+from sim.serving.fluid.chain import PoolTable, _lerp
+from sim.serving.fluid.latency import _Latency
 
 _MIN_WAIT_PROB = 1e-9
 """A wait probability below this is taken as no wait at all."""
@@ -164,65 +163,3 @@ def _mixture_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) ->
 
         out[mixed] = _bisect(cdf, p, lo[mixed], hi[mixed])
     return out
-
-
-@dataclass
-class _TtftAcc:
-    """Run-wide TTFT mixture of one `_Latency`: requests served by the chain (n, and n x C
-    by decay rate of the wait) and requests with uniform waits (ramps of the waits' CDF
-    on LATENCY_GRID_S, added up by grid bin)."""
-
-    n: float = 0.0
-    by_rate: np.ndarray = field(default_factory=lambda: np.zeros(len(RATE_GRID_PER_S)))
-    n_queued: float = 0.0
-    ramps: np.ndarray = field(default_factory=lambda: np.zeros((5, len(LATENCY_GRID_S) + 1)))
-    """Per bin of a wait's start or end: slope, slope x start, slope, slope x end, atoms."""
-
-    def add_queued(self, n: np.ndarray, v0: np.ndarray, v1: np.ndarray) -> None:
-        lo, hi = np.minimum(v0, v1), np.maximum(v0, v1)
-        size = len(LATENCY_GRID_S) + 1
-        atom = hi - lo < 1e-9
-        slope = np.where(atom, 0.0, n / np.where(atom, 1.0, hi - lo))
-        i0 = np.searchsorted(LATENCY_GRID_S, lo)
-        i1 = np.searchsorted(LATENCY_GRID_S, hi)
-        for row, (idx, weights) in enumerate(
-            (
-                (i0, slope),
-                (i0, slope * lo),
-                (i1, slope),
-                (i1, slope * hi),
-                (i0, np.where(atom, n, 0.0)),
-            )
-        ):
-            self.ramps[row] += np.bincount(idx, weights, size)
-        self.n_queued += float(n.sum())
-
-    def queued_wait_cdf(self, t_s: np.ndarray) -> np.ndarray:
-        """Requests with uniform waits whose wait is <= t_s (t_s >= 0)."""
-        c = np.cumsum(self.ramps[:, :-1], axis=1)
-        g = LATENCY_GRID_S
-        on_grid = c[0] * g - c[1] - (c[2] * g - c[3]) + c[4]
-        return np.interp(t_s, np.concatenate([[0.0], g]), np.concatenate([[0.0], on_grid]))
-
-
-@dataclass
-class _TpotAcc:
-    """Run-wide tpot mixture of one `PoolTable`: requests served by the chain by load,
-    requests in full batches and those of the fine pass."""
-
-    by_load: np.ndarray = field(default_factory=lambda: np.zeros(len(LOAD_GRID)))
-    full: float = 0.0
-    passed: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    """(time per token s, requests) of the fine pass."""
-
-
-def _invert_grid(cdf: np.ndarray, p: float) -> float:
-    """The p-quantile of a CDF on LATENCY_GRID_S (log-linear in between), s."""
-    cdf = np.maximum.accumulate(cdf)
-    g = int(np.searchsorted(cdf, p))
-    if g == 0:
-        return float(LATENCY_GRID_S[0])
-    if g >= len(cdf):
-        return float(LATENCY_GRID_S[-1])
-    frac = (p - cdf[g - 1]) / max(cdf[g] - cdf[g - 1], 1e-300)
-    return float(np.exp(_LOG_LATENCIES[g - 1] + frac * (_LOG_LATENCIES[g] - _LOG_LATENCIES[g - 1])))
