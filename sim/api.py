@@ -32,7 +32,6 @@ from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
     from sim.config.services import Directive, ServiceConfig, Variant
-    from sim.engine.ledger import Site
     from sim.serving.service_sim import LiveStats
     from sim.workload import JobTable
 
@@ -276,6 +275,57 @@ class PolicyHooks:
 # --- read-only views ------------------------------------------------------------------------
 
 
+class _PueReading(Protocol):
+    def value_at(self, t_s: float) -> float: ...
+
+
+class _CapacityReading(Protocol):
+    @property
+    def free(self) -> Mapping[str, int]: ...
+
+
+class _SharedReading(Protocol):
+    def used_milli(self) -> list[int]: ...
+
+
+class _MigReading(Protocol):
+    def free_slices(self) -> dict[str, int]: ...
+    def gpus(self) -> list[MigGpuState]: ...
+
+
+class _PoolReading(Protocol):
+    """What the views read of one GPU pool of a site (`sim.engine.ledger.Pool`)."""
+
+    model: str
+    count: int
+    free: int
+    idle_w: float
+    nodes: int
+    nodes_on: int
+    gpus_per_node: int
+
+    @property
+    def capacity(self) -> _CapacityReading | None: ...
+    @property
+    def shared(self) -> _SharedReading: ...
+    @property
+    def mig(self) -> _MigReading | None: ...
+
+
+class _SiteReading(Protocol):
+    """What the views read of a site (`sim.engine.ledger.Site`), so that the contract
+    imports no engine module: its pools, PUE, host power and site-wide cap."""
+
+    host_w_per_gpu: float
+    cap_w: float | None
+
+    @property
+    def pools(self) -> Sequence[_PoolReading]: ...
+    @property
+    def pue(self) -> _PueReading: ...
+    def pool(self, model: str) -> _PoolReading | None: ...
+
+
 class StateQueries(Protocol):
     """What `SystemState` and `JobView` ask the engine: the small interface between the
     policy's views and the run (implemented by `sim.engine.queries.Queries`). Job
@@ -293,7 +343,7 @@ class StateQueries(Protocol):
     def now_s(self) -> float: ...
     @property
     def horizon_s(self) -> float: ...
-    def site(self, name: str) -> Site: ...
+    def site(self, name: str) -> _SiteReading: ...
     @property
     def pending_count(self) -> int: ...
     def pending_since(self, mark: int) -> list[int]: ...
