@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, overload
 import numpy as np
 
 from sim.errors import PolicyError
+from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
@@ -860,6 +861,21 @@ class SystemState:
         if pool is None or pool.mig is None:
             raise PolicyError(f"mig_layouts: site {site} has no MIG-partitioned {gpu_model} GPUs")
         return pool.mig.gpus()
+
+    def mig_profiles(self, gpu_model: str) -> tuple[str, ...]:
+        """The MIG profiles of `gpu_model` (e.g. "3g.40gb"; docs/mig.md), () for a GPU
+        without MIG."""
+        gpu = mig.MIG_GPUS.get(gpu_model)
+        return () if gpu is None else tuple(gpu.profiles)
+
+    def maximal_mig_layouts(self, gpu_model: str) -> tuple[tuple[str, ...], ...]:
+        """Every maximal valid MIG layout of `gpu_model`: the profile multisets that fit on
+        one GPU and to which no profile can be added, each as its profiles by start slot
+        (as `mig_layouts` shows a GPU's), in `sim.models.mig.layouts` order; () for a GPU
+        without MIG. `Repartition` may give a free GPU any of them (or a subset of one)."""
+        if gpu_model not in mig.MIG_GPUS:
+            return ()
+        return tuple(placement.profiles for placement in mig.layouts(gpu_model))
 
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the
