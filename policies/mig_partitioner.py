@@ -17,8 +17,8 @@ At every decision (at least every `tick_s`), for each MIG-partitioned pool (site
    profile's slices go to the running jobs, then the queued ones, then the services needing
    the fewest.
 3. Search: for each choice of the services' profiles, an exact dynamic programme over the
-   pool's GPUs. Each GPU keeps its layout or takes one of `sim.models.mig.layouts` (every maximal
-   valid layout); the state is the vector of slices per demanded profile, capped at the
+   pool's GPUs. Each GPU keeps its layout or takes one of `state.maximal_mig_layouts` (every
+   maximal valid layout); the state is the vector of slices per demanded profile, capped at the
    demand (more is worth nothing), so it has at most prod(demand_p + 1) values; per state
    the fewest GPUs to drain, then to reconfigure. The best partition maximises the value,
    then drains the fewest GPUs, then reconfigures the fewest.
@@ -58,7 +58,6 @@ from sim.api import (
     Start,
     SystemState,
 )
-from sim.models import mig
 
 __all__ = ["Demand", "MigPartitioner", "Partition", "allocation", "best_partition"]
 
@@ -91,15 +90,16 @@ class Partition:
 
 
 def best_partition(
-    gpu_model: str, gpus: Sequence[tuple[Layout, int | None]], demand: Demand
+    maximal: Sequence[Layout], gpus: Sequence[tuple[Layout, int | None]], demand: Demand
 ) -> Partition:
     """The partition of the pool's GPUs of the highest value, then the fewest drains, then
-    the fewest changes (step 3). `gpus`: per GPU its layout and the drain cost of changing
-    it (0: free, 1: holds slices, None: it may not change)."""
+    the fewest changes (step 3). `maximal`: the layouts a GPU that changes may take (its GPU
+    model's `state.maximal_mig_layouts`); `gpus`: per GPU its layout and the drain cost of
+    changing it (0: free, 1: holds slices, None: it may not change)."""
     choices = product(*(tuple(p for p, _ in options) for options in demand.services))
     best: Partition | None = None
     for choice in choices:  # one empty choice without services
-        candidate = _best_for_choice(gpu_model, gpus, demand, choice)
+        candidate = _best_for_choice(maximal, gpus, demand, choice)
         if best is None or _rank(candidate) > _rank(best):
             best = candidate
     assert best is not None
@@ -111,7 +111,7 @@ def _rank(p: Partition) -> tuple[float, int, int]:
 
 
 def _best_for_choice(
-    gpu_model: str,
+    maximal: Sequence[Layout],
     gpus: Sequence[tuple[Layout, int | None]],
     demand: Demand,
     choice: tuple[str, ...],
@@ -127,7 +127,6 @@ def _best_for_choice(
         counts = Counter(layout)
         return tuple(counts[p] for p in wanted)
 
-    maximal = [placement.profiles for placement in mig.layouts(gpu_model)]
     # state (capped slices per wanted profile) -> (drains, changes, layouts so far)
     states: dict[tuple[int, ...], tuple[int, int, tuple[Layout, ...]]] = {
         tuple(0 for _ in wanted): (0, 0, ())
@@ -280,9 +279,10 @@ class MigPartitioner(Adjuster):
             dict(jobs), tuple(tuple(sorted(d.needed.items())) for d in services if d.needed)
         )
         served = [d for d in services if d.needed]
-        keep = best_partition(model, [(g.layout, None) for g in gpus], demand)
+        maximal = state.maximal_mig_layouts(model)
+        keep = best_partition(maximal, [(g.layout, None) for g in gpus], demand)
         layouts = [g.layout for g in gpus]
-        best = best_partition(model, list(zip(layouts, costs, strict=True)), demand)
+        best = best_partition(maximal, list(zip(layouts, costs, strict=True)), demand)
         gain = best.value - keep.value
         if gain <= 1e-9 or (best.drains and gain < self.min_gain):
             best = keep
@@ -447,7 +447,7 @@ def _mig_jobs(
     sites in order), and of the running ones."""
     queued: dict[Pool, Counter[str]] = {}
     for job in state.pending:
-        home = _home_of(job, pools)
+        home = _home_of(state, job, pools)
         if home is not None:
             queued.setdefault(home, Counter())[job.mig_profile] += 1
     running: dict[Pool, Counter[str]] = {}
@@ -457,7 +457,7 @@ def _mig_jobs(
     return queued, running
 
 
-def _home_of(job: JobView, pools: Sequence[Pool]) -> Pool | None:
+def _home_of(state: SystemState, job: JobView, pools: Sequence[Pool]) -> Pool | None:
     """The pool a queued MIG job is counted at (None: not a MIG job, or no pool fits)."""
     profile = job.mig_profile
     if not profile:
@@ -468,7 +468,7 @@ def _home_of(job: JobView, pools: Sequence[Pool]) -> Pool | None:
         for s, m in pools
         if s in job.allowed_sites
         and (not models or m in models)
-        and profile in mig.mig_gpu(m).profiles
+        and profile in state.mig_profiles(m)
     ]
     return next((p for p in fitting if p[0] == job.origin_site), next(iter(fitting), None))
 
@@ -485,12 +485,13 @@ def _repartitions(
     pool: Pool, gpus: Sequence[MigGpuState], target: Sequence[Layout], now_s: float
 ) -> tuple[list[Action], list[Layout]]:
     """`Repartition`s that give the pool's free GPUs the target layouts as a multiset, and
-    the layouts of the GPUs they take. The engine reconfigures the lowest-index free GPUs
-    with another layout, so a kept free GPU may be the one taken; its layout is then made
-    again on the next one."""
+    the layouts of the GPUs they take. The target layouts are the GPUs' own or maximal ones,
+    so already keyed as the engine keys them (profiles by start slot). The engine
+    reconfigures the lowest-index free GPUs with another layout, so a kept free GPU may be
+    the one taken; its layout is then made again on the next one."""
     site, model = pool
     cur = {i: g.layout for i, g in enumerate(gpus) if g.held == 0 and g.ready_s <= now_s}
-    want = Counter(_canonical(model, target[i]) for i in cur)
+    want = Counter(target[i] for i in cur)
     have = Counter(cur.values())
     to_make = sorted((want - have).elements())
     done: set[int] = set()
@@ -508,11 +509,6 @@ def _repartitions(
         if Counter(cur.values())[old] < want[old]:
             to_make.append(old)
     return actions, taken
-
-
-def _canonical(model: str, layout: Layout) -> Layout:
-    """A layout as the engine keys it: its profiles by start slot."""
-    return mig.validate_layout(model, layout).profiles
 
 
 def _scale_to(

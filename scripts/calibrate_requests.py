@@ -27,9 +27,9 @@ import tomli_w
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.results import write_atomic  # noqa: E402
 from sim.serving.importers import import_requests  # noqa: E402
 from sim.serving.requests import TokenDistribution  # noqa: E402
+from sim.util.atomic import write_atomic  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "azure-llm-inference-2023"
 OUT = REPO / "sim" / "data" / "request_presets.toml"

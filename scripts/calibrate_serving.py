@@ -44,9 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sim.models.hardware import GPU_CATALOG  # noqa: E402
-from sim.results import write_atomic  # noqa: E402
 from sim.serving.models import PRECISION_BYTES  # noqa: E402
 from sim.serving.roofline import FITTED, Inputs, Params, evaluate  # noqa: E402
+from sim.util.atomic import write_atomic  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mlenergy-leaderboard"
 OUT = REPO / "sim" / "data" / "serving_model.toml"

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Protocol, overload
 import numpy as np
 
 from sim.errors import PolicyError
+from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
 
 if TYPE_CHECKING:
     from sim.config.services import Directive, ServiceConfig, Variant
-    from sim.engine.ledger import Site
     from sim.serving.service_sim import LiveStats
     from sim.workload import JobTable
 
@@ -276,6 +276,57 @@ class PolicyHooks:
 # --- read-only views ------------------------------------------------------------------------
 
 
+class _PueReading(Protocol):
+    def value_at(self, t_s: float) -> float: ...
+
+
+class _CapacityReading(Protocol):
+    @property
+    def free(self) -> Mapping[str, int]: ...
+
+
+class _SharedReading(Protocol):
+    def used_milli(self) -> list[int]: ...
+
+
+class _MigReading(Protocol):
+    def free_slices(self) -> dict[str, int]: ...
+    def gpus(self) -> list[MigGpuState]: ...
+
+
+class _PoolReading(Protocol):
+    """What the views read of one GPU pool of a site (`sim.engine.ledger.Pool`)."""
+
+    model: str
+    count: int
+    free: int
+    idle_w: float
+    nodes: int
+    nodes_on: int
+    gpus_per_node: int
+
+    @property
+    def capacity(self) -> _CapacityReading | None: ...
+    @property
+    def shared(self) -> _SharedReading: ...
+    @property
+    def mig(self) -> _MigReading | None: ...
+
+
+class _SiteReading(Protocol):
+    """What the views read of a site (`sim.engine.ledger.Site`), so that the contract
+    imports no engine module: its pools, PUE, host power and site-wide cap."""
+
+    host_w_per_gpu: float
+    cap_w: float | None
+
+    @property
+    def pools(self) -> Sequence[_PoolReading]: ...
+    @property
+    def pue(self) -> _PueReading: ...
+    def pool(self, model: str) -> _PoolReading | None: ...
+
+
 class StateQueries(Protocol):
     """What `SystemState` and `JobView` ask the engine: the small interface between the
     policy's views and the run (implemented by `sim.engine.queries.Queries`). Job
@@ -293,7 +344,7 @@ class StateQueries(Protocol):
     def now_s(self) -> float: ...
     @property
     def horizon_s(self) -> float: ...
-    def site(self, name: str) -> Site: ...
+    def site(self, name: str) -> _SiteReading: ...
     @property
     def pending_count(self) -> int: ...
     def pending_since(self, mark: int) -> list[int]: ...
@@ -810,6 +861,21 @@ class SystemState:
         if pool is None or pool.mig is None:
             raise PolicyError(f"mig_layouts: site {site} has no MIG-partitioned {gpu_model} GPUs")
         return pool.mig.gpus()
+
+    def mig_profiles(self, gpu_model: str) -> tuple[str, ...]:
+        """The MIG profiles of `gpu_model` (e.g. "3g.40gb"; docs/mig.md), () for a GPU
+        without MIG."""
+        gpu = mig.MIG_GPUS.get(gpu_model)
+        return () if gpu is None else tuple(gpu.profiles)
+
+    def maximal_mig_layouts(self, gpu_model: str) -> tuple[tuple[str, ...], ...]:
+        """Every maximal valid MIG layout of `gpu_model`: the profile multisets that fit on
+        one GPU and to which no profile can be added, each as its profiles by start slot
+        (as `mig_layouts` shows a GPU's), in `sim.models.mig.layouts` order; () for a GPU
+        without MIG. `Repartition` may give a free GPU any of them (or a subset of one)."""
+        if gpu_model not in mig.MIG_GPUS:
+            return ()
+        return tuple(placement.profiles for placement in mig.layouts(gpu_model))
 
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the

@@ -120,7 +120,7 @@ def test_an_hourly_pue_profile_is_integrated_exactly(tmp_path):
 def test_the_pue_profile_follows_utc_hours_whatever_offset_the_start_is_written_with():
     from datetime import datetime, timedelta, timezone
 
-    from sim.engine.ledger import PueProfile
+    from sim.grid.pue import PueProfile
 
     pue = [1.0 + h / 100 for h in range(24)]
     start = datetime(2020, 6, 1, 3, 0, tzinfo=timezone(timedelta(hours=2)))  # 01:00 UTC

@@ -1,7 +1,8 @@
 """How a demand-response policy amends one decision's plan: the plan walked in order
 (`Amendment`), then each site under an event planned by a `SitePlanner`, which asks the
-policy's strategy hooks (`DemandResponse.admit`, `solve`, `late_index`, `prepare`).
-The rules are those of docs/policies-demand-response.md ("How they work")."""
+policy's strategy hooks (`Strategy`: `admit`, `solve`, `late_index`, `prepare`, as
+`base.DemandResponse` declares them). The rules are those of
+docs/policies-demand-response.md ("How they work")."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from policies.demand_response.curves import TOL_W, Curve
+from policies.demand_response.curves import TOL_W, Curve, Curves
 from policies.demand_response.memory import Memory
 from policies.kit import FreeGpus, job_of
 from sim.api import Action, JobView, Migrate, Resume, SetCap, Start, Suspend, SystemState
-
-if TYPE_CHECKING:
-    from policies.demand_response.base import DemandResponse
 
 __all__ = [
     "Amendment",
@@ -25,6 +23,7 @@ __all__ = [
     "Free",
     "SitePlan",
     "SitePlanner",
+    "Strategy",
     "active_limits",
     "slack_s",
 ]
@@ -56,7 +55,7 @@ class Entry:
 
 @dataclass
 class SitePlan:
-    """What a strategy decided for the jobs of one site (`DemandResponse.solve`)."""
+    """What a strategy decided for the jobs of one site (`Strategy.solve`)."""
 
     idx: list[int]
     """Curve index per entry (ignored for suspended ones)."""
@@ -279,12 +278,25 @@ class Amendment:
         return out
 
 
+class Strategy(Protocol):
+    """What a `SitePlanner` asks of its policy (`base.DemandResponse` and its strategies):
+    the margin under the limit, the curves, and the strategy hooks."""
+
+    margin_pct: float
+    curves: Curves
+
+    def solve(self, planner: SitePlanner, entries: list[Entry], budget_w: float) -> SitePlan: ...
+    def admit(self, planner: SitePlanner) -> list[tuple[int, Entry]]: ...
+    def late_index(self, entry: Entry, level: float | None) -> int | None: ...
+    def prepare(self, planner: SitePlanner, entry: Entry) -> None: ...
+
+
 class SitePlanner:
     """The plan for one site under an event (rules 1-5): its running jobs as entries
     (`running`), the IT power they share with the starts admitted there (`budget_w`), and
     the starts arriving (`arriving`)."""
 
-    def __init__(self, policy: DemandResponse, amendment: Amendment, site: str, limit_kw: float):
+    def __init__(self, policy: Strategy, amendment: Amendment, site: str, limit_kw: float):
         state = amendment.state
         self.policy = policy
         self.amendment = amendment

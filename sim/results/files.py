@@ -1,0 +1,96 @@
+"""A run's results as files: `Results` (the tables, the summary, the scenario and meta),
+its `save` and `load`. Each file is written atomically (`sim.util.atomic`): to a temporary
+name, then renamed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sim.config.scenario import Scenario, load_scenario
+from sim.util.atomic import write_atomic
+
+__all__ = ["FILES", "OPTIONAL_FILES", "Results"]
+
+FILES = (
+    "summary.json",
+    "jobs.parquet",
+    "sites.parquet",
+    "power.parquet",
+    "events.parquet",
+    "dr_events.parquet",
+    "services.parquet",
+    "scenario.toml",
+    "meta.json",
+)
+"""The files every run writes."""
+OPTIONAL_FILES = ("requests.parquet",)
+"""Files a run writes only when it has them (requests: the request-level fidelity)."""
+
+
+@dataclass
+class Results:
+    """What one run produced. `summary` is a flat dict of metrics, names carrying units;
+    a metric with no data (e.g. no job completed) is None."""
+
+    scenario: Scenario
+    summary: dict[str, Any]
+    jobs: pd.DataFrame
+    sites: pd.DataFrame
+    """One row per site: GPUs, utilisation, facility energy, operational carbon, the
+    effective carbon intensity of its energy (g/kWh), jobs finished or stopped there."""
+    power: pd.DataFrame
+    events: pd.DataFrame
+    dr_events: pd.DataFrame
+    """One row per demand-response event: limit, baseline, energy, peak, compliance,
+    overshoot, energy shed, rebound peak (see `demand_response_table`)."""
+    meta: dict[str, Any]
+    services: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """One row per inference service and step (`sim.engine.service_results.SERVICE_COLUMNS`)."""
+    requests: pd.DataFrame | None = None
+    """One row per request of every service (request-level fidelity only; else None)."""
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write the result files into `out_dir` (created if needed), each atomically."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
+        write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
+        write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
+        write_atomic(out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False))
+        write_atomic(out / "services.parquet", lambda p: self.services.to_parquet(p, index=False))
+        requests = self.requests
+        if requests is not None:
+            write_atomic(out / "requests.parquet", lambda p: requests.to_parquet(p, index=False))
+        write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
+        write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
+        write_atomic(
+            out / "summary.json", lambda p: p.write_text(json.dumps(self.summary, indent=2))
+        )
+        return out
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> Results:
+        """Read back what `save` wrote."""
+        d = Path(out_dir)
+        return cls(
+            scenario=load_scenario(d / "scenario.toml"),
+            summary=json.loads((d / "summary.json").read_text()),
+            jobs=pd.read_parquet(d / "jobs.parquet"),
+            sites=pd.read_parquet(d / "sites.parquet"),
+            power=pd.read_parquet(d / "power.parquet"),
+            events=pd.read_parquet(d / "events.parquet"),
+            dr_events=pd.read_parquet(d / "dr_events.parquet"),
+            meta=json.loads((d / "meta.json").read_text()),
+            services=pd.read_parquet(d / "services.parquet")
+            if (d / "services.parquet").exists()
+            else pd.DataFrame(),
+            requests=pd.read_parquet(d / "requests.parquet")
+            if (d / "requests.parquet").exists()
+            else None,
+        )
