@@ -6,12 +6,14 @@ all the events of one instant lead to a single `policy.decide` call. Everything 
 state is a component (`sim.engine.component`): the core builds them, starts them, asks
 the policy, checks each action and hands it to the component that carries it out.
 
-Components, in the order their hooks run:
+Components (`Engine.COMPONENTS`), in the order their hooks run; each is built after the
+siblings it declares it uses (`Component.uses`, `sim.engine.component.wire`):
 
 - `book` (`JobBook`): job states, the pending/running/suspended sets, deferrals, arrivals;
 - `runs` (`Runs`): progress, speed and power of running jobs, their energy and carbon;
 - `checkpoints` (`Checkpoints`): checkpoint writes and reads, WAN moves;
 - `failures` (`Failures`): GPU and node failures of running jobs;
+- `spot` (`Spot`): capacity kinds, spot evictions;
 - `services` (`Services`): inference services' replicas, their power, their requests;
 - `dr` (`DemandResponseMeter`): demand-response events and their per-job accounting;
 - `fleet` (`Fleet`): the sites, their power log, power-off and PUE timers;

@@ -20,6 +20,7 @@ from sim.engine.ledger import Pool, Site
 from sim.engine.prediction import Prediction, build_prediction
 from sim.engine.run_charges import WS_PER_KWH
 from sim.engine.run_placement import node_of
+from sim.engine.site_view import SiteView
 from sim.errors import PolicyError
 from sim.market.billing import SiteTariff
 from sim.models import scaling
@@ -64,6 +65,7 @@ class Queries(Component):
         "running",
         "suspended",
         "_names_by_mask",
+        "_views",
         "_allowed",
         "service_names",
         "prediction",
@@ -98,6 +100,8 @@ class Queries(Component):
         self.suspended = self._book.suspended
         self._allowed = self._book.allowed
         self._names_by_mask: dict[int, tuple[str, ...]] = {}
+        self._views = [SiteView(site) for site in fleet.sites]
+        """Each site's read-only view, as policies see it (`site`)."""
         self.service_names: tuple[str, ...] = self._services.names
         self.prediction: Prediction | None = build_prediction(core.scenario, len(core.jobs), rng)
         """The error of the runtimes policies are told (`sim.engine.prediction`, drawn from
@@ -118,12 +122,12 @@ class Queries(Component):
     def pending_since(self, mark: int) -> list[int]:
         return self._book.pending_since(mark)
 
-    def site(self, name: str) -> Site:
-        return self._fleet.site(name)
+    def site(self, name: str) -> SiteView:
+        return self._views[self._fleet.site(name).index]
 
     def decision_signal(self, name: str) -> CarbonSignal:
         """The carbon signal site `name`'s decisions see (`Fleet.decision_signal`)."""
-        return self._fleet.decision_signal(self.site(name))
+        return self._fleet.decision_signal(self._fleet.site(name))
 
     def carbon_intensity(self, site: str) -> float:
         """The intensity site `site`'s decisions see now, g/kWh."""
@@ -131,7 +135,7 @@ class Queries(Component):
 
     def site_it_w(self, name: str) -> float:
         """IT power of site `name` now, services' power above idle included, W."""
-        site = self.site(name)
+        site = self._fleet.site(name)
         return site.it_w + self._services.extra_w(site)
 
     # --- services ---------------------------------------------------------------------------
@@ -233,7 +237,7 @@ class Queries(Component):
     # --- what-ifs ----------------------------------------------------------------------------
 
     def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
-        a, b = self.site(src), self.site(dst)
+        a, b = self._fleet.site(src), self._fleet.site(dst)
         wan = self._checkpoints.wan
         if wan is None or a is b or gb <= 0.0:
             return 0.0, 0.0, 0.0
@@ -255,7 +259,7 @@ class Queries(Component):
         runs, checkpoints = self._runs, self._checkpoints
         run = runs.live[j]
         here, pool = run.site, run.pool
-        dest = self.site(site_name)
+        dest = self._fleet.site(site_name)
         dest_pool = self._pool(j, dest, model, "migration_cost")
         now = core.env.now
         src, gb, checkpoint = checkpoints.departure(j)
@@ -293,7 +297,7 @@ class Queries(Component):
             raise PolicyError(
                 "power_delta_w: give the site a job that is not running would start on"
             )
-        site = self.site(site_name)
+        site = self._fleet.site(site_name)
         pool = self._pool(j, site, model, "power_delta_w")
         _, draw_w = placement.speed(j, pool, placement.effective_cap(site, cap))
         new_gpus = placement.new_gpus(j, pool)
@@ -306,7 +310,7 @@ class Queries(Component):
         return self.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
 
     def _tariff(self, site: str, asker: str) -> SiteTariff:
-        tariff = self._fleet.tariffs[self.site(site).index]
+        tariff = self._fleet.tariffs[self._fleet.site(site).index]
         if tariff is None:
             raise PolicyError(f"{asker}: site {site!r} has no [sites.tariff]")
         return tariff
@@ -327,7 +331,7 @@ class Queries(Component):
         self, j: int, site_name: str, cap: float | None, model: str | None
     ) -> tuple[float, float]:
         core = self._core
-        site = self.site(site_name)
+        site = self._fleet.site(site_name)
         pool = self._pool(j, site, model, "estimate")
         hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
         now = core.env.now  # the energy of the told runtime, at the true power
@@ -342,7 +346,7 @@ class Queries(Component):
         return hold_s + runtime_s, energy_kwh
 
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float:
-        site = self.site(site_name)
+        site = self._fleet.site(site_name)
         hold_s, runtime_s, _ = self._hold_run_draw(
             j, site, self._pool(j, site, model, "runtime_s"), cap
         )
@@ -370,12 +374,12 @@ class Queries(Component):
         return training_options(self._runs.profile[j], target, u)
 
     def parallel_scaling(
-        self, site: str, model: str, profile: str, gpus: int, scheme: str
+        self, site: str, model: str, profile: str, gpus: int, scheme: str = "data"
     ) -> ParallelScaling:
         config = self._core.scenario.scaling
         if config is None or gpus <= 1:
             return ParallelScaling(1.0, 0.0, 1.0)
-        pool = self._fleet.pool(self.site(site), model, "parallel_scaling")
+        pool = self._fleet.pool(self._fleet.site(site), model, "parallel_scaling")
         try:
             point = scaling.scaling(profile, model, gpus, scheme, node_of(pool, config))
         except ValueError as e:
@@ -396,8 +400,8 @@ class Queries(Component):
     def job_work_gpu_h(self, j: int) -> float:
         return self._runs.work_gpu_h[j]
 
-    def runtime_version(self, site_name: str) -> int:
-        return self.site(site_name).runtime_version
+    def runtime_version(self, site: str) -> int:
+        return self._fleet.site(site).runtime_version
 
     def _hold_run_draw(
         self, j: int, site: Site, pool: Pool, cap: float | None
@@ -422,23 +426,23 @@ class Queries(Component):
         """The GPU models job `j` may run on; () for any (`JobView.allowed_gpu_models`)."""
         return self._core.jobs.gpu_models_of(j)
 
-    def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
+    def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
         core = self._core
         runs = self._runs
-        site = self.site(site_name)
-        pool = site.pool(model)
+        ledger = self._fleet.site(site)
+        pool = ledger.pool(gpu_model)
         if pool is None:
-            raise PolicyError(f"expected_ends: site {site_name} has no {model} GPUs")
+            raise PolicyError(f"expected_ends: site {site} has no {gpu_model} GPUs")
         now = core.env.now
         ends, gpus = [], []
         for j in pool.jobs:
             if j in runs.holding:  # its rate once it computes; the hold left is not counted
-                rate = runs.placement.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
+                rate = runs.placement.rate_and_draw(j, ledger, pool, runs.cap_w[j])[0]
                 start_s, runtime_s = now, runs.remaining_gpu_s[j] / rate
             else:  # when its completion is scheduled
                 run = runs.live[j]
                 start_s, runtime_s = run.seg_start_s, runs.remaining_gpu_s[j] / run.rate
-            end = start_s + self._told_s(j, model, runtime_s)
+            end = start_s + self._told_s(j, gpu_model, runtime_s)
             ends.append(end if self.prediction is None else max(now, end))
             gpus.append(runs.gpus[j])
         if len(pool.shared):
