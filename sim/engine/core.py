@@ -50,7 +50,7 @@ from sim.api import (
 )
 from sim.config.scenario import Scenario
 from sim.engine.checkpoints import Checkpoints
-from sim.engine.component import BROADCAST_HOOKS, Component, overrides, wire
+from sim.engine.component import BROADCAST_HOOKS, Component, Core, overrides, wire
 from sim.engine.demand_response import DemandResponseMeter
 from sim.engine.failures import Failures
 from sim.engine.fleet import Fleet
@@ -113,10 +113,12 @@ class Engine:
         self.events = EventLog()
         self.prices = GpuPrices(PriceBook(scenario.currency, scenario.prices))
 
+        core: Core = self  # what the components see of the engine (checked by mypy)
+
         def build(kind: type[Component], siblings: dict[str, Component]) -> Component:
             rng = {} if kind.stream is None else {"rng": streams[kind.stream]}
             construct = cast(Callable[..., Component], kind)  # its own keyword inputs
-            return construct(self, **siblings, **inputs.get(kind.name, {}), **rng)
+            return construct(core, **siblings, **inputs.get(kind.name, {}), **rng)
 
         built = wire(self.COMPONENTS, build)
         self.components: tuple[Component, ...] = tuple(built[k.name] for k in self.COMPONENTS)

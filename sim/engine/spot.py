@@ -323,7 +323,7 @@ class Spot(Component):
         fits = checkpoints.timing.write_s(j, site) <= self.config.notice_s
         if checkpoints.timing.interval_s is None and fits:
             lost_gpu_s = 0.0
-            checkpoints.leave(j)  # its GPUs are freed (`released`) when the write ends
+            checkpoints.leave(j)  # its GPUs are freed (`gpus_released`) when the write ends
         else:
             lost_gpu_s = checkpoints.fail(j, self._failures.restart_gpu_s.get(j))
             self.lost_gpu_s[j] = self.lost_gpu_s.get(j, 0.0) + lost_gpu_s
