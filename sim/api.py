@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Protocol, overload
+from typing import TYPE_CHECKING, Protocol, cast, overload
 
 import numpy as np
 
@@ -276,58 +276,125 @@ class PolicyHooks:
 # --- read-only views ------------------------------------------------------------------------
 
 
-class _PueReading(Protocol):
-    def value_at(self, t_s: float) -> float: ...
-
-
-class _CapacityReading(Protocol):
-    @property
-    def free(self) -> Mapping[str, int]: ...
-
-
-class _SharedReading(Protocol):
-    def used_milli(self) -> list[int]: ...
-
-
-class _MigReading(Protocol):
-    def free_slices(self) -> dict[str, int]: ...
-    def gpus(self) -> list[MigGpuState]: ...
-
-
 class _PoolReading(Protocol):
-    """What the views read of one GPU pool of a site (`sim.engine.ledger.Pool`)."""
-
-    model: str
-    count: int
-    free: int
-    idle_w: float
-    nodes: int
-    nodes_on: int
-    gpus_per_node: int
+    """What the views read of one GPU pool of a site: the contract the engine's read-only
+    `sim.engine.site_view.PoolView` keeps (so that this module imports no engine module)."""
 
     @property
-    def capacity(self) -> _CapacityReading | None: ...
+    def model(self) -> str: ...
     @property
-    def shared(self) -> _SharedReading: ...
+    def count(self) -> int: ...
     @property
-    def mig(self) -> _MigReading | None: ...
+    def free(self) -> int: ...
+    @property
+    def idle_w(self) -> float: ...
+    @property
+    def powered_off_gpus(self) -> int: ...
+    def free_by_kind(self) -> dict[str, int] | None: ...
+    def shared_milli(self) -> list[int]: ...
+    def free_mig_slices(self) -> dict[str, int] | None: ...
+    def mig_layouts(self) -> list[MigGpuState] | None: ...
 
 
 class _SiteReading(Protocol):
-    """What the views read of a site (`sim.engine.ledger.Site`), so that the contract
-    imports no engine module: its pools, PUE, host power and site-wide cap."""
-
-    host_w_per_gpu: float
-    cap_w: float | None
+    """What the views read of a site: the contract the engine's read-only
+    `sim.engine.site_view.SiteView` keeps."""
 
     @property
     def pools(self) -> Sequence[_PoolReading]: ...
     @property
-    def pue(self) -> _PueReading: ...
+    def name(self) -> str: ...
+    @property
+    def host_w_per_gpu(self) -> float: ...
+    @property
+    def cap_w(self) -> float | None: ...
     def pool(self, model: str) -> _PoolReading | None: ...
+    def pue_at(self, t_s: float) -> float: ...
 
 
-class StateQueries(Protocol):
+class _Offered(Protocol):
+    """The queries `SystemState` offers policies as the engine answers them: each is declared
+    once, here (its signature and its docstring with units). `SystemState` inherits it,
+    forwarding it to the engine, and `StateQueries`, which the engine implements
+    (`sim.engine.queries.Queries`), extends this protocol, so a new query of this kind is
+    this one edit plus its answer in `Queries`."""
+
+    __slots__ = ()
+
+    def price_per_gpu_h(self, gpu_model: str) -> float:
+        """The scenario's price of one GPU-hour of `gpu_model`, its currency (NaN: none)."""
+        return _engine(self).price_per_gpu_h(gpu_model)
+
+    def carbon_intensity(self, site: str) -> float:
+        """Carbon intensity of `site`'s grid now, g/kWh: the signal the site decides on
+        (`[sites.decision_carbon]` if it has one, else `[sites.carbon]`)."""
+        return _engine(self).carbon_intensity(site)
+
+    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function
+        (start times s, values g/kWh), with the scenario's forecast error model."""
+        return _engine(self).forecast(site, horizon_s)
+
+    def electricity_price(self, site: str) -> float:
+        """The energy price `site` pays now, the scenario's currency per kWh: its tariff's
+        energy component (wholesale price plus adder, or the TOU rate); demand charges are
+        not in it. PolicyError if the site has no `[sites.tariff]`."""
+        return _engine(self).electricity_price(site)
+
+    def price_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """`site`'s energy price from now over `horizon_s` (cut at the horizon of the run),
+        as a step function (start times s, values in the scenario's currency per kWh), like
+        `forecast`. Perfect: day-ahead prices and tariffs are known ahead (a day-ahead price
+        is published the day before; beyond that this is foresight). PolicyError if the
+        site has no `[sites.tariff]`."""
+        return _engine(self).price_forecast(site, horizon_s)
+
+    def parallel_scaling(
+        self, site: str, model: str, profile: str, gpus: int, scheme: str = "data"
+    ) -> ParallelScaling:
+        """How `gpus` GPUs of `model` at `site` scale on a `profile` job parallelised by
+        `scheme` (docs/scaling.md): the engine's own numbers, so a job on n GPUs advances at
+        n x `reference_speed` x the cap's throughput fraction x `efficiency`. Without the
+        scenario's `[scaling]`: (1, 0, 1), linear."""
+        return _engine(self).parallel_scaling(site, model, profile, gpus, scheme)
+
+    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
+        """Moving `gb` GB from site `src` to site `dst` over the WAN from now: (duration s,
+        energy kWh, carbon kg), each hop charged at its own grid's intensity; zeros for a
+        same-site move or a scenario without `[wan]`. Starting a job away from its origin
+        moves its `data_gb`; resuming or migrating it elsewhere moves its `checkpoint_gb`."""
+        return _engine(self).transfer_cost(src, dst, gb)
+
+    def reference_speed(self, model: str, profile: str) -> float:
+        """Work one uncapped `model` GPU does on a `profile` job, reference GPU-s per s (an
+        A100-80GB at its maximum power limit does 1): the scenario's `[throughput]` table's
+        where it lists the pair, else the roofline's."""
+        return _engine(self).reference_speed(model, profile)
+
+    def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
+        """The jobs running on `site`'s `gpu_model` GPUs: when each is expected to finish at
+        its current speed (s since the scenario start; a held job from now, its hold left
+        out) and how many GPUs it frees then, as two lists in start order (of the jobs
+        sharing a GPU, the last to end frees it: 1, the others 0). The same ends as
+        `estimate(job, site, job.cap_w, gpu_model)`, read in O(1) per job: for policies that
+        look at a whole pool's future (bookings, backfilling) at every decision."""
+        return _engine(self).expected_ends(site, gpu_model)
+
+    def runtime_version(self, site: str) -> int:
+        """A number that changes whenever `runtime_s` (and `estimate`'s runtime) at `site`
+        may change for a job that stays pending: a new site cap, and with power-off, any
+        start, end or switch-off there. While it is unchanged, such a job's runtime there
+        is too: a policy may keep it rather than ask again, until the job runs (a job back
+        in the queue after a failure has less work left: `pending_since` shows it again)."""
+        return _engine(self).runtime_version(site)
+
+
+def _engine(state: _Offered) -> StateQueries:
+    """What `state` (a `SystemState`) asks."""
+    return cast("SystemState", state)._q
+
+
+class StateQueries(_Offered, Protocol):
     """What `SystemState` and `JobView` ask the engine: the small interface between the
     policy's views and the run (implemented by `sim.engine.queries.Queries`). Job
     arguments `j` are job indices (`JobView.index`); times are s since the scenario start;
@@ -344,7 +411,9 @@ class StateQueries(Protocol):
     def now_s(self) -> float: ...
     @property
     def horizon_s(self) -> float: ...
-    def site(self, name: str) -> _SiteReading: ...
+    def site(self, name: str) -> _SiteReading:
+        """A read-only view of site `name`; PolicyError naming it if there is none."""
+
     @property
     def pending_count(self) -> int: ...
     def pending_since(self, mark: int) -> list[int]: ...
@@ -357,33 +426,22 @@ class StateQueries(Protocol):
     def running_model(self, j: int) -> str | None: ...
     def job_cap_w(self, j: int) -> float | None: ...
     def job_draw_w(self, j: int) -> float: ...
-    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]: ...
     def migration_cost(
         self, j: int, site_name: str, model: str | None
     ) -> tuple[float, float, float, float]: ...
     def power_delta_w(
         self, j: int, cap: float | None, site_name: str | None, model: str | None
     ) -> float: ...
-    def carbon_intensity(self, site: str) -> float: ...
-    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
-    def electricity_price(self, site: str) -> float: ...
-    def price_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
     def announced_events(self, site: str | None) -> list[DemandResponseView]: ...
     def estimate(
         self, j: int, site_name: str, cap: float | None, model: str | None
     ) -> tuple[float, float]: ...
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float: ...
-    def runtime_version(self, site_name: str) -> int: ...
     def training_options(self, j: int, truth: bool) -> dict[int, float]: ...
-    def parallel_scaling(
-        self, site: str, model: str, profile: str, gpus: int, scheme: str
-    ) -> ParallelScaling: ...
     def job_profile(self, j: int) -> str: ...
     def job_gpus(self, j: int) -> int: ...
     def vc_room(self, j: int) -> float: ...
     def job_work_gpu_h(self, j: int) -> float: ...
-    def reference_speed(self, model: str, profile: str) -> float: ...
-    def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]: ...
     def site_it_w(self, name: str) -> float: ...
 
     service_names: tuple[str, ...]
@@ -402,7 +460,6 @@ class StateQueries(Protocol):
         self, name: str, site: str, variant: str | None, directive: str | None, cap_w: float | None
     ) -> ReplicaPoint: ...
     def service_rtt_s(self, name: str, site: str) -> float: ...
-    def price_per_gpu_h(self, gpu_model: str) -> float: ...
     def service_rate_forecast(
         self, name: str, horizon_s: float
     ) -> tuple[np.ndarray, np.ndarray]: ...
@@ -776,7 +833,7 @@ class MigrationCost:
     """Work redone after falling back to the last periodic checkpoint, reference GPU-h."""
 
 
-class SystemState:
+class SystemState(_Offered):
     """What a policy can see. Built once per run; every read is live."""
 
     __slots__ = ("_q", "pending", "running", "suspended", "sites", "services")
@@ -836,20 +893,20 @@ class SystemState:
         pool = self._q.site(site).pool(gpu_model)
         if pool is None:
             raise PolicyError(f"free_gpus_by_kind: site {site} has no {gpu_model} GPUs")
-        return {} if pool.capacity is None else dict(pool.capacity.free)
+        return pool.free_by_kind() or {}
 
     def shared_gpus(self, site: str) -> dict[str, list[int]]:
         """Per model at `site`, the milli (thousandths of a GPU) held on each GPU that
         fractional jobs share, in the order the engine places them (first fit: a fractional
         `Start` joins the first with room, else takes a free GPU, appended last)."""
-        return {p.model: p.shared.used_milli() for p in self._q.site(site).pools}
+        return {p.model: p.shared_milli() for p in self._q.site(site).pools}
 
     def free_mig_slices(self, site: str) -> dict[str, dict[str, int]]:
         """Per model of a MIG-partitioned pool at `site`, its free slices per profile of its
         GPUs' layouts (docs/mig.md; GPUs being reconfigured offer none); a job with a
         `mig_profile` starts only on one of them."""
         pools = self._q.site(site).pools
-        return {p.model: p.mig.free_slices() for p in pools if p.mig is not None}
+        return {p.model: free for p in pools if (free := p.free_mig_slices()) is not None}
 
     def mig_layouts(self, site: str, gpu_model: str) -> list[MigGpuState]:
         """Every GPU of `site`'s MIG-partitioned `gpu_model` pool, by index (docs/mig.md):
@@ -858,9 +915,10 @@ class SystemState:
         start; later than now while `Repartition` reconfigures it). PolicyError if the pool
         is not partitioned."""
         pool = self._q.site(site).pool(gpu_model)
-        if pool is None or pool.mig is None:
+        layouts = None if pool is None else pool.mig_layouts()
+        if layouts is None:
             raise PolicyError(f"mig_layouts: site {site} has no MIG-partitioned {gpu_model} GPUs")
-        return pool.mig.gpus()
+        return layouts
 
     def mig_profiles(self, gpu_model: str) -> tuple[str, ...]:
         """The MIG profiles of `gpu_model` (e.g. "3g.40gb"; docs/mig.md), () for a GPU
@@ -880,40 +938,12 @@ class SystemState:
     def powered_off_gpus(self, site: str) -> dict[str, int]:
         """GPUs per model on powered-off nodes at `site`: a job that needs them waits for the
         site's `power_off.wake_s`."""
-        return {p.model: (p.nodes - p.nodes_on) * p.gpus_per_node for p in self._q.site(site).pools}
-
-    def price_per_gpu_h(self, gpu_model: str) -> float:
-        """The scenario's price of one GPU-hour of `gpu_model`, its currency (NaN: none)."""
-        return self._q.price_per_gpu_h(gpu_model)
-
-    def carbon_intensity(self, site: str) -> float:
-        """Carbon intensity of `site`'s grid now, g/kWh: the signal the site decides on
-        (`[sites.decision_carbon]` if it has one, else `[sites.carbon]`)."""
-        return self._q.carbon_intensity(site)
-
-    def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function
-        (start times s, values g/kWh), with the scenario's forecast error model."""
-        return self._q.forecast(site, horizon_s)
-
-    def electricity_price(self, site: str) -> float:
-        """The energy price `site` pays now, the scenario's currency per kWh: its tariff's
-        energy component (wholesale price plus adder, or the TOU rate); demand charges are
-        not in it. PolicyError if the site has no `[sites.tariff]`."""
-        return self._q.electricity_price(site)
-
-    def price_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """`site`'s energy price from now over `horizon_s` (cut at the horizon of the run),
-        as a step function (start times s, values in the scenario's currency per kWh), like
-        `forecast`. Perfect: day-ahead prices and tariffs are known ahead (a day-ahead price
-        is published the day before; beyond that this is foresight). PolicyError if the
-        site has no `[sites.tariff]`."""
-        return self._q.price_forecast(site, horizon_s)
+        return {p.model: p.powered_off_gpus for p in self._q.site(site).pools}
 
     def site_power_kw(self, site: str) -> float:
         """Facility power of `site` now (jobs, services, idle GPUs and hosts), kW."""
         q = self._q
-        return q.site_it_w(site) * q.site(site).pue.value_at(q.now_s) / 1000.0
+        return q.site_it_w(site) * q.site(site).pue_at(q.now_s) / 1000.0
 
     def site_it_power_kw(self, site: str) -> float:
         """IT power of `site` now, kW (facility power = IT power x PUE)."""
@@ -931,33 +961,17 @@ class SystemState:
 
     def pue(self, site: str) -> float:
         """`site`'s PUE now."""
-        return self._q.site(site).pue.value_at(self._q.now_s)
+        return self._q.site(site).pue_at(self._q.now_s)
 
     def site_cap_w(self, site: str) -> float | None:
         """The site-wide GPU cap set with `SetCap(site, watts)`, W, or None."""
         return self._q.site(site).cap_w
-
-    def parallel_scaling(
-        self, site: str, model: str, profile: str, gpus: int, scheme: str = "data"
-    ) -> ParallelScaling:
-        """How `gpus` GPUs of `model` at `site` scale on a `profile` job parallelised by
-        `scheme` (docs/scaling.md): the engine's own numbers, so a job on n GPUs advances at
-        n x `reference_speed` x the cap's throughput fraction x `efficiency`. Without the
-        scenario's `[scaling]`: (1, 0, 1), linear."""
-        return self._q.parallel_scaling(site, model, profile, gpus, scheme)
 
     def operating_point(self, model: str, profile: str, cap_w: float | None = None) -> Estimate:
         """The hardware model: throughput fraction (relative to uncapped) and average active
         power (W) of one `model` GPU running a `profile` job under `cap_w` (None: uncapped).
         See docs/power-model.md."""
         return estimate(model, profile, cap_w)
-
-    def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
-        """Moving `gb` GB from site `src` to site `dst` over the WAN from now: (duration s,
-        energy kWh, carbon kg), each hop charged at its own grid's intensity; zeros for a
-        same-site move or a scenario without `[wan]`. Starting a job away from its origin
-        moves its `data_gb`; resuming or migrating it elsewhere moves its `checkpoint_gb`."""
-        return self._q.transfer_cost(src, dst, gb)
 
     def migration_cost(
         self, job: JobView, site: str, gpu_model: str | None = None
@@ -974,12 +988,6 @@ class SystemState:
             raise PolicyError(f"migration_cost: job {job.id} is {job.state}, not running")
         stall_s, kwh, kg, lost_s = self._q.migration_cost(job.index, site, gpu_model)
         return MigrationCost(stall_s, kwh, kg, lost_s / 3600.0)
-
-    def reference_speed(self, model: str, profile: str) -> float:
-        """Work one uncapped `model` GPU does on a `profile` job, reference GPU-s per s (an
-        A100-80GB at its maximum power limit does 1): the scenario's `[throughput]` table's
-        where it lists the pair, else the roofline's."""
-        return self._q.reference_speed(model, profile)
 
     def training_options(self, job: JobView, truth: bool = False) -> dict[int, float]:
         """For a job with a `target_metric` (docs/training.md): {batch size: work to the
@@ -1015,15 +1023,6 @@ class SystemState:
         """Announced events that have not ended (all sites, or one)."""
         return self._q.announced_events(site)
 
-    def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
-        """The jobs running on `site`'s `gpu_model` GPUs: when each is expected to finish at
-        its current speed (s since the scenario start; a held job from now, its hold left
-        out) and how many GPUs it frees then, as two lists in start order (of the jobs
-        sharing a GPU, the last to end frees it: 1, the others 0). The same ends as
-        `estimate(job, site, job.cap_w, gpu_model)`, read in O(1) per job: for policies that
-        look at a whole pool's future (bookings, backfilling) at every decision."""
-        return self._q.expected_ends(site, gpu_model)
-
     def estimate(
         self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
     ) -> tuple[float, float]:
@@ -1038,11 +1037,3 @@ class SystemState:
         """`estimate(job, site, cap_w, gpu_model)`'s runtime_s alone, without its energy
         integrals."""
         return self._q.runtime_s(job.index, site, cap_w, gpu_model)
-
-    def runtime_version(self, site: str) -> int:
-        """A number that changes whenever `runtime_s` (and `estimate`'s runtime) at `site`
-        may change for a job that stays pending: a new site cap, and with power-off, any
-        start, end or switch-off there. While it is unchanged, such a job's runtime there
-        is too: a policy may keep it rather than ask again, until the job runs (a job back
-        in the queue after a failure has less work left: `pending_since` shows it again)."""
-        return self._q.runtime_version(site)

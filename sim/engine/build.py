@@ -5,13 +5,13 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from sim.api import Policy
 from sim.config.scenario import Scenario
 from sim.engine import Engine
-from sim.engine.prediction import build_prediction
 from sim.engine.results import build_results
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
@@ -79,19 +79,14 @@ def build_engine(
     seen = [d if d is not None else s for d, s in zip(decided, signals, strict=True)]
     for replay in site_replays(scenario, seen):
         forecaster.replay(replay)
-    engine = Engine(
-        scenario,
-        jobs,
-        signals,
-        policy,
-        forecaster,
-        Wan.from_scenario(scenario),
-        sources,
-        streams["failures"],
-        decision_signals=decided,
-    )
-    engine.queries.prediction = build_prediction(scenario, len(jobs), streams["prediction"])
-    return engine
+    wan = Wan.from_scenario(scenario)
+    inputs: dict[str, dict[str, Any]] = {
+        "fleet": {"signals": signals, "decision_signals": decided},
+        "checkpoints": {"wan": wan},
+        "services": {"sources": sources, "wan": wan},
+        "queries": {"forecaster": forecaster},
+    }
+    return Engine(scenario, jobs, policy, streams, inputs)
 
 
 def simulate(

@@ -31,7 +31,11 @@ from sim.network import Transfer, Wan
 from sim.results import ResultParts
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from collections.abc import Sequence
+
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
+    from sim.engine.runs import Runs
 
 __all__ = ["CheckpointWrite", "Checkpoints", "Inbound", "WanMoves"]
 
@@ -91,14 +95,19 @@ class WanMoves:
 class Checkpoints(Component):
     """Checkpoint writes and reads, periodic checkpoints, and WAN moves, per job."""
 
+    name = "checkpoints"
+    uses = ("runs", "fleet")
+
     __slots__ = (
         "_core",
+        "_runs",
+        "_fleet",
         "wan",
         "contention",
         "inbound",
         "left_behind",
         "_wake_s",
-        "interval_s",
+        "timing",
         "writing",
         "since_last",
         "stored_at",
@@ -107,8 +116,10 @@ class Checkpoints(Component):
         "wan_moves",
     )
 
-    def __init__(self, core: Engine, wan: Wan | None):
+    def __init__(self, core: Core, *, runs: Runs, fleet: Fleet, wan: Wan | None):
         self._core = core
+        self._runs = runs
+        self._fleet = fleet
         self.wan = wan
         """The WAN data and checkpoints cross between sites (None: moves are free)."""
         self.contention = wan is not None and bool(wan.config.contention)
@@ -120,9 +131,8 @@ class Checkpoints(Component):
         has to move (from `stored_at`) to wherever they run next."""
         self._wake_s = math.inf
         """With contention, the earliest wake-up scheduled for `wan.transfers`, s."""
-        interval_h = core.scenario.workload.checkpoint_interval_h
-        self.interval_s = None if interval_h is None else interval_h * 3600.0
-        """Periodic checkpoints every `interval_s` of running time (None: on suspension)."""
+        self.timing = runs.placement.timing
+        """Periodic checkpoints: their interval and the stalls of their writes."""
         self.writing: dict[int, CheckpointWrite] = {}
         """Suspended or migrated jobs still writing their checkpoint on the GPUs they left."""
         self.since_last: dict[int, PeriodicCheckpoint] = {}
@@ -136,82 +146,74 @@ class Checkpoints(Component):
         self.wan_moves: dict[int, WanMoves] = {}
         """Per job that moved data over the WAN."""
 
-    def started(self, j: int) -> None:
+    def run_started(self, j: int, pool: Pool, capacity: Sequence[str] | None) -> None:
         """With periodic checkpoints: `j` starts running (or computing again)."""
-        self.since_last[j] = PeriodicCheckpoint(0.0, self._core.runs.remaining_gpu_s[j])
+        if self.timing.interval_s is not None:
+            self.since_last[j] = PeriodicCheckpoint(0.0, self._runs.remaining_gpu_s[j])
 
-    def stopped(self, j: int) -> None:
+    def run_stopped(self, j: int) -> None:
         """With periodic checkpoints: `j` stopped running."""
-        self.since_last.pop(j, None)
+        if self.timing.interval_s is not None:
+            self.since_last.pop(j, None)
 
     def add_kwh(self, j: int, kwh: float) -> None:
         if kwh > 0.0:
             self.checkpoint_kwh[j] = self.checkpoint_kwh.get(j, 0.0) + kwh
-
-    def duty(self, j: int, site: Site) -> float:
-        """Fraction of running time spent computing rather than writing periodic checkpoints."""
-        if self.interval_s is None:
-            return 1.0
-        return self.interval_s / (self.interval_s + self.write_s(j, site))
 
     def segment_closed(
         self, j: int, site: Site, pool: Pool, t0_s: float, t1_s: float, energy_kwh: float
     ) -> None:
         """A loading hold's energy is all checkpoint energy; a computing segment with
         periodic checkpoints gives the writes their share (`periodic_segment`)."""
-        runs = self._core.runs
+        runs = self._runs
         if j in runs.loading:
             self.add_kwh(j, energy_kwh)
-        elif self.interval_s is not None and j not in runs.holding:
+        elif self.timing.interval_s is not None and j not in runs.holding:
             self.periodic_segment(j, site, energy_kwh, t1_s - t0_s)
 
     def periodic_segment(self, j: int, site: Site, energy_kwh: float, dt: float) -> None:
         """A computing segment of `dt` s with periodic checkpoints: the writes' share of its
         energy; the running time since the last checkpoint advances, and when one (or more)
         fell in the segment, the last is that many seconds before now."""
-        assert self.interval_s is not None
-        self.add_kwh(j, energy_kwh * (1.0 - self.duty(j, site)))
+        assert self.timing.interval_s is not None
+        self.add_kwh(j, energy_kwh * (1.0 - self.timing.duty(j, site)))
         since = self.since_last[j]
         since.running_s += dt
-        if since.running_s >= self.interval_s:
-            since.running_s %= self.interval_s
-            runs = self._core.runs
+        if since.running_s >= self.timing.interval_s:
+            since.running_s %= self.timing.interval_s
+            runs = self._runs
             since.remaining_gpu_s = runs.remaining_gpu_s[j] + runs.live[j].rate * since.running_s
 
     def work_since_checkpoint(self, j: int, now: float) -> float:
         """With periodic checkpoints: work running job `j` did since its last checkpoint,
         reference GPU-s (what it loses if it stops now)."""
-        assert self.interval_s is not None
-        runs = self._core.runs
+        assert self.timing.interval_s is not None
+        runs = self._runs
         since = self.since_last[j]  # every running job has one
         since_s, at_ckpt = since.running_s, since.remaining_gpu_s
         if j not in runs.holding:
             run = runs.live[j]
             since_s += now - run.seg_start_s
-            if since_s >= self.interval_s:
-                return run.rate * (since_s % self.interval_s)
+            if since_s >= self.timing.interval_s:
+                return run.rate * (since_s % self.timing.interval_s)
         return max(0.0, at_ckpt - runs.remaining_now_gpu_s(j))
-
-    def write_s(self, j: int, site: Site) -> float:
-        """Time to write `j`'s checkpoint at `site`'s storage bandwidth, s."""
-        return float(self._core.jobs.checkpoint_gb[j]) / site.checkpoint_write_gbps
 
     def leave(self, j: int) -> None:
         """A running job stops to be suspended or migrated. With periodic checkpoints, it
         falls back to its last one (the work since is lost); else it writes a checkpoint
         now, holding its GPUs at idle power for the write."""
-        core, runs = self._core, self._core.runs
+        core, runs = self._core, self._runs
         now = core.env.now
         run = runs.live[j]
         site, pool = run.site, run.pool
         self._store(j, site, now)
-        if self.interval_s is not None:
+        if self.timing.interval_s is not None:
             lost = self._fall_back(j)
             if lost > 0.0:
                 self.work_lost_gpu_s[j] = self.work_lost_gpu_s.get(j, 0.0) + lost
             runs.stop(j)
             return
-        write_s = self.write_s(j, site)
+        write_s = self.timing.write_s(j, site)
         if write_s <= 0.0 or j in runs.holding:
             runs.stop(j)  # nothing to write, or it never ran since its last checkpoint
             return
@@ -225,7 +227,7 @@ class Checkpoints(Component):
         one; without periodic checkpoints the one it last started from, `restart_gpu_s` of
         work left) and frees its GPUs at once, writing nothing. Back at the start of its
         work, it has no checkpoint to read. Returns the work lost, reference GPU-s."""
-        runs = self._core.runs
+        runs = self._runs
         now = self._core.env.now
         self._store(j, runs.live[j].site, now)
         lost = self._fall_back(j, restart_gpu_s)
@@ -249,9 +251,9 @@ class Checkpoints(Component):
         """Running `j`'s run is charged up to now and its work left set back to its last
         checkpoint's: the last periodic one, else `restart_gpu_s`. Returns the work lost,
         reference GPU-s."""
-        runs = self._core.runs
+        runs = self._runs
         runs.close_segment(j, self._core.env.now)  # may pass a periodic checkpoint
-        if self.interval_s is not None:
+        if self.timing.interval_s is not None:
             restart_gpu_s = self.since_last.pop(j).remaining_gpu_s
         assert restart_gpu_s is not None
         lost = restart_gpu_s - runs.remaining_gpu_s[j]
@@ -263,18 +265,18 @@ class Checkpoints(Component):
         """`j`'s checkpoint is written: charge the write, free the GPUs it held."""
         core = self._core
         w = self.writing.pop(j)
-        kwh = core.runs.charges.charge(
+        kwh = self._runs.charges.charge(
             j, w.site, w.pool, w.pool.idle_w, w.since_s, w.until_s, write=True
         )
         self.add_kwh(j, kwh)
-        core.runs.release(j, w.site, w.pool, w.pool.idle_w)
+        self._runs.release(j, w.site, w.pool, w.pool.idle_w)
         core.request_decision()  # GPUs are free
 
     def departure(self, j: int) -> tuple[Site, float, bool]:
         """What running job `j` would move if it left now: from which site, GB, and whether
         it is its checkpoint (read on arrival) or its input data. A job held before its bytes
         arrived sends them from where they still lie."""
-        runs = self._core.runs
+        runs = self._runs
         inbound = self.inbound.get(j)
         if inbound is not None and self._core.env.now < inbound.deliver_s:
             return inbound.src, inbound.gb, inbound.checkpoint
@@ -292,7 +294,7 @@ class Checkpoints(Component):
         if j in self.stored_at:
             return self.load_s(j, dest, move=True)
         core = self._core
-        origin = core.fleet.sites[core.jobs.origin_site[j]]
+        origin = self._fleet.sites[core.jobs.origin_site[j]]
         return self.move(j, origin, dest, float(core.jobs.data_gb[j]), core.env.now)
 
     def load_s(self, j: int, dest: Site, move: bool = False) -> float:
@@ -354,7 +356,7 @@ class Checkpoints(Component):
         core.events.append(now, "transfer", j, dest.index, gb, detail=src.name)
         return duration_s
 
-    def arrived(self, j: int) -> None:
+    def run_computing(self, j: int) -> None:
         """Held job `j` computes now: what moved to it is no longer in question."""
         self.inbound.pop(j, None)
 
@@ -415,7 +417,7 @@ class Checkpoints(Component):
             j = sent.tag
             inbound = self._delivered(j, sent)
             read_s = inbound.gb / inbound.dest.checkpoint_read_gbps if inbound.checkpoint else 0.0
-            self._core.runs.end_hold(j, now + read_s)
+            self._runs.end_hold(j, now + read_s)
         self._wake_transfers()
 
     def _delivered(self, j: int, sent: Transfer) -> Inbound:
@@ -445,7 +447,7 @@ class Checkpoints(Component):
                 self._charge(j, sent.gb, sent.energy_kwh, sent.carbon_kg)
 
     def close(self, now_s: float) -> None:
-        charges = self._core.runs.charges
+        charges = self._runs.charges
         if self.contention:
             self._close_transfers(now_s)
         for j, w in self.writing.items():

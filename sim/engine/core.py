@@ -6,12 +6,14 @@ all the events of one instant lead to a single `policy.decide` call. Everything 
 state is a component (`sim.engine.component`): the core builds them, starts them, asks
 the policy, checks each action and hands it to the component that carries it out.
 
-Components, in the order their hooks run:
+Components (`Engine.COMPONENTS`), in the order their hooks run; each is built after the
+siblings it declares it uses (`Component.uses`, `sim.engine.component.wire`):
 
 - `book` (`JobBook`): job states, the pending/running/suspended sets, deferrals, arrivals;
 - `runs` (`Runs`): progress, speed and power of running jobs, their energy and carbon;
 - `checkpoints` (`Checkpoints`): checkpoint writes and reads, WAN moves;
 - `failures` (`Failures`): GPU and node failures of running jobs;
+- `spot` (`Spot`): capacity kinds, spot evictions;
 - `services` (`Services`): inference services' replicas, their power, their requests;
 - `dr` (`DemandResponseMeter`): demand-response events and their per-job accounting;
 - `fleet` (`Fleet`): the sites, their power log, power-off and PUE timers;
@@ -21,8 +23,8 @@ Components, in the order their hooks run:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import numpy as np
 import simpy
@@ -48,10 +50,11 @@ from sim.api import (
 )
 from sim.config.scenario import Scenario
 from sim.engine.checkpoints import Checkpoints
-from sim.engine.component import Component
+from sim.engine.component import BROADCAST_HOOKS, Component, Core, overrides, wire
 from sim.engine.demand_response import DemandResponseMeter
 from sim.engine.failures import Failures
 from sim.engine.fleet import Fleet
+from sim.engine.gpu_prices import GpuPrices
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.ledger import Pool, Site
 from sim.engine.queries import Queries
@@ -60,14 +63,11 @@ from sim.engine.runs import Runs
 from sim.engine.services import Services
 from sim.engine.spot import Spot
 from sim.errors import PolicyError
-from sim.grid import CarbonSignal, Forecaster
+from sim.grid import Forecaster
 from sim.models import hardware, mig, scaling, sharing, training
 from sim.models.pricing import PriceBook
-from sim.network import Wan
 from sim.results import ResultParts
-from sim.serving.sources import RequestSource
 from sim.util.records import EventLog
-from sim.util.streams import random_streams
 from sim.workload import JobTable
 from sim.workload.table import MAX_JOB_GPUS
 from sim.workload.time_to_accuracy import training_work
@@ -78,59 +78,67 @@ __all__ = ["Engine"]
 class Engine:
     """One simulation run. Build it with `simulate`, which also turns it into `Results`."""
 
+    COMPONENTS: tuple[type[Component], ...] = (
+        JobBook,
+        Runs,
+        Checkpoints,
+        Failures,
+        Spot,
+        Services,
+        DemandResponseMeter,
+        Fleet,
+        Queries,
+    )
+    """Every component's class, in the order their hooks run (a hook may read what an
+    earlier one wrote); they are built in the order their `uses` make."""
+
     def __init__(
         self,
         scenario: Scenario,
         jobs: JobTable,
-        signals: list[CarbonSignal],
         policy: Policy,
-        forecaster: Forecaster,
-        wan: Wan | None = None,
-        sources: list[RequestSource] | None = None,
-        failures_rng: np.random.Generator | None = None,
-        decision_signals: list[CarbonSignal | None] | None = None,
+        streams: Mapping[str, np.random.Generator],
+        inputs: Mapping[str, Mapping[str, Any]],
     ):
+        """`streams`: the run's random streams (`sim.util.streams.random_streams`), each
+        handed as `rng` to the component that declares it (`Component.stream`); `inputs`:
+        per component name, its construction inputs besides its siblings and its stream
+        (signals, the WAN, request sources, the forecaster: `sim.engine.build`)."""
         self.scenario = scenario
         self.horizon_s = scenario.horizon_s
         self.env = simpy.Environment()
         self.jobs = jobs
         self.policy = policy
         self.hooks = plugins.call_policy(policy, "reading its hooks", PolicyHooks.of, policy)
-        self.forecaster = forecaster
         self.events = EventLog()
-        self.book = JobBook(self)
-        self.fleet = Fleet(self, signals, decision_signals)
-        self.runs = Runs(self)
-        self.checkpoints = Checkpoints(self, wan)
-        self.failures = Failures(self, scenario.failures, failures_rng)
-        spot_rng = None if scenario.spot is None else random_streams(scenario.seed)["spot"]
-        self.spot = Spot(self, scenario.spot, spot_rng)
-        self.services = Services(self, sources or [], wan)
-        self.dr = DemandResponseMeter(self, signals)
-        self.queries = Queries(self)
+        self.prices = GpuPrices(PriceBook(scenario.currency, scenario.prices))
+
+        core: Core = self  # what the components see of the engine (checked by mypy)
+
+        def build(kind: type[Component], siblings: dict[str, Component]) -> Component:
+            rng = {} if kind.stream is None else {"rng": streams[kind.stream]}
+            construct = cast(Callable[..., Component], kind)  # its own keyword inputs
+            return construct(core, **siblings, **inputs.get(kind.name, {}), **rng)
+
+        built = wire(self.COMPONENTS, build)
+        self.components: tuple[Component, ...] = tuple(built[k.name] for k in self.COMPONENTS)
+        """Every component, in the order their hooks run."""
+        self._hooked = {
+            hook: tuple(c for c in self.components if overrides(c, hook))
+            for hook in BROADCAST_HOOKS
+        }
+        self.book = cast(JobBook, built["book"])
+        self.runs = cast(Runs, built["runs"])
+        self.checkpoints = cast(Checkpoints, built["checkpoints"])
+        self.failures = cast(Failures, built["failures"])
+        self.spot = cast(Spot, built["spot"])
+        self.services = cast(Services, built["services"])
+        self.dr = cast(DemandResponseMeter, built["dr"])
+        self.fleet = cast(Fleet, built["fleet"])
+        self.queries = cast(Queries, built["queries"])
         self._gpu_models: list[str] = jobs.allowed_gpu_models.tolist()
         """Per job, the GPU models it may run on ("": any; `sim.workload.JobTable`)."""
-        self.components: tuple[Component, ...] = (
-            self.book,
-            self.runs,
-            self.checkpoints,
-            self.failures,
-            self.spot,
-            self.services,
-            self.dr,
-            self.fleet,
-            self.queries,
-        )
-        """Every component, in the order their hooks run."""
-        self.meters: tuple[Component, ...] = tuple(
-            c for c in self.components if type(c).segment_closed is not Component.segment_closed
-        )
-        """The components that take a share of each closed run segment, in order."""
         self.state_view = SystemState(self.queries)
-        self.prices = PriceBook(scenario.currency, scenario.prices)
-        self._price: dict[str, float] = {}
-        self._missing_prices: set[str] = set()
-        """GPU models charged for but without a price."""
         self._decision_scheduled = False
         self._carry_out: dict[type, Callable[[Any], None]] = {
             Start: self._start,
@@ -147,6 +155,15 @@ class Engine:
         }
         """How each action type is checked and carried out, in the order of `apply`'s
         search for a subclass."""
+
+    @property
+    def forecaster(self) -> Forecaster:
+        """The carbon forecasts policies are told."""
+        return self.queries.forecaster
+
+    def hooked(self, hook: str) -> tuple[Component, ...]:
+        """The components that override broadcast hook `hook`, in hook order."""
+        return self._hooked[hook]
 
     # --- running -------------------------------------------------------------------------
 
@@ -178,36 +195,11 @@ class Engine:
             component.write_results(out)
         if math.isnan(out.summary["cost_compute"]):
             out.summary["cost_compute"] = None
-        out.meta["prices"] = {**self.prices.meta(), "missing": sorted(self._missing_prices)}
+        out.meta["prices"] = self.prices.meta()
         partitioned = [p.mig for s in self.fleet.sites for p in s.pools if p.mig is not None]
         out.summary["mig_repartitions"] = (
             sum(m.repartitions for m in partitioned) if partitioned else None
         )
-
-    def price_per_gpu_h(self, gpu_model: str) -> float:
-        """The scenario's price of one `gpu_model` GPU-hour (NaN: the table has none)."""
-        price = self._price.get(gpu_model)
-        if price is None:
-            try:
-                price = self.prices.per_gpu_h(gpu_model)
-            except ValueError:
-                price = math.nan
-            self._price[gpu_model] = price
-        return price
-
-    def charged(self, gpu_model: str) -> float:
-        """`price_per_gpu_h` of GPU-hours being charged: a GPU model without a price leaves
-        `cost_compute` None and is listed in meta.json's `prices.missing`."""
-        price = self.price_per_gpu_h(gpu_model)
-        if math.isnan(price):
-            self.note_missing_price(gpu_model)
-        return price
-
-    def note_missing_price(self, what: str) -> None:
-        """A GPU-hour price the run needed and the scenario lacks (a GPU model, or a model
-        and capacity kind: "A100-80GB spot"): `cost_compute` is None, and meta.json's
-        `prices.missing` and the printed summary name it."""
-        self._missing_prices.add(what)
 
     def _signal_steps(self):
         sites = self.fleet.sites
@@ -310,7 +302,7 @@ class Engine:
         GPU count."""
         if math.isnan(float(self.jobs.target_metric[j])):
             raise PolicyError(f"{a}: gpus needs a job with a target_metric")
-        if self.runs.site_of[j] != -1:
+        if self.book.site_of[j] != -1:
             raise PolicyError(f"{a}: gpus can only be chosen before the job first runs")
         if sharing.is_fractional(int(self.jobs.gpu_milli[j])):
             raise PolicyError(f"{a}: a job holding a share of one GPU keeps it")
@@ -325,7 +317,7 @@ class Engine:
         target = float(self.jobs.target_metric[j])
         if math.isnan(target):
             raise PolicyError(f"{a}: batch_size needs a job with a target_metric")
-        if self.runs.site_of[j] != -1:
+        if self.book.site_of[j] != -1:
             raise PolicyError(f"{a}: batch_size can only be chosen before the job first runs")
         if not (_whole(batch_size) and batch_size > 0):
             raise PolicyError(f"{a}: batch_size must be a positive integer")
@@ -358,7 +350,7 @@ class Engine:
         j = self._job(a, a.job, (RUNNING,))
         self._check_interruptible(a, j)
         self.dr.suspending(j)
-        self.events.append(self.env.now, "suspend", j, self.runs.site_of[j])
+        self.events.append(self.env.now, "suspend", j, self.book.site_of[j])
         self.checkpoints.leave(j)
         self.book.suspend(j)
 

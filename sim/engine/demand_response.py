@@ -21,7 +21,6 @@ import pandas as pd
 from sim.api import DemandResponseView
 from sim.engine.component import Component
 from sim.engine.ledger import Pool, Site
-from sim.grid import CarbonSignal
 from sim.market.dr_events import BASELINE_WINDOW_S, DrEvent, dr_events
 from sim.market.dr_programs import settle
 from sim.results import (
@@ -34,7 +33,10 @@ from sim.results import (
 from sim.util.records import DrJobRecord, DrWindow
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
+    from sim.engine.runs import Runs
+    from sim.engine.services import Services
 
 __all__ = ["DemandResponseMeter"]
 
@@ -52,8 +54,14 @@ class _Pause:
 class DemandResponseMeter(Component):
     """The run's demand-response events and their per-job accounting."""
 
+    name = "dr"
+    uses = ("runs", "services", "fleet")
+
     __slots__ = (
         "_core",
+        "_runs",
+        "_services",
+        "_fleet",
         "events",
         "announced",
         "windows",
@@ -63,9 +71,12 @@ class DemandResponseMeter(Component):
         "_paused",
     )
 
-    def __init__(self, core: Engine, signals: list[CarbonSignal]):
+    def __init__(self, core: Core, *, runs: Runs, services: Services, fleet: Fleet):
         self._core = core
-        self.events: list[DrEvent] = dr_events(core.scenario, signals)
+        self._runs = runs
+        self._services = services
+        self._fleet = fleet
+        self.events: list[DrEvent] = dr_events(core.scenario, [s.signal for s in fleet.sites])
         self.announced: list[DemandResponseView] = []
         """Events announced and not yet ended, as policies see them."""
         self.windows: list[DrWindow] = []
@@ -85,12 +96,12 @@ class DemandResponseMeter(Component):
     def _announce(self, ev: DrEvent):
         core = self._core
         env = core.env
-        site = core.fleet.sites[ev.site]
+        site = self._fleet.sites[ev.site]
         start_s, end_s, notice_s = ev.start_s, ev.end_s, ev.notice_s
         yield env.timeout(notice_s)
-        baseline_kw = core.fleet.mean_facility_kw(
+        baseline_kw = self._fleet.mean_facility_kw(
             site, notice_s - BASELINE_WINDOW_S, notice_s
-        ) + core.services.mean_extra_facility_kw(site, notice_s - BASELINE_WINDOW_S, notice_s)
+        ) + self._services.mean_extra_facility_kw(site, notice_s - BASELINE_WINDOW_S, notice_s)
         if ev.limit_kw is not None:
             limit_kw = ev.limit_kw
         else:
@@ -118,6 +129,12 @@ class DemandResponseMeter(Component):
         """An announced event at the site is on at `t_s`."""
         return any(s <= t_s < e for s, e in self.site_windows[site_index])
 
+    def pue_stepped(self, i: int, t_s: float) -> None:
+        """Site `i`'s PUE changed: during an event there its limit in IT watts moved, and
+        the policy decides."""
+        if self.active(i, t_s):
+            self._core.request_decision()
+
     def ahead(self, site_index: int, t_s: float) -> bool:
         """An announced event at the site is on at `t_s` or still to come."""
         return any(t_s < e for _, e in self.site_windows[site_index])
@@ -135,7 +152,7 @@ class DemandResponseMeter(Component):
             return
         in_event_s = self.overlap_s(site.index, t0_s, t1_s)
         if in_event_s > 0.0:
-            runs = self._core.runs
+            runs = self._runs
             rec = self._record(j)
             rec.run_s += in_event_s
             rec.done_gpu_s += runs.live[j].rate * in_event_s
@@ -144,7 +161,7 @@ class DemandResponseMeter(Component):
     def suspending(self, j: int) -> None:
         """Running `j` is about to be suspended: if an event at its site is on or ahead,
         the work it will not do in events is counted from now."""
-        runs, now = self._core.runs, self._core.env.now
+        runs, now = self._runs, self._core.env.now
         run = runs.live[j]
         if self.ahead(run.site.index, now):
             self._paused[j] = _Pause(run.site.index, now, runs.uncapped_rate(j, run.pool))
@@ -176,7 +193,7 @@ class DemandResponseMeter(Component):
         in one; inf if suspended through them); `slowdown_jain_index` over the jobs events
         touched, or over every completed job's `slowdown` when the run has no events."""
         core = self._core
-        dr = demand_response_table(out.power, core.fleet.names, self.windows, core.horizon_s)
+        dr = demand_response_table(out.power, self._fleet.names, self.windows, core.horizon_s)
         money = settle(core.scenario, dr, self.window_events, out.power)
         if money.columns is not None:
             out.tables["dr_events"] = pd.concat([dr, money.columns], axis=1)

@@ -29,15 +29,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import FailuresConfig
 from sim.engine.component import Component, per_job
 from sim.errors import ScenarioError
 from sim.results import ResultParts
 from sim.util.csv_rows import csv_rows
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
-    from sim.engine.runs import Run
+    from collections.abc import Sequence
+
+    from sim.engine.checkpoints import Checkpoints
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
+    from sim.engine.jobs import JobBook
+    from sim.engine.ledger import Pool
+    from sim.engine.runs import Run, Runs
 
 __all__ = ["TRACE_COLUMNS", "Failures", "read_failure_trace", "trace_time_site", "weighted_draw"]
 
@@ -90,9 +95,17 @@ class Failures(Component):
     """Failures of running jobs, and what they cost: per job, how often it failed and the
     work it lost."""
 
+    name = "failures"
+    uses = ("runs", "checkpoints", "book", "fleet")
+    stream = "failures"
+
     __slots__ = (
         "_core",
+        "_runs",
+        "_checkpoints",
+        "_book",
         "_rng",
+        "_restarts",
         "active",
         "rate_per_gpu_s",
         "_trace",
@@ -102,17 +115,31 @@ class Failures(Component):
     )
 
     def __init__(
-        self, core: Engine, config: FailuresConfig | None, rng: np.random.Generator | None
+        self,
+        core: Core,
+        *,
+        runs: Runs,
+        checkpoints: Checkpoints,
+        book: JobBook,
+        fleet: Fleet,
+        rng: np.random.Generator,
     ):
         self._core = core
+        self._runs = runs
+        self._checkpoints = checkpoints
+        self._book = book
         self._rng = rng
+        config = core.scenario.failures
         self.active = config is not None
         """The scenario has failures (else this component does nothing)."""
+        self._restarts = self.active or fleet.has_capacity_kinds
+        """Restart points are kept: for failures, or for evictions of spot GPUs (`Spot`
+        restarts evicted jobs from the same point)."""
         rate = None if config is None else config.rate()
         self.rate_per_gpu_s = None if rate is None else rate / 3600.0
         """Failures per GPU-second of a running job (None: from the trace)."""
         trace = None if config is None else config.trace
-        self._trace = [] if trace is None else read_failure_trace(trace, core.fleet.names)
+        self._trace = [] if trace is None else read_failure_trace(trace, fleet.names)
         """The trace's failures, (time s, site index) in time order."""
         self.restart_gpu_s: dict[int, float] = {}
         """Without periodic checkpoints: each started job's work left when it last started
@@ -126,23 +153,24 @@ class Failures(Component):
         if self._trace:
             self._core.env.process(self._replay())
 
-    def started(self, j: int, run: Run) -> None:
-        """`j` runs (`run`, held or computing); only called when failures are `active` or
-        spot GPUs may be evicted (`sim.engine.spot`, which restarts evicted jobs from the
-        same point): remember its restart point, and with a rate draw when it fails."""
+    def run_started(self, j: int, pool: Pool, capacity: Sequence[str] | None) -> None:
+        """`j` runs (held or computing): when failures are `active` or spot GPUs may be
+        evicted, remember its restart point, and with a rate draw when it fails."""
+        if not self._restarts:
+            return
         core = self._core
-        if core.checkpoints.interval_s is None:
-            self.restart_gpu_s[j] = core.runs.remaining_gpu_s[j]
+        run = self._runs.live[j]
+        if self._checkpoints.timing.interval_s is None:
+            self.restart_gpu_s[j] = self._runs.remaining_gpu_s[j]
         if not self.rate_per_gpu_s:
             return
-        assert self._rng is not None
-        after_s = float(self._rng.exponential(1.0 / (core.runs.gpus[j] * self.rate_per_gpu_s)))
+        after_s = float(self._rng.exponential(1.0 / (self._runs.gpus[j] * self.rate_per_gpu_s)))
         if core.env.now + after_s < core.horizon_s:
             core.env.timeout(after_s).callbacks.append(lambda _e: self._fail_run(j, run))
 
     def _fail_run(self, j: int, run: Run) -> None:
         """A drawn failure: `j` fails if `run` is still its run (not stopped since)."""
-        if self._core.runs.live.get(j) is run:
+        if self._runs.live.get(j) is run:
             self.fail(j)
 
     def _replay(self):
@@ -159,22 +187,21 @@ class Failures(Component):
     def _victim(self, h: int) -> int | None:
         """A running job at site `h` drawn with probability proportional to its GPUs
         (None: no job runs there)."""
-        runs = self._core.runs
+        runs = self._runs
         jobs = [j for j, run in runs.live.items() if run.site.index == h]
         if not jobs:
             return None
-        assert self._rng is not None
         return weighted_draw(self._rng, jobs, [runs.gpus[j] for j in jobs])
 
     def fail(self, j: int) -> None:
         """Running job `j` fails now: it falls back to its last checkpoint, frees its GPUs
         and is pending again (event `fail`, its value the work lost, reference GPU-h)."""
         core = self._core
-        site = core.runs.live[j].site
-        lost_gpu_s = core.checkpoints.fail(j, self.restart_gpu_s.get(j))
+        site = self._runs.live[j].site
+        lost_gpu_s = self._checkpoints.fail(j, self.restart_gpu_s.get(j))
         self.count[j] = self.count.get(j, 0) + 1
         self.lost_gpu_s[j] = self.lost_gpu_s.get(j, 0.0) + lost_gpu_s
-        core.book.requeue(j)
+        self._book.requeue(j)
         core.events.append(core.env.now, "fail", j, site.index, lost_gpu_s / 3600.0)
         core.request_decision()
 

@@ -31,7 +31,7 @@ from sim.results import (
 from sim.util.records import PowerLog
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
 
 __all__ = ["Fleet"]
 
@@ -39,13 +39,25 @@ __all__ = ["Fleet"]
 class Fleet(Component):
     """The sites of a run and their power."""
 
-    __slots__ = ("_core", "names", "power_log", "sites", "by_name", "decision_signals", "tariffs")
+    name = "fleet"
+
+    __slots__ = (
+        "_core",
+        "names",
+        "power_log",
+        "sites",
+        "by_name",
+        "has_capacity_kinds",
+        "decision_signals",
+        "tariffs",
+    )
 
     def __init__(
         self,
-        core: Engine,
+        core: Core,
+        *,
         signals: list[CarbonSignal],
-        decision_signals: list[CarbonSignal | None] | None = None,
+        decision_signals: list[CarbonSignal | None],
     ):
         self._core = core
         scenario = core.scenario
@@ -58,7 +70,9 @@ class Fleet(Component):
         ]
         self.by_name = {s.name: s for s in self.sites}
         """The sites by name."""
-        self.decision_signals = decision_signals or [None] * len(self.sites)
+        self.has_capacity_kinds = any(p.capacity is not None for s in self.sites for p in s.pools)
+        """Some pool is split into capacity kinds (reserved, on-demand, spot)."""
+        self.decision_signals = decision_signals
         """Per site, the separate signal its decisions see (`sites.decision_carbon`), or
         None: decisions see the signal it is charged on."""
         self.tariffs: list[SiteTariff | None] = [
@@ -112,8 +126,8 @@ class Fleet(Component):
             if t > core.env.now:
                 yield core.env.timeout(t - core.env.now)
             self.sites[i].log_power(t)
-            if core.dr.active(i, t):  # the limit in IT watts moved
-                core.request_decision()
+            for component in core.hooked("pue_stepped"):
+                component.pue_stepped(i, t)
 
     def release(self, site: Site, pool: Pool, gpus: int, draw_w: float) -> None:
         """Free `gpus` GPUs of `pool` that drew `draw_w` W each; nodes left idle switch off

@@ -20,7 +20,8 @@ from sim.results import TERMINAL_STATES, ResultParts, deadline_misses
 from sim.workload.table import gpu_model_names
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
 
 __all__ = [
     "COMPLETED",
@@ -50,8 +51,12 @@ _OPEN = (PENDING, DEFERRED, RUNNING, SUSPENDED)
 class JobBook(Component):
     """Each job's state, the ordered job sets, deferrals and the lifecycle's times."""
 
+    name = "book"
+    uses = ("fleet",)
+
     __slots__ = (
         "_core",
+        "_fleet",
         "state",
         "pending",
         "pending_count",
@@ -65,10 +70,12 @@ class JobBook(Component):
         "vc_quota",
         "vc_running_gpus",
         "_vc",
+        "site_of",
     )
 
-    def __init__(self, core: Engine):
+    def __init__(self, core: Core, *, fleet: Fleet):
         self._core = core
+        self._fleet = fleet
         n = len(core.jobs)
         self.state = array("b", [SUBMITTED_LATER]) * n
         """Per job, one of the state codes above."""
@@ -96,6 +103,8 @@ class JobBook(Component):
         self.vc_running_gpus: dict[str, int] = dict.fromkeys(self.vc_quota, 0)
         """Virtual cluster with a quota -> GPUs its running jobs hold now."""
         self._vc: list[str] = core.jobs.vc.tolist() if self.vc_quota else []
+        self.site_of = array("h", [-1]) * n
+        """The index of the site the job last ran on (-1: never ran)."""
 
     def start(self) -> None:
         self._core.env.process(self._arrivals())
@@ -103,10 +112,10 @@ class JobBook(Component):
     def _arrivals(self):
         core = self._core
         env = core.env
-        gpus = core.runs.gpus
-        largest = core.fleet.largest_pool
+        gpus = core.jobs.gpus.tolist()  # as submitted: a `Start` may resize a pending job
+        largest = self._fleet.largest_pool
         models = core.jobs.allowed_gpu_models.tolist()
-        slices = core.runs.mig_profile
+        slices = core.jobs.mig_profile.tolist()
         largest_of: dict[str, int] = {}  # per `allowed_gpu_models` entry, its largest pool
         for j, t in enumerate(core.jobs.submit_s.tolist()):
             if t > env.now:
@@ -137,7 +146,7 @@ class JobBook(Component):
         names = gpu_model_names(models)
         return any(
             p.mig is not None and p.mig.has(profile) and (not names or p.model in names)
-            for s in self._core.fleet.sites
+            for s in self._fleet.sites
             for p in s.pools
         )
 
@@ -145,7 +154,7 @@ class JobBook(Component):
         """GPUs of the largest pool of whole GPUs of any site whose model an
         `allowed_gpu_models` entry names (0: the scenario has none of them)."""
         names = gpu_model_names(models)
-        sites = self._core.fleet.sites
+        sites = self._fleet.sites
         pools = (p.count for s in sites for p in s.pools if p.model in names and p.mig is None)
         return max(pools, default=0)
 
@@ -170,18 +179,26 @@ class JobBook(Component):
         self.deferred_until.pop(j, None)
         self.pending.pop(j, None)
 
-    def run(self, j: int, now_s: float) -> None:
-        """`j` starts, resumes or moves: it is running (first start time kept)."""
+    def run(self, j: int, now_s: float, site: int, gpus: int) -> None:
+        """`j` starts, resumes or moves to site index `site` on `gpus` GPUs: it is running
+        (first start time kept)."""
         self.state[j] = RUNNING
         self.running[j] = None
+        self.site_of[j] = site
         if math.isnan(self.start_s[j]):
             self.start_s[j] = now_s
-        self._count_vc(j, +1)
+        self._count_vc(j, gpus)
 
-    def stop_running(self, j: int) -> None:
-        """`j` no longer computes (suspended, moving, completed): out of the running set."""
+    def stop_running(self, j: int, gpus: int) -> None:
+        """`j`, running on `gpus` GPUs, no longer computes (suspended, moving, completed):
+        out of the running set."""
         del self.running[j]
-        self._count_vc(j, -1)
+        self._count_vc(j, -gpus)
+
+    def _count_vc(self, j: int, gpus: int) -> None:
+        """`j`'s virtual cluster, if it has a quota, holds `gpus` more GPUs."""
+        if self._vc and self._vc[j] in self.vc_quota:
+            self.vc_running_gpus[self._vc[j]] += gpus
 
     def vc_room(self, j: int) -> float:
         """GPUs `j`'s virtual cluster may still start now (inf: no quota)."""
@@ -189,10 +206,6 @@ class JobBook(Component):
         if vc not in self.vc_quota:
             return math.inf
         return self.vc_quota[vc] - self.vc_running_gpus[vc]
-
-    def _count_vc(self, j: int, sign: int) -> None:
-        if self._vc and self._vc[j] in self.vc_quota:
-            self.vc_running_gpus[self._vc[j]] += sign * self._core.runs.gpus[j]
 
     def requeue(self, j: int) -> None:
         """`j` stopped running after a failure: pending again, at the back of the queue."""
@@ -240,7 +253,7 @@ class JobBook(Component):
         self._core.events.append(self._core.env.now, "reject", j, detail=reason)
 
     def close(self, now_s: float) -> None:
-        site_of = self._core.runs.site_of
+        site_of = self.site_of
         for j, st in enumerate(self.state):
             if st in _OPEN:
                 self._core.events.append(now_s, "unfinished", j, site_of[j])

@@ -17,9 +17,10 @@ from sim.config.services import Directive, ServiceConfig, Variant
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
 from sim.engine.ledger import Pool, Site
-from sim.engine.prediction import Prediction
+from sim.engine.prediction import Prediction, build_prediction
 from sim.engine.run_charges import WS_PER_KWH
 from sim.engine.run_placement import node_of
+from sim.engine.site_view import SiteView
 from sim.errors import PolicyError
 from sim.market.billing import SiteTariff
 from sim.models import scaling
@@ -30,8 +31,14 @@ from sim.workload.table import mask_sites
 from sim.workload.time_to_accuracy import training_options
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
-    from sim.grid import CarbonSignal
+    from sim.engine.checkpoints import Checkpoints
+    from sim.engine.component import Core
+    from sim.engine.demand_response import DemandResponseMeter
+    from sim.engine.fleet import Fleet
+    from sim.engine.jobs import JobBook
+    from sim.engine.runs import Runs
+    from sim.engine.services import Services
+    from sim.grid import CarbonSignal, Forecaster
 
 __all__ = ["Queries"]
 
@@ -39,32 +46,66 @@ __all__ = ["Queries"]
 class Queries(Component):
     """Answers for the policy's views (an implementation of `sim.api.StateQueries`)."""
 
+    name = "queries"
+    uses = ("book", "runs", "checkpoints", "services", "dr", "fleet")
+    stream = "prediction"
+
     __slots__ = (
         "_core",
+        "_book",
+        "_runs",
+        "_checkpoints",
+        "_services",
+        "_dr",
+        "_fleet",
+        "forecaster",
         "jobs",
         "site_names",
         "pending",
         "running",
         "suspended",
         "_names_by_mask",
+        "_views",
         "_allowed",
         "service_names",
         "prediction",
     )
 
-    def __init__(self, core: Engine):
+    def __init__(
+        self,
+        core: Core,
+        *,
+        book: JobBook,
+        runs: Runs,
+        checkpoints: Checkpoints,
+        services: Services,
+        dr: DemandResponseMeter,
+        fleet: Fleet,
+        forecaster: Forecaster,
+        rng: np.random.Generator,
+    ):
         self._core = core
+        self._book = book
+        self._runs = runs
+        self._checkpoints = checkpoints
+        self._services = services
+        self._dr = dr
+        self._fleet = fleet
+        self.forecaster = forecaster
+        """The carbon forecasts policies are told."""
         self.jobs: JobTable = core.jobs
-        self.site_names: tuple[str, ...] = tuple(core.fleet.names)
-        self.pending = core.book.pending
-        self.running = core.book.running
-        self.suspended = core.book.suspended
-        self._allowed = core.book.allowed
+        self.site_names: tuple[str, ...] = tuple(self._fleet.names)
+        self.pending = self._book.pending
+        self.running = self._book.running
+        self.suspended = self._book.suspended
+        self._allowed = self._book.allowed
         self._names_by_mask: dict[int, tuple[str, ...]] = {}
-        self.service_names: tuple[str, ...] = core.services.names
-        self.prediction: Prediction | None = None
-        """The error of the runtimes policies are told (`sim.engine.prediction`; set by
-        `sim.engine.build.build_engine`); None: exact."""
+        self._views = [SiteView(site) for site in fleet.sites]
+        """Each site's read-only view, as policies see it (`site`)."""
+        self.service_names: tuple[str, ...] = self._services.names
+        self.prediction: Prediction | None = build_prediction(core.scenario, len(core.jobs), rng)
+        """The error of the runtimes policies are told (`sim.engine.prediction`, drawn from
+        the `prediction` stream); None: exact."""
 
     @property
     def now_s(self) -> float:
@@ -76,17 +117,17 @@ class Queries(Component):
 
     @property
     def pending_count(self) -> int:
-        return self._core.book.pending_count
+        return self._book.pending_count
 
     def pending_since(self, mark: int) -> list[int]:
-        return self._core.book.pending_since(mark)
+        return self._book.pending_since(mark)
 
-    def site(self, name: str) -> Site:
-        return self._core.fleet.site(name)
+    def site(self, name: str) -> SiteView:
+        return self._views[self._fleet.site(name).index]
 
     def decision_signal(self, name: str) -> CarbonSignal:
         """The carbon signal site `name`'s decisions see (`Fleet.decision_signal`)."""
-        return self._core.fleet.decision_signal(self.site(name))
+        return self._fleet.decision_signal(self._fleet.site(name))
 
     def carbon_intensity(self, site: str) -> float:
         """The intensity site `site`'s decisions see now, g/kWh."""
@@ -94,83 +135,83 @@ class Queries(Component):
 
     def site_it_w(self, name: str) -> float:
         """IT power of site `name` now, services' power above idle included, W."""
-        site = self.site(name)
-        return site.it_w + self._core.services.extra_w(site)
+        site = self._fleet.site(name)
+        return site.it_w + self._services.extra_w(site)
 
     # --- services ---------------------------------------------------------------------------
 
     def _service(self, name: str) -> int:
-        return self._core.services.service(name, "service")
+        return self._services.service(name, "service")
 
     def service_config(self, name: str) -> ServiceConfig:
-        return self._core.services.configs[self._service(name)]
+        return self._services.configs[self._service(name)]
 
     def service_stats(self, name: str) -> LiveStats:
-        return self._core.services.stats(self._service(name))
+        return self._services.stats(self._service(name))
 
     def service_replicas(self, name: str, site: str, variant: str | None) -> tuple[int, int]:
-        services = self._core.services
+        services = self._services
         level = services.level(self._service(name), site, "replicas", variant)
         return level.ready, level.loading
 
     def service_variants(self, name: str) -> tuple[Variant, ...]:
-        return self._core.services.variants[self._service(name)]
+        return self._services.variants[self._service(name)]
 
     def service_deployments(self, name: str) -> tuple[tuple[str, str], ...]:
         return tuple(
-            (lv.site.name, lv.spec.name) for lv in self._core.services.levels[self._service(name)]
+            (lv.site.name, lv.spec.name) for lv in self._services.levels[self._service(name)]
         )
 
     def service_directive(self, name: str) -> str:
-        services = self._core.services
+        services = self._services
         i = self._service(name)
         return services.directives[i][services.sources[i].level].name
 
     def service_directives(self, name: str) -> tuple[Directive, ...]:
-        return self._core.services.directives[self._service(name)]
+        return self._services.directives[self._service(name)]
 
     def service_mean_output_tokens(self, name: str) -> float:
-        return self._core.services.mean_output(self._service(name))
+        return self._services.mean_output(self._service(name))
 
     def service_replica_point(
         self, name: str, site: str, variant: str | None, directive: str | None, cap_w: float | None
     ) -> ReplicaPoint:
-        services = self._core.services
+        services = self._services
         i = self._service(name)
         level = services.level(i, site, "replica_point", variant)
         return services.replica_point(i, level, directive, cap_w)
 
     def service_rtt_s(self, name: str, site: str) -> float:
-        services = self._core.services
+        services = self._services
         i = self._service(name)
         return services.rtt_s(i, services.level(i, site, "rtt_s"))
 
     def price_per_gpu_h(self, gpu_model: str) -> float:
         if gpu_model not in GPU_CATALOG:
             raise PolicyError(f"price_per_gpu_h: unknown GPU model {gpu_model!r}")
-        return self._core.price_per_gpu_h(gpu_model)
+        return self._core.prices.per_gpu_h(gpu_model)
 
     def service_cap_w(self, name: str) -> float | None:
-        return self._core.services.cap_w[self._service(name)]
+        return self._services.cap_w[self._service(name)]
 
     def service_capacity_rps(self, name: str, site: str, variant: str | None) -> float:
-        services = self._core.services
+        services = self._services
         i = self._service(name)
         return services.capacity_rps(i, services.level(i, site, "capacity_rps", variant))
 
     def service_rate_forecast(self, name: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
-        return self._core.services.rate_forecast(self._service(name), horizon_s)
+        return self._services.rate_forecast(self._service(name), horizon_s)
 
     # --- jobs -------------------------------------------------------------------------------
 
     def state_name(self, j: int) -> str:
-        return STATE_NAMES[self._core.book.state[j]]
+        return STATE_NAMES[self._book.state[j]]
 
     def remaining_gpu_s(self, j: int) -> float:
-        return self._core.runs.remaining_now_gpu_s(j)
+        return self._runs.remaining_now_gpu_s(j)
 
     def held(self, j: int) -> bool:
-        return j in self._core.runs.holding
+        return j in self._runs.holding
 
     def allowed_sites(self, j: int) -> tuple[str, ...]:
         mask = self._allowed[j]
@@ -180,24 +221,24 @@ class Queries(Component):
         return names
 
     def running_site(self, j: int) -> str | None:
-        if self._core.book.state[j] != RUNNING:
+        if self._book.state[j] != RUNNING:
             return None
-        return self._core.runs.live[j].site.name
+        return self._runs.live[j].site.name
 
     def running_model(self, j: int) -> str | None:
-        return self._core.runs.model[j] if self._core.book.state[j] == RUNNING else None
+        return self._runs.model[j] if self._book.state[j] == RUNNING else None
 
     def job_cap_w(self, j: int) -> float | None:
-        return self._core.runs.cap_w[j]
+        return self._runs.cap_w[j]
 
     def job_draw_w(self, j: int) -> float:
-        return self._core.runs.live[j].draw_w if self._core.book.state[j] == RUNNING else 0.0
+        return self._runs.live[j].draw_w if self._book.state[j] == RUNNING else 0.0
 
     # --- what-ifs ----------------------------------------------------------------------------
 
     def transfer_cost(self, src: str, dst: str, gb: float) -> tuple[float, float, float]:
-        a, b = self.site(src), self.site(dst)
-        wan = self._core.checkpoints.wan
+        a, b = self._fleet.site(src), self._fleet.site(dst)
+        wan = self._checkpoints.wan
         if wan is None or a is b or gb <= 0.0:
             return 0.0, 0.0, 0.0
         return wan.totals(a.name, b.name, gb, self._core.env.now)
@@ -215,19 +256,19 @@ class Queries(Component):
         host energy at each site's PUE and carbon intensity now; the transfer's as
         `transfer_cost`."""
         core = self._core
-        runs, checkpoints = core.runs, core.checkpoints
+        runs, checkpoints = self._runs, self._checkpoints
         run = runs.live[j]
         here, pool = run.site, run.pool
-        dest = self.site(site_name)
+        dest = self._fleet.site(site_name)
         dest_pool = self._pool(j, dest, model, "migration_cost")
         now = core.env.now
         src, gb, checkpoint = checkpoints.departure(j)
         lost_s = 0.0
         write_s = 0.0
-        if checkpoints.interval_s is not None:
+        if checkpoints.timing.interval_s is not None:
             lost_s = checkpoints.work_since_checkpoint(j, now)
         elif j not in runs.holding:
-            write_s = checkpoints.write_s(j, here)
+            write_s = checkpoints.timing.write_s(j, here)
         move_s, move_kwh, move_kg = self.transfer_cost(src.name, dest.name, gb)
         read_s = gb / dest.checkpoint_read_gbps if checkpoint else 0.0
         gpus = runs.gpu_share[j]
@@ -237,17 +278,16 @@ class Queries(Component):
         for site, p, dt in ((here, pool, write_s), (dest, dest_pool, hold_s)):
             site_kwh = gpus * (p.idle_w + p.host_w) * dt * site.pue.value_at(now) / WS_PER_KWH
             kwh += site_kwh
-            kg += site_kwh * core.fleet.decision_signal(site).value_at(now) / 1000.0
+            kg += site_kwh * self._fleet.decision_signal(site).value_at(now) / 1000.0
         return hold_s, kwh + move_kwh, kg + move_kg, lost_s
 
     def power_delta_w(
         self, j: int, cap: float | None, site_name: str | None, model: str | None
     ) -> float:
-        core = self._core
-        runs = core.runs
+        runs = self._runs
         placement = runs.placement
         held = runs.gpu_share[j]  # the GPUs it is charged for: a fractional job's share
-        if core.book.state[j] == RUNNING:
+        if self._book.state[j] == RUNNING:
             run = runs.live[j]
             if j in runs.holding:
                 return 0.0  # takes its cap when its nodes are up
@@ -257,20 +297,20 @@ class Queries(Component):
             raise PolicyError(
                 "power_delta_w: give the site a job that is not running would start on"
             )
-        site = self.site(site_name)
+        site = self._fleet.site(site_name)
         pool = self._pool(j, site, model, "power_delta_w")
         _, draw_w = placement.speed(j, pool, placement.effective_cap(site, cap))
         new_gpus = placement.new_gpus(j, pool)
-        if core.fleet.needs_wake(site, pool, new_gpus):
+        if self._fleet.needs_wake(site, pool, new_gpus):
             return pool.nodes_to_wake(new_gpus) * pool.node_w  # held at idle while booting
         return placement.share_on(j, pool) * (draw_w - pool.idle_w)
 
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
-        return core.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
+        return self.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
 
     def _tariff(self, site: str, asker: str) -> SiteTariff:
-        tariff = self._core.fleet.tariffs[self.site(site).index]
+        tariff = self._fleet.tariffs[self._fleet.site(site).index]
         if tariff is None:
             raise PolicyError(f"{asker}: site {site!r} has no [sites.tariff]")
         return tariff
@@ -285,18 +325,18 @@ class Queries(Component):
         return curve.window(self._core.env.now, horizon_s)
 
     def announced_events(self, site: str | None) -> list[DemandResponseView]:
-        return [v for v in self._core.dr.announced if site is None or v.site == site]
+        return [v for v in self._dr.announced if site is None or v.site == site]
 
     def estimate(
         self, j: int, site_name: str, cap: float | None, model: str | None
     ) -> tuple[float, float]:
         core = self._core
-        site = self.site(site_name)
+        site = self._fleet.site(site_name)
         pool = self._pool(j, site, model, "estimate")
         hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
         now = core.env.now  # the energy of the told runtime, at the true power
         energy_kwh = (
-            core.runs.placement.share_on(j, pool)
+            self._runs.placement.share_on(j, pool)
             * (
                 (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
                 + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
@@ -306,7 +346,7 @@ class Queries(Component):
         return hold_s + runtime_s, energy_kwh
 
     def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float:
-        site = self.site(site_name)
+        site = self._fleet.site(site_name)
         hold_s, runtime_s, _ = self._hold_run_draw(
             j, site, self._pool(j, site, model, "runtime_s"), cap
         )
@@ -318,28 +358,28 @@ class Queries(Component):
     def _pool(self, j: int, site: Site, model: str | None, asker: str) -> Pool:
         """`site`'s pool of `model` for `j`; None: its first pool, or for a MIG job the
         first partitioned pool whose layout has its profile (PolicyError if none)."""
-        profile = self._core.runs.mig_profile[j]
+        profile = self._runs.mig_profile[j]
         if model is None and profile:
             for pool in site.pools:
                 if pool.mig is not None and pool.mig.has(profile):
                     return pool
             raise PolicyError(f"{asker}: site {site.name} has no {profile} MIG slices")
-        return self._core.fleet.pool(site, model, asker)
+        return self._fleet.pool(site, model, asker)
 
     def training_options(self, j: int, truth: bool) -> dict[int, float]:
         target = float(self.jobs.target_metric[j])
         if math.isnan(target):
             return {}
         u = float(self.jobs.training_u[j]) if truth else None
-        return training_options(self._core.runs.profile[j], target, u)
+        return training_options(self._runs.profile[j], target, u)
 
     def parallel_scaling(
-        self, site: str, model: str, profile: str, gpus: int, scheme: str
+        self, site: str, model: str, profile: str, gpus: int, scheme: str = "data"
     ) -> ParallelScaling:
         config = self._core.scenario.scaling
         if config is None or gpus <= 1:
             return ParallelScaling(1.0, 0.0, 1.0)
-        pool = self._core.fleet.pool(self.site(site), model, "parallel_scaling")
+        pool = self._fleet.pool(self._fleet.site(site), model, "parallel_scaling")
         try:
             point = scaling.scaling(profile, model, gpus, scheme, node_of(pool, config))
         except ValueError as e:
@@ -349,19 +389,19 @@ class Queries(Component):
         )
 
     def vc_room(self, j: int) -> float:
-        return self._core.book.vc_room(j)
+        return self._book.vc_room(j)
 
     def job_gpus(self, j: int) -> int:
-        return self._core.runs.gpus[j]
+        return self._runs.gpus[j]
 
     def job_profile(self, j: int) -> str:
-        return self._core.runs.profile[j]
+        return self._runs.profile[j]
 
     def job_work_gpu_h(self, j: int) -> float:
-        return self._core.runs.work_gpu_h[j]
+        return self._runs.work_gpu_h[j]
 
-    def runtime_version(self, site_name: str) -> int:
-        return self.site(site_name).runtime_version
+    def runtime_version(self, site: str) -> int:
+        return self._fleet.site(site).runtime_version
 
     def _hold_run_draw(
         self, j: int, site: Site, pool: Pool, cap: float | None
@@ -369,10 +409,9 @@ class Queries(Component):
         """(hold s, computing s, active W per GPU) of `j` started or resumed on `pool` now:
         the hold is a suspended job's checkpoint load or the boot of powered-off nodes,
         whichever is longer."""
-        core = self._core
-        runs = core.runs
+        runs = self._runs
         rate, draw_w = runs.placement.rate_and_draw(j, site, pool, cap)
-        hold_s = core.checkpoints.load_s(j, site) if core.book.state[j] == SUSPENDED else 0.0
+        hold_s = self._checkpoints.load_s(j, site) if self._book.state[j] == SUSPENDED else 0.0
         hold_s = max(hold_s, runs.placement.wake_s(j, site, pool))
         return hold_s, self._told_s(j, pool.model, runs.remaining_now_gpu_s(j) / rate), draw_w
 
@@ -387,23 +426,23 @@ class Queries(Component):
         """The GPU models job `j` may run on; () for any (`JobView.allowed_gpu_models`)."""
         return self._core.jobs.gpu_models_of(j)
 
-    def expected_ends(self, site_name: str, model: str) -> tuple[list[float], list[int]]:
+    def expected_ends(self, site: str, gpu_model: str) -> tuple[list[float], list[int]]:
         core = self._core
-        runs = core.runs
-        site = self.site(site_name)
-        pool = site.pool(model)
+        runs = self._runs
+        ledger = self._fleet.site(site)
+        pool = ledger.pool(gpu_model)
         if pool is None:
-            raise PolicyError(f"expected_ends: site {site_name} has no {model} GPUs")
+            raise PolicyError(f"expected_ends: site {site} has no {gpu_model} GPUs")
         now = core.env.now
         ends, gpus = [], []
         for j in pool.jobs:
             if j in runs.holding:  # its rate once it computes; the hold left is not counted
-                rate = runs.placement.rate_and_draw(j, site, pool, runs.cap_w[j])[0]
+                rate = runs.placement.rate_and_draw(j, ledger, pool, runs.cap_w[j])[0]
                 start_s, runtime_s = now, runs.remaining_gpu_s[j] / rate
             else:  # when its completion is scheduled
                 run = runs.live[j]
                 start_s, runtime_s = run.seg_start_s, runs.remaining_gpu_s[j] / run.rate
-            end = start_s + self._told_s(j, model, runtime_s)
+            end = start_s + self._told_s(j, gpu_model, runtime_s)
             ends.append(end if self.prediction is None else max(now, end))
             gpus.append(runs.gpus[j])
         if len(pool.shared):

@@ -14,7 +14,7 @@ from sim.engine.ledger import Pool, Site
 from sim.results import ResultParts
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
 
 __all__ = ["RunCharges", "WS_PER_KWH"]
 
@@ -26,9 +26,18 @@ class RunCharges:
     """The jobs' charges, columns indexed by job (typed arrays), for the GPUs each job is
     charged for (`gpu_share`: `Runs`' column, which `Runs` changes in place)."""
 
-    __slots__ = ("_core", "gpu_share", "energy_kwh", "carbon_kg", "embodied_kg", "gpu_s", "cost")
+    __slots__ = (
+        "_core",
+        "gpu_share",
+        "energy_kwh",
+        "carbon_kg",
+        "embodied_kg",
+        "gpu_s",
+        "cost",
+        "spot_gpu_s",
+    )
 
-    def __init__(self, core: Engine, gpu_share: array):
+    def __init__(self, core: Core, gpu_share: array):
         self._core = core
         self.gpu_share = gpu_share
         n = len(gpu_share)
@@ -42,6 +51,8 @@ class RunCharges:
         """GPU-seconds the job held (computing, held, or writing a checkpoint), s."""
         self.cost = array("d", [0.0]) * n
         """Each job's compute cost, the scenario's currency (NaN: a GPU model without price)."""
+        self.spot_gpu_s: dict[int, float] = {}
+        """Spot GPU time held per job that held spot GPUs, GPU-s."""
 
     def charge(
         self,
@@ -58,7 +69,7 @@ class RunCharges:
         slice's SM share of one) on `pool` drawing `draw_w` W each over [t0, t1] s, with their
         host share: energy, carbon, GPU time, its price, embodied carbon. Returns the facility
         energy, kWh. With `write`, the GPUs its checkpoint write holds (of a split pool: the
-        set it took first, priced by kind with `Spot.cost_per_h`), else its run's (the set it
+        set it took first, priced by kind with `GpuPrices.cost_per_h`), else its run's (the set it
         took last; `CapacityKinds.holding`)."""
         # a MIG job writing its checkpoint on a pool it left: its slice there, not the next
         gpus = pool.mig.share_of(j) if pool.mig is not None and j in pool.mig else self.gpu_share[j]
@@ -68,13 +79,14 @@ class RunCharges:
         self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
         self.gpu_s[j] += gpus * (t1 - t0)
         if t1 > t0 and pool.capacity is None:
-            self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.charged(pool.model)
+            self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.prices.charged(pool.model)
         elif t1 > t0:  # reserved, on-demand and spot GPUs: each kind at its price
             assert pool.capacity is not None
             held = pool.capacity.holding(j, newest=not write)
-            spot = self._core.spot
-            self.cost[j] += (t1 - t0) / 3600.0 * spot.cost_per_h(pool, held)
-            spot.charged(j, held, t1 - t0)
+            self.cost[j] += (t1 - t0) / 3600.0 * self._core.prices.cost_per_h(pool, held)
+            spot = held.get("spot", 0)
+            if spot:
+                self.spot_gpu_s[j] = self.spot_gpu_s.get(j, 0.0) + spot * (t1 - t0)
         self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.spec.embodied_kg_per_gpu_h
         return energy_kwh
 

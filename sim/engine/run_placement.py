@@ -27,10 +27,34 @@ from sim.errors import PolicyError, ScenarioError
 from sim.models import hardware, mig, scaling, sharing
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
     from sim.workload import JobTable
 
-__all__ = ["Placement", "check_scaling", "node_of"]
+__all__ = ["CheckpointTiming", "Placement", "check_scaling", "node_of"]
+
+
+class CheckpointTiming:
+    """Periodic checkpoints (`workload.checkpoint_interval_h`) as they slow a run: the
+    interval and the time a job's write takes at a site."""
+
+    __slots__ = ("interval_s", "_checkpoint_gb")
+
+    def __init__(self, scenario: Scenario, jobs: JobTable):
+        interval_h = scenario.workload.checkpoint_interval_h
+        self.interval_s = None if interval_h is None else interval_h * 3600.0
+        """Periodic checkpoints every `interval_s` of running time (None: on suspension)."""
+        self._checkpoint_gb = jobs.checkpoint_gb
+
+    def write_s(self, j: int, site: Site) -> float:
+        """Time to write `j`'s checkpoint at `site`'s storage bandwidth, s."""
+        return float(self._checkpoint_gb[j]) / site.checkpoint_write_gbps
+
+    def duty(self, j: int, site: Site) -> float:
+        """Fraction of running time spent computing rather than writing periodic checkpoints."""
+        if self.interval_s is None:
+            return 1.0
+        return self.interval_s / (self.interval_s + self.write_s(j, site))
 
 
 class Placement:
@@ -42,6 +66,8 @@ class Placement:
 
     __slots__ = (
         "_core",
+        "_fleet",
+        "timing",
         "gpus",
         "milli",
         "gpu_share",
@@ -53,7 +79,8 @@ class Placement:
 
     def __init__(
         self,
-        core: Engine,
+        core: Core,
+        fleet: Fleet,
         gpus: array,
         milli: array,
         gpu_share: array,
@@ -62,6 +89,9 @@ class Placement:
         parallelism: list[str],
     ):
         self._core = core
+        self._fleet = fleet
+        self.timing = CheckpointTiming(core.scenario, core.jobs)
+        """Periodic checkpoints: their interval and the stalls of their writes."""
         self.gpus = gpus
         self.milli = milli
         self.gpu_share = gpu_share
@@ -127,10 +157,9 @@ class Placement:
             gpus = self._shared_gpus(j, pool)
         else:
             gpus = self.gpus[j]
-        checkpoints = self._core.checkpoints
-        if checkpoints.interval_s is None:
+        if self.timing.interval_s is None:
             return gpus * per_gpu, draw_w
-        return gpus * per_gpu * checkpoints.duty(j, site), draw_w
+        return gpus * per_gpu * self.timing.duty(j, site), draw_w
 
     def _shared_gpus(self, j: int, pool: Pool) -> float:
         """The GPUs fractional `j` computes with on `pool`: its share x the interference of
@@ -184,7 +213,7 @@ class Placement:
         parts = self.parts(j, pool)
         g = None if parts is None else parts[0].fit(parts[1])
         if parts is None or g is None:
-            return self._core.fleet.wake_s(site, pool, self.new_gpus(j, pool))
+            return self._fleet.wake_s(site, pool, self.new_gpus(j, pool))
         return max(0.0, parts[0].ready_s(g) - self._core.env.now)
 
     def fits(self, j: int, pool: Pool) -> bool:
@@ -219,7 +248,7 @@ class Placement:
         config = self._core.scenario.scaling
         if config is not None:
             multi = np.flatnonzero((np.asarray(self.gpus) > 1) & (np.asarray(site_of) >= 0))
-            sites = self._core.fleet.sites
+            sites = self._fleet.sites
             for j in multi.tolist():
                 pool = sites[site_of[j]].pool(model[j])
                 assert pool is not None

@@ -32,7 +32,9 @@ from sim.models import sharing
 from sim.results import ResultParts, ideal_runtime_s
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
+    from sim.engine.jobs import JobBook
 
 __all__ = ["Run", "Runs"]
 
@@ -69,9 +71,13 @@ class Runs(Component):
     """Per-job run state: columns indexed by job, the hot state of the running jobs (`live`),
     their holds and completions; their charges (`charges`) and speeds (`placement`)."""
 
+    name = "runs"
+    uses = ("book", "fleet")
+
     __slots__ = (
         "_core",
         "_book",
+        "_fleet",
         "gpus",
         "milli",
         "gpu_share",
@@ -87,14 +93,14 @@ class Runs(Component):
         "loading",
         "boot_end_s",
         "model",
-        "site_of",
         "placement",
         "charges",
     )
 
-    def __init__(self, core: Engine):
+    def __init__(self, core: Core, *, book: JobBook, fleet: Fleet):
         self._core = core
-        self._book = core.book
+        self._book = book
+        self._fleet = fleet
         jobs = core.jobs
         n = len(jobs)
         # Per-job numbers in typed arrays of the narrowest type that holds them (not a
@@ -131,12 +137,11 @@ class Runs(Component):
         # Per-job results.
         self.model: list[str | None] = [None] * n
         """The GPU model the job last ran on."""
-        self.site_of = array("h", [-1]) * n
-        """The index of the site the job last ran on (-1: never ran)."""
         self.charges = RunCharges(core, self.gpu_share)
         """Per job: energy, carbon, embodied carbon, GPU time, cost."""
         self.placement = Placement(
             core,
+            fleet,
             self.gpus,
             self.milli,
             self.gpu_share,
@@ -147,7 +152,7 @@ class Runs(Component):
         """Speed, draw, fit and boot of the jobs on pools (from the columns above, which
         are changed in place only)."""
         if core.scenario.scaling is not None:
-            check_scaling(jobs, [p for s in core.fleet.sites for p in s.pools], core.scenario)
+            check_scaling(jobs, [p for s in self._fleet.sites for p in s.pools], core.scenario)
 
     # --- work ------------------------------------------------------------------------------
 
@@ -218,16 +223,12 @@ class Runs(Component):
             ledger, need = parts
             woken = site.allocate_part(now, pool, ledger, j, need, draw_w, now + wake_s)
             self.gpu_share[j] = ledger.share_of(j)
-        self._book.run(j, now)
+        self._book.run(j, now, site.index, self.gpus[j])
         pool.jobs[j] = None
         run = self.live[j] = Run(site, pool, rate, draw_w, now)
-        self.site_of[j], self.model[j] = site.index, pool.model
-        if core.checkpoints.interval_s is not None:
-            core.checkpoints.started(j)
-        if core.failures.active or core.spot.active:
-            core.failures.started(j, run)
-        if pool.capacity is not None:
-            core.spot.started(j, run, capacity)
+        self.model[j] = pool.model
+        for component in core.hooked("run_started"):
+            component.run_started(j, pool, capacity)
         cap_w = placement.effective_cap(site, cap)
         core.events.append(
             now, kind, j, site.index, math.nan if cap_w is None else cap_w, detail=pool.model
@@ -273,7 +274,8 @@ class Runs(Component):
         self.retime(j)  # charges the hold first
         self.holding.discard(j)
         self.loading.discard(j)
-        self._core.checkpoints.arrived(j)
+        for component in self._core.hooked("run_computing"):
+            component.run_computing(j)
 
     def _schedule_finish(self, j: int) -> None:
         run = self.live[j]
@@ -288,7 +290,7 @@ class Runs(Component):
         self.remaining_gpu_s[j] = 0.0
         core = self._core
         self._book.complete(j, core.env.now)
-        core.events.append(core.env.now, "finish", j, self.site_of[j])
+        core.events.append(core.env.now, "finish", j, self._book.site_of[j])
         core.request_decision()
 
     def retime(self, j: int) -> None:
@@ -317,7 +319,7 @@ class Runs(Component):
             self.retime(j)
         now = self._core.env.now
         self._core.events.append(
-            now, "setcap", j, self.site_of[j], math.nan if watts is None else watts
+            now, "setcap", j, self._book.site_of[j], math.nan if watts is None else watts
         )
 
     def stop(self, j: int) -> None:
@@ -329,15 +331,15 @@ class Runs(Component):
         self.loading.discard(j)
         self.boot_end_s.pop(j, None)
         self.release(j, run.site, run.pool, run.draw_w)
-        self._book.stop_running(j)
+        self._book.stop_running(j, self.gpus[j])
         del run.pool.jobs[j]
-        if core.checkpoints.interval_s is not None:
-            core.checkpoints.stopped(j)
+        for component in core.hooked("run_stopped"):
+            component.run_stopped(j)
 
     def release(self, j: int, site: Site, pool: Pool, draw_w: float) -> None:
         """Free the GPUs (or the share of one, or the MIG slice) that `j`, no longer running,
         held on `pool` drawing `draw_w` W each; jobs still co-located with it speed up."""
-        fleet = self._core.fleet
+        fleet = self._fleet
         if j in pool.shared:
             co_located = pool.shared.co_located(j)
             fleet.release_part(site, pool, pool.shared, j, draw_w)
@@ -346,8 +348,8 @@ class Runs(Component):
             fleet.release_part(site, pool, pool.mig, j, draw_w)
         else:
             fleet.release(site, pool, self.gpus[j], draw_w)
-            if pool.capacity is not None:
-                self._core.spot.released(j, site, pool)
+            for component in self._core.hooked("gpus_released"):
+                component.gpus_released(j, site, pool)
 
     def set_down(self, j: int) -> None:
         """Running `j` stops computing but keeps its GPUs at idle power (a checkpoint
@@ -357,7 +359,7 @@ class Runs(Component):
         self.close_segment(j, now)
         run = self.live.pop(j)  # cancels the pending completion
         run.site.change_power(now, self.gpu_share[j] * (run.pool.idle_w - run.draw_w))
-        self._book.stop_running(j)
+        self._book.stop_running(j, self.gpus[j])
         del run.pool.jobs[j]
 
     # --- charges -----------------------------------------------------------------------------
@@ -374,7 +376,7 @@ class Runs(Component):
         self.remaining_gpu_s[j] = max(0.0, self.remaining_gpu_s[j] - run.rate * dt)
         energy_kwh = self.charges.charge(j, site, pool, run.draw_w, t0, now)
         run.seg_start_s = now
-        for meter in self._core.meters:
+        for meter in self._core.hooked("segment_closed"):
             meter.segment_closed(j, site, pool, t0, now, energy_kwh)
 
     def close(self, now_s: float) -> None:
@@ -392,12 +394,12 @@ class Runs(Component):
         model can show < 1); the share of jobs that ran away from their origin."""
         core = self._core
         jt = core.jobs
-        names = core.fleet.names
+        names = self._fleet.names
         model = np.asarray(self.model, dtype=object)
-        site = pd.Categorical.from_codes(self.site_of, categories=names)
+        site = pd.Categorical.from_codes(self._book.site_of, categories=names)
         profile = np.asarray(self.profile, dtype=object)
         work = np.asarray(self.work_gpu_h)
-        gpus = self.placement.ideal_gpus(model, profile, self.site_of)
+        gpus = self.placement.ideal_gpus(model, profile, self._book.site_of)
         ideal_s = ideal_runtime_s(work, gpus, model, profile, core.scenario.speed)
         cols = out.job_columns
         cols.update(

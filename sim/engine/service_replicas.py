@@ -26,7 +26,8 @@ from sim.serving.replica import ReplicaModel
 from sim.serving.service_sim import ServiceSim
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
 
 __all__ = ["ColdStart", "Deployment", "Replicas", "power_callback"]
 
@@ -157,15 +158,17 @@ class Replicas:
     (before any change, so the power logs stay in time order); `replicas_changed(i)` is
     told when service `i`'s ready replicas changed (its routing follows them)."""
 
-    __slots__ = ("_core", "_advance", "_replicas_changed", "_serial")
+    __slots__ = ("_core", "_fleet", "_advance", "_replicas_changed", "_serial")
 
     def __init__(
         self,
-        core: Engine,
+        core: Core,
+        fleet: Fleet,
         advance: Callable[[int], ServiceSim],
         replicas_changed: Callable[[int], None],
     ):
         self._core = core
+        self._fleet = fleet
         self._advance = advance
         self._replicas_changed = replicas_changed
         self._serial = itertools.count()
@@ -206,7 +209,7 @@ class Replicas:
     ) -> None:
         """`replicas` replicas of `level` give back their GPUs (or slices: `held`, else
         the newest)."""
-        fleet, pool = self._core.fleet, level.pool
+        fleet, pool = self._fleet, level.pool
         if level.spec.mig_profile is None:
             fleet.release(level.site, pool, replicas * level.spec.gpus_per_replica, pool.idle_w)
         else:
@@ -265,11 +268,11 @@ class Replicas:
         core = self._core
         pool, profile = level.pool, level.spec.mig_profile
         if profile is None:
-            wake_s = core.fleet.wake_s(level.site, pool, n * level.spec.gpus_per_replica)
+            wake_s = self._fleet.wake_s(level.site, pool, n * level.spec.gpus_per_replica)
         else:  # a slice on a GPU nothing holds may need its node booted
             assert pool.mig is not None
             wake_s = (
-                core.fleet.wake_s(level.site, pool, 1) if pool.mig.fit(profile) is None else 0.0
+                self._fleet.wake_s(level.site, pool, 1) if pool.mig.fit(profile) is None else 0.0
             )
         load_s = level.model.weights_gb / level.site.checkpoint_read_gbps
         self.take_gpus(level, n)

@@ -6,22 +6,44 @@ the serving summary keys and their share of `cost_compute` and allocated embodie
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
 
-from sim.config.services import ServiceConfig
+from sim.config.services import Directive, ServiceConfig
 from sim.engine.service_power import per_step, with_extra_power
 from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
 from sim.results import ResultParts
 from sim.serving.service_sim import STEP_COLUMNS, ServiceSim
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
-    from sim.engine.services import Services
+    from sim.engine.component import Core
+    from sim.engine.ledger import Site
+    from sim.engine.service_replicas import Deployment
+    from sim.serving.directives import DirectedSource
 
-__all__ = ["SERVICE_COLUMNS", "write_service_results"]
+__all__ = ["SERVICE_COLUMNS", "ServedServices", "write_service_results"]
+
+
+class ServedServices(Protocol):
+    """What the results read of the services (`sim.engine.services.Services`): per
+    service, in scenario order, its configuration, name, deployments, fidelity, directive
+    levels and requests."""
+
+    @property
+    def configs(self) -> list[ServiceConfig]: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    @property
+    def levels(self) -> list[list[Deployment]]: ...
+    @property
+    def sims(self) -> list[ServiceSim]: ...
+    @property
+    def directives(self) -> list[tuple[Directive, ...]]: ...
+    @property
+    def sources(self) -> list[DirectedSource]: ...
+
 
 SERVICE_COLUMNS = (
     "service",
@@ -40,12 +62,14 @@ SERVICE_COLUMNS = (
 quality); `cost` the price of the GPU-hours its replicas held (NaN: a GPU without price)."""
 
 
-def write_service_results(out: ResultParts, core: Engine, services: Services) -> None:
-    """Adds `services`' extra power to the sites' power table; the `services` table (and
-    `requests` at the request level); the serving summary keys."""
+def write_service_results(
+    out: ResultParts, core: Core, services: ServedServices, sites: list[Site]
+) -> None:
+    """Adds `services`' extra power to the power table of `sites`; the `services` table
+    (and `requests` at the request level); the serving summary keys."""
     horizon_s = core.horizon_s
     if services.configs:
-        out.power = with_extra_power(out.power, core.fleet.sites, services.levels)
+        out.power = with_extra_power(out.power, sites, services.levels)
     step_s = core.scenario.serving.step_s
     n_steps = int(np.ceil(horizon_s / step_s))  # the fidelities' step grid
     edges = np.append(step_s * np.arange(n_steps), horizon_s)
@@ -63,7 +87,7 @@ def write_service_results(out: ResultParts, core: Engine, services: Services) ->
             g_step += g
             r_step += g / np.diff(edges) / level.gpus_per_replica
             if g.any():  # a GPU nothing held costs nothing, priced or not
-                cost += np.where(g > 0, g / 3600.0 * core.charged(level.pool.model), 0.0)
+                cost += np.where(g > 0, g / 3600.0 * core.prices.charged(level.pool.model), 0.0)
             embodied_kg += g.sum() / 3600.0 * level.pool.spec.embodied_kg_per_gpu_h
         tally, frame = _served_quality(services, i, edges)
         tallies.append(tally)
@@ -110,7 +134,7 @@ def write_service_results(out: ResultParts, core: Engine, services: Services) ->
 
 
 def _served_quality(
-    services: Services, i: int, edges: np.ndarray
+    services: ServedServices, i: int, edges: np.ndarray
 ) -> tuple[QualityTally, pd.DataFrame | None]:
     """Service `i`'s served quality per step (`edges`, s); at the request level also its
     requests' table, with each request's site (index in the service's `sites`), variant

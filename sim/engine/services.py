@@ -53,7 +53,8 @@ from sim.serving.service_sim import LiveStats, ServiceSim
 from sim.serving.sources import RequestSource
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
     from sim.network import Wan
 
 __all__ = ["Services", "SERVICE_COLUMNS"]
@@ -66,8 +67,12 @@ FIBRE_KM_PER_S = 204_190.0
 class Services(Component):
     """The scenario's inference services (none: every hook does nothing)."""
 
+    name = "services"
+    uses = ("fleet",)
+
     __slots__ = (
         "_core",
+        "_fleet",
         "configs",
         "names",
         "index",
@@ -81,8 +86,9 @@ class Services(Component):
         "replicas",
     )
 
-    def __init__(self, core: Engine, sources: list[RequestSource], wan: Wan | None):
+    def __init__(self, core: Core, *, fleet: Fleet, sources: list[RequestSource], wan: Wan | None):
         self._core = core
+        self._fleet = fleet
         scenario = core.scenario
         self.configs: list[ServiceConfig] = list(scenario.services)
         self.names = tuple(c.name for c in self.configs)
@@ -98,7 +104,7 @@ class Services(Component):
         """Each service's own GPU cap, W (None: its sites' caps)."""
         self.site_shares: list[np.ndarray | None] = [None] * len(self.configs)
         """Each service's routing weights over its sites (None: by ready capacity)."""
-        self.replicas = Replicas(core, self.advance, self._replicas_changed)
+        self.replicas = Replicas(core, fleet, self.advance, self._replicas_changed)
         """The replicas' lifecycle: cold starts, drains, their GPUs in the site ledger."""
         fidelity = _fidelity(scenario.serving.fidelity) if self.configs else ServiceSim
         self.levels: list[list[Deployment]] = []
@@ -106,7 +112,7 @@ class Services(Component):
         for i, cfg in enumerate(self.configs):
             levels: list[Deployment] = []
             for site_k, name in enumerate(cfg.sites):
-                site = core.fleet.by_name[name]
+                site = self._fleet.by_name[name]
                 for v, spec in enumerate(self.variants[i]):
                     pool = site.pool(spec.gpu)
                     if pool is None or (pool.mig is None) != (spec.mig_profile is None):
@@ -115,7 +121,7 @@ class Services(Component):
                     level.model = self._model(i, level)
                     levels.append(level)
             self.levels.append(levels)
-            origin = scenario.sites[core.fleet.by_name[cfg.origin].index]
+            origin = scenario.sites[self._fleet.by_name[cfg.origin].index]
             rtt_s = np.array(
                 [_round_trip_s(wan, origin, scenario.sites[lv.site.index]) for lv in levels]
             )
@@ -381,7 +387,7 @@ class Services(Component):
             busy_w=float(model.power_w[model.slots]),
             idle_w=float(model.power_w[0]),
             gpus=gpus,
-            price_per_h=gpus * self._core.price_per_gpu_h(level.pool.model),
+            price_per_h=gpus * self._core.prices.per_gpu_h(level.pool.model),
             quality=None if quality is None else quality - self.directives[i][d].quality_penalty,
             mean_output_tokens=mean_out,
         )
@@ -406,7 +412,7 @@ class Services(Component):
 
     def write_results(self, out: ResultParts) -> None:
         """The services' power, tables and summary keys (`write_service_results`)."""
-        write_service_results(out, self._core, self)
+        write_service_results(out, self._core, self, self._fleet.sites)
 
 
 def _fidelity(name: str) -> type[ServiceSim]:

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import SpotConfig
 from sim.engine.component import Component, per_job
 from sim.engine.failures import trace_time_site, weighted_draw
 from sim.engine.ledger import CAPACITY_KINDS, Pool, Site
@@ -45,8 +44,12 @@ from sim.results import ResultParts
 from sim.util.csv_rows import csv_rows
 
 if TYPE_CHECKING:
-    from sim.engine.core import Engine
-    from sim.engine.runs import Run
+    from sim.engine.checkpoints import Checkpoints
+    from sim.engine.component import Core
+    from sim.engine.failures import Failures
+    from sim.engine.fleet import Fleet
+    from sim.engine.jobs import JobBook
+    from sim.engine.runs import Run, Runs
 
 __all__ = ["EVICTION_TRACE_COLUMNS", "Spot", "read_eviction_trace"]
 
@@ -88,24 +91,47 @@ class Spot(Component):
     """Capacity kinds and spot evictions: which kinds each job holds, what they cost, and per
     job how often it was evicted and the work it lost."""
 
+    name = "spot"
+    uses = ("runs", "failures", "checkpoints", "book", "fleet")
+    stream = "spot"
+
     __slots__ = (
         "_core",
+        "_runs",
+        "_failures",
+        "_checkpoints",
+        "_book",
+        "_fleet",
         "_rng",
         "active",
         "config",
         "rate_per_node_s",
         "_trace",
-        "_price",
         "_evicting",
         "count",
         "lost_gpu_s",
-        "spot_gpu_s",
     )
 
-    def __init__(self, core: Engine, config: SpotConfig | None, rng: np.random.Generator | None):
+    def __init__(
+        self,
+        core: Core,
+        *,
+        runs: Runs,
+        failures: Failures,
+        checkpoints: Checkpoints,
+        book: JobBook,
+        fleet: Fleet,
+        rng: np.random.Generator,
+    ):
         self._core = core
+        self._runs = runs
+        self._failures = failures
+        self._checkpoints = checkpoints
+        self._book = book
+        self._fleet = fleet
         self._rng = rng
-        self.active = any(p.capacity is not None for s in core.fleet.sites for p in s.pools)
+        config = core.scenario.spot
+        self.active = fleet.has_capacity_kinds
         """Some pool is split into capacity kinds (else this component does nothing)."""
         self.config = config
         rate = None if config is None else config.eviction_rate_per_node_h
@@ -114,15 +140,13 @@ class Spot(Component):
         trace = None if config is None else config.trace
         spot_sites = {
             s.name
-            for s in core.fleet.sites
+            for s in self._fleet.sites
             if any(p.capacity is not None and p.capacity.total["spot"] for p in s.pools)
         }
         self._trace = (
-            [] if trace is None else read_eviction_trace(trace, core.fleet.names, spot_sites)
+            [] if trace is None else read_eviction_trace(trace, self._fleet.names, spot_sites)
         )
         """The trace's evictions, (time s, site index, GPUs) in time order."""
-        self._price: dict[tuple[str, str], float] = {}
-        """"model kind" of the GPU-hours charged without a price."""
         self._evicting: dict[int, float] = {}
         """The notice time (s) of each evicted holding not yet freed (a checkpoint write's),
         by the `id` of its dict in `CapacityKinds.held` (a job may hold two: the write's and
@@ -131,8 +155,6 @@ class Spot(Component):
         """Evictions per job that was evicted."""
         self.lost_gpu_s: dict[int, float] = {}
         """Work lost to evictions per job, reference GPU-s."""
-        self.spot_gpu_s: dict[int, float] = {}
-        """Spot GPU time held per job, GPU-s."""
         if self.active:
             self._check_whole_gpus()
 
@@ -146,7 +168,7 @@ class Spot(Component):
                     "sites.gpus: reserved and spot capacity take whole-GPU jobs only; service "
                     f"{service.name!r} runs at {shared[0]!r}, whose GPUs are split"
                 )
-        runs = core.runs
+        runs = self._runs
         for j in range(len(core.jobs)):
             if sharing.is_fractional(runs.milli[j]) or runs.mig_profile[j]:
                 raise ScenarioError(
@@ -179,7 +201,7 @@ class Spot(Component):
             raise PolicyError(
                 f"{action}: the {pool.model} GPUs of {site.name} are not split into kinds"
             )
-        gpus = self._core.runs.gpus[j]
+        gpus = self._runs.gpus[j]
         if sum(capacity.free[k] for k in kinds) < gpus:
             free = ", ".join(f"{capacity.free[k]} {k}" for k in kinds) or "none"
             raise PolicyError(
@@ -187,29 +209,30 @@ class Spot(Component):
                 f"has {free} {pool.model} free"
             )
 
-    def started(self, j: int, run: Run, kinds: Sequence[str] | None) -> None:
-        """`j` starts on `run`'s pool (whole GPUs; only called for a split pool): it takes
-        its GPUs by kind, from `kinds` first to last (checked by `check_capacity`; None:
-        `CAPACITY_KINDS`), and with a rate, an eviction is drawn for its spot nodes."""
+    def run_started(self, j: int, pool: Pool, kinds: Sequence[str] | None) -> None:
+        """`j` starts on `pool`; on a split pool (whole GPUs) it takes its GPUs by kind,
+        from `kinds` first to last (checked by `check_capacity`; None: `CAPACITY_KINDS`),
+        and with a rate, an eviction is drawn for its spot nodes."""
+        if pool.capacity is None:
+            return
         core = self._core
-        pool = run.pool
-        assert pool.capacity is not None
+        run = self._runs.live[j]
         order = CAPACITY_KINDS if kinds is None else kinds
-        taken = pool.capacity.take(j, core.runs.gpus[j], order)
+        taken = pool.capacity.take(j, self._runs.gpus[j], order)
         spot = taken.get("spot", 0)
         if not (spot and self.rate_per_node_s):
             return
-        assert self._rng is not None
         nodes = math.ceil(spot / pool.gpus_per_node)
         after_s = float(self._rng.exponential(1.0 / (nodes * self.rate_per_node_s)))
         if core.env.now + after_s < core.horizon_s:
             core.env.timeout(after_s).callbacks.append(lambda _e: self._evict_run(j, run))
 
-    def released(self, j: int, site: Site, pool: Pool) -> None:
-        """`j` frees its GPUs of split `pool`; if it was evicted, its spot GPUs go out of
-        service until `unavailable_h` after the notice."""
+    def gpus_released(self, j: int, site: Site, pool: Pool) -> None:
+        """`j` frees its GPUs of `pool`; of a split pool, if it was evicted, its spot GPUs
+        go out of service until `unavailable_h` after the notice."""
         capacity = pool.capacity
-        assert capacity is not None
+        if capacity is None:
+            return
         # Two holdings while its write is under way: the run stops (its GPUs, the newest),
         # or the write ends (`Checkpoints._written` took it out of `writing`: the oldest).
         newest = len(capacity.held[j]) > 1 and self._writing_on(j, pool)
@@ -233,46 +256,16 @@ class Spot(Component):
         site.restore(pool, gpus)
         self._core.request_decision()  # GPUs are free
 
-    def price(self, model: str, kind: str) -> float:
-        """Price of one `kind` GPU-hour of `model` (the scenario's price book), the
-        scenario's currency; NaN if it has none."""
-        key = (model, kind)
-        if key not in self._price:
-            try:
-                self._price[key] = self._core.prices.per_gpu_h(model, kind)
-            except ValueError:
-                self._price[key] = math.nan
-        return self._price[key]
-
     def _writing_on(self, j: int, pool: Pool) -> bool:
         """`j`'s checkpoint write on `pool` is under way."""
-        write = self._core.checkpoints.writing.get(j)
+        write = self._checkpoints.writing.get(j)
         return write is not None and write.pool is pool
-
-    def cost_per_h(self, pool: Pool, held: dict[str, int]) -> float:
-        """What `held`, GPUs by kind of split `pool` (a job's run's or its checkpoint
-        write's, `CapacityKinds.holding`), cost per hour, the scenario's currency: on-demand
-        and spot GPUs at their price, reserved ones nothing (`cost_reserved`)."""
-        cost = 0.0
-        for kind, n in held.items():
-            if kind != "reserved":
-                price = self.price(pool.model, kind)
-                if math.isnan(price):
-                    self._core.note_missing_price(f"{pool.model} {kind}")
-                cost += n * price
-        return cost
-
-    def charged(self, j: int, held: dict[str, int], dt_s: float) -> None:
-        """`j` held `held`, GPUs by kind of a split pool, for `dt_s` s: its spot GPU time."""
-        spot = held.get("spot", 0)
-        if spot:
-            self.spot_gpu_s[j] = self.spot_gpu_s.get(j, 0.0) + spot * dt_s
 
     # --- evictions -------------------------------------------------------------------------
 
     def _evict_run(self, j: int, run: Run) -> None:
         """A drawn eviction: `j` is evicted if `run` is still its run (not stopped since)."""
-        if self._core.runs.live.get(j) is run:
+        if self._runs.live.get(j) is run:
             self.evict(j)
 
     def _replay(self):
@@ -290,20 +283,19 @@ class Spot(Component):
         write of theirs under way) until they held as many, then free spot GPUs go out of
         service for the rest."""
         core = self._core
-        site = core.fleet.sites[h]
+        site = self._fleet.sites[h]
         now = core.env.now
         left = gpus
         while left > 0:
             holders = {
                 j: n
-                for j, run in core.runs.live.items()
+                for j, run in self._runs.live.items()
                 if run.site is site
                 and run.pool.capacity is not None
                 and (n := run.pool.capacity.holding(j, newest=True).get("spot", 0))
             }
             if not holders:
                 break
-            assert self._rng is not None
             j = weighted_draw(self._rng, list(holders), list(holders.values()))
             left -= holders[j]
             self.evict(j)
@@ -322,21 +314,21 @@ class Spot(Component):
         (event `evict`, its value the work lost, reference GPU-h)."""
         assert self.config is not None
         core = self._core
-        run = core.runs.live[j]
+        run = self._runs.live[j]
         site = run.site
         now = core.env.now
         assert run.pool.capacity is not None
         self._evicting[id(run.pool.capacity.holding(j, newest=True))] = now  # the run's
-        checkpoints = core.checkpoints
-        fits = checkpoints.write_s(j, site) <= self.config.notice_s
-        if checkpoints.interval_s is None and fits:
+        checkpoints = self._checkpoints
+        fits = checkpoints.timing.write_s(j, site) <= self.config.notice_s
+        if checkpoints.timing.interval_s is None and fits:
             lost_gpu_s = 0.0
-            checkpoints.leave(j)  # its GPUs are freed (`released`) when the write ends
+            checkpoints.leave(j)  # its GPUs are freed (`gpus_released`) when the write ends
         else:
-            lost_gpu_s = checkpoints.fail(j, core.failures.restart_gpu_s.get(j))
+            lost_gpu_s = checkpoints.fail(j, self._failures.restart_gpu_s.get(j))
             self.lost_gpu_s[j] = self.lost_gpu_s.get(j, 0.0) + lost_gpu_s
         self.count[j] = self.count.get(j, 0) + 1
-        core.book.requeue(j)
+        self._book.requeue(j)
         core.events.append(now, "evict", j, site.index, lost_gpu_s / 3600.0, detail=run.pool.model)
         core.request_decision()
 
@@ -347,14 +339,11 @@ class Spot(Component):
         currency (NaN: a model without a reserved price)."""
         hours = self._core.horizon_s / 3600.0
         cost = 0.0
-        for site in self._core.fleet.sites:
+        for site in self._fleet.sites:
             for pool in site.pools:
                 reserved = 0 if pool.capacity is None else pool.capacity.total["reserved"]
                 if reserved:
-                    price = self.price(pool.model, "reserved")
-                    if math.isnan(price):
-                        self._core.note_missing_price(f"{pool.model} reserved")
-                    cost += reserved * hours * price
+                    cost += reserved * hours * self._core.prices.charged(pool.model, "reserved")
         return cost
 
     def write_results(self, out: ResultParts) -> None:
@@ -371,7 +360,7 @@ class Spot(Component):
         n = len(self._core.jobs)
         count = per_job(n, self.count, np.int64)
         lost_gpu_h = per_job(n, self.lost_gpu_s) / 3600.0
-        spot_gpu_h = per_job(n, self.spot_gpu_s) / 3600.0
+        spot_gpu_h = per_job(n, self._runs.charges.spot_gpu_s) / 3600.0
         out.job_columns.update(
             evictions=count, work_lost_evictions_gpu_h=lost_gpu_h, spot_gpu_h=spot_gpu_h
         )

@@ -446,7 +446,7 @@ def test_a_job_started_again_during_its_eviction_write_pays_each_run_at_its_kind
     assert h.engine.runs.charges.cost[j] == pytest.approx(
         SPOT * (H + 50) / H + OD * (100 + 3 * H) / H
     )
-    assert h.engine.spot.spot_gpu_s[j] == pytest.approx(H + 50)
+    assert h.engine.runs.charges.spot_gpu_s[j] == pytest.approx(H + 50)
 
 
 def test_a_run_cut_by_the_horizon_during_the_eviction_write_pays_its_own_kind(tmp_path):
@@ -454,7 +454,7 @@ def test_a_run_cut_by_the_horizon_during_the_eviction_write_pays_its_own_kind(tm
     h = evicted_and_restarted(tmp_path, "time_h,site,gpus\n1,a,1\n", duration_h=1 + 20 / H)
     j = h.job("j0").index
     assert h.engine.runs.charges.cost[j] == pytest.approx(SPOT * (H + 20) / H + OD * 20 / H)
-    assert h.engine.spot.spot_gpu_s[j] == pytest.approx(H + 20)
+    assert h.engine.runs.charges.spot_gpu_s[j] == pytest.approx(H + 20)
 
 
 def test_a_second_reclaim_during_the_write_spares_the_new_run_on_demand(tmp_path):
