@@ -61,6 +61,10 @@ _MOVED = {
     "sim.dr_programs": "sim.market.dr_programs",
     "sim.rebound": "sim.workload.rebound",
     "sim.serving.config": "sim.config.services",
+    "sim.serving.models": "sim.models.llm",
+    "sim.serving.roofline": "sim.models.llm_roofline",
+    "sim.serving.replica": "sim.models.llm_replica",
+    "sim.serving.quality": "sim.models.llm_quality",
 }
 """Former module paths (before the layers of 0.2) and where the module lives now."""
 

@@ -33,9 +33,11 @@ from sim.models.hardware import (
     register_gpu,
 )
 from sim.models.hardware import speed as roofline_speed
+from sim.models.llm_replica import replica_model
 from sim.models.pricing import DEFAULT_CURRENCY, Currency, PriceConfig
 from sim.models.scaling import INTERCONNECTS
 from sim.models.sharing import SLOWDOWN_FULL
+from sim.models.topologies import topohub_key
 from sim.util.csv_rows import csv_rows
 
 SCHEMA_VERSION: Final = 1
@@ -578,8 +580,6 @@ class WanConfig(ConfigModel):
     @classmethod
     def _known_topology(cls, v: str | None) -> str | None:
         if v is not None:
-            from sim.network.topology import topohub_key
-
             topohub_key(v)  # ValueError naming the value and the known names
         return v
 
@@ -1403,8 +1403,6 @@ def _check_variant(
 ) -> None:
     """ValueError naming `where` unless some site of the service has the variant's GPUs of
     its kind (a MIG variant: partitioned; else whole) and a replica holds its weights."""
-    from sim.serving.replica import replica_model
-
     profile = variant.mig_profile
     kind = "partitioned into MIG slices (gpus[].mig)" if profile else "as whole GPUs"
     if not any(

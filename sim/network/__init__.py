@@ -5,19 +5,20 @@ ask it `cost(src, dst, gb, t0_s)` (no side effects), the engine moves data with
 `transfer(...)` or, with contention, through `wan.transfers` (`Transfers`: start, advance,
 next_event_s).
 
-- topology.py: topohub maps and GraphML/GML files -> a normalised `Topology`.
+- topology.py: topohub maps and GraphML/GML files -> a normalised `Topology` (the topohub
+  names a scenario may give: `sim.models.topologies`).
 - energy.py: the `path` device model (iGDB, `sim/data/network_energy.toml`) and `per_gb`.
 - wan.py: `Wan`: site attachment, routes, energy by zone, carbon, pricing a transfer.
 - transfers.py: `Transfers`: transfers in flight, max-min fair sharing of link capacity.
 """
 
+from sim.models.topologies import topohub_key
 from sim.network.energy import DeviceModel, device_model, per_gb_kwh
 from sim.network.topology import (
     Topology,
     great_circle_km,
     load_topohub,
     load_topology_file,
-    topohub_key,
 )
 from sim.network.transfers import Transfers, max_min_rates
 from sim.network.wan import (

@@ -47,7 +47,7 @@ from heapq import heappop, heappush
 import numpy as np
 import pandas as pd
 
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
 
 __all__ = ["STATES", "RequestLevel"]

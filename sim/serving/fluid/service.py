@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.fluid.burst import (
     _PASS_BIN_S,
     _PASS_LEVELS,
@@ -71,7 +72,6 @@ from sim.serving.fluid.percentiles import (
     _TpotAcc,
     _TtftAcc,
 )
-from sim.serving.replica import ReplicaModel
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
 
 _SUBSTEPS = 8
