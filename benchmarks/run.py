@@ -124,7 +124,8 @@ def standard_services(n: int) -> list[dict]:
 def standard_scenario(
     jobs: int, policy: str = "run_now", services: int = 0, contention: bool = False
 ):
-    from sim.config.scenario import SyntheticWorkload, scenario_from_dict
+    from sim.config.loading import scenario_from_dict
+    from sim.config.workload import SyntheticWorkload
 
     synthetic = {
         "preset": "philly",

@@ -12,7 +12,7 @@ domain builders (`grid`, `network`, `workload`, `serving`, `market`), `engine`, 
 the public faces beside them (this module, `api`, `errors`, `plugins`, `testing`, `cli`,
 `results`). The modules' former paths keep working as aliases of the same module objects:
 `sim.stats` and `sim.plots` (documented: `sim.study.stats`, `sim.study.plots`), and, deprecated
-since 0.2 with a DeprecationWarning, `sim.scenario` (now `sim.config.scenario`), `sim.run`
+since 0.2 with a DeprecationWarning, `sim.scenario` (now `sim.config`), `sim.run`
 (`sim.engine.build`) and the other modules that moved (`_MOVED`).
 """
 
@@ -23,7 +23,7 @@ import sys
 import types
 import warnings
 
-from sim.config.scenario import Scenario, load_scenario
+from sim.config import Scenario, load_scenario
 from sim.engine.build import simulate
 from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError
 from sim.results import Results
@@ -45,7 +45,7 @@ __all__ = [
 
 _DOCUMENTED = {"sim.stats": "sim.study.stats", "sim.plots": "sim.study.plots"}
 _MOVED = {
-    "sim.scenario": "sim.config.scenario",
+    "sim.scenario": "sim.config",
     "sim.run": "sim.engine.build",
     "sim.experiments": "sim.study.experiments",
     "sim.figure_sets": "sim.study.figure_sets",

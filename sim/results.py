@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import Scenario, load_scenario
+from sim.config.loading import load_scenario
+from sim.config.scenario import Scenario
 from sim.grid import CarbonSignal
 from sim.grid.catalog import signals_meta, site_year_plans
 from sim.util.atomic import write_atomic

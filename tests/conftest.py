@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim.config.scenario import Scenario, scenario_from_dict
+from sim.config.loading import scenario_from_dict
+from sim.config.scenario import Scenario
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]

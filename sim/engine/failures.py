@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import FailuresConfig
+from sim.config.runtime import FailuresConfig
 from sim.engine.component import Component, per_job
 from sim.errors import ScenarioError
 from sim.results import ResultParts

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sim.api import MigGpuState
-from sim.config.scenario import Site as SiteConfig
+from sim.config.sites import Site as SiteConfig
 from sim.grid import CarbonSignal
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, GpuSpec

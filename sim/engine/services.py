@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.api import ReplicaPoint
-from sim.config.scenario import Site as SiteConfig
 from sim.config.services import Directive, ServiceConfig, Variant
+from sim.config.sites import Site as SiteConfig
 from sim.engine.component import Component
 from sim.engine.ledger import Site
 from sim.engine.service_power import extra_facility_ws

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import SpotConfig
+from sim.config.market import SpotConfig
 from sim.engine.component import Component, per_job
 from sim.engine.failures import trace_time_site, weighted_draw
 from sim.engine.ledger import CAPACITY_KINDS, Pool, Site

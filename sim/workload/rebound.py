@@ -1,7 +1,7 @@
 """User rebound: users who resubmit when their jobs are slowed, as a closed loop.
 
 When a completed job took longer than it would have alone at full power, its user may react
-(`sim.config.scenario.ReboundConfig`): submit a follow-up job, asking more GPUs or more work. The
+(`sim.config.workload.ReboundConfig`): submit a follow-up job, asking more GPUs or more work. The
 follow-ups change the load, which changes other jobs' delays, which changes their users'
 reactions: a closed loop. `simulate` finds it by running to a fixed point: run with no
 follow-ups, derive the follow-ups the results trigger, run again with them, until the
@@ -19,7 +19,8 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import ReboundConfig, Scenario
+from sim.config.scenario import Scenario
+from sim.config.workload import ReboundConfig
 from sim.util.streams import id_draws
 from sim.workload.table import JobTable
 from sim.workload.time_to_accuracy import training_draws, training_work

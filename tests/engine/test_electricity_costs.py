@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 import sim.grid
+from sim.config.market import Tariff
 from sim.engine.build import simulate
 from sim.errors import ScenarioError
-from sim.market.billing import PriceCurve, Tariff, interval_peaks_kw
+from sim.market.billing import PriceCurve, interval_peaks_kw
 from sim.models.pricing import conversion_rate, usd_rate
 from sim.results import site_energy_cost
 from tests.conftest import make_scenario, site

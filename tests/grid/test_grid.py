@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.config.scenario import ForecastConfig, scenario_from_dict
+from sim.config.loading import scenario_from_dict
+from sim.config.runtime import ForecastConfig
 from sim.errors import ScenarioError, TraceError
 from sim.grid import (
     CarbonSignal,

@@ -8,7 +8,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from sim.config.scenario import load_scenario
+from sim.config.loading import load_scenario
 from sim.errors import ScenarioError
 from sim.network import FALLBACK_ZONE, Wan, device_model, max_min_rates, per_gb_kwh
 from sim.network.topology import great_circle_km, load_topology_file

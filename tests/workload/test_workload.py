@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.config.scenario import Scenario, SyntheticWorkload, scenario_from_dict
+from sim.config.loading import scenario_from_dict
+from sim.config.scenario import Scenario
+from sim.config.workload import SyntheticWorkload
 from sim.errors import ScenarioError, TraceError
 from sim.workload import COLUMNS, JobTable, build_jobs, generate_synthetic, load_job_file
 
