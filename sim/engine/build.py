@@ -76,7 +76,7 @@ def build_engine(
     decided = decision_signals(scenario)
     # A replayed archive is the forecast of the signal the site's policies see.
     seen = [d if d is not None else s for d, s in zip(decided, signals, strict=True)]
-    for replay in site_replays(scenario, seen):
+    for replay in site_replays(scenario.sites, scenario.start, seen):
         forecaster.replay(replay)
     engine = Engine(
         scenario,

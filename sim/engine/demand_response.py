@@ -65,7 +65,14 @@ class DemandResponseMeter(Component):
 
     def __init__(self, core: Engine, signals: list[CarbonSignal]):
         self._core = core
-        self.events: list[DrEvent] = dr_events(core.scenario, signals)
+        scenario = core.scenario
+        self.events: list[DrEvent] = dr_events(
+            scenario.demand_response,
+            scenario.site_names(),
+            scenario.start,
+            scenario.horizon_s,
+            signals,
+        )
         self.announced: list[DemandResponseView] = []
         """Events announced and not yet ended, as policies see them."""
         self.windows: list[DrWindow] = []
@@ -177,7 +184,22 @@ class DemandResponseMeter(Component):
         touched, or over every completed job's `slowdown` when the run has no events."""
         core = self._core
         dr = demand_response_table(out.power, core.fleet.names, self.windows, core.horizon_s)
-        money = settle(core.scenario, dr, self.window_events, out.power)
+        scenario = core.scenario
+        programs = {
+            e.program: scenario.dr_programs[e.program]
+            for e in scenario.demand_response
+            if e.program is not None
+        }
+        money = settle(
+            programs,
+            core.fleet.names,
+            scenario.start,
+            scenario.duration_h,
+            scenario.currency,
+            dr,
+            self.window_events,
+            out.power,
+        )
         if money.columns is not None:
             out.tables["dr_events"] = pd.concat([dr, money.columns], axis=1)
             out.meta["dr_programs"] = money.meta

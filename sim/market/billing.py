@@ -34,7 +34,7 @@ from sim.errors import ScenarioError
 from sim.models.pricing import conversion_rate
 
 if TYPE_CHECKING:
-    from sim.config.scenario import Scenario
+    from sim.config.sites import Site
     from sim.grid.catalog import YearPlan
 
 __all__ = [
@@ -102,15 +102,23 @@ class SiteTariff:
     meta: dict[str, Any]
 
 
-def site_tariff(scenario: Scenario, index: int) -> SiteTariff | None:
-    """`scenario.sites[index]`'s tariff for the run (None: it has none). ScenarioError
-    prefixed with ``sites[i].tariff`` when its prices or time zone cannot be found."""
-    site = scenario.sites[index]
+def site_tariff(
+    site: Site,
+    index: int,
+    start: datetime,
+    horizon_s: float,
+    years: str | None,
+    currency: str,
+) -> SiteTariff | None:
+    """The tariff of `site`, the scenario's `sites[index]`, for a run of `horizon_s` from
+    `start` priced in `currency` (None: it has none); `years`: the scenario's rule for zone
+    years the catalog lacks. ScenarioError prefixed with ``sites[i].tariff`` when its prices
+    or time zone cannot be found."""
     tariff = site.tariff
     if tariff is None:
         return None
     key = f"sites[{index}].tariff"
-    to_run = conversion_rate(tariff.currency, scenario.currency)
+    to_run = conversion_rate(tariff.currency, currency)
     carbon_zone = site.carbon.zone
     timezone = tariff.timezone or _zone_timezone(carbon_zone)
     needs_local = tariff.kind == "tou" or tariff.demand_charge_per_kw_month > 0
@@ -132,14 +140,16 @@ def site_tariff(scenario: Scenario, index: int) -> SiteTariff | None:
         zone = tariff.zone or carbon_zone
         if zone is None:
             raise ScenarioError(f"{key}.zone: required, as the site's carbon is not a catalog zone")
-        year = tariff.year or site.carbon.year or scenario.start.year
-        curve, plan, method = _wholesale_curve(scenario, zone, year, tariff, to_run, key)
+        year = tariff.year or site.carbon.year or start.year
+        curve, plan, method = _wholesale_curve(
+            zone, year, tariff, to_run, key, start, horizon_s, years, currency
+        )
         meta.update(zone=zone, year=year, adder_per_kwh=tariff.adder_per_kwh)
         meta.update(prices=tariff.prices, price_method=method)
         meta["year_plan"] = plan.meta()
-        meta["eur_rate_to_run_currency"] = conversion_rate("EUR", scenario.currency)
+        meta["eur_rate_to_run_currency"] = conversion_rate("EUR", currency)
     else:
-        curve = _tou_curve(scenario, tariff, timezone, to_run)
+        curve = _tou_curve(tariff, timezone, to_run, start, horizon_s)
     return SiteTariff(
         config=tariff,
         energy_price=curve,
@@ -160,7 +170,15 @@ def _zone_timezone(zone: str | None) -> str | None:
 
 
 def _wholesale_curve(
-    scenario: Scenario, zone: str, year: int, tariff: Tariff, to_run: float, key: str
+    zone: str,
+    year: int,
+    tariff: Tariff,
+    to_run: float,
+    key: str,
+    start: datetime,
+    horizon_s: float,
+    years: str | None,
+    currency: str,
 ) -> tuple[PriceCurve, YearPlan, str]:
     """The wholesale energy price of the run (scenario currency per kWh), how its prices'
     year was read (`sim.grid.catalog.YearPlan`) and how the prices were made
@@ -168,17 +186,15 @@ def _wholesale_curve(
     from sim.grid.prices import price_method, price_series
 
     try:
-        series = price_series(
-            zone, year, scenario.start, scenario.horizon_s, scenario.years, tariff.prices
-        )
+        series = price_series(zone, year, start, horizon_s, years, tariff.prices)
     except ScenarioError as e:
         raise ScenarioError(f"{key}: {e}") from None
-    t = np.asarray((series.index - pd.Timestamp(scenario.start)).total_seconds(), dtype=float)
-    per_kwh = series.to_numpy() / 1000.0 * conversion_rate("EUR", scenario.currency)
+    t = np.asarray((series.index - pd.Timestamp(start)).total_seconds(), dtype=float)
+    per_kwh = series.to_numpy() / 1000.0 * conversion_rate("EUR", currency)
     per_kwh = per_kwh + tariff.adder_per_kwh * to_run
     i0 = int(np.searchsorted(t, 0.0, side="right")) - 1
-    i1 = max(int(np.searchsorted(t, scenario.horizon_s, side="left")), i0 + 1)
-    curve = PriceCurve(t[i0:i1], per_kwh[i0:i1], scenario.horizon_s)
+    i1 = max(int(np.searchsorted(t, horizon_s, side="left")), i0 + 1)
+    curve = PriceCurve(t[i0:i1], per_kwh[i0:i1], horizon_s)
     return curve, series.attrs["year_plan"], price_method(zone, year, tariff.prices)
 
 
@@ -187,15 +203,17 @@ _GRID_S = 900.0
 UTC quarter hour."""
 
 
-def _tou_curve(scenario: Scenario, tariff: Tariff, timezone: str, to_run: float) -> PriceCurve:
-    start = pd.Timestamp(scenario.start).tz_convert("UTC")
-    lead_s = (start - start.floor("15min")).total_seconds()
-    t = np.arange(-lead_s, scenario.horizon_s, _GRID_S)
-    local = (start + pd.to_timedelta(t, unit="s")).tz_convert(timezone)
+def _tou_curve(
+    tariff: Tariff, timezone: str, to_run: float, start: datetime, horizon_s: float
+) -> PriceCurve:
+    start_utc = pd.Timestamp(start).tz_convert("UTC")
+    lead_s = (start_utc - start_utc.floor("15min")).total_seconds()
+    t = np.arange(-lead_s, horizon_s, _GRID_S)
+    local = (start_utc + pd.to_timedelta(t, unit="s")).tz_convert(timezone)
     how = np.asarray(local.day_of_week * 24 + local.hour)
     rates = np.asarray(tariff.rates_by_hour_of_week())[how] * to_run
     keep = np.concatenate(([True], rates[1:] != rates[:-1]))
-    return PriceCurve(t[keep], rates[keep], scenario.horizon_s)
+    return PriceCurve(t[keep], rates[keep], horizon_s)
 
 
 def interval_peaks_kw(
