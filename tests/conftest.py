@@ -12,6 +12,7 @@ import pytest
 
 from sim.config.loading import scenario_from_dict
 from sim.config.scenario import Scenario
+from sim.network import Wan
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +102,12 @@ def make_scenario(
         assert tmp_path is not None
         raw["workload"] = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
     return scenario_from_dict(raw, source=(tmp_path or Path(".")) / "test.toml")
+
+
+def scenario_wan(scenario: Scenario) -> Wan:
+    """The WAN of `scenario` (its `[wan]` between its sites)."""
+    assert scenario.wan is not None
+    return Wan(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
 
 
 def run_cli(args: list[str], capsys):

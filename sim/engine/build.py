@@ -78,13 +78,18 @@ def build_engine(
     seen = [d if d is not None else s for d, s in zip(decided, signals, strict=True)]
     for replay in site_replays(scenario.sites, scenario.start, seen):
         forecaster.replay(replay)
+    wan = (
+        None
+        if scenario.wan is None
+        else Wan(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
+    )
     engine = Engine(
         scenario,
         jobs,
         signals,
         policy,
         forecaster,
-        Wan.from_scenario(scenario),
+        wan,
         sources,
         streams["failures"],
         decision_signals=decided,

@@ -1,6 +1,6 @@
 """The wide-area network between sites: topology, routes, transfer time, energy, carbon.
 
-See docs/wan.md. Build a `Wan` from a scenario with `[wan]` (`Wan.from_scenario`); policies
+See docs/wan.md. Build a `Wan` from a scenario's `[wan]` section and its sites; policies
 ask it `cost(src, dst, gb, t0_s)` (no side effects), the engine moves data with
 `transfer(...)` or, with contention, through `wan.transfers` (`Transfers`: start, advance,
 next_event_s).
