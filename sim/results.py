@@ -303,7 +303,9 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "policy": type(engine.policy).__name__,
         "policy_objective": policy_objectives(engine.policy),
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
-        "carbon_signals": signals_meta(scenario),
+        "carbon_signals": signals_meta(
+            scenario.sites, scenario.start, scenario.horizon_s, scenario.years
+        ),
         "trace_repairs": {s.name: dict(s.signal.repairs) for s in engine.fleet.sites},
         "serving_fidelity": scenario.serving.fidelity if scenario.services else None,
         "wan_model": "none"
@@ -347,7 +349,9 @@ def _years_meta(engine: Engine) -> dict[str, Any]:
     wan = engine.checkpoints.wan
     sites = [
         {"site": name, "signal": which, **plan.meta()}
-        for name, which, plan in site_year_plans(scenario)
+        for name, which, plan in site_year_plans(
+            scenario.sites, scenario.start, scenario.horizon_s, scenario.years
+        )
     ]
     wan_zones = [] if wan is None else [{"wan": True, **plan.meta()} for plan in wan.year_plans()]
     prices = [
@@ -479,7 +483,8 @@ def operational_carbon_over_time_kg(results: Results, times_s: np.ndarray) -> np
     scenario, times_s = results.scenario, np.asarray(times_s, dtype=float)
     total = np.zeros(len(times_s))
     for i, site in enumerate(scenario.sites):
-        fci = PueProfile(site.pue, scenario.start).times(signal_for_site(scenario, i))
+        signal = signal_for_site(site, i, scenario.start, scenario.horizon_s, scenario.years)
+        fci = PueProfile(site.pue, scenario.start).times(signal)
         rows, t, t_next = _site_steps(results.power, site.name, scenario.horizon_s)
         if not len(t):
             continue

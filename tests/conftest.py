@@ -12,6 +12,7 @@ import pytest
 
 from sim.config.loading import scenario_from_dict
 from sim.config.scenario import Scenario
+from sim.grid import CarbonSignal, signal_for_site
 from sim.network import Wan
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -102,6 +103,12 @@ def make_scenario(
         assert tmp_path is not None
         raw["workload"] = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
     return scenario_from_dict(raw, source=(tmp_path or Path(".")) / "test.toml")
+
+
+def site_signal(scenario: Scenario, index: int) -> CarbonSignal:
+    """The carbon signal `scenario.sites[index]` is charged on, over the whole run."""
+    site = scenario.sites[index]
+    return signal_for_site(site, index, scenario.start, scenario.horizon_s, scenario.years)
 
 
 def scenario_wan(scenario: Scenario) -> Wan:

@@ -32,7 +32,10 @@ def build_world(
         scenario.throughput.speeds()  # a bad table fails here, before the run
     if jobs is None:
         jobs = build_jobs(scenario, streams["workload"])
-    signals = [signal_for_site(scenario, i) for i in range(len(scenario.sites))]
+    signals = [
+        signal_for_site(site, i, scenario.start, scenario.horizon_s, scenario.years)
+        for i, site in enumerate(scenario.sites)
+    ]
     return jobs, signals
 
 
@@ -40,7 +43,11 @@ def decision_signals(scenario: Scenario) -> list[CarbonSignal | None]:
     """Each site's separate decision signal (`sites.decision_carbon`, covering [0,
     horizon_s]), None where decisions see the signal the site is charged on."""
     return [
-        None if site.decision_carbon is None else signal_for_site(scenario, i, "decision_carbon")
+        None
+        if site.decision_carbon is None
+        else signal_for_site(
+            site, i, scenario.start, scenario.horizon_s, scenario.years, "decision_carbon"
+        )
         for i, site in enumerate(scenario.sites)
     ]
 
