@@ -255,7 +255,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     scenario = engine.scenario
     names = engine.fleet.names
     jt = engine.jobs
-    infeasible = infeasible_deadlines(jt, scenario)
+    infeasible = infeasible_deadlines(jt, scenario.sites, scenario.speed)
     out = ResultParts(
         power=engine.fleet.power_log.drain_frame(names),
         events=engine.events.drain_frame(jt.job_id, names),

@@ -141,6 +141,7 @@ def _closed_loop(
     assert config is not None
     workload = build_jobs(scenario, random_streams(scenario.seed)["workload"])
     extra = rebound.followups_none(workload)
+    largest = max(s.max_pool_gpus for s in scenario.sites)
     wall_s = 0.0
     for run in range(1, config.max_iterations + 1):
         jobs = rebound.merged(workload, extra)
@@ -150,7 +151,9 @@ def _closed_loop(
         engine.run(progress)
         wall_s += time.perf_counter() - t0
         results = build_results(engine, wall_s)
-        triggered = rebound.followups(results.jobs, jobs, scenario, config)
+        triggered = rebound.followups(
+            results.jobs, jobs, config, scenario.seed, scenario.horizon_s, largest
+        )
         if triggered.equals(extra):
             results.meta["rebound"] = {"runs": run, "followups": len(extra)}
             return results

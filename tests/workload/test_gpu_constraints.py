@@ -149,7 +149,7 @@ def test_a_job_no_pool_of_its_models_can_hold_is_rejected_at_arrival(tmp_path):
 def test_the_fastest_runtime_counts_only_the_models_a_job_may_use(tmp_path):
     sc = scenario(tmp_path, [job("any"), job("v100", allowed_gpu_models="V100")])
     jobs = load_job_file(sc.workload.file, sc)
-    fastest = fastest_runtime_s(jobs, sc)
+    fastest = fastest_runtime_s(jobs, sc.sites, sc.speed)
     on = {m: 2 * 3600.0 / hardware.speed(m, "mixed") for m in ("H100-SXM", "V100")}
     assert fastest.tolist() == pytest.approx([on["H100-SXM"], on["V100"]])
 
