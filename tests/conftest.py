@@ -14,6 +14,7 @@ from sim.config.loading import scenario_from_dict
 from sim.config.scenario import Scenario
 from sim.grid import CarbonSignal, signal_for_site
 from sim.network import Wan
+from sim.workload import JobTable, load_job_file
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +104,18 @@ def make_scenario(
         assert tmp_path is not None
         raw["workload"] = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
     return scenario_from_dict(raw, source=(tmp_path or Path(".")) / "test.toml")
+
+
+def scenario_jobs(path: Path | str, scenario: Scenario) -> JobTable:
+    """The job file at `path` read for `scenario` (its sites, run, seed and `oversized`)."""
+    return load_job_file(
+        path,
+        scenario.sites,
+        scenario.start,
+        scenario.duration_h,
+        scenario.seed,
+        scenario.workload.oversized,
+    )
 
 
 def site_signal(scenario: Scenario, index: int) -> CarbonSignal:

@@ -31,12 +31,25 @@ def build_world(
     if scenario.throughput is not None:
         scenario.throughput.speeds()  # a bad table fails here, before the run
     if jobs is None:
-        jobs = build_jobs(scenario, streams["workload"])
+        jobs = workload_jobs(scenario, streams["workload"])
     signals = [
         signal_for_site(site, i, scenario.start, scenario.horizon_s, scenario.years)
         for i, site in enumerate(scenario.sites)
     ]
     return jobs, signals
+
+
+def workload_jobs(scenario: Scenario, rng: np.random.Generator) -> JobTable:
+    """The jobs of the scenario's `[workload]` (`sim.workload.build_jobs`), from the run's
+    workload stream `rng`."""
+    return build_jobs(
+        scenario.workload,
+        scenario.sites,
+        scenario.start,
+        scenario.duration_h,
+        scenario.seed,
+        rng,
+    )
 
 
 def decision_signals(scenario: Scenario) -> list[CarbonSignal | None]:
@@ -139,7 +152,7 @@ def _closed_loop(
     with (at most `max_iterations`; ScenarioError if they never settle)."""
     config = scenario.rebound
     assert config is not None
-    workload = build_jobs(scenario, random_streams(scenario.seed)["workload"])
+    workload = workload_jobs(scenario, random_streams(scenario.seed)["workload"])
     extra = rebound.followups_none(workload)
     largest = max(s.max_pool_gpus for s in scenario.sites)
     wall_s = 0.0
