@@ -13,7 +13,7 @@ import timeit
 
 import numpy as np
 
-from sim.config.scenario import ForecastConfig
+from sim.config.runtime import ForecastConfig
 from sim.grid import CarbonSignal, Forecaster
 
 HOUR_S, DAY_S = 3600.0, 86400.0

@@ -54,7 +54,7 @@ def gaia_jobs(out_dir: Path) -> Path:
 
 
 def gaia_scenario(jobs_file: Path, policy: str):
-    from sim.config.scenario import scenario_from_dict
+    from sim.config.loading import scenario_from_dict
 
     return scenario_from_dict(
         {

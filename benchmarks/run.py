@@ -83,8 +83,8 @@ def standard_services(n: int) -> list[dict]:
     site's model, provisioned for its peak rate with 25% headroom, a synthetic source of
     1-4 requests/s with daily (0.5) and weekly (0.2) cycles, allowed on its own site and
     the next with the same GPUs."""
+    from sim.models.llm_replica import replica_model
     from sim.serving import request_presets
-    from sim.serving.replica import replica_model
 
     services = []
     for i in range(n):
@@ -124,7 +124,8 @@ def standard_services(n: int) -> list[dict]:
 def standard_scenario(
     jobs: int, policy: str = "run_now", services: int = 0, contention: bool = False
 ):
-    from sim.config.scenario import SyntheticWorkload, scenario_from_dict
+    from sim.config.loading import scenario_from_dict
+    from sim.config.workload import SyntheticWorkload
 
     synthetic = {
         "preset": "philly",

@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from sim.config.services import SloConfig
+from sim.models.llm_replica import replica_model
 from sim.serving.fluid import Fluid
-from sim.serving.replica import replica_model
 from sim.serving.sources import SyntheticSource
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from sim.config.services import SloConfig
+from sim.models.llm_replica import replica_model
 from sim.serving.importers import import_azure_llm
-from sim.serving.replica import replica_model
 from sim.serving.request_level import RequestLevel
 from sim.serving.sources import FileSource
 

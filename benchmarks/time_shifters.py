@@ -37,7 +37,7 @@ POLICIES = {
 
 def run_once(policy: str, rate: float, hours: float) -> dict:
     import sim
-    from sim.config.scenario import load_scenario
+    from sim.config.loading import load_scenario
 
     scenario = load_scenario(
         REPO / "scenarios" / "quickstart.toml",

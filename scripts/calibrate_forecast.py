@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.optimize import least_squares  # noqa: E402
 
-from sim.config.scenario import ForecastConfig  # noqa: E402
+from sim.config.runtime import ForecastConfig  # noqa: E402
 from sim.grid.forecast import Calibration, Forecaster  # noqa: E402
 from sim.grid.signal import CarbonSignal  # noqa: E402
 

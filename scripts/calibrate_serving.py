@@ -44,8 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sim.models.hardware import GPU_CATALOG  # noqa: E402
-from sim.serving.models import PRECISION_BYTES  # noqa: E402
-from sim.serving.roofline import FITTED, Inputs, Params, evaluate  # noqa: E402
+from sim.models.llm import PRECISION_BYTES  # noqa: E402
+from sim.models.llm_roofline import FITTED, Inputs, Params, evaluate  # noqa: E402
 from sim.util.atomic import write_atomic  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mlenergy-leaderboard"
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     rule = rules(catalog)
     # Score exactly what is shipped: write, read back as sim.serving does, score, write again.
     write_toml(args.out, p, catalog, rule, source, {}, scores(lomo))
-    from sim.serving.performance import load_serving_model
+    from sim.models.llm_performance import load_serving_model
 
     shipped_params = load_serving_model(args.out).params
     shipped = predict(shipped_params, f, catalog)

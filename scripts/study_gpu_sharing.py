@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 import sim  # noqa: E402
 from policies.run_now import RunNow  # noqa: E402
-from sim.config.scenario import scenario_from_dict  # noqa: E402
+from sim.config.loading import scenario_from_dict  # noqa: E402
 from sim.workload.importers import import_trace  # noqa: E402
 
 TRACE = REPO.parent / "shared" / "data" / "alibaba-gpu-2023" / "openb_pod_list_default.csv"

@@ -17,7 +17,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.config.scenario import scenario_from_dict  # noqa: E402
+from sim.config.loading import scenario_from_dict  # noqa: E402
 from sim.engine.build import simulate  # noqa: E402
 
 SEEDS = (1, 2, 3)

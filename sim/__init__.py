@@ -12,7 +12,7 @@ domain builders (`grid`, `network`, `workload`, `serving`, `market`), `engine`, 
 the public faces beside them (this module, `api`, `errors`, `plugins`, `testing`, `cli`,
 `results`). The modules' former paths keep working as aliases of the same module objects:
 `sim.stats` and `sim.plots` (documented: `sim.study.stats`, `sim.study.plots`), and, deprecated
-since 0.2 with a DeprecationWarning, `sim.scenario` (now `sim.config.scenario`), `sim.run`
+since 0.2 with a DeprecationWarning, `sim.scenario` (now `sim.config`), `sim.run`
 (`sim.engine.build`) and the other modules that moved (`_MOVED`).
 """
 
@@ -23,7 +23,7 @@ import sys
 import types
 import warnings
 
-from sim.config.scenario import Scenario, load_scenario
+from sim.config import Scenario, load_scenario
 from sim.engine.build import simulate
 from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError
 from sim.results import Results
@@ -45,7 +45,7 @@ __all__ = [
 
 _DOCUMENTED = {"sim.stats": "sim.study.stats", "sim.plots": "sim.study.plots"}
 _MOVED = {
-    "sim.scenario": "sim.config.scenario",
+    "sim.scenario": "sim.config",
     "sim.run": "sim.engine.build",
     "sim.experiments": "sim.study.experiments",
     "sim.figure_sets": "sim.study.figure_sets",
@@ -61,6 +61,10 @@ _MOVED = {
     "sim.dr_programs": "sim.market.dr_programs",
     "sim.rebound": "sim.workload.rebound",
     "sim.serving.config": "sim.config.services",
+    "sim.serving.models": "sim.models.llm",
+    "sim.serving.roofline": "sim.models.llm_roofline",
+    "sim.serving.replica": "sim.models.llm_replica",
+    "sim.serving.quality": "sim.models.llm_quality",
 }
 """Former module paths (before the layers of 0.2) and where the module lives now."""
 

@@ -24,7 +24,9 @@ from rich.progress import (
 from rich.table import Table
 
 from sim.api import Policy
-from sim.config.scenario import Scenario, load_scenario, parse_value
+from sim.config.loading import load_scenario
+from sim.config.overrides import parse_value
+from sim.config.scenario import Scenario
 from sim.engine.build import build_sources, build_world, random_streams, seed_sequences, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy

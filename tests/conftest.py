@@ -10,7 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim.config.scenario import Scenario, scenario_from_dict
+from sim.config.loading import scenario_from_dict
+from sim.config.scenario import Scenario
+from sim.grid import CarbonSignal, signal_for_site
+from sim.network import Wan
+from sim.workload import JobTable, load_job_file
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -100,6 +104,30 @@ def make_scenario(
         assert tmp_path is not None
         raw["workload"] = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs))}
     return scenario_from_dict(raw, source=(tmp_path or Path(".")) / "test.toml")
+
+
+def scenario_jobs(path: Path | str, scenario: Scenario) -> JobTable:
+    """The job file at `path` read for `scenario` (its sites, run, seed and `oversized`)."""
+    return load_job_file(
+        path,
+        scenario.sites,
+        scenario.start,
+        scenario.duration_h,
+        scenario.seed,
+        scenario.workload.oversized,
+    )
+
+
+def site_signal(scenario: Scenario, index: int) -> CarbonSignal:
+    """The carbon signal `scenario.sites[index]` is charged on, over the whole run."""
+    site = scenario.sites[index]
+    return signal_for_site(site, index, scenario.start, scenario.horizon_s, scenario.years)
+
+
+def scenario_wan(scenario: Scenario) -> Wan:
+    """The WAN of `scenario` (its `[wan]` between its sites)."""
+    assert scenario.wan is not None
+    return Wan(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
 
 
 def run_cli(args: list[str], capsys):

@@ -17,11 +17,27 @@ JOBS = [
 ]
 
 
+def events_of(scenario, signals) -> list:
+    """The concrete events of `scenario`'s `[[demand_response]]` entries."""
+    return dr_events(
+        scenario.demand_response, scenario.site_names(), scenario.start, scenario.horizon_s, signals
+    )
+
+
 def generated(tmp_path, entry: dict, **overrides) -> list[tuple[str, float, float]]:
     """(key, start h, end h) of the events one generator entry makes."""
     scenario = make_scenario(tmp_path, JOBS, demand_response=[{"site": "a", **entry}], **overrides)
     _, signals = build_world(scenario, random_streams(scenario.seed))
-    return [(e.key, e.start_s / 3600, e.end_s / 3600) for e in dr_events(scenario, signals)]
+    return [
+        (e.key, e.start_s / 3600, e.end_s / 3600)
+        for e in dr_events(
+            scenario.demand_response,
+            scenario.site_names(),
+            scenario.start,
+            scenario.horizon_s,
+            signals,
+        )
+    ]
 
 
 def test_a_daily_peak_event_recurs_at_the_local_hour_each_day(tmp_path):
@@ -79,7 +95,16 @@ def test_every_event_of_a_generator_inherits_its_program(tmp_path):
         dr_programs={"p": {"pay_per_kwh_shed": 0.4}},
     )
     _, signals = build_world(scenario, random_streams(scenario.seed))
-    programs = [(e.key, e.program) for e in dr_events(scenario, signals)]
+    programs = [
+        (e.key, e.program)
+        for e in dr_events(
+            scenario.demand_response,
+            scenario.site_names(),
+            scenario.start,
+            scenario.horizon_s,
+            signals,
+        )
+    ]
     assert sorted(programs) == sorted(
         [(f"demand_response[0]#{n}", "p") for n in range(3)]
         + [(f"demand_response[1]#{n}", None) for n in range(3)]

@@ -8,12 +8,12 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from sim.config.market import PriceConfig
 from sim.models import hardware
 from sim.models.pricing import (
     DEFAULT_CURRENCY,
     PRICE_KINDS,
     PriceBook,
-    PriceConfig,
     currencies,
     gpu_prices,
     parse_price_table,

@@ -21,7 +21,9 @@ import pytest
 from pydantic import BaseModel
 
 from sim.config.base import UNIT_LIMITS, unit_limit
-from sim.config.scenario import Scenario, scenario_from_dict, set_value
+from sim.config.loading import scenario_from_dict
+from sim.config.overrides import set_value
+from sim.config.scenario import Scenario
 from sim.errors import ScenarioError
 
 CHECKED_BY_VALIDATORS = {
@@ -361,7 +363,7 @@ def test_ten_times_a_units_limit_cannot_be_meant(key: str, limit: float):
 )
 def test_free_form_tables_refuse_non_finite_numbers_too(override: str):
     raw = _kitchen_sink()
-    from sim.config.scenario import apply_override
+    from sim.config.overrides import apply_override
 
     apply_override(raw, override)
     with pytest.raises(ScenarioError, match="is not a finite number"):

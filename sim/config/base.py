@@ -18,6 +18,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
+from sim.models.hardware import PROFILES, profile_choices
+
 HOURS_PER_DECADE = 10 * 8784.0
 """Ten leap years of hours: no simulated horizon, job or notice is meant to be longer."""
 
@@ -28,6 +30,15 @@ def known_timezone(name: str) -> str:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown IANA time zone {name!r}, e.g. 'Europe/Berlin'") from None
+    return name
+
+
+def known_name(what: str, name: str, known: dict) -> str:
+    """`name` if it is a key of `known`; ValueError naming `what`, `name` and the known ones
+    (the job profiles of `sim.models.hardware.PROFILES` with their descriptions)."""
+    if name not in known:
+        choices = profile_choices() if known is PROFILES else ", ".join(sorted(known))
+        raise ValueError(f"unknown {what} {name!r}; known: {choices}")
     return name
 
 

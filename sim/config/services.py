@@ -20,6 +20,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from sim.config.base import ConfigModel
+from sim.models.llm_performance import serving_model
+from sim.models.llm_quality import default_directives, model_quality
 
 __all__ = [
     "Directive",
@@ -104,7 +106,7 @@ class VariantConfig(ConfigModel):
     mig_profile: str | None = None
     """Each replica on one MIG slice of this profile (`sim.models.mig`) of a partitioned pool."""
     quality: float | None = Field(default=None, ge=0, le=100)
-    """Quality score, 0-100 (default: the catalog's, `sim.serving.quality`)."""
+    """Quality score, 0-100 (default: the catalog's, `sim.models.llm_quality`)."""
 
 
 class DirectiveConfig(ConfigModel):
@@ -166,7 +168,7 @@ class ServiceConfig(ConfigModel):
     """More variants a policy may serve (docs/inference-levers.md)."""
     directives: list[DirectiveConfig] | Literal["default"] | None = None
     """Generation directive levels, the first in force at the start; "default": the
-    sourced defaults (`sim.serving.quality.default_directives`); None: answers as they
+    sourced defaults (`sim.models.llm_quality.default_directives`); None: answers as they
     come (one level, factor 1)."""
     quality_floor: float | None = Field(default=None, ge=0, le=100)
     """Served quality below this counts in `served_below_floor_share`; policies keep to it."""
@@ -175,8 +177,6 @@ class ServiceConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> ServiceConfig:
-        from sim.serving import serving_model
-
         known = sorted(serving_model().models)
         if self.model not in known:
             raise ValueError(f"model: unknown serving model {self.model!r}; known: {known}")
@@ -210,8 +210,6 @@ class ServiceConfig(ConfigModel):
 
     def variant_specs(self) -> tuple[Variant, ...]:
         """The service's own model first, then its `variants`, resolved."""
-        from sim.serving.quality import model_quality
-
         own = VariantConfig(model=self.model, mig_profile=self.mig_profile, quality=self.quality)
         return tuple(
             Variant(
@@ -231,8 +229,6 @@ class ServiceConfig(ConfigModel):
         if self.directives is None:
             return (Directive("normal", 1.0, 0.0),)
         if self.directives == "default":
-            from sim.serving.quality import default_directives
-
             return tuple(
                 Directive(d.name, d.output_factor, d.quality_penalty) for d in default_directives()
             )

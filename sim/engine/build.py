@@ -32,16 +32,36 @@ def build_world(
     if scenario.throughput is not None:
         scenario.throughput.speeds()  # a bad table fails here, before the run
     if jobs is None:
-        jobs = build_jobs(scenario, streams["workload"])
-    signals = [signal_for_site(scenario, i) for i in range(len(scenario.sites))]
+        jobs = workload_jobs(scenario, streams["workload"])
+    signals = [
+        signal_for_site(site, i, scenario.start, scenario.horizon_s, scenario.years)
+        for i, site in enumerate(scenario.sites)
+    ]
     return jobs, signals
+
+
+def workload_jobs(scenario: Scenario, rng: np.random.Generator) -> JobTable:
+    """The jobs of the scenario's `[workload]` (`sim.workload.build_jobs`), from the run's
+    workload stream `rng`."""
+    return build_jobs(
+        scenario.workload,
+        scenario.sites,
+        scenario.start,
+        scenario.duration_h,
+        scenario.seed,
+        rng,
+    )
 
 
 def decision_signals(scenario: Scenario) -> list[CarbonSignal | None]:
     """Each site's separate decision signal (`sites.decision_carbon`, covering [0,
     horizon_s]), None where decisions see the signal the site is charged on."""
     return [
-        None if site.decision_carbon is None else signal_for_site(scenario, i, "decision_carbon")
+        None
+        if site.decision_carbon is None
+        else signal_for_site(
+            site, i, scenario.start, scenario.horizon_s, scenario.years, "decision_carbon"
+        )
         for i, site in enumerate(scenario.sites)
     ]
 
@@ -77,9 +97,13 @@ def build_engine(
     decided = decision_signals(scenario)
     # A replayed archive is the forecast of the signal the site's policies see.
     seen = [d if d is not None else s for d, s in zip(decided, signals, strict=True)]
-    for replay in site_replays(scenario, seen):
+    for replay in site_replays(scenario.sites, scenario.start, seen):
         forecaster.replay(replay)
-    wan = Wan.from_scenario(scenario)
+    wan = (
+        None
+        if scenario.wan is None
+        else Wan(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
+    )
     inputs: dict[str, dict[str, Any]] = {
         "fleet": {"signals": signals, "decision_signals": decided},
         "checkpoints": {"wan": wan},
@@ -123,8 +147,9 @@ def _closed_loop(
     with (at most `max_iterations`; ScenarioError if they never settle)."""
     config = scenario.rebound
     assert config is not None
-    workload = build_jobs(scenario, random_streams(scenario.seed)["workload"])
+    workload = workload_jobs(scenario, random_streams(scenario.seed)["workload"])
     extra = rebound.followups_none(workload)
+    largest = max(s.max_pool_gpus for s in scenario.sites)
     wall_s = 0.0
     for run in range(1, config.max_iterations + 1):
         jobs = rebound.merged(workload, extra)
@@ -134,7 +159,9 @@ def _closed_loop(
         engine.run(progress)
         wall_s += time.perf_counter() - t0
         results = build_results(engine, wall_s)
-        triggered = rebound.followups(results.jobs, jobs, scenario, config)
+        triggered = rebound.followups(
+            results.jobs, jobs, config, scenario.seed, scenario.horizon_s, largest
+        )
         if triggered.equals(extra):
             results.meta["rebound"] = {"runs": run, "followups": len(extra)}
             return results

@@ -76,7 +76,14 @@ class DemandResponseMeter(Component):
         self._runs = runs
         self._services = services
         self._fleet = fleet
-        self.events: list[DrEvent] = dr_events(core.scenario, [s.signal for s in fleet.sites])
+        scenario = core.scenario
+        self.events: list[DrEvent] = dr_events(
+            scenario.demand_response,
+            scenario.site_names(),
+            scenario.start,
+            scenario.horizon_s,
+            [s.signal for s in fleet.sites],
+        )
         self.announced: list[DemandResponseView] = []
         """Events announced and not yet ended, as policies see them."""
         self.windows: list[DrWindow] = []
@@ -194,7 +201,22 @@ class DemandResponseMeter(Component):
         touched, or over every completed job's `slowdown` when the run has no events."""
         core = self._core
         dr = demand_response_table(out.power, self._fleet.names, self.windows, core.horizon_s)
-        money = settle(core.scenario, dr, self.window_events, out.power)
+        scenario = core.scenario
+        programs = {
+            e.program: scenario.dr_programs[e.program]
+            for e in scenario.demand_response
+            if e.program is not None
+        }
+        money = settle(
+            programs,
+            self._fleet.names,
+            scenario.start,
+            scenario.duration_h,
+            scenario.currency,
+            dr,
+            self.window_events,
+            out.power,
+        )
         if money.columns is not None:
             out.tables["dr_events"] = pd.concat([dr, money.columns], axis=1)
             out.meta["dr_programs"] = money.meta

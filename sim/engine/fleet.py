@@ -76,7 +76,10 @@ class Fleet(Component):
         """Per site, the separate signal its decisions see (`sites.decision_carbon`), or
         None: decisions see the signal it is charged on."""
         self.tariffs: list[SiteTariff | None] = [
-            site_tariff(scenario, i) for i in range(len(scenario.sites))
+            site_tariff(
+                site, i, scenario.start, scenario.horizon_s, scenario.years, scenario.currency
+            )
+            for i, site in enumerate(scenario.sites)
         ]
         """Per site, its electricity tariff for the run (None: not billed)."""
 

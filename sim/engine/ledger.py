@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from sim.api import MigGpuState
-from sim.config.scenario import Site as SiteConfig
+from sim.config.sites import Site as SiteConfig
 from sim.grid import CarbonSignal
 from sim.grid.pue import PueProfile
 from sim.models import mig

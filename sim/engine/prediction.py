@@ -1,6 +1,6 @@
 """Prediction error: the runtimes a policy is told are off by a factor per (job, GPU model).
 
-With `[prediction_error]` (`sim.config.scenario.PredictionErrorConfig`), the runtime of job `j`
+With `[prediction_error]` (`sim.config.workload.PredictionErrorConfig`), the runtime of job `j`
 on GPU model `m` that `state.estimate`, `state.runtime_s` and `state.expected_ends`
 report is the true one times a factor f[j, m] = exp(sigma_m x z), z ~ N(0, 1): lognormal,
 median 1, log-standard deviation sigma_m. The factors are drawn once, when the run is
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.config.scenario import PredictionErrorConfig, Scenario
+from sim.config.scenario import Scenario
+from sim.config.workload import PredictionErrorConfig
 
 __all__ = ["Prediction", "build_prediction"]
 

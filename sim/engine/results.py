@@ -36,7 +36,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     scenario = engine.scenario
     names = engine.fleet.names
     jt = engine.jobs
-    infeasible = infeasible_deadlines(jt, scenario)
+    infeasible = infeasible_deadlines(jt, scenario.sites, scenario.speed)
     out = ResultParts(
         power=engine.fleet.power_log.drain_frame(names),
         events=engine.events.drain_frame(jt.job_id, names),
@@ -84,7 +84,9 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "policy": type(engine.policy).__name__,
         "policy_objective": policy_objectives(engine.policy),
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
-        "carbon_signals": signals_meta(scenario),
+        "carbon_signals": signals_meta(
+            scenario.sites, scenario.start, scenario.horizon_s, scenario.years
+        ),
         "trace_repairs": {s.name: dict(s.signal.repairs) for s in engine.fleet.sites},
         "serving_fidelity": scenario.serving.fidelity if scenario.services else None,
         "wan_model": "none"
@@ -128,7 +130,9 @@ def _years_meta(engine: Engine) -> dict[str, Any]:
     wan = engine.checkpoints.wan
     sites = [
         {"site": name, "signal": which, **plan.meta()}
-        for name, which, plan in site_year_plans(scenario)
+        for name, which, plan in site_year_plans(
+            scenario.sites, scenario.start, scenario.horizon_s, scenario.years
+        )
     ]
     wan_zones = [] if wan is None else [{"wan": True, **plan.meta()} for plan in wan.year_plans()]
     prices = [

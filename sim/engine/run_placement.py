@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import ScalingConfig, Scenario
+from sim.config.scenario import Scenario
+from sim.config.workload import ScalingConfig
 from sim.engine.ledger import GpuParts, Pool, Site
 from sim.errors import PolicyError, ScenarioError
 from sim.models import hardware, mig, scaling, sharing

@@ -22,7 +22,7 @@ from sim.config.services import Variant
 from sim.engine.ledger import Pool, Site
 from sim.errors import PolicyError
 from sim.models import mig
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.service_sim import ServiceSim
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ horizon, so a service costs nothing between decisions.
 - Scale-down: loading replicas go first (at once); serving ones stop admitting and free
   their GPUs when the fidelity says their last request has finished.
 - Caps: a service's own cap, else its site's (`SetCap(site)`), rebuilds the replica model
-  (`sim.serving.replica`) and applies from now.
+  (`sim.models.llm_replica`) and applies from now.
 - Variants (docs/inference-levers.md): each (site, variant) the site has GPUs for is a
   *deployment* with replicas of its own (`Scale(..., variant=)`); the fidelity sees the
   deployments as its sites. Requests a site receives are split over its deployments in
@@ -38,17 +38,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.api import ReplicaPoint
-from sim.config.scenario import Site as SiteConfig
 from sim.config.services import Directive, ServiceConfig, Variant
+from sim.config.sites import Site as SiteConfig
 from sim.engine.component import Component
 from sim.engine.ledger import Site
 from sim.engine.service_power import extra_facility_ws
 from sim.engine.service_replicas import Deployment, Replicas, power_callback
 from sim.engine.service_results import SERVICE_COLUMNS, write_service_results
 from sim.errors import PolicyError, ScenarioError
+from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.results import ResultParts
 from sim.serving.directives import DirectedSource
-from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.service_sim import LiveStats, ServiceSim
 from sim.serving.sources import RequestSource
 

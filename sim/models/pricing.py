@@ -7,9 +7,9 @@ overrides it. In short:
 - `gpu_prices()`: per GPU model of the catalog, its on-demand, 1-year reserved and spot list
   prices in USD per GPU-hour (reserved and spot where published; spot is a dated snapshot).
 - `usd_rate(currency)`: units of `currency` per USD, from the ECB reference rates of one day.
-- `PriceBook`: what a run prices with (the scenario's `currency`, and its `[prices]` table as
-  a `PriceConfig`): `per_gpu_h(gpu_model)` is the scenario's override if it sets one, else the
-  table's USD price times `usd_rate(currency)`.
+- `PriceBook`: what a run prices with (the scenario's `currency`, and its `[prices]` table,
+  `sim.config.market.PriceConfig`, as `PriceSettings`): `per_gpu_h(gpu_model)` is the
+  scenario's override if it sets one, else the table's USD price times `usd_rate(currency)`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Protocol
 
-from pydantic import AfterValidator, ValidationInfo, field_validator
+from pydantic import AfterValidator
 
-from sim.config.base import ConfigModel
 from sim.models import hardware
 
 __all__ = [
@@ -35,7 +34,7 @@ __all__ = [
     "PRICE_KINDS",
     "GpuPrice",
     "PriceBook",
-    "PriceConfig",
+    "PriceSettings",
     "PriceTable",
     "currencies",
     "gpu_prices",
@@ -201,58 +200,55 @@ def usd_rate(currency: str) -> float:
     return per_eur[currency] / per_eur["USD"]
 
 
-class PriceConfig(ConfigModel):
-    """The scenario's `[prices]` table: which list price a run pays, and per-model overrides."""
+class PriceSettings(Protocol):
+    """What a `PriceBook` reads of the scenario's `[prices]` table
+    (`sim.config.market.PriceConfig`): the kind of list price charged, and the scenario's
+    prices per GPU-hour by GPU model, in its currency (every kind's, reserved's, spot's)."""
 
-    kind: Literal["on_demand", "reserved", "spot"] = "on_demand"
-    per_gpu_h: dict[str, float] = {}
-    """GPU model -> price per GPU-hour in the scenario's currency; wins over the table."""
-    reserved_per_gpu_h: dict[str, float] = {}
-    """GPU model -> price per GPU-hour of reserved capacity (a site's `reserved` GPUs,
-    docs/spot-capacity.md), the scenario's currency; wins over `per_gpu_h` and the table."""
-    spot_per_gpu_h: dict[str, float] = {}
-    """GPU model -> price per GPU-hour of spot capacity (a site's `spot` GPUs), the
-    scenario's currency; wins over `per_gpu_h` and the table."""
-
-    @field_validator("per_gpu_h", "reserved_per_gpu_h", "spot_per_gpu_h")
-    @classmethod
-    def _known_models_and_prices(
-        cls, value: dict[str, float], info: ValidationInfo
-    ) -> dict[str, float]:
-        for gpu_model, price in value.items():
-            if gpu_model not in hardware.GPU_CATALOG:
-                raise ValueError(
-                    f"{info.field_name}.{gpu_model}: unknown GPU model; known: "
-                    f"{sorted(hardware.GPU_CATALOG)}"
-                )
-            if price < 0:
-                raise ValueError(f"{info.field_name}.{gpu_model} must be >= 0, got {price}")
-        return value
-
-    def override(self, gpu_model: str, kind: str) -> float | None:
-        """The scenario's price of a `kind` GPU-hour of `gpu_model`: the kind's own override
-        (reserved, spot), else `per_gpu_h`'s (every kind); None: neither is set."""
-        by_kind = {"reserved": self.reserved_per_gpu_h, "spot": self.spot_per_gpu_h}.get(kind, {})
-        price = by_kind.get(gpu_model)
-        return price if price is not None else self.per_gpu_h.get(gpu_model)
+    @property
+    def kind(self) -> str: ...
+    @property
+    def per_gpu_h(self) -> Mapping[str, float]: ...
+    @property
+    def reserved_per_gpu_h(self) -> Mapping[str, float]: ...
+    @property
+    def spot_per_gpu_h(self) -> Mapping[str, float]: ...
 
 
 class PriceBook:
     """What a run prices GPU time with: a currency, a price kind, the scenario's overrides."""
 
-    def __init__(self, currency: str = DEFAULT_CURRENCY, config: PriceConfig | None = None):
+    def __init__(self, currency: str = DEFAULT_CURRENCY, config: PriceSettings | None = None):
         self.rate = usd_rate(currency)
         """Units of `currency` per USD."""
         self.currency = currency
-        self.config = config if config is not None else PriceConfig()
+        self.kind = _checked_kind(config.kind if config is not None else "on_demand")
+        """The price kind charged unless `per_gpu_h` is asked for another."""
+        self.overrides_per_gpu_h = dict(config.per_gpu_h) if config is not None else {}
+        """GPU model -> the scenario's price per GPU-hour of every kind."""
+        self.kind_overrides_per_gpu_h = {
+            kind: dict(prices)
+            for kind, prices in (
+                ("reserved", config.reserved_per_gpu_h if config is not None else {}),
+                ("spot", config.spot_per_gpu_h if config is not None else {}),
+            )
+        }
+        """Kind -> GPU model -> the scenario's price per GPU-hour of that kind (reserved,
+        spot), winning over `overrides_per_gpu_h`."""
+
+    def _override(self, gpu_model: str, kind: str) -> float | None:
+        """The scenario's price of a `kind` GPU-hour of `gpu_model`: the kind's own override
+        (reserved, spot), else `overrides_per_gpu_h`'s (every kind); None: neither is set."""
+        price = self.kind_overrides_per_gpu_h.get(kind, {}).get(gpu_model)
+        return price if price is not None else self.overrides_per_gpu_h.get(gpu_model)
 
     def per_gpu_h(self, gpu_model: str, kind: str | None = None) -> float:
         """Price of one GPU-hour of `gpu_model` in the book's currency: the scenario's override
-        if it sets one (`PriceConfig.override`: the kind's own, else `per_gpu_h`'s), else the
-        table's `kind` price (default: the book's kind) converted from USD. ValueError naming
-        the model and kind if there is neither."""
-        kind = _checked_kind(kind if kind is not None else self.config.kind)
-        override = self.config.override(gpu_model, kind)
+        if it sets one (the kind's own, else every kind's), else the table's
+        `kind` price (default: the book's kind) converted from USD. ValueError naming the
+        model and kind if there is neither."""
+        kind = _checked_kind(kind if kind is not None else self.kind)
+        override = self._override(gpu_model, kind)
         if override is not None:
             return override
         price = gpu_prices().get(gpu_model)
@@ -269,10 +265,10 @@ class PriceBook:
         return [g for g in dict.fromkeys(gpu_models) if not self._has_price(g)]
 
     def _has_price(self, gpu_model: str) -> bool:
-        if gpu_model in self.config.per_gpu_h:
+        if gpu_model in self.overrides_per_gpu_h:
             return True
         price = gpu_prices().get(gpu_model)
-        return price is not None and price.usd_per_gpu_h(self.config.kind) is not None
+        return price is not None and price.usd_per_gpu_h(self.kind) is not None
 
     def meta(self) -> dict[str, Any]:
         """The book for meta.json: currency, kind, the rate used with its date and source,
@@ -280,17 +276,14 @@ class PriceBook:
         table = _table()
         return {
             "currency": self.currency,
-            "kind": self.config.kind,
+            "kind": self.kind,
             "usd_rate": self.rate,
             "usd_rate_date": table.rate_date,
             "usd_rate_source": table.rate_source,
-            "overrides_per_gpu_h": dict(self.config.per_gpu_h),
+            "overrides_per_gpu_h": dict(self.overrides_per_gpu_h),
             **{
                 f"overrides_{k}_per_gpu_h": dict(v)
-                for k, v in (
-                    ("reserved", self.config.reserved_per_gpu_h),
-                    ("spot", self.config.spot_per_gpu_h),
-                )
+                for k, v in self.kind_overrides_per_gpu_h.items()
                 if v
             },
             "table_dates": sorted({p.date for p in table.prices.values()}),

@@ -1,11 +1,12 @@
 """The wide-area network between sites: topology, routes, transfer time, energy, carbon.
 
-See docs/wan.md. Build a `Wan` from a scenario with `[wan]` (`Wan.from_scenario`); policies
+See docs/wan.md. Build a `Wan` from a scenario's `[wan]` section and its sites; policies
 ask it `cost(src, dst, gb, t0_s)` (no side effects), the engine moves data with
 `transfer(...)` or, with contention, through `wan.transfers` (`Transfers`: start, advance,
 next_event_s).
 
-- topology.py: topohub maps and GraphML/GML files -> a normalised `Topology`.
+- topology.py: topohub maps and GraphML/GML files -> a normalised `Topology` (the topohub
+  names a scenario may give: `sim.models.topologies`).
 - energy.py: the `path` device model (iGDB, `sim/data/network_energy.toml`) and `per_gb`.
 - routes.py: what wan.py and transfers.py share: `Route` (its `Hop`s), `RouteEnergy` (the
   `path` model's `Device`s), `Transfer` (the record of one transfer).
@@ -14,6 +15,7 @@ next_event_s).
   asks its `Wan` through the `Network` protocol (no import of wan.py).
 """
 
+from sim.models.topologies import topohub_key
 from sim.network.energy import DeviceModel, device_model, per_gb_kwh
 from sim.network.routes import Device, Hop, Route, RouteEnergy, Transfer
 from sim.network.topology import (
@@ -21,7 +23,6 @@ from sim.network.topology import (
     great_circle_km,
     load_topohub,
     load_topology_file,
-    topohub_key,
 )
 from sim.network.transfers import Transfers, max_min_rates
 from sim.network.wan import FALLBACK_ZONE, Attachment, Wan

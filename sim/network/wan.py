@@ -35,7 +35,7 @@ from sim.network.topology import (
 from sim.network.transfers import Transfers
 
 if TYPE_CHECKING:
-    from sim.config.scenario import Scenario, WanConfig
+    from sim.config.runtime import WanConfig
 
 FALLBACK_ZONE = "fallback"
 """Zone key of devices with no catalog zone within `zone_max_km` (charged at
@@ -61,7 +61,8 @@ class Attachment:
 class Wan:
     """The WAN of a scenario: sites attached to a backbone graph (see docs/wan.md).
 
-    Build with `Wan.from_scenario(scenario)` or `Wan(config, sites, start, horizon_s)`.
+    Build with `Wan(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s,
+    scenario.years)`.
     Construction loads the topology, attaches every site and checks that all sites are
     connected; errors are `ScenarioError` naming the key. Routes, route energies, zone
     lookups and zone signals are computed on first use and cached.
@@ -125,13 +126,6 @@ class Wan:
         self._signals: dict[str, CarbonSignal] = {}
         self._zones = self._covering_zones()
         self.transfers = Transfers(self)
-
-    @classmethod
-    def from_scenario(cls, scenario: Scenario) -> Wan | None:
-        """The scenario's WAN, or None when it has no `[wan]`."""
-        if scenario.wan is None:
-            return None
-        return cls(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
 
     def __repr__(self) -> str:
         return (

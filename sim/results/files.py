@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from sim.config.scenario import Scenario, load_scenario
+from sim.config.loading import load_scenario
+from sim.config.scenario import Scenario
 from sim.util.atomic import write_atomic
 
 __all__ = ["FILES", "OPTIONAL_FILES", "Results"]

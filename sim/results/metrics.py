@@ -113,7 +113,8 @@ def operational_carbon_over_time_kg(results: Results, times_s: np.ndarray) -> np
     scenario, times_s = results.scenario, np.asarray(times_s, dtype=float)
     total = np.zeros(len(times_s))
     for i, site in enumerate(scenario.sites):
-        fci = PueProfile(site.pue, scenario.start).times(signal_for_site(scenario, i))
+        signal = signal_for_site(site, i, scenario.start, scenario.horizon_s, scenario.years)
+        fci = PueProfile(site.pue, scenario.start).times(signal)
         rows, t, t_next = _site_steps(results.power, site.name, scenario.horizon_s)
         if not len(t):
             continue

@@ -1,5 +1,6 @@
-"""LLM serving: a performance and power model of one replica, calibrated on the ML.ENERGY
-leaderboard v3 measurements (docs/serving.md).
+"""LLM serving: services' requests, replicas and fidelities over the performance and power
+model of one replica (`sim.models.llm_performance`, calibrated on the ML.ENERGY
+leaderboard v3 measurements; docs/serving.md), re-exported here.
 
 `performance(model, gpu, num_gpus, max_batch, ...)` returns a `ServingPoint`; `MODELS`
 lists the catalog ids; `ModelSpec` describes a model the catalog lacks.
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.serving.models import ARCHITECTURES, PRECISION_BYTES, ModelSpec
-from sim.serving.performance import (
+from sim.models.llm import ARCHITECTURES, PRECISION_BYTES, ModelSpec
+from sim.models.llm_performance import (
     ServingPoint,
     load_serving_model,
     performance,

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.errors import TraceError
-from sim.serving.models import finite_real
+from sim.models.llm import finite_real
 from sim.util.atomic import write_atomic
 from sim.util.columns import freeze_columns
 

@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config.services import SloConfig
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.sources import RequestSource
 
 __all__ = ["STEP_COLUMNS", "LiveStats", "ServiceSim"]

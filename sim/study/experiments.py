@@ -73,14 +73,9 @@ from typing import Any
 
 import pandas as pd
 
-from sim.config.scenario import (
-    Scenario,
-    apply_override,
-    parse_value,
-    read_scenario_toml,
-    scenario_from_dict,
-    set_value,
-)
+from sim.config.loading import read_scenario_toml, scenario_from_dict
+from sim.config.overrides import apply_override, parse_value, set_value
+from sim.config.scenario import Scenario
 from sim.engine.build import simulate
 from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy

@@ -117,7 +117,9 @@ def power_and_carbon(
             ax.set(ylabel="facility power (kW)", xlim=_utc_days(start, [0.0, horizon_s]))
             ax.set_title(name, loc="left")
             ax.set_ylim(bottom=0)
-            signal = signal_for_site(results.scenario, names.index(name))
+            sc = results.scenario
+            i = names.index(name)
+            signal = signal_for_site(sc.sites[i], i, sc.start, sc.horizon_s, sc.years)
             edges = np.clip(np.append(signal.times_s, signal.end_s), 0, horizon_s)
             ci_ax = ax.twinx()
             if ci_axes:

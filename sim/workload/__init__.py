@@ -1,16 +1,19 @@
 """The jobs of a run: a columnar `JobTable`, a synthetic generator, the native job-file
 loader, and importers for public GPU-cluster traces.
 
-`build_jobs` picks the source of `scenario.workload`.
+`build_jobs` picks the source of the scenario's `[workload]`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import numpy as np
 
-from sim.config.scenario import Scenario
+from sim.config.sites import Site
+from sim.config.workload import Workload
 from sim.errors import ScenarioError
 from sim.workload.native import load_job_file
 from sim.workload.synthetic import generate_synthetic
@@ -36,29 +39,37 @@ __all__ = [
 ]
 
 
-def build_jobs(scenario: Scenario, rng: np.random.Generator) -> JobTable:
-    """The jobs of `scenario`: generated from `rng` (synthetic) or read from its job file.
+def build_jobs(
+    wl: Workload,
+    sites: Sequence[Site],
+    start: datetime,
+    duration_h: float,
+    seed: int,
+    rng: np.random.Generator,
+) -> JobTable:
+    """The jobs of the scenario's `[workload]` `wl` for a run of `duration_h` from `start`
+    on its `sites`: generated from `rng` (synthetic) or read from its job file (`seed`: the
+    scenario's, as `load_job_file` takes it).
 
     `rng` is the run's dedicated workload stream; a job file does not use it.
     """
-    wl = scenario.workload
+    names = [s.name for s in sites]
     if wl.synthetic is not None:
-        jobs = generate_synthetic(
-            wl.synthetic, scenario.site_names(), scenario.horizon_s, rng, start=scenario.start
-        )
+        jobs = generate_synthetic(wl.synthetic, names, duration_h * 3600.0, rng, start=start)
     else:
         assert wl.file is not None  # the schema guarantees exactly one source
-        jobs = load_job_file(wl.file, scenario)
-    return apply_residency(jobs, scenario)
+        jobs = load_job_file(wl.file, sites, start, duration_h, seed, wl.oversized)
+    return apply_residency(jobs, wl.residency, names)
 
 
-def apply_residency(jobs: JobTable, scenario: Scenario) -> JobTable:
-    """`jobs` with `scenario.workload.residency` applied: each job's `allowed_sites` narrowed
-    to the sites its origin's entry lists. A job left with no site is a `ScenarioError`."""
-    residency = scenario.workload.residency
+def apply_residency(
+    jobs: JobTable, residency: Mapping[str, list[str]] | None, names: list[str]
+) -> JobTable:
+    """`jobs` with the scenario's `workload.residency` applied (`names`: its sites' names):
+    each job's `allowed_sites` narrowed to the sites its origin's entry lists. A job left
+    with no site is a `ScenarioError`."""
     if not residency or len(jobs) == 0:
         return jobs
-    names = scenario.site_names()
     if len(names) > MAX_MASK_SITES:
         raise ScenarioError(
             f"workload.residency: supported for up to {MAX_MASK_SITES} sites, "

@@ -12,9 +12,11 @@ as input: traces and generators may hold them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-from sim.config.scenario import Scenario
+from sim.config.sites import Site
 from sim.workload.table import JobTable, gpu_model_names
 
 __all__ = ["fastest_runtime_s", "infeasible_deadlines"]
@@ -23,16 +25,20 @@ TOLERANCE_S = 1e-6
 """A deadline this close to the fastest end counts as feasible (float rounding)."""
 
 
-def fastest_runtime_s(jobs: JobTable, scenario: Scenario) -> np.ndarray:
-    """Per job, the shortest time its work can take, s (see the module docstring); inf for
-    a job that fits no pool of its allowed sites and GPU models (it is rejected at arrival)."""
+def fastest_runtime_s(
+    jobs: JobTable, sites: Sequence[Site], speed: Callable[[str, str], float]
+) -> np.ndarray:
+    """Per job, the shortest time its work can take, s (see the module docstring), on the
+    scenario's `sites`, where one GPU of a model does `speed(gpu model, profile)` reference
+    GPU-s per s (`Scenario.speed`); inf for a job that fits no pool of its allowed sites and
+    GPU models (it is rejected at arrival)."""
     profiles, profile_of = np.unique(jobs.profile.astype(str), return_inverse=True)
     entries, entry_of = np.unique(jobs.allowed_gpu_models.astype(str), return_inverse=True)
     best_speed = np.zeros(len(jobs))
-    for i, site in enumerate(scenario.sites):
+    for i, site in enumerate(sites):
         allowed = ((jobs.allowed_sites >> i) & 1).astype(bool)
         for pool in site.gpus:
-            speeds = np.array([scenario.speed(pool.model, str(p)) for p in profiles])
+            speeds = np.array([speed(pool.model, str(p)) for p in profiles])
             model_ok = np.array([not e or pool.model in gpu_model_names(e) for e in entries], bool)
             fits = allowed & model_ok[entry_of] & (jobs.gpus <= pool.count)
             best_speed = np.where(fits, np.maximum(best_speed, speeds[profile_of]), best_speed)
@@ -40,10 +46,13 @@ def fastest_runtime_s(jobs: JobTable, scenario: Scenario) -> np.ndarray:
         return np.where(best_speed > 0, jobs.work_gpu_h * 3600.0 / (jobs.gpus * best_speed), np.inf)
 
 
-def infeasible_deadlines(jobs: JobTable, scenario: Scenario) -> np.ndarray:
+def infeasible_deadlines(
+    jobs: JobTable, sites: Sequence[Site], speed: Callable[[str, str], float]
+) -> np.ndarray:
     """Per job, True if it has a deadline earlier than submission plus its fastest runtime
-    (jobs that fit no pool are rejected, not counted here)."""
-    fastest = fastest_runtime_s(jobs, scenario)
+    on `sites` at `speed` (as in `fastest_runtime_s`; jobs that fit no pool are rejected,
+    not counted here)."""
+    fastest = fastest_runtime_s(jobs, sites, speed)
     has_deadline = ~np.isnan(jobs.deadline_s)
     fits = np.isfinite(fastest)
     with np.errstate(invalid="ignore"):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from gzip import open as gzip_open
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from sim.config.scenario import Scenario
+from sim.config.sites import Site
 from sim.errors import TraceError
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, PROFILES, profile_choices
@@ -42,17 +43,27 @@ from sim.workload.table import (
 from sim.workload.time_to_accuracy import resolve_targets, training_draws
 
 
-def load_job_file(path: str | Path, scenario: Scenario) -> JobTable:
-    """Read a job file in the native format (docs/job-format.md) for `scenario`.
+def load_job_file(
+    path: str | Path,
+    sites: Sequence[Site],
+    start: datetime,
+    duration_h: float,
+    seed: int,
+    oversized: str = "error",
+) -> JobTable:
+    """Read a job file in the native format (docs/job-format.md) for a run of `duration_h`
+    from `start` on the scenario's `sites`; `seed`: the scenario's (the work of jobs with
+    a training target); `oversized`: `workload.oversized`, whether a job larger than every
+    pool is an error ("error") or kept to be rejected at arrival ("reject").
 
     `.csv` and `.csv.gz` are read as CSV, `.parquet` as Parquet. Numeric times are seconds
-    since `scenario.start`; string times are ISO-8601 datetimes with a UTC offset. Every
+    since `start`; string times are ISO-8601 datetimes with a UTC offset. Every
     column is validated with vector operations; the first bad row (in file order) raises
     `TraceError("file:line: message")` (Parquet: "file: row N: message", rows counted
     from 1). The table is sorted by submit time (stable).
     """
     raw, where = _read_any(Path(path))
-    return _parse(raw, where, scenario)
+    return _parse(raw, where, sites, start, duration_h, seed, oversized)
 
 
 def read_job_frame(path: str | Path) -> pd.DataFrame:
@@ -328,12 +339,21 @@ def _booleans(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return true, ~(true | text.isin(_FALSE + ("",)).to_numpy())
 
 
-def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
+def _parse(
+    raw: pd.DataFrame,
+    where: _Where,
+    site_configs: Sequence[Site],
+    run_start: datetime,
+    duration_h: float,
+    seed: int,
+    oversized: str,
+) -> JobTable:
     n = len(raw)
-    sites = scenario.site_names()
-    start = pd.Timestamp(scenario.start).tz_convert("UTC")
-    horizon_s = scenario.horizon_s
-    largest = max(s.max_pool_gpus for s in scenario.sites)
+    sites = [s.name for s in site_configs]
+    start = pd.Timestamp(run_start).tz_convert("UTC")
+    horizon_s = duration_h * 3600.0
+    end = run_start + timedelta(hours=duration_h)
+    largest = max(s.max_pool_gpus for s in site_configs)
     checks: list[_Check] = []
 
     def shown(name: str, i: int) -> str:
@@ -374,7 +394,7 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         outside,
         lambda i: (
             f"submit_time must be within the scenario's horizon [0, {horizon_s:.12g}) s "
-            f"= [{start.isoformat()}, {scenario.end.isoformat()}), got {shown('submit_time', i)}"
+            f"= [{start.isoformat()}, {end.isoformat()}), got {shown('submit_time', i)}"
             + ("" if _is_number(raw["submit_time"].iloc[i]) else f" = {submit_s[i]:.12g} s")
         ),
     )
@@ -393,11 +413,11 @@ def _parse(raw: pd.DataFrame, where: _Where, scenario: Scenario) -> JobTable:
         profile_arr = np.full(n, OPTIONAL_DEFAULTS["profile"], dtype=object)
 
     # work_gpu_h or target_metric
-    work, target, training_u = _work(raw, ids, profile_arr, scenario.seed, check)
+    work, target, training_u = _work(raw, ids, profile_arr, seed, check)
 
     # gpus, work_gpu_h, checkpoint_gb, data_gb: the rules importers share
     gpus_f, sizes = _job_values(raw, submit_s, work, checks)
-    if scenario.workload.oversized == "error":
+    if oversized == "error":
         check(
             gpus_f > largest,  # False where NaN
             lambda i: (

@@ -1,7 +1,7 @@
 """User rebound: users who resubmit when their jobs are slowed, as a closed loop.
 
 When a completed job took longer than it would have alone at full power, its user may react
-(`sim.config.scenario.ReboundConfig`): submit a follow-up job, asking more GPUs or more work. The
+(`sim.config.workload.ReboundConfig`): submit a follow-up job, asking more GPUs or more work. The
 follow-ups change the load, which changes other jobs' delays, which changes their users'
 reactions: a closed loop. `simulate` finds it by running to a fixed point: run with no
 follow-ups, derive the follow-ups the results trigger, run again with them, until the
@@ -19,7 +19,7 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import ReboundConfig, Scenario
+from sim.config.workload import ReboundConfig
 from sim.util.streams import id_draws
 from sim.workload.table import JobTable
 from sim.workload.time_to_accuracy import training_draws, training_work
@@ -64,27 +64,33 @@ def root_of(job_id: str) -> str:
 
 
 def followups(
-    results_jobs: pd.DataFrame, table: JobTable, scenario: Scenario, config: ReboundConfig
+    results_jobs: pd.DataFrame,
+    table: JobTable,
+    config: ReboundConfig,
+    seed: int,
+    horizon_s: float,
+    largest_pool_gpus: int,
 ) -> JobTable:
     """The follow-up jobs the completed jobs of a run trigger (rows of `results_jobs` and
     `table` in the same order), sorted by submission; those that would be submitted at or
-    after the horizon are left out (they could not arrive)."""
+    after the horizon `horizon_s` are left out (they could not arrive). `seed`: the
+    scenario's, of the draws; a follow-up asks at most `largest_pool_gpus` (the largest
+    pool of whole GPUs of any site)."""
     d = perceived_delay(results_jobs)
     ids = table.job_id
     generation = np.array([generation_of(str(i)) for i in ids], dtype=np.int64)
     slowed = np.nan_to_num(d - 1.0, nan=0.0).clip(min=0.0)
     p = np.minimum(1.0, config.resubmit_elasticity * slowed)
-    u = id_draws(scenario.seed, "rebound", ids)
+    u = id_draws(seed, "rebound", ids)
     chosen = (u < p) & (generation < config.max_generations)
     submit_s = results_jobs["end_s"].to_numpy() + config.think_time_s
-    chosen &= submit_s < scenario.horizon_s
+    chosen &= submit_s < horizon_s
     rows = np.flatnonzero(chosen)
     if len(rows) == 0:
         return _take(table, rows)
     base = _take(table, rows)
-    largest = max(s.max_pool_gpus for s in scenario.sites)
     x = slowed[rows]
-    gpus = np.minimum(largest, np.ceil(base.gpus * (1.0 + config.gpus_elasticity * x)))
+    gpus = np.minimum(largest_pool_gpus, np.ceil(base.gpus * (1.0 + config.gpus_elasticity * x)))
     one_gpu = (base.gpu_milli < 1000) | (base.mig_profile != "")
     gpus = np.where(one_gpu, base.gpus, gpus)  # a share or a slice of one GPU stays one
     new_ids = np.array(
@@ -96,7 +102,7 @@ def followups(
     )
     work = base.work_gpu_h * (1.0 + config.work_elasticity * x)
     target = np.isfinite(base.target_metric)
-    u_train = np.where(target, training_draws(scenario.seed, new_ids), np.nan)
+    u_train = np.where(target, training_draws(seed, new_ids), np.nan)
     for k in np.flatnonzero(target).tolist():  # a training job trains again, its own run
         work[k] = training_work(str(base.profile[k]), float(base.target_metric[k]), u_train[k])[0]
     new_submit = submit_s[rows]

@@ -11,7 +11,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-from sim.config.scenario import DurationDist, SyntheticWorkload
+from sim.config.workload import DurationDist, SyntheticWorkload
 from sim.workload.table import JobTable
 
 

@@ -8,9 +8,8 @@ import pytest
 
 import sim
 from sim.api import Migrate, Start
-from sim.network import Wan
 from sim.testing import PolicyHarness
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, scenario_wan, site, write_jobs
 
 SITES = [
     site(name="frankfurt", lat=50.11, lon=8.68, carbon={"zone": "DE", "year": 2020}),
@@ -51,7 +50,7 @@ class StartAt:
 
 def test_starting_away_from_the_origin_moves_the_data_first_and_charges_the_wan(tmp_path):
     sc = scenario(tmp_path, data_gb=1000.0)
-    cost = Wan.from_scenario(sc).cost("frankfurt", "madrid", 1000.0, 0.0)
+    cost = scenario_wan(sc).cost("frankfurt", "madrid", 1000.0, 0.0)
     r = sim.simulate(sc, StartAt("madrid"))
     (job,) = r.jobs.to_dict("records")
     assert job["end_s"] == pytest.approx(cost.duration_s + 2 * 3600.0)
@@ -78,7 +77,7 @@ def test_starting_at_the_origin_moves_nothing(tmp_path):
 def test_a_migration_moves_the_checkpoint_after_writing_it(tmp_path):
     sc = scenario(tmp_path, checkpoint_gb=200.0)  # 100 s to write and to read at 2 GB/s
     r = sim.simulate(sc, StartAt("frankfurt", migrate_at_s=3600.0, to="madrid"))
-    cost = Wan.from_scenario(sc).cost("frankfurt", "madrid", 200.0, 3600.0 + 100.0)
+    cost = scenario_wan(sc).cost("frankfurt", "madrid", 200.0, 3600.0 + 100.0)
     (job,) = r.jobs.to_dict("records")
     assert job["wan_gb"] == 200.0
     assert job["wan_carbon_kg"] == pytest.approx(cost.carbon_kg)
@@ -88,7 +87,7 @@ def test_a_migration_moves_the_checkpoint_after_writing_it(tmp_path):
 def test_policies_see_the_cost_of_a_transfer_before_deciding(tmp_path):
     sc = scenario(tmp_path)
     h = PolicyHarness(sc).advance(0.0)
-    cost = Wan.from_scenario(sc).cost("frankfurt", "madrid", 50.0, 0.0)
+    cost = scenario_wan(sc).cost("frankfurt", "madrid", 50.0, 0.0)
     assert h.state.transfer_cost("frankfurt", "madrid", 50.0) == pytest.approx(
         (cost.duration_s, cost.energy_kwh, cost.carbon_kg)
     )
@@ -123,7 +122,7 @@ def test_a_held_job_that_migrates_before_its_checkpoint_left_pays_for_one_move(t
     # 3600 s: to madrid (the write ends at 3700 s, then the checkpoint would leave);
     # 3652 s: still held, on to paris: the checkpoint goes from frankfurt, once.
     r = sim.simulate(sc, MigrateAt("frankfurt", {3600.0: "madrid", 3652.0: "paris"}))
-    cost = Wan.from_scenario(sc).cost("frankfurt", "paris", 200.0, 3700.0)
+    cost = scenario_wan(sc).cost("frankfurt", "paris", 200.0, 3700.0)
     (job,) = r.jobs.to_dict("records")
     assert job["wan_gb"] == 200.0
     assert (job["wan_energy_kwh"], job["wan_carbon_kg"]) == pytest.approx(
@@ -136,7 +135,7 @@ def test_a_held_job_that_leaves_mid_transfer_pays_for_the_bits_sent_and_one_full
     sc = three_sites(tmp_path)
     # The checkpoint sends 3700-3716 s toward madrid; at 3708 s half of it has left.
     r = sim.simulate(sc, MigrateAt("frankfurt", {3600.0: "madrid", 3708.0: "paris"}))
-    wan = Wan.from_scenario(sc)
+    wan = scenario_wan(sc)
     half = wan.cost("frankfurt", "madrid", 100.0, 3700.0)
     whole = wan.cost("frankfurt", "paris", 200.0, 3708.0)
     assert half.duration_s - half.propagation_s == pytest.approx(8.0)
@@ -164,7 +163,7 @@ def test_migration_cost_includes_the_boot_of_powered_off_nodes_at_the_destinatio
     # Madrid's nodes are off since 600 s: the 216 s of write, send and read end before its
     # node is up, 300 s after the migration; the job holds the GPU at idle until then.
     cost = h.state.migration_cost(job, "madrid")
-    move = Wan.from_scenario(sc).cost("frankfurt", "madrid", 200.0, 1200.0)
+    move = scenario_wan(sc).cost("frankfurt", "madrid", 200.0, 1200.0)
     assert 100.0 + move.duration_s + 100.0 < 300.0
     assert cost.stall_s == pytest.approx(300.0)
     pool = h.engine.fleet.sites[1].pools[0]
@@ -185,7 +184,7 @@ def test_migration_cost_of_a_held_job_prices_the_move_from_where_its_checkpoint_
     # Still writing at frankfurt until 3700 s: no new write, the rest of this one, then
     # frankfurt -> paris (priced now), and the read.
     cost = h.state.migration_cost(job, "paris")
-    move = Wan.from_scenario(sc).cost("frankfurt", "paris", 200.0, 3652.0)
+    move = scenario_wan(sc).cost("frankfurt", "paris", 200.0, 3652.0)
     assert cost.stall_s == pytest.approx(48.0 + move.duration_s + 100.0)
     assert cost.carbon_kg > move.carbon_kg
     h.apply([Migrate(job, "paris")]).advance(3652.0 + cost.stall_s - 1.0)

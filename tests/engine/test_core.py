@@ -275,7 +275,7 @@ def test_a_job_no_site_can_ever_hold_is_rejected_with_a_reason_when_asked(tmp_pa
     scenario = make_scenario(tmp_path, [job("huge", gpus=16), job("ok", submit_time=5.0)])
     raw = scenario.model_dump(mode="json", exclude_none=True)
     raw["workload"]["oversized"] = "reject"
-    r = sim.simulate(sim.config.scenario.scenario_from_dict(raw), "run_now")
+    r = sim.simulate(sim.config.scenario_from_dict(raw), "run_now")
     states = r.jobs.set_index("job_id")[["state", "reason"]]
     assert states.loc["huge"].tolist() == ["rejected", "needs 16 GPUs; the largest pool has 4"]
     assert states.loc["ok", "state"] == "completed"

@@ -85,7 +85,7 @@ def test_policies_that_ask_for_signal_steps_are_called_at_each_step(tmp_path):
         update={
             "sites": [
                 scenario.sites[0].model_copy(
-                    update={"carbon": sim.config.scenario.CarbonConfig(zone="DE", year=2020)}
+                    update={"carbon": sim.config.CarbonConfig(zone="DE", year=2020)}
                 )
             ]
         }

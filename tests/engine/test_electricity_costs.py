@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 import sim.grid
+from sim.config.market import Tariff
 from sim.engine.build import simulate
 from sim.errors import ScenarioError
-from sim.market.billing import PriceCurve, Tariff, interval_peaks_kw
+from sim.market.billing import PriceCurve, interval_peaks_kw
 from sim.models.pricing import conversion_rate, usd_rate
 from sim.results import site_energy_cost
 from tests.conftest import make_scenario, site
@@ -80,7 +81,10 @@ def test_tou_rates_follow_local_hours_and_weekends():
     )
     from sim.market.billing import site_tariff
 
-    curve = site_tariff(scenario, 0).energy_price
+    tariff = site_tariff(
+        scenario.sites[0], 0, scenario.start, scenario.horizon_s, scenario.years, "EUR"
+    )
+    curve = tariff.energy_price
     # Friday 2018-06-01 00:00 UTC is 02:00 CEST (night rate); 06:00 UTC is 08:00 CEST.
     assert curve.value_at(0.0) == 0.08
     assert curve.value_at(6 * 3600.0 - 1) == 0.08

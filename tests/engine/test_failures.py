@@ -8,7 +8,7 @@ import math
 import pytest
 
 import sim
-from sim.config.scenario import LLAMA3_FAILURES_PER_GPU_H
+from sim.config.runtime import LLAMA3_FAILURES_PER_GPU_H
 from sim.errors import ScenarioError
 from tests.conftest import (
     jobs_of,

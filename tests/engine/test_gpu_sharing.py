@@ -17,8 +17,7 @@ from sim.errors import PolicyError, TraceError
 from sim.models.hardware import GPU_CATALOG, estimate, speed
 from sim.models.sharing import gpu_power_w, speed_factor
 from sim.testing import PolicyHarness
-from sim.workload.native import load_job_file
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, scenario_jobs, site, write_jobs
 from tests.engine.recording import run_recording_work
 
 A100 = "A100-80GB"
@@ -304,7 +303,7 @@ def test_a_bad_gpu_milli_is_one_line_naming_the_file_line_and_value(tmp_path, mi
         [job("ok", 500, 1.0), {**job("bad", 500, 1.0), "gpu_milli": milli, "gpus": gpus}],
     )
     with pytest.raises(TraceError) as e:
-        load_job_file(path, make_scenario())
+        scenario_jobs(path, make_scenario())
     text = str(e.value)
     assert "\n" not in text
     assert "jobs.csv:3:" in text and message in text and repr(milli) in text
@@ -313,10 +312,10 @@ def test_a_bad_gpu_milli_is_one_line_naming_the_file_line_and_value(tmp_path, mi
 def test_an_empty_gpu_milli_means_whole_gpus(tmp_path):
     jobs = [job("a", 500, 1.0), {**job("b", 1, 1.0), "gpu_milli": ""}]
     path = write_jobs(tmp_path / "jobs.csv", jobs)
-    table = load_job_file(path, make_scenario())
+    table = scenario_jobs(path, make_scenario())
     assert table.gpu_milli.tolist() == [500, 1000]
     again = write_jobs(tmp_path / "again.csv", table.to_frame(["a"]).to_dict("records"))
-    assert load_job_file(again, make_scenario()).equals(table)
+    assert scenario_jobs(again, make_scenario()).equals(table)
 
 
 def test_of_the_jobs_sharing_a_gpu_only_the_last_to_end_frees_it_in_expected_ends(tmp_path):

@@ -19,8 +19,7 @@ from sim.errors import PolicyError, ScenarioError, TraceError
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, estimate, speed
 from sim.testing import PolicyHarness
-from sim.workload.native import load_job_file
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, scenario_jobs, site, write_jobs
 from tests.engine.recording import run_recording_work
 
 A100, H100 = "A100-80GB", "H100-SXM"
@@ -350,7 +349,7 @@ def test_a_bad_mig_profile_is_one_line_naming_the_file_line_and_value(
         [job("ok", "1g.10gb", 1.0), {**job("bad", cell, 1.0), "gpus": gpus, "gpu_milli": milli}],
     )
     with pytest.raises(TraceError) as e:
-        load_job_file(path, make_scenario())
+        scenario_jobs(path, make_scenario())
     text = str(e.value)
     assert "\n" not in text
     assert "jobs.csv:3:" in text and message in text and repr(cell) in text

@@ -15,7 +15,7 @@ import pytest
 
 import sim
 from sim.api import Start
-from sim.config.scenario import HABITAT_AVERAGE_ERROR, PredictionErrorConfig
+from sim.config.workload import HABITAT_AVERAGE_ERROR, PredictionErrorConfig
 from sim.engine.prediction import draw_factors
 from sim.errors import ScenarioError
 from sim.testing import PolicyHarness

@@ -14,7 +14,7 @@ import pytest
 import sim
 from policies.run_now import RunNow
 from sim.api import Start
-from sim.config.scenario import AWS_SPOT_NOTICE_S
+from sim.config.market import AWS_SPOT_NOTICE_S
 from sim.errors import PolicyError, ScenarioError
 from sim.models.hardware import GPU_CATALOG
 from sim.testing import PolicyHarness

@@ -8,8 +8,7 @@ import pytest
 
 import sim
 from sim.api import Migrate, Start
-from sim.network import Wan
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, scenario_wan, site, write_jobs
 
 SITES = [
     site(name="frankfurt", lat=50.11, lon=8.68, carbon={"zone": "DE", "year": 2020}),
@@ -63,7 +62,7 @@ def by_id(results):
 
 def test_two_moves_on_one_bottleneck_each_take_twice_as_long_and_cost_the_same_energy(tmp_path):
     sc = scenario(tmp_path, [("a", 0.0, "frankfurt"), ("b", 0.0, "frankfurt")])
-    wan = Wan.from_scenario(sc)
+    wan = scenario_wan(sc)
     alone = wan.cost("frankfurt", "madrid", GB, 0.0)
     route = wan.route("frankfurt", "madrid")
     assert alone.duration_s - alone.propagation_s == pytest.approx(80.0)
@@ -82,7 +81,7 @@ def test_two_moves_on_one_bottleneck_each_take_twice_as_long_and_cost_the_same_e
 
 def test_rates_change_when_a_move_joins_or_ends_as_max_min_fairness_says(tmp_path):
     sc = scenario(tmp_path, [("a", 0.0, "frankfurt"), ("b", 40.0, "frankfurt")])
-    prop = Wan.from_scenario(sc).route("frankfurt", "madrid").propagation_s
+    prop = scenario_wan(sc).route("frankfurt", "madrid").propagation_s
     jobs = by_id(sim.simulate(sc, StartAt({"a": "madrid", "b": "madrid"})))
     # a: 500 GB alone by 40 s, the other 500 at 50 Gbit/s -> sent at 120 s;
     # b: 500 GB at 50 Gbit/s by 120 s, the rest alone at 100 Gbit/s -> sent at 160 s.
@@ -92,7 +91,7 @@ def test_rates_change_when_a_move_joins_or_ends_as_max_min_fairness_says(tmp_pat
 
 def test_moves_in_opposite_directions_do_not_slow_each_other(tmp_path):
     sc = scenario(tmp_path, [("a", 0.0, "frankfurt"), ("b", 0.0, "madrid")])
-    cost = Wan.from_scenario(sc).cost("frankfurt", "madrid", GB, 0.0)
+    cost = scenario_wan(sc).cost("frankfurt", "madrid", GB, 0.0)
     jobs = by_id(sim.simulate(sc, StartAt({"a": "madrid", "b": "frankfurt"})))
     assert jobs["end_s"].tolist() == pytest.approx([cost.duration_s + WORK_S] * 2)
 
@@ -110,7 +109,7 @@ def test_a_move_alone_costs_what_it_costs_without_contention(tmp_path):
 
 def test_a_held_job_that_leaves_frees_the_link_and_pays_for_the_bits_it_sent(tmp_path):
     sc = scenario(tmp_path, [("a", 0.0, "frankfurt"), ("b", 0.0, "frankfurt")])
-    wan = Wan.from_scenario(sc)
+    wan = scenario_wan(sc)
     route = wan.route("frankfurt", "madrid")
     # Both send at 50 Gbit/s; at 40 s "a" (250 GB sent) goes back to its data at frankfurt,
     # and "b" sends its last 750 GB alone at 100 Gbit/s: done at 100 s.
@@ -134,7 +133,7 @@ def test_a_migration_sends_its_checkpoint_after_the_write_beside_other_moves(tmp
     # sent alone (160 s), then read at madrid (1,000 s).
     policy = StartAt({"a": "frankfurt", "b": "madrid"}, migrate=(3600.0, "a", "madrid"))
     jobs = by_id(sim.simulate(sc, policy))
-    prop = Wan.from_scenario(sc).route("frankfurt", "madrid").propagation_s
+    prop = scenario_wan(sc).route("frankfurt", "madrid").propagation_s
     assert jobs.loc["b", "end_s"] == pytest.approx(3600.0 + 80.0 + prop + WORK_S)
     assert jobs.loc["a", "end_s"] == pytest.approx(4600.0 + 160.0 + prop + 1000.0 + WORK_S / 2)
     assert jobs["wan_gb"].tolist() == [2 * GB, GB]
@@ -148,7 +147,7 @@ def test_moves_that_overlap_with_a_checkpoint_transfer_share_the_link(tmp_path):
     # at 50 Gbit/s each: b's data is sent at 4760 s, then a's last 1,000 GB alone by 4840 s.
     policy = StartAt({"a": "frankfurt", "b": "madrid"}, migrate=(3600.0, "a", "madrid"))
     jobs = by_id(sim.simulate(sc, policy))
-    prop = Wan.from_scenario(sc).route("frankfurt", "madrid").propagation_s
+    prop = scenario_wan(sc).route("frankfurt", "madrid").propagation_s
     assert jobs.loc["b", "end_s"] == pytest.approx(4760.0 + prop + WORK_S)
     assert jobs.loc["a", "end_s"] == pytest.approx(4840.0 + prop + 1000.0 + WORK_S / 2)
 
@@ -162,7 +161,7 @@ def test_every_byte_started_is_delivered_and_charged_once(tmp_path):
     )
     r = sim.simulate(sc, StartAt(where))
     moves = r.events[r.events["kind"] == "transfer"]
-    wan = Wan.from_scenario(sc)
+    wan = scenario_wan(sc)
     per_gb = {(o, d): wan.energy_kwh(o, d, 1.0) for o in origins for d in origins}
     assert (r.jobs["state"] == "completed").all()
     away = sum(where[job_id] != origin for job_id, _, origin in jobs)

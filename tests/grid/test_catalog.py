@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sim
-from sim.grid.catalog import alignment_offset, load_zone, signal_for_site, zone_series
-from tests.conftest import make_scenario, site
+from sim.grid.catalog import alignment_offset, load_zone, zone_series
+from tests.conftest import make_scenario, site, site_signal
 
 
 @given(
@@ -59,9 +59,9 @@ def scenario_with(carbon: dict, **kw):
 
 
 def test_blend_scale_and_offset_apply_in_that_order():
-    plain_de = signal_for_site(scenario_with({"zone": "DE"}), 0)
-    plain_fr = signal_for_site(scenario_with({"zone": "FR"}), 0)
-    what_if = signal_for_site(
+    plain_de = site_signal(scenario_with({"zone": "DE"}), 0)
+    plain_fr = site_signal(scenario_with({"zone": "FR"}), 0)
+    what_if = site_signal(
         scenario_with(
             {
                 "zone": "DE",
@@ -80,7 +80,7 @@ def test_blend_scale_and_offset_apply_in_that_order():
 
 def test_an_offset_that_makes_the_intensity_negative_is_an_error():
     with pytest.raises(sim.ScenarioError, match=r"sites\[0\].carbon: .*negative"):
-        signal_for_site(scenario_with({"zone": "FR", "offset_g_per_kwh": -1000.0}), 0)
+        site_signal(scenario_with({"zone": "FR", "offset_g_per_kwh": -1000.0}), 0)
 
 
 def test_results_say_which_kind_of_signal_each_site_used(tmp_path):

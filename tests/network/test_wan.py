@@ -8,11 +8,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from sim.config.scenario import load_scenario
+from sim.config.loading import load_scenario
 from sim.errors import ScenarioError
 from sim.network import FALLBACK_ZONE, Wan, device_model, max_min_rates, per_gb_kwh
 from sim.network.topology import great_circle_km, load_topology_file
-from tests.conftest import REPO, make_scenario, site
+from tests.conftest import REPO, make_scenario, scenario_wan, site
 
 START_2019 = "2019-06-03T00:00:00Z"
 FRA = (50.1109, 8.6821)  # the DE catalog point
@@ -26,7 +26,7 @@ KWH_PER_GB_PER_W_PER_GBPS = 8 / 3.6e6  # 1 GB = 8 Gbit; W/Gbps = J/Gbit
 
 def wan_of(sites: list[dict], start: str = START_2019, tmp_path: Path | None = None, **wan):
     sc = make_scenario(tmp_path, sites=sites, start=start, duration_h=48.0, wan=wan)
-    return Wan.from_scenario(sc)
+    return scenario_wan(sc)
 
 
 def europe_sites() -> list[dict]:

@@ -18,7 +18,7 @@ import pytest
 from policies.gaia import CarbonTime, LowestWindow
 from policies.kit import Bookings, PlannedStart, Run, ranked_starts
 from policies.wait_awhile import WaitAwhile
-from sim.config.scenario import load_scenario
+from sim.config.loading import load_scenario
 from sim.engine.build import simulate
 from sim.errors import ScenarioError
 from sim.plugins import build_policy

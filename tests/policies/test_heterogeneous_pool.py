@@ -15,7 +15,7 @@ import sim
 from policies import ServeAutoscale
 from policies.heterogeneous_pool import HeterogeneousPool
 from sim.api import Scale
-from sim.config.scenario import scenario_from_dict
+from sim.config.loading import scenario_from_dict
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 

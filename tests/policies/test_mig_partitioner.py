@@ -14,7 +14,7 @@ import sim
 from policies.mig_partitioner import MigPartitioner
 from sim.api import Repartition
 from sim.models import mig
-from sim.serving.replica import replica_model
+from sim.models.llm_replica import replica_model
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
 

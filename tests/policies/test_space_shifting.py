@@ -14,8 +14,7 @@ from policies.space_shifting import ForecastSite, LowestCarbonSite, MigrateWhenW
 from sim.api import Defer, Migrate, Start
 from sim.errors import PolicyError, ScenarioError, TraceError
 from sim.testing import PolicyHarness
-from sim.workload import load_job_file
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, scenario_jobs, site, write_jobs
 
 # Constant grids make expected carbon exact: a dirty origin, a clean site far away.
 DIRTY, CLEAN, MIDDLE = 700.0, 50.0, 300.0
@@ -48,7 +47,7 @@ def scenario(tmp_path, jobs, wan=WAN, **overrides):
 
 def test_a_job_file_lists_the_sites_a_job_may_use(tmp_path):
     sc = scenario(tmp_path, [job("a", allowed_sites="warsaw; frankfurt"), job("b")])
-    jobs = load_job_file(sc.workload.file, sc)
+    jobs = scenario_jobs(sc.workload.file, sc)
     h = PolicyHarness(sc).advance(0.0)
     assert h.job("a").allowed_sites == ("warsaw", "frankfurt")
     assert h.job("b").allowed_sites == ("warsaw", "stockholm", "frankfurt")
@@ -59,7 +58,7 @@ def test_a_job_file_lists_the_sites_a_job_may_use(tmp_path):
 def test_an_unknown_allowed_site_is_an_error_naming_the_line(tmp_path):
     sc = scenario(tmp_path, [job("a"), job("b", allowed_sites="warsaw;oslo")])
     with pytest.raises(TraceError, match=r"jobs.csv:3.*allowed_sites.*'warsaw;oslo'"):
-        load_job_file(sc.workload.file, sc)
+        scenario_jobs(sc.workload.file, sc)
 
 
 def test_workload_residency_narrows_the_sites_of_jobs_by_origin(tmp_path):

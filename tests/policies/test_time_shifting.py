@@ -35,7 +35,7 @@ from policies.kit.time_shifting import _FLEXIBLE
 from policies.run_now import RunNow
 from policies.wait_awhile import WaitAwhile
 from sim.api import Defer, Resume, SetCap, Start, Suspend
-from sim.config.scenario import load_scenario
+from sim.config.loading import load_scenario
 from sim.engine.build import simulate
 from sim.errors import ScenarioError
 from sim.plugins import build_policy

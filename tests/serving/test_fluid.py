@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from sim.config.services import SloConfig
+from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.fluid import LOAD_GRID, Fluid, _BatchPass, pool_table
-from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.requests import RequestTable
 from sim.serving.service_sim import STEP_COLUMNS
 from sim.serving.sources import FileSource, RequestSource, TokenStats

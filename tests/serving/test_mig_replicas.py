@@ -13,8 +13,8 @@ import pytest
 
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
-from sim.serving.models import ModelSpec
-from sim.serving.replica import replica_model
+from sim.models.llm import ModelSpec
+from sim.models.llm_replica import replica_model
 
 A100, H100 = "A100-80GB", "H100-SXM"
 SMALL = ModelSpec(1.0, 1.0, "bfloat16", "Dense Transformer", None)

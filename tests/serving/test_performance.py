@@ -1,4 +1,4 @@
-"""sim.serving.performance: what a replica of an LLM delivers, and how well it is calibrated.
+"""sim.models.llm_performance: what a replica of an LLM delivers, and how well it is calibrated.
 
 The accuracy and shipped-file tests read the ML.ENERGY leaderboard data in
 ../shared/data/mlenergy-leaderboard and skip without it.
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import sim.serving as serving
+from sim.models.llm_roofline import Inputs, evaluate
 from sim.serving import ModelSpec, performance, serving_model
-from sim.serving.roofline import Inputs, evaluate
 from tests.conftest import REPO, SHARED_DATA
 
 LEADERBOARD = SHARED_DATA / "mlenergy-leaderboard"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from sim.serving import MODELS
-from sim.serving.quality import (
+from sim.models.llm_quality import (
     QUALITY_BENCHMARK,
     default_directives,
     model_quality,
     quality_scores,
 )
+from sim.serving import MODELS
 
 
 def test_the_benchmark_is_mmlu_pro():

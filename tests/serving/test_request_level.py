@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 from sim.config.services import SloConfig
-from sim.serving.replica import ReplicaModel, replica_model
+from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.request_level import RequestLevel
 from sim.serving.requests import RequestTable
 from sim.serving.service_sim import STEP_COLUMNS

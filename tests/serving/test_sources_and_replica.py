@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim.models.llm_replica import replica_model
 from sim.serving import RequestTable, performance
-from sim.serving.replica import replica_model
 from sim.serving.sources import FileSource, SyntheticSource
 
 TABLE = RequestTable(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.api import Defer, Migrate, Reject, Resume, SetCap, Start, Suspend
-from sim.config.scenario import scenario_from_dict
+from sim.config.loading import scenario_from_dict
 from sim.models.hardware import GPU_CATALOG
 
 MODELS = sorted(GPU_CATALOG)

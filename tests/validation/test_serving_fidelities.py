@@ -31,9 +31,9 @@ import pandas as pd
 import pytest
 
 from sim.config.services import SloConfig
+from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.fluid import Fluid
 from sim.serving.importers import import_azure_llm
-from sim.serving.replica import ReplicaModel, replica_model
 from sim.serving.request_level import RequestLevel
 from sim.serving.service_sim import ServiceSim
 from sim.serving.sources import FileSource

@@ -21,8 +21,7 @@ import pytest
 from sim.api import Start
 from sim.engine.build import simulate
 from sim.models.training import TRAINING_WORKLOADS, split_batch_profile
-from sim.workload import load_job_file
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, scenario_jobs, site
 
 GPUS = {"p100": "P100", "v100": "V100", "rtx6000": "RTX6000", "a40": "A40"}
 TOLERANCE = 0.10
@@ -131,7 +130,7 @@ def tta_run(tmp_path_factory):
     ]
     scenario = make_scenario(duration_h=50_000, sites=sites, workload={"file": str(path)})
     results = simulate(scenario, StartWhereTold())
-    return points, results, load_job_file(path, scenario)
+    return points, results, scenario_jobs(path, scenario)
 
 
 def test_every_workload_batch_size_and_limit_is_covered(tta_run):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import sim
+from sim.engine.build import workload_jobs
 from sim.models import hardware
-from sim.workload import build_jobs
 from sim.workload.feasibility import fastest_runtime_s, infeasible_deadlines
 from tests.conftest import make_scenario, run_cli, site, write_jobs
 
@@ -45,16 +45,18 @@ def scenario(tmp_path):
 
 
 def test_the_fastest_runtime_is_the_work_on_the_fastest_allowed_gpu_at_full_power(scenario):
-    jobs = build_jobs(scenario, None)  # type: ignore[arg-type]
-    fastest = dict(zip(jobs.job_id, fastest_runtime_s(jobs, scenario), strict=True))
+    jobs = workload_jobs(scenario, None)  # type: ignore[arg-type]
+    fastest = dict(
+        zip(jobs.job_id, fastest_runtime_s(jobs, scenario.sites, scenario.speed), strict=True)
+    )
     assert H100_SPEEDUP > 1.03  # 1.95 h is then feasible on H100s only
     assert fastest["feasible_anywhere"] == pytest.approx(2 * 3600.0 / H100_SPEEDUP)
     assert fastest["only_on_h100_but_kept_on_a100"] == pytest.approx(2 * 3600.0)
 
 
 def test_only_deadlines_before_the_fastest_possible_end_are_infeasible(scenario):
-    jobs = build_jobs(scenario, None)  # type: ignore[arg-type]
-    flagged = set(jobs.job_id[infeasible_deadlines(jobs, scenario)])
+    jobs = workload_jobs(scenario, None)  # type: ignore[arg-type]
+    flagged = set(jobs.job_id[infeasible_deadlines(jobs, scenario.sites, scenario.speed)])
     assert flagged == {"only_on_h100_but_kept_on_a100", "too_early_everywhere"}
 
 
@@ -75,9 +77,9 @@ def test_a_job_that_fits_no_pool_is_rejected_not_counted_infeasible(tmp_path):
     scenario = make_scenario(
         tmp_path, sites=SITES, workload={"file": str(job_file), "oversized": "reject"}
     )
-    jobs = build_jobs(scenario, None)  # type: ignore[arg-type]
-    assert fastest_runtime_s(jobs, scenario)[0] == float("inf")
-    assert not infeasible_deadlines(jobs, scenario).any()
+    jobs = workload_jobs(scenario, None)  # type: ignore[arg-type]
+    assert fastest_runtime_s(jobs, scenario.sites, scenario.speed)[0] == float("inf")
+    assert not infeasible_deadlines(jobs, scenario.sites, scenario.speed).any()
 
 
 def test_the_printed_summary_says_how_many_deadlines_no_policy_could_meet(

@@ -17,10 +17,9 @@ from sim.api import Migrate, Resume, Start, Suspend
 from sim.errors import PolicyError, TraceError
 from sim.models import hardware
 from sim.testing import PolicyHarness
-from sim.workload import load_job_file
 from sim.workload.feasibility import fastest_runtime_s
 from sim.workload.importers import import_trace
-from tests.conftest import make_scenario, site, write_jobs
+from tests.conftest import make_scenario, scenario_jobs, site, write_jobs
 
 POOLS = [
     {"model": "A100-80GB", "count": 4},
@@ -50,7 +49,7 @@ def test_the_column_lists_gpu_models_and_round_trips_through_csv_and_parquet(tmp
             job("c", allowed_gpu_models="V100"),
         ],
     )
-    jobs = load_job_file(sc.workload.file, sc)
+    jobs = scenario_jobs(sc.workload.file, sc)
     assert jobs.allowed_gpu_models.tolist() == ["H100-SXM;A100-80GB", "", "V100"]
     assert [jobs.gpu_models_of(j) for j in range(3)] == [
         ("H100-SXM", "A100-80GB"),
@@ -63,7 +62,7 @@ def test_the_column_lists_gpu_models_and_round_trips_through_csv_and_parquet(tmp
             frame.to_csv(path, index=False)
         else:
             frame.to_parquet(path)
-        assert load_job_file(path, sc).equals(jobs)
+        assert scenario_jobs(path, sc).equals(jobs)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +80,7 @@ def test_a_gpu_model_the_catalog_lacks_is_a_one_line_error_naming_file_line_and_
         tmp_path, [job("a", allowed_gpu_models="V100"), job("b", allowed_gpu_models=cell)]
     )
     with pytest.raises(TraceError) as err:
-        load_job_file(sc.workload.file, sc)
+        scenario_jobs(sc.workload.file, sc)
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith(
@@ -92,7 +91,7 @@ def test_a_gpu_model_the_catalog_lacks_is_a_one_line_error_naming_file_line_and_
 
 def test_a_table_without_the_column_allows_any_model(tmp_path):
     sc = scenario(tmp_path, [job("a"), job("b")])
-    jobs = load_job_file(sc.workload.file, sc)
+    jobs = scenario_jobs(sc.workload.file, sc)
     assert jobs.allowed_gpu_models.tolist() == ["", ""]
     assert jobs.to_frame(sc.site_names())["allowed_gpu_models"].tolist() == ["", ""]
 
@@ -148,8 +147,8 @@ def test_a_job_no_pool_of_its_models_can_hold_is_rejected_at_arrival(tmp_path):
 
 def test_the_fastest_runtime_counts_only_the_models_a_job_may_use(tmp_path):
     sc = scenario(tmp_path, [job("any"), job("v100", allowed_gpu_models="V100")])
-    jobs = load_job_file(sc.workload.file, sc)
-    fastest = fastest_runtime_s(jobs, sc)
+    jobs = scenario_jobs(sc.workload.file, sc)
+    fastest = fastest_runtime_s(jobs, sc.sites, sc.speed)
     on = {m: 2 * 3600.0 / hardware.speed(m, "mixed") for m in ("H100-SXM", "V100")}
     assert fastest.tolist() == pytest.approx([on["H100-SXM"], on["V100"]])
 

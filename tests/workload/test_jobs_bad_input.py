@@ -16,11 +16,10 @@ import pandas as pd
 import pytest
 
 from sim.errors import TraceError
-from sim.workload import load_job_file
 from sim.workload.importers import FORMATS, import_trace, write_native
 from sim.workload.native import read_job_frame
 from sim.workload.table import MAX_JOB_GPUS, MAX_JOB_RUNTIME_H, job_value_checks
-from tests.conftest import make_scenario
+from tests.conftest import make_scenario, scenario_jobs
 
 # --- the native loader -----------------------------------------------------------------------
 
@@ -81,7 +80,7 @@ def test_non_finite_or_absurd_numbers_in_a_job_file_name_file_line_and_value(
 ):
     path = job_file(tmp_path, GOOD, row)
     with pytest.raises(TraceError) as e:
-        load_job_file(path, make_scenario(workload={"file": str(path), "oversized": "reject"}))
+        scenario_jobs(path, make_scenario(workload={"file": str(path), "oversized": "reject"}))
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
@@ -98,7 +97,7 @@ def test_non_finite_or_absurd_sizes_are_refused(tmp_path, column, value):
         TraceError,
         match=rf"jobs.csv:3: {column} must be a number >= 0 \(GB\), at most 10,000,000, got '{value}'",
     ):
-        load_job_file(path, make_scenario(workload={"file": str(path)}))
+        scenario_jobs(path, make_scenario(workload={"file": str(path)}))
 
 
 def test_parquet_nan_and_inf_cells_name_the_row(tmp_path):
@@ -115,7 +114,7 @@ def test_parquet_nan_and_inf_cells_name_the_row(tmp_path):
         TraceError,
         match=r"jobs.parquet: row 2: work_gpu_h must be a positive number of GPU-hours, got nan \[and 1 more bad row\(s\)\]$",
     ):
-        load_job_file(path, make_scenario(workload={"file": str(path)}))
+        scenario_jobs(path, make_scenario(workload={"file": str(path)}))
 
 
 def test_an_oversized_job_beyond_any_cluster_is_refused_even_when_oversized_jobs_are_rejected(
@@ -127,7 +126,7 @@ def test_an_oversized_job_beyond_any_cluster_is_refused_even_when_oversized_jobs
         TraceError,
         match="jobs.csv:3: gpus must be a positive integer, at most 1,048,576, got '1e30'",
     ):
-        load_job_file(path, scenario)
+        scenario_jobs(path, scenario)
 
 
 def test_the_bounds_hold_exactly_at_their_limits():
@@ -228,7 +227,7 @@ def test_importers_skip_and_count_rows_the_native_loader_would_refuse(tmp_path, 
     scenario = make_scenario(
         workload={"file": str(out), "oversized": "reject"}, duration_h=24 * 365.0
     )
-    jobs = load_job_file(out, scenario)
+    jobs = scenario_jobs(out, scenario)
     assert jobs.job_id.tolist() == kept
     assert np.isfinite(jobs.work_gpu_h).all() and (jobs.gpus > 0).all()
 
@@ -312,4 +311,4 @@ def test_a_deadline_that_cannot_be_meant_is_an_error_naming_the_line(tmp_path):
         encoding="utf-8",
     )
     with pytest.raises(TraceError, match=r"jobs\.csv:3: deadline must be at most 100,000 h"):
-        load_job_file(path, make_scenario())
+        scenario_jobs(path, make_scenario())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from sim.config.scenario import PHILLY_GPUS, SyntheticWorkload
+from sim.config.workload import PHILLY_GPUS, SyntheticWorkload
 from sim.workload import generate_synthetic
 from sim.workload.synthetic import hourly_rate_factors
 

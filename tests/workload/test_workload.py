@@ -15,9 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.config.scenario import Scenario, SyntheticWorkload, scenario_from_dict
+from sim.config.loading import scenario_from_dict
+from sim.config.scenario import Scenario
+from sim.config.workload import SyntheticWorkload
+from sim.engine.build import workload_jobs
 from sim.errors import ScenarioError, TraceError
-from sim.workload import COLUMNS, JobTable, build_jobs, generate_synthetic, load_job_file
+from sim.workload import COLUMNS, JobTable, generate_synthetic
+from tests.conftest import scenario_jobs
 
 START = datetime(2020, 6, 1, tzinfo=UTC)
 HORIZON_S = 48 * 3600.0
@@ -213,8 +217,8 @@ def test_the_workload_ignores_global_random_state_and_the_policy():
     wl = {"synthetic": DETERMINISM_CFG.model_dump(mode="json")}
     run_now = make_scenario(wl, policy={"name": "run_now"})
     other = make_scenario(wl, policy={"name": "something_else", "params": {"x": 1}})
-    via_scenario = build_jobs(run_now, np.random.default_rng(7))
-    assert via_scenario.equals(build_jobs(other, np.random.default_rng(7)))
+    via_scenario = workload_jobs(run_now, np.random.default_rng(7))
+    assert via_scenario.equals(workload_jobs(other, np.random.default_rng(7)))
     assert via_scenario.equals(a)
 
 
@@ -302,7 +306,7 @@ def test_a_table_round_trips_through_the_native_formats(tmp_path, name, source):
         frame.to_parquet(path)
     else:
         frame.to_csv(path, index=False)
-    assert load_job_file(path, SCENARIO).equals(jobs)
+    assert scenario_jobs(path, SCENARIO).equals(jobs)
 
 
 @st.composite
@@ -346,14 +350,14 @@ def test_any_table_round_trips_exactly_through_csv(jobs):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "jobs.csv"
         jobs.to_frame(SITES).to_csv(path, index=False)
-        assert load_job_file(path, SCENARIO).equals(jobs)
+        assert scenario_jobs(path, SCENARIO).equals(jobs)
 
 
 # --- reading job files ---------------------------------------------------------------------
 
 
 def test_optional_columns_take_their_defaults(tmp_path):
-    jobs = load_job_file(write(tmp_path, csv("a,0,2,1.5")), SCENARIO)
+    jobs = scenario_jobs(write(tmp_path, csv("a,0,2,1.5")), SCENARIO)
     assert list(jobs.job_id) == ["a"] and jobs.gpus.tolist() == [2]
     assert jobs.work_gpu_h.tolist() == [1.5] and jobs.profile.tolist() == ["mixed"]
     assert np.isnan(jobs.deadline_s[0]) and jobs.interruptible.tolist() == [False]
@@ -364,7 +368,7 @@ def test_optional_columns_take_their_defaults(tmp_path):
 def test_empty_optional_cells_take_their_defaults(tmp_path):
     header = HEADER + ",profile,deadline,interruptible,checkpoint_gb,data_gb,origin_site"
     text = csv("a,0,1,1,,,,,,", "b,0,1,1,inference,7200,true,3,4,west", header=header)
-    jobs = load_job_file(write(tmp_path, text), SCENARIO)
+    jobs = scenario_jobs(write(tmp_path, text), SCENARIO)
     assert jobs.profile.tolist() == ["mixed", "inference"]
     assert np.isnan(jobs.deadline_s[0]) and jobs.deadline_s[1] == 7200.0
     assert jobs.interruptible.tolist() == [False, True]
@@ -379,7 +383,7 @@ def test_times_are_seconds_or_iso_datetimes_with_offset(tmp_path):
         "c,2020-06-01 00:30:00Z,1,1,2020-06-02T00:00:00-02:00",
         header=HEADER + ",deadline",
     )
-    jobs = load_job_file(write(tmp_path, text), SCENARIO)
+    jobs = scenario_jobs(write(tmp_path, text), SCENARIO)
     assert jobs.job_id.tolist() == ["a", "c", "b"]  # sorted by submit time
     assert jobs.submit_s.tolist() == [90.5, 1800.0, 3600.0]
     assert np.isnan(jobs.deadline_s[0])
@@ -388,7 +392,7 @@ def test_times_are_seconds_or_iso_datetimes_with_offset(tmp_path):
 
 def test_jobs_are_sorted_by_submit_time_keeping_file_order_on_ties(tmp_path):
     text = csv("late,100,1,1", "tie1,50,1,1", "early,0,1,1", "tie2,50,1,1")
-    jobs = load_job_file(write(tmp_path, text), SCENARIO)
+    jobs = scenario_jobs(write(tmp_path, text), SCENARIO)
     assert jobs.job_id.tolist() == ["early", "tie1", "tie2", "late"]
 
 
@@ -398,7 +402,7 @@ def test_jobs_are_sorted_by_submit_time_keeping_file_order_on_ties(tmp_path):
 )
 def test_interruptible_accepts_true_false_one_zero(tmp_path, value, expected):
     text = csv(f"a,0,1,1,{value}", header=HEADER + ",interruptible")
-    assert load_job_file(write(tmp_path, text), SCENARIO).interruptible.tolist() == [expected]
+    assert scenario_jobs(write(tmp_path, text), SCENARIO).interruptible.tolist() == [expected]
 
 
 def test_blank_lines_and_spaces_are_ignored_but_lines_still_counted(tmp_path):
@@ -407,9 +411,9 @@ def test_blank_lines_and_spaces_are_ignored_but_lines_still_counted(tmp_path):
         TraceError,
         match=r"jobs\.csv:5: gpus must be a positive integer, at most 1,048,576, got '-2'",
     ):
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     path = write(tmp_path, csv(" a , 0 , 1 , 1 ", "", "b,0,2,1"))
-    assert load_job_file(path, SCENARIO).job_id.tolist() == ["a", "b"]
+    assert scenario_jobs(path, SCENARIO).job_id.tolist() == ["a", "b"]
 
 
 def test_line_numbers_count_newlines_inside_quoted_values(tmp_path):
@@ -418,7 +422,7 @@ def test_line_numbers_count_newlines_inside_quoted_values(tmp_path):
         TraceError,
         match=r"jobs\.csv:4: gpus must be a positive integer, at most 1,048,576, got 'x'",
     ):
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
 
 
 def test_parquet_timestamps_with_a_time_zone_are_converted(tmp_path):
@@ -433,7 +437,7 @@ def test_parquet_timestamps_with_a_time_zone_are_converted(tmp_path):
     )
     path = tmp_path / "jobs.parquet"
     frame.to_parquet(path)
-    jobs = load_job_file(path, SCENARIO)
+    jobs = scenario_jobs(path, SCENARIO)
     assert jobs.job_id.tolist() == ["b", "a"]
     assert jobs.submit_s.tolist() == [0.0, 3600.0]
     assert np.isnan(jobs.deadline_s[0]) and jobs.deadline_s[1] == 5 * 3600.0
@@ -442,7 +446,7 @@ def test_parquet_timestamps_with_a_time_zone_are_converted(tmp_path):
 def test_build_jobs_reads_the_scenario_job_file(tmp_path):
     write(tmp_path, csv("a,0,1,1", "b,60,8,4"))
     scenario = make_scenario({"file": "jobs.csv"}, source=tmp_path / "study.toml")
-    jobs = build_jobs(scenario, np.random.default_rng(0))
+    jobs = workload_jobs(scenario, np.random.default_rng(0))
     assert jobs.job_id.tolist() == ["a", "b"] and jobs.gpus.tolist() == [1, 8]
 
 
@@ -477,7 +481,7 @@ BAD_ROWS = [
 def test_a_bad_value_names_file_line_column_and_value(tmp_path, case, row, value, text):
     path = write(tmp_path, csv(OK, row))
     with pytest.raises(TraceError) as info:
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     message = str(info.value)
     assert message.startswith(f"{path}:3: "), message
     assert value in message and text in message, message
@@ -523,7 +527,7 @@ BAD_OPTIONAL = [
 def test_a_bad_optional_value_names_file_line_column_and_value(tmp_path, case, row, value, text):
     path = write(tmp_path, csv("ok,0,1,1,,,,,,", row, header=OPTIONAL_HEADER))
     with pytest.raises(TraceError) as info:
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     message = str(info.value)
     assert message.startswith(f"{path}:3: "), message
     assert value in message and text in message, message
@@ -532,7 +536,7 @@ def test_a_bad_optional_value_names_file_line_column_and_value(tmp_path, case, r
 def test_the_first_bad_row_in_file_order_is_reported_and_the_others_counted(tmp_path):
     path = write(tmp_path, csv(OK, "b,0,1,-1", "c,0,-2,1", "d,0,1,1"))
     with pytest.raises(TraceError) as info:
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     assert str(info.value) == (
         f"{path}:3: work_gpu_h must be a positive number of GPU-hours, got '-1' "
         "[and 1 more bad row(s)]"
@@ -558,7 +562,7 @@ def test_the_first_bad_row_in_file_order_is_reported_and_the_others_counted(tmp_
 def test_malformed_files_name_the_file_and_the_problem(tmp_path, text, expected):
     path = write(tmp_path, text)
     with pytest.raises(TraceError) as info:
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     message = str(info.value)
     assert message.startswith(str(path)) and expected in message, message
     assert "\n" not in message
@@ -566,19 +570,19 @@ def test_malformed_files_name_the_file_and_the_problem(tmp_path, text, expected)
 
 def test_unreadable_files_are_trace_errors(tmp_path):
     with pytest.raises(TraceError, match=r"missing.csv: cannot read job file: No such file"):
-        load_job_file(tmp_path / "missing.csv", SCENARIO)
+        scenario_jobs(tmp_path / "missing.csv", SCENARIO)
     (tmp_path / "folder.csv").mkdir()
     with pytest.raises(TraceError, match="folder.csv: cannot read job file"):
-        load_job_file(tmp_path / "folder.csv", SCENARIO)
+        scenario_jobs(tmp_path / "folder.csv", SCENARIO)
     (tmp_path / "latin1.csv").write_bytes(csv("caf\xe9,0,1,1").encode("latin-1"))
     with pytest.raises(TraceError, match="latin1.csv: cannot read job file: it is not UTF-8 text"):
-        load_job_file(tmp_path / "latin1.csv", SCENARIO)
+        scenario_jobs(tmp_path / "latin1.csv", SCENARIO)
     (tmp_path / "broken.csv.gz").write_bytes(gzip.compress(csv(OK).encode())[:20])
     with pytest.raises(TraceError, match="broken.csv.gz: cannot read job file"):
-        load_job_file(tmp_path / "broken.csv.gz", SCENARIO)
+        scenario_jobs(tmp_path / "broken.csv.gz", SCENARIO)
     (tmp_path / "broken.parquet").write_text(csv(OK))
     with pytest.raises(TraceError, match="broken.parquet: cannot read job file"):
-        load_job_file(tmp_path / "broken.parquet", SCENARIO)
+        scenario_jobs(tmp_path / "broken.parquet", SCENARIO)
 
 
 def test_other_file_types_are_refused(tmp_path):
@@ -586,7 +590,7 @@ def test_other_file_types_are_refused(tmp_path):
     with pytest.raises(
         TraceError, match=r"jobs\.json: unknown job file type; use \.csv, \.csv\.gz or \.parquet"
     ):
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
 
 
 def test_parquet_errors_name_the_row(tmp_path):
@@ -599,14 +603,14 @@ def test_parquet_errors_name_the_row(tmp_path):
         TraceError,
         match=r"jobs\.parquet: row 2: gpus must be a positive integer, at most 1,048,576, got -2$",
     ):
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     frame.iloc[0:0].to_parquet(path)
     with pytest.raises(TraceError, match=r"jobs\.parquet: the file is empty"):
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
     naive = frame.assign(gpus=[1, 2], submit_time=pd.to_datetime(["2020-06-01", "2020-06-01"]))
     naive.to_parquet(path)
     with pytest.raises(TraceError, match="'submit_time' holds timestamps without a time zone"):
-        load_job_file(path, SCENARIO)
+        scenario_jobs(path, SCENARIO)
 
 
 def test_the_job_format_page_lists_every_accepted_profile():

@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.fluid.latency import LATENCY_GRID_S
-from sim.serving.replica import ReplicaModel
 from sim.serving.sources import RequestSource
 
 _BURST_WINDOWS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)

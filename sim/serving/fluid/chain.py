@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 
 LOAD_GRID = np.unique(
     np.concatenate(

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from sim.config.services import SloConfig
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 
 LATENCY_GRID_S = np.geomspace(1e-3, 3600.0, 401)
 """The log grid of latencies (1 ms to 1 h) of the run-wide distributions and tables, s."""

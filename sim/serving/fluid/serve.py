@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.config.services import SloConfig
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.fluid.burst import (
     _PASS_LEVELS,
     _PASS_NODES,
@@ -38,7 +39,6 @@ from sim.serving.fluid.chain import LOAD_GRID, PoolTable, _lerp, _locate, pool_t
 from sim.serving.fluid.latency import _LOG_RATES, RATE_GRID_PER_S, _Latency, _locate_log
 from sim.serving.fluid.memory import _SETTLED, _Carried, _sequential
 from sim.serving.fluid.percentiles import _MIN_WAIT_PROB, _Part, _Passed, _Queued, _Stationary
-from sim.serving.replica import ReplicaModel
 from sim.serving.sources import RequestSource
 
 _QUEUEING = 1e-3

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.fluid.record import (
     PERCENTILE_COLUMNS,
     _PowerReport,
@@ -25,7 +26,6 @@ from sim.serving.fluid.record import (
 )
 from sim.serving.fluid.run_latency import _RunLatency
 from sim.serving.fluid.serve import _Flows, _SiteResult
-from sim.serving.replica import ReplicaModel
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
 
 

@@ -14,7 +14,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.sources import RequestSource
 
 STATES = ("served", "dropped", "unfinished")

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heappush
 
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.request_level.records import _DROPPED, _Requests
 
 

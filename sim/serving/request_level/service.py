@@ -18,7 +18,7 @@ from heapq import heappop, heappush
 import numpy as np
 import pandas as pd
 
-from sim.serving.replica import ReplicaModel
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.request_level.records import _DROPPED, _SERVED, _Requests
 from sim.serving.request_level.replicas import _Fleet
 from sim.serving.request_level.routing import _Router

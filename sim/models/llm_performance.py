@@ -3,7 +3,7 @@
 Reads `sim/data/serving_model.toml` (written by `scripts/calibrate_serving.py` from the
 ML.ENERGY leaderboard v3 measurements): the fitted constants, the model catalog and the
 specifications of the calibration GPUs that `sim/data/gpus.toml` lacks (B200). The
-equations are in `sim.serving.roofline`; docs/serving.md explains them. A power cap goes
+equations are in `sim.models.llm_roofline`; docs/serving.md explains them. A power cap goes
 through `sim.models.hardware`'s calibrated cap model (docs/power-model.md) with the serving
 model's own draw as the uncapped power.
 """
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
-from sim.serving.models import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
-from sim.serving.roofline import Inputs, Params, evaluate
+from sim.models.llm import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
+from sim.models.llm_roofline import Inputs, Params, evaluate
 
 __all__ = [
     "ServingGpu",

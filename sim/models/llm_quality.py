@@ -16,7 +16,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from sim.serving.models import finite_real
+from sim.models.llm import finite_real
+from sim.models.llm_performance import serving_model
 
 __all__ = [
     "QUALITY_BENCHMARK",
@@ -55,9 +56,7 @@ class Directive:
 
 def _catalog() -> tuple[str, ...]:
     """The serving catalog's model ids."""
-    from sim.serving import MODELS
-
-    return tuple(MODELS)
+    return tuple(sorted(serving_model().models))
 
 
 def _number(value: Any, key: str, low: float, high: float, low_open: bool) -> float:

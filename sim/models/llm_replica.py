@@ -4,7 +4,7 @@ number of sequences in its batch, and the prefill time of a prompt.
 Under continuous batching (vLLM) every sequence in the batch gets one output token per
 iteration, so a replica with `n` sequences in flight is a processor-sharing server whose
 per-sequence token rate is `1 / iter_s[n]`. `iter_s[n]` and `power_w[n]` come from the
-calibrated roofline (`sim.serving.roofline.evaluate`) at a maximum batch of `n`: the
+calibrated roofline (`sim.models.llm_roofline.evaluate`) at a maximum batch of `n`: the
 decode step with the prefill of the batch's prompts amortised over their output tokens,
 at the service's mean input and output lengths. A prompt's own prefill (the time to its
 first token, `prefill_s`) is the roofline's prefill of that many input tokens alone.
@@ -25,9 +25,9 @@ import numpy as np
 
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
-from sim.serving.models import PRECISION_BYTES
-from sim.serving.performance import ServingGpu, _cap, _inputs, _resolve, serving_model
-from sim.serving.roofline import GPU_MEMORY_UTILIZATION, evaluate
+from sim.models.llm import PRECISION_BYTES
+from sim.models.llm_performance import ServingGpu, _cap, _inputs, _resolve, serving_model
+from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, evaluate
 
 __all__ = ["ReplicaModel", "replica_model", "slice_gpu"]
 
@@ -89,7 +89,7 @@ def replica_model(
     mig_profile: str | None = None,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
-    `sim.serving.performance`); cached. ValueError as `performance` raises it.
+    `sim.models.llm_performance`); cached. ValueError as `performance` raises it.
 
     `mig_profile`: the replica runs on one slice of that profile of `gpu` (`num_gpus` must
     be 1; docs/mig.md): the roofline on the slice's resources (`slice_gpu`), its power the

@@ -1,0 +1,178 @@
+"""Scenario files: TOML -> validated, frozen `Scenario`.
+
+Reads the file (UTF-8 TOML), applies `--set` overrides, resolves the file paths it names
+against its folder, adds its own GPU models to the catalog, and validates it. Files a
+scenario names (carbon traces, job files) are read by `sim.grid` and `sim.workload`, which
+raise `ScenarioError`/`TraceError` naming the key path or the file and line.
+
+Errors name the file, the key path and the bad value, on one line:
+``study.toml: sites[1].gpus[0].count: Input should be greater than 0 (got -4)``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sim.config.base import check_numbers
+from sim.config.overrides import apply_override
+from sim.config.scenario import Scenario
+from sim.errors import ScenarioError
+from sim.models.hardware import gpu_spec_from_dict, register_gpu
+
+
+def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read a TOML scenario, apply `key.path=value` overrides, validate.
+
+    Relative file paths in the scenario are resolved against the scenario's folder.
+    Raises `ScenarioError` naming the file, the key path and the bad value.
+    """
+    path = Path(path)
+    raw = read_scenario_toml(path)
+    for item in overrides:
+        apply_override(raw, item)
+    return scenario_from_dict(raw, source=path)
+
+
+def read_scenario_toml(path: Path) -> dict[str, Any]:
+    """The parsed TOML of a scenario file, not yet validated; ScenarioError naming the file
+    if it cannot be read, is not UTF-8 text or is not TOML."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read scenario file ({e.strerror})") from None
+    try:
+        return tomllib.loads(_scenario_text(path, data))
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: invalid TOML: {e}") from None
+
+
+def _scenario_text(path: Path, data: bytes) -> str:
+    """The text of a scenario file: UTF-8, with or without a byte-order mark (TOML is
+    UTF-8); ScenarioError naming the file and what it looks like for anything else."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ScenarioError(f"{path}: scenario files are UTF-8 text; this one is UTF-16")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = data[e.start : e.start + 1].hex()
+        raise ScenarioError(
+            f"{path}: scenario files are UTF-8 text; byte {e.start} is 0x{bad}, not UTF-8 "
+            f"(Latin-1 or a binary file? save it as UTF-8)"
+        ) from None
+
+
+def scenario_from_dict(raw: dict[str, Any], source: str | Path = "<scenario>") -> Scenario:
+    """Validate a scenario given as a dict (as parsed from TOML)."""
+    source = Path(source)
+    _resolve_paths(raw, source.parent.resolve())
+    _register_gpu_models(raw.get("gpu_models"), source)
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as e:
+        raise ScenarioError(f"{source}: {_first_error(e)}") from None
+
+
+def _register_gpu_models(models: Any, source: Path) -> None:
+    """Add the scenario's own GPU models to the catalog before its pools are validated."""
+    if not isinstance(models, dict):
+        return  # the schema reports a wrong type
+    for gid, fields in models.items():
+        try:
+            check_numbers(fields, "")
+            register_gpu(gpu_spec_from_dict(gid, fields))
+        except (ValueError, TypeError, KeyError) as e:
+            raise ScenarioError(f"{source}: gpu_models.{gid}: {e}") from None
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for site in raw.get("sites", []) if isinstance(raw.get("sites"), list) else []:
+        for key in ("carbon", "decision_carbon", "forecast"):  # the site's own files
+            table = site.get(key) if isinstance(site, dict) else None
+            if isinstance(table, dict) and isinstance(table.get("file"), str):
+                table["file"] = str(base / table["file"])
+    wl = raw.get("workload")
+    if isinstance(wl, dict) and isinstance(wl.get("file"), str):
+        wl["file"] = str(base / wl["file"])
+    for svc in raw.get("services", []) if isinstance(raw.get("services"), list) else []:
+        src = svc.get("requests") if isinstance(svc, dict) else None
+        if isinstance(src, dict) and isinstance(src.get("file"), str):
+            src["file"] = str(base / src["file"])
+    wan = raw.get("wan")
+    if isinstance(wan, dict) and isinstance(wan.get("topology_file"), str):
+        wan["topology_file"] = str(base / wan["topology_file"])
+    failures = raw.get("failures")
+    if isinstance(failures, dict) and isinstance(failures.get("trace"), str):
+        failures["trace"] = str(base / failures["trace"])
+    spot = raw.get("spot")
+    if isinstance(spot, dict) and isinstance(spot.get("trace"), str):
+        spot["trace"] = str(base / spot["trace"])
+    throughput = raw.get("throughput")
+    if isinstance(throughput, dict) and isinstance(throughput.get("file"), str):
+        throughput["file"] = str(base / throughput["file"])
+    _resolve_policy_file(raw.get("policy"), base)
+
+
+def _resolve_policy_file(policy: Any, base: Path) -> None:
+    """A policy `path/to/file.py:Class` is found next to the scenario file when it is there
+    (else relative to the working directory), and so are a chain's members'."""
+    if not isinstance(policy, dict):
+        return
+    name = policy.get("name")
+    if isinstance(name, str) and ".py:" in name:
+        path, _, cls = name.rpartition(":")
+        if (base / path).is_file():
+            policy["name"] = f"{base / path}:{cls}"
+    params = policy.get("params")
+    members = params.get("policies") if isinstance(params, dict) else None
+    for member in members if isinstance(members, list) else []:
+        _resolve_policy_file(member, base)
+
+
+def _first_error(e: ValidationError) -> str:
+    errs = e.errors()
+    err = _most_telling(errs)
+    loc = _loc_to_path(err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    text = f"{loc}: {msg}" if loc else msg
+    if err["type"] not in ("missing", "value_error") and "input" in err:
+        text += f" (got {err['input']!r})"
+    if len(errs) > 1:
+        text += f" [and {len(errs) - 1} more error(s)]"
+    return text
+
+
+def _most_telling(errs: list[Any]) -> Any:
+    """The error to report: the first, unless it only says a value did not match one member
+    of a union (`pue = [1, nan]` is "not a number" and "item 1 not finite"): then the first
+    error about the same key that says what is wrong with the value."""
+    first = errs[0]
+    if not first["type"].endswith("_type"):
+        return first
+    key = _loc_to_path(first["loc"][:1])
+    same_key = (e for e in errs if _loc_to_path(e["loc"][:1]) == key)
+    return next((e for e in same_key if not e["type"].endswith("_type")), first)
+
+
+_UNION_MEMBER = re.compile(r"^(float|int|str|bool|(list|dict|tuple)\[.*\])$")
+"""How pydantic names the member of a union (`float | list[float]`) in an error's location."""
+
+
+def _loc_to_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union")) or _UNION_MEMBER.match(part):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out

@@ -1,0 +1,243 @@
+"""The scenario's `[[sites]]`: where a site is, its carbon signal (`CarbonConfig`), its GPU
+pools (`GpuPool`: models, MIG layouts, reserved and spot capacity), powering idle nodes off
+(`PowerOff`), a replayed forecast archive (`SiteForecast`) and its electricity tariff.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sim.config.base import ConfigModel, known_name
+from sim.config.market import Tariff
+from sim.models import mig
+from sim.models.hardware import GPU_CATALOG
+
+MAX_POOL_GPUS: Final = 1_000_000
+"""GPUs of one pool (and of one job) at most: the largest clusters announced hold a few
+hundred thousand."""
+
+
+MAX_PUE: Final = 10.0
+"""PUE at most: surveyed datacenters average about 1.6 (Uptime Institute 2023)."""
+
+
+class CarbonConfig(ConfigModel):
+    """Where a site's carbon-intensity signal comes from, and optional what-if transforms.
+
+    Exactly one source: a catalog `zone` (see `dcsim grid-data list`), a trace `file` in one
+    of the formats of `docs/trace-formats.md`, or `constant_g_per_kwh`. Then, in this order:
+    blend with `blend_zone`, multiply by `scale`, add `offset_g_per_kwh`.
+    """
+
+    zone: str | None = None
+    """Zone id in the `grid_data` catalog (e.g. "DE", "US-CAL")."""
+    year: int | None = Field(default=None, ge=1900, le=2100)
+    """Year of the zone's trace; default: the scenario start's year if the catalog has it,
+    else its latest year. A trace of another year is aligned to keep weekday and hour."""
+    variant: Literal["lifecycle", "direct"] = "lifecycle"
+    """Emission factors of zone traces (and of `entsoe`/`electricitymaps` files). Average
+    zone traces only: a zone's marginal series has the emission factors of its method."""
+    file: Path | None = None
+    """Trace file, relative to the scenario file."""
+    format: Literal["csv", "electricitymaps", "watttime", "entsoe", "uk-api"] = "csv"
+    column: str = "carbon_intensity"
+    """Value column of a `csv` file."""
+    time_column: str = "timestamp"
+    """Timestamp column of a `csv` file."""
+    unit: Literal["g/kWh", "kg/kWh", "lbs/MWh"] = "g/kWh"
+    """Unit of a `csv` file's values."""
+    timezone: str = "UTC"
+    """Time zone of naive timestamps in a `csv` file (IANA name)."""
+    constant_g_per_kwh: float | None = Field(default=None, ge=0)
+    kind: Literal["average", "marginal"] | None = None
+    """Average or marginal intensity; default: marginal for `watttime` files, else average.
+    A catalog `zone` with kind = "marginal" reads the zone's marginal series
+    (`grid_data/catalog_marginal.csv`, docs/marginal-signals.md)."""
+    blend_zone: str | None = None
+    """Second catalog zone (same year rule) mixed in with weight `blend_weight`."""
+    blend_weight: float = Field(default=0.5, ge=0, le=1)
+    scale: float = Field(default=1.0, ge=0, le=1000)
+    offset_g_per_kwh: float = 0.0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CarbonConfig:
+        given = [k for k in ("zone", "file", "constant_g_per_kwh") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of zone, file, constant_g_per_kwh (got {given or 'none'})"
+            )
+        if self.zone is not None and self.kind == "marginal" and "variant" in self.model_fields_set:
+            raise ValueError(
+                "variant applies to average zone traces; a marginal zone series has the "
+                "emission factors of its method (drop variant)"
+            )
+        if self.blend_zone is not None and self.zone is None:
+            raise ValueError("blend_zone blends two catalog zones: give zone too")
+        return self
+
+    @property
+    def signal_kind(self) -> str:
+        """The kind of intensity this source gives."""
+        if self.kind is not None:
+            return self.kind
+        return "marginal" if self.file is not None and self.format == "watttime" else "average"
+
+
+class GpuPool(ConfigModel):
+    model: str
+    count: int = Field(gt=0, le=MAX_POOL_GPUS)
+    mig: tuple[str, ...] | None = None
+    """A MIG layout every GPU of the pool is partitioned into, profile names of `model`
+    (`sim.models.mig`, docs/mig.md), e.g. ["3g.40gb", "2g.20gb", "2g.20gb"]: the pool then runs only
+    jobs with a `mig_profile`, one per slice. None: whole GPUs."""
+
+    reserved: int = Field(default=0, ge=0, le=MAX_POOL_GPUS)
+    """GPUs of the pool that are reserved capacity: committed for the whole run, paid for
+    whether used or not (docs/spot-capacity.md)."""
+    spot: int = Field(default=0, ge=0, le=MAX_POOL_GPUS)
+    """GPUs of the pool that are spot capacity: cheap, evicted by `[spot]`. The rest of
+    `count` is on-demand capacity."""
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        return known_name("GPU model", v, GPU_CATALOG)
+
+    @model_validator(mode="after")
+    def _capacity_split(self) -> GpuPool:
+        if self.reserved + self.spot > self.count:
+            raise ValueError(
+                f"{self.model}: reserved ({self.reserved}) + spot ({self.spot}) exceeds count "
+                f"({self.count})"
+            )
+        if self.mig is not None and self.split:
+            raise ValueError(
+                f"{self.model}: a MIG-partitioned pool cannot be split into "
+                "reserved or spot capacity"
+            )
+        return self
+
+    @property
+    def split(self) -> bool:
+        """The pool has reserved or spot GPUs (else all of it is the scenario's one kind)."""
+        return self.reserved > 0 or self.spot > 0
+
+    @property
+    def on_demand(self) -> int:
+        """GPUs of the pool that are on-demand capacity."""
+        return self.count - self.reserved - self.spot
+
+    def check_mig(self, site: str) -> None:
+        """ValueError naming `site`, the model and the layout unless `mig` is a valid MIG
+        layout of the model (`sim.models.mig.validate_layout`)."""
+        if self.mig is None:
+            return
+        try:
+            if not self.mig:
+                raise ValueError(
+                    f"{self.model}: list at least one profile (omit mig for whole GPUs)"
+                )
+            mig.validate_layout(self.model, self.mig)
+        except ValueError as e:
+            raise ValueError(f"site {site!r}: mig layout {list(self.mig)}: {e}") from None
+
+
+class PowerOff(ConfigModel):
+    """Power idle nodes off: a node whose GPUs have all been free for `idle_s` switches off
+    and draws `off_w`; a start that needs it waits `wake_s` for it to boot, its GPUs held at
+    idle power meanwhile."""
+
+    idle_s: float = Field(default=900.0, ge=0)
+    wake_s: float = Field(default=300.0, ge=0)
+    off_w: float = Field(default=10.0, ge=0)
+    """Residual draw of a powered-off node (management controller), W."""
+
+
+class SiteForecast(ConfigModel):
+    """A real archive of issued forecasts replayed as the site's forecast
+    (`sim.grid.issued_forecasts`, docs/forecasts.md "Replayed forecasts")."""
+
+    file: Path
+    """CSV (or .csv.gz) with rows issued_at,target_start,<column>; relative to the scenario."""
+    format: Literal["issued"] = "issued"
+    column: str = "value"
+    """Value column."""
+    unit: Literal["g/kWh", "kg/kWh", "lbs/MWh"] = "g/kWh"
+    fallback: Literal["error", "model"] = "error"
+    """Where the archive does not cover a forecast asked for: "error", or the `[forecast]`
+    model fills that part (counted in meta.json's `forecast_replay`)."""
+
+
+class Site(ConfigModel):
+    name: str = Field(min_length=1)
+    lat: float = Field(ge=-90, le=90)
+    lon: float = Field(ge=-180, le=180)
+    carbon: CarbonConfig
+    """The carbon signal the site is charged on: its operational carbon in the results."""
+    decision_carbon: CarbonConfig | None = None
+    """A separate carbon signal the site's decisions see (`state.carbon_intensity`,
+    `state.forecast`, the signal steps that wake policies, cost estimates); its carbon is
+    reported as `carbon_operational_decision_kg`. None: decisions see `carbon`."""
+    gpus: list[GpuPool] = Field(min_length=1)
+    pue: float | list[float] = 1.2
+    """Facility power / IT power: a constant, or 24 values by UTC hour of the day."""
+    host_w_per_gpu: float = Field(default=50.0, ge=0)
+    """Host (CPU, memory, NIC, fans) power per installed GPU, always drawn."""
+    idle_w: dict[str, float] = {}
+    """Overrides of the catalog's idle power per GPU model, W."""
+    gpus_per_node: int = Field(default=8, gt=0, le=1024)
+    """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
+    power_off: PowerOff | None = None
+    """Switch idle nodes off (default: all nodes stay on)."""
+    checkpoint_write_gbps: float = Field(default=2.0, gt=0)
+    checkpoint_read_gbps: float = Field(default=2.0, gt=0)
+    """Storage bandwidth one job writes (suspend, migrate) and reads (resume) its checkpoint
+    at, GB/s; the job holds its GPUs at idle power meanwhile. 2 GB/s is an assumption (a
+    parallel file system client, or a local NVMe drive): set your site's."""
+    forecast: SiteForecast | None = None
+    """Replay a real archive of issued forecasts as this site's forecast (default: the
+    `[forecast]` model)."""
+    tariff: Tariff | None = None
+    """What the site pays for electricity (docs/electricity-costs.md); None: not billed."""
+
+    @field_validator("pue")
+    @classmethod
+    def _pue(cls, v: float | list[float]) -> float | list[float]:
+        values = v if isinstance(v, list) else [v]
+        if isinstance(v, list) and len(v) != 24:
+            raise ValueError(f"an hourly PUE profile needs 24 values (UTC hours), got {len(v)}")
+        bad = [x for x in values if not (math.isfinite(x) and 1.0 <= x <= MAX_PUE)]
+        if bad:
+            raise ValueError(f"PUE values must be in [1, {MAX_PUE:g}], got {bad[0]}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Site:
+        models = [p.model for p in self.gpus]
+        if len(set(models)) != len(models):
+            raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
+        for p in self.gpus:
+            p.check_mig(self.name)
+        if self.power_off is not None:
+            for p in self.gpus:
+                if p.count % self.gpus_per_node:
+                    raise ValueError(
+                        f"power_off needs whole nodes: {p.model} count {p.count} is not a "
+                        f"multiple of gpus_per_node {self.gpus_per_node}"
+                    )
+        for m, w in self.idle_w.items():
+            if m not in models:
+                raise ValueError(f"idle_w: {m!r} is not a GPU model of this site ({models})")
+            if w < 0:
+                raise ValueError(f"idle_w.{m} must be >= 0, got {w}")
+        return self
+
+    @property
+    def max_pool_gpus(self) -> int:
+        """GPUs of the site's largest pool of whole GPUs (a MIG-partitioned pool holds only
+        jobs on its slices; 0 if every pool is partitioned)."""
+        return max((p.count for p in self.gpus if p.mig is None), default=0)
