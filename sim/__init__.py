@@ -11,8 +11,8 @@ The package is a house of floors (docs/architecture.md): `util`, `models`, `conf
 domain builders (`grid`, `network`, `workload`, `serving`, `market`), `engine`, `study`, and
 the public faces beside them (this module, `api`, `errors`, `plugins`, `testing`, `cli`,
 `results`). The modules' former paths keep working as aliases of the same module objects:
-`sim.stats` and `sim.plots` (documented: `sim.study.stats`, `sim.study.plots`), and, deprecated
-since 0.2 with a DeprecationWarning, `sim.scenario` (now `sim.config`), `sim.run`
+`sim.stats` and `sim.plots` (documented: `sim.study.stats`, `sim.study.plots`), and,
+deprecated with a DeprecationWarning, `sim.scenario` (now `sim.config`), `sim.run`
 (`sim.engine.build`) and the other modules that moved (`_MOVED`).
 """
 
@@ -60,13 +60,19 @@ _MOVED = {
     "sim.dr_events": "sim.market.dr_events",
     "sim.dr_programs": "sim.market.dr_programs",
     "sim.rebound": "sim.workload.rebound",
+    "sim.atomic": "sim.util.atomic",
+    "sim.csv_rows": "sim.util.csv_rows",
+    "sim.columns": "sim.util.columns",
+    "sim.streams": "sim.util.streams",
+    "sim.records": "sim.util.records",
+    "sim.config_model": "sim.config.base",
     "sim.serving.config": "sim.config.services",
     "sim.serving.models": "sim.models.llm",
     "sim.serving.roofline": "sim.models.llm_roofline",
     "sim.serving.replica": "sim.models.llm_replica",
     "sim.serving.quality": "sim.models.llm_quality",
 }
-"""Former module paths (before the layers of 0.2) and where the module lives now."""
+"""Former module paths (before `sim/` was laid out in floors) and where each module lives now."""
 
 
 class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
