@@ -21,7 +21,7 @@ import pandas as pd
 from sim.api import DemandResponseView
 from sim.engine.component import Component
 from sim.engine.ledger import Pool, Site
-from sim.market.dr_events import BASELINE_WINDOW_S, DrEvent, dr_events
+from sim.market.dr_events import BASELINE_WINDOW_S, DrEvent, DrJobRecord, DrWindow, dr_events
 from sim.market.dr_programs import settle
 from sim.results import (
     ResultParts,
@@ -30,7 +30,6 @@ from sim.results import (
     dr_job_metrics,
     jain_index,
 )
-from sim.util.records import DrJobRecord, DrWindow
 
 if TYPE_CHECKING:
     from sim.engine.component import Core

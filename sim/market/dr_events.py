@@ -12,6 +12,10 @@ An explicit entry is one event. A generator entry becomes many:
 Each event keeps the key of the entry it came from (`demand_response[2]`, or
 `demand_response[2]#5` for a generator's sixth event), for the event log, and the entry's
 `program` (a generator's events all inherit it).
+
+What a run measured of its events is recorded here too: each announced event's limit and
+baseline (`DrWindow`) and what the events did to each job (`DrJobRecord`), which the
+engine's meter fills and the results' metrics read.
 """
 
 from __future__ import annotations
@@ -134,3 +138,33 @@ def high_carbon_windows(
         else:
             out.append((a, b))
     return [(a, b) for a, b in out if b - a >= min_duration_s]
+
+
+@dataclass(frozen=True, slots=True)
+class DrWindow:
+    """An announced demand-response event as measured: its limit, and the mean facility
+    power in the hour before its notice (its baseline), kW."""
+
+    site: int
+    start_s: float
+    end_s: float
+    limit_kw: float
+    baseline_kw: float
+    rebound_h: float
+    """How long after the event its rebound is looked for, h."""
+
+
+@dataclass(slots=True)
+class DrJobRecord:
+    """What demand-response events did to one job at its site (it ran or was suspended
+    during one)."""
+
+    run_s: float = 0.0
+    """Time it ran inside events, s."""
+    done_gpu_s: float = 0.0
+    """Work it did then, reference GPU-s."""
+    uncapped_gpu_s: float = 0.0
+    """Work it would have done uncapped in that time and while suspended in events,
+    reference GPU-s."""
+    paused_s: float = 0.0
+    """Time it was suspended inside events, s."""

@@ -15,7 +15,7 @@ import pandas as pd
 
 from sim.grid import CarbonSignal, signal_for_site
 from sim.grid.pue import PueProfile
-from sim.util.records import DrJobRecord, DrWindow
+from sim.market.dr_events import DrJobRecord, DrWindow
 
 if TYPE_CHECKING:
     from sim.market.billing import PriceCurve

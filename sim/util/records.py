@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -80,36 +79,6 @@ a row. The same time computed by different float sums differs in its last bits a
 and library builds (5.8e-11 s at t = 39,600 s has been seen); this tolerance keeps the
 structure of every result file independent of such differences. It lies far above them at
 any horizon (float64 spacing is 3.7e-9 s at a year) and far below anything modelled."""
-
-
-@dataclass(frozen=True, slots=True)
-class DrWindow:
-    """An announced demand-response event as measured: its limit, and the mean facility
-    power in the hour before its notice (its baseline), kW."""
-
-    site: int
-    start_s: float
-    end_s: float
-    limit_kw: float
-    baseline_kw: float
-    rebound_h: float
-    """How long after the event its rebound is looked for, h."""
-
-
-@dataclass(slots=True)
-class DrJobRecord:
-    """What demand-response events did to one job at its site (it ran or was suspended
-    during one)."""
-
-    run_s: float = 0.0
-    """Time it ran inside events, s."""
-    done_gpu_s: float = 0.0
-    """Work it did then, reference GPU-s."""
-    uncapped_gpu_s: float = 0.0
-    """Work it would have done uncapped in that time and while suspended in events,
-    reference GPU-s."""
-    paused_s: float = 0.0
-    """Time it was suspended inside events, s."""
 
 
 class EventLog:
