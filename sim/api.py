@@ -316,8 +316,9 @@ class _Offered(Protocol):
     """The queries `SystemState` offers policies as the engine answers them: each is declared
     once, here (its signature and its docstring with units). `SystemState` inherits it,
     forwarding it to the engine, and `StateQueries`, which the engine implements
-    (`sim.engine.queries.Queries`), extends this protocol, so a new query of this kind is
-    this one edit plus its answer in `Queries`."""
+    (`sim.engine.queries.Queries`), extends this protocol, so a new query is this one edit
+    plus its answer in `Queries`. A query about a job takes its `JobView` (the engine reads
+    `job.index`)."""
 
     __slots__ = ()
 
@@ -388,6 +389,44 @@ class _Offered(Protocol):
         in the queue after a failure has less work left: `pending_since` shows it again)."""
         return _engine(self).runtime_version(site)
 
+    def training_options(self, job: JobView, truth: bool = False) -> dict[int, float]:
+        """For a job with a `target_metric` (docs/training.md): {batch size: work to the
+        target at that batch size, reference GPU-h} over the batch sizes Zeus trained and
+        measured at which some run reaches the target. `truth=False`: the expected work (the
+        mean over the trace's runs at that batch size, a run that never reaches it counted
+        at the maximum epochs), what a scheduler can know; `truth=True`: the work of the run
+        the job will actually train (an oracle's view). A `Start(..., batch_size=b)` before
+        the job first runs makes its work the truth at `b`. {} for other jobs."""
+        return _engine(self).training_options(job, truth)
+
+    def power_delta_w(
+        self,
+        job: JobView,
+        cap_w: float | None = None,
+        site: str | None = None,
+        gpu_model: str | None = None,
+    ) -> float:
+        """How much `site`'s IT power would change, W: if pending/suspended `job` started
+        there now under `cap_w` (None: the site's cap; `site` and `gpu_model` as in `Start`,
+        waking powered-off nodes included), or, for a running job, if its own cap became
+        `cap_w` (None: the site's cap, or uncapped)."""
+        return _engine(self).power_delta_w(job, cap_w, site, gpu_model)
+
+    def estimate(
+        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
+    ) -> tuple[float, float]:
+        """(runtime_s, facility energy kWh) to finish `job`'s remaining work on `site` from
+        now, uninterrupted, under `cap_w` (None: the site's cap, or uncapped), on `gpu_model`
+        (None: the site's first pool)."""
+        return _engine(self).estimate(job, site, cap_w, gpu_model)
+
+    def runtime_s(
+        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
+    ) -> float:
+        """`estimate(job, site, cap_w, gpu_model)`'s runtime_s alone, without its energy
+        integrals."""
+        return _engine(self).runtime_s(job, site, cap_w, gpu_model)
+
 
 def _engine(state: _Offered) -> StateQueries:
     """What `state` (a `SystemState`) asks."""
@@ -429,15 +468,7 @@ class StateQueries(_Offered, Protocol):
     def migration_cost(
         self, j: int, site_name: str, model: str | None
     ) -> tuple[float, float, float, float]: ...
-    def power_delta_w(
-        self, j: int, cap: float | None, site_name: str | None, model: str | None
-    ) -> float: ...
     def announced_events(self, site: str | None) -> list[DemandResponseView]: ...
-    def estimate(
-        self, j: int, site_name: str, cap: float | None, model: str | None
-    ) -> tuple[float, float]: ...
-    def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float: ...
-    def training_options(self, j: int, truth: bool) -> dict[int, float]: ...
     def job_profile(self, j: int) -> str: ...
     def job_gpus(self, j: int) -> int: ...
     def vc_room(self, j: int) -> float: ...
@@ -989,16 +1020,6 @@ class SystemState(_Offered):
         stall_s, kwh, kg, lost_s = self._q.migration_cost(job.index, site, gpu_model)
         return MigrationCost(stall_s, kwh, kg, lost_s / 3600.0)
 
-    def training_options(self, job: JobView, truth: bool = False) -> dict[int, float]:
-        """For a job with a `target_metric` (docs/training.md): {batch size: work to the
-        target at that batch size, reference GPU-h} over the batch sizes Zeus trained and
-        measured at which some run reaches the target. `truth=False`: the expected work (the
-        mean over the trace's runs at that batch size, a run that never reaches it counted
-        at the maximum epochs), what a scheduler can know; `truth=True`: the work of the run
-        the job will actually train (an oracle's view). A `Start(..., batch_size=b)` before
-        the job first runs makes its work the truth at `b`. {} for other jobs."""
-        return self._q.training_options(job.index, truth)
-
     def idle_w(self, site: str, model: str) -> float:
         """Idle power of one `model` GPU at `site` (the site's override, else the catalog's), W."""
         pool = self._q.site(site).pool(model)
@@ -1006,34 +1027,6 @@ class SystemState(_Offered):
             raise PolicyError(f"idle_w: site {site} has no {model} GPUs")
         return pool.idle_w
 
-    def power_delta_w(
-        self,
-        job: JobView,
-        cap_w: float | None = None,
-        site: str | None = None,
-        gpu_model: str | None = None,
-    ) -> float:
-        """How much `site`'s IT power would change, W: if pending/suspended `job` started
-        there now under `cap_w` (None: the site's cap; `site` and `gpu_model` as in `Start`,
-        waking powered-off nodes included), or, for a running job, if its own cap became
-        `cap_w` (None: the site's cap, or uncapped)."""
-        return self._q.power_delta_w(job.index, cap_w, site, gpu_model)
-
     def demand_response(self, site: str | None = None) -> list[DemandResponseView]:
         """Announced events that have not ended (all sites, or one)."""
         return self._q.announced_events(site)
-
-    def estimate(
-        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
-    ) -> tuple[float, float]:
-        """(runtime_s, facility energy kWh) to finish `job`'s remaining work on `site` from
-        now, uninterrupted, under `cap_w` (None: the site's cap, or uncapped), on `gpu_model`
-        (None: the site's first pool)."""
-        return self._q.estimate(job.index, site, cap_w, gpu_model)
-
-    def runtime_s(
-        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
-    ) -> float:
-        """`estimate(job, site, cap_w, gpu_model)`'s runtime_s alone, without its energy
-        integrals."""
-        return self._q.runtime_s(job.index, site, cap_w, gpu_model)

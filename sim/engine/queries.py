@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.api import DemandResponseView, ParallelScaling, ReplicaPoint
+from sim.api import DemandResponseView, JobView, ParallelScaling, ReplicaPoint
 from sim.config.services import Directive, ServiceConfig, Variant
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
@@ -282,8 +282,13 @@ class Queries(Component):
         return hold_s, kwh + move_kwh, kg + move_kg, lost_s
 
     def power_delta_w(
-        self, j: int, cap: float | None, site_name: str | None, model: str | None
+        self,
+        job: JobView,
+        cap_w: float | None = None,
+        site: str | None = None,
+        gpu_model: str | None = None,
     ) -> float:
+        j, cap, site_name, model = job.index, cap_w, site, gpu_model
         runs = self._runs
         placement = runs.placement
         held = runs.gpu_share[j]  # the GPUs it is charged for: a fractional job's share
@@ -297,11 +302,11 @@ class Queries(Component):
             raise PolicyError(
                 "power_delta_w: give the site a job that is not running would start on"
             )
-        site = self._fleet.site(site_name)
-        pool = self._pool(j, site, model, "power_delta_w")
-        _, draw_w = placement.speed(j, pool, placement.effective_cap(site, cap))
+        at = self._fleet.site(site_name)
+        pool = self._pool(j, at, model, "power_delta_w")
+        _, draw_w = placement.speed(j, pool, placement.effective_cap(at, cap))
         new_gpus = placement.new_gpus(j, pool)
-        if self._fleet.needs_wake(site, pool, new_gpus):
+        if self._fleet.needs_wake(at, pool, new_gpus):
             return pool.nodes_to_wake(new_gpus) * pool.node_w  # held at idle while booting
         return placement.share_on(j, pool) * (draw_w - pool.idle_w)
 
@@ -328,27 +333,29 @@ class Queries(Component):
         return [v for v in self._dr.announced if site is None or v.site == site]
 
     def estimate(
-        self, j: int, site_name: str, cap: float | None, model: str | None
+        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
     ) -> tuple[float, float]:
-        core = self._core
-        site = self._fleet.site(site_name)
-        pool = self._pool(j, site, model, "estimate")
-        hold_s, runtime_s, draw_w = self._hold_run_draw(j, site, pool, cap)
+        core, j = self._core, job.index
+        at = self._fleet.site(site)
+        pool = self._pool(j, at, gpu_model, "estimate")
+        hold_s, runtime_s, draw_w = self._hold_run_draw(j, at, pool, cap_w)
         now = core.env.now  # the energy of the told runtime, at the true power
         energy_kwh = (
             self._runs.placement.share_on(j, pool)
             * (
-                (pool.idle_w + pool.host_w) * site.pue.integral(now, now + hold_s)
-                + (draw_w + pool.host_w) * site.pue.integral(now + hold_s, now + hold_s + runtime_s)
+                (pool.idle_w + pool.host_w) * at.pue.integral(now, now + hold_s)
+                + (draw_w + pool.host_w) * at.pue.integral(now + hold_s, now + hold_s + runtime_s)
             )
             / WS_PER_KWH
         )
         return hold_s + runtime_s, energy_kwh
 
-    def runtime_s(self, j: int, site_name: str, cap: float | None, model: str | None) -> float:
-        site = self._fleet.site(site_name)
+    def runtime_s(
+        self, job: JobView, site: str, cap_w: float | None = None, gpu_model: str | None = None
+    ) -> float:
+        j, at = job.index, self._fleet.site(site)
         hold_s, runtime_s, _ = self._hold_run_draw(
-            j, site, self._pool(j, site, model, "runtime_s"), cap
+            j, at, self._pool(j, at, gpu_model, "runtime_s"), cap_w
         )
         return hold_s + runtime_s
 
@@ -366,7 +373,8 @@ class Queries(Component):
             raise PolicyError(f"{asker}: site {site.name} has no {profile} MIG slices")
         return self._fleet.pool(site, model, asker)
 
-    def training_options(self, j: int, truth: bool) -> dict[int, float]:
+    def training_options(self, job: JobView, truth: bool = False) -> dict[int, float]:
+        j = job.index
         target = float(self.jobs.target_metric[j])
         if math.isnan(target):
             return {}
