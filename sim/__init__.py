@@ -72,7 +72,11 @@ _MOVED = {
     "sim.serving.replica": "sim.models.llm_replica",
     "sim.serving.quality": "sim.models.llm_quality",
 }
-"""Former module paths (before `sim/` was laid out in floors) and where each module lives now."""
+"""Former module paths (before `sim/` was laid out in floors) and where each module lives now.
+Modules, not names: a class that moved between modules (`sim.billing.TouPeriod` is now
+`sim.config.market.TouPeriod`) is imported from its new module. `sim.serving.performance` is
+not among them: it is the function `sim.serving` exports (the module is
+`sim.models.llm_performance`)."""
 
 
 class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):

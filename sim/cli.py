@@ -27,9 +27,10 @@ from sim.api import Policy
 from sim.config.loading import load_scenario
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
-from sim.engine.build import build_sources, build_world, random_streams, seed_sequences, simulate
+from sim.engine.build import build_sources, build_world, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
+from sim.util.streams import random_streams, seed_sequences
 
 
 class _Command(typer.core.TyperCommand):

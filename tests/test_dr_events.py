@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim.engine.build import build_world, random_streams
+from sim.engine.build import build_world
 from sim.errors import ScenarioError
 from sim.market.dr_events import dr_events
+from sim.util.streams import random_streams
 from tests.conftest import make_scenario, site
 
 JOBS = [

@@ -89,31 +89,35 @@ def _register_gpu_models(models: Any, source: Path) -> None:
             raise ScenarioError(f"{source}: gpu_models.{gid}: {e}") from None
 
 
+_FILE_KEYS = (
+    ("workload", "file"),
+    ("wan", "topology_file"),
+    ("failures", "trace"),
+    ("spot", "trace"),
+    ("throughput", "file"),
+)
+"""(table, key) of the top-level tables' file names."""
+_LISTED_FILE_KEYS = (
+    ("sites", "carbon", "file"),
+    ("sites", "decision_carbon", "file"),
+    ("sites", "forecast", "file"),
+    ("services", "requests", "file"),
+)
+"""(list, table, key) of the file names in each entry of a list of tables."""
+
+
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
-    for site in raw.get("sites", []) if isinstance(raw.get("sites"), list) else []:
-        for key in ("carbon", "decision_carbon", "forecast"):  # the site's own files
-            table = site.get(key) if isinstance(site, dict) else None
-            if isinstance(table, dict) and isinstance(table.get("file"), str):
-                table["file"] = str(base / table["file"])
-    wl = raw.get("workload")
-    if isinstance(wl, dict) and isinstance(wl.get("file"), str):
-        wl["file"] = str(base / wl["file"])
-    for svc in raw.get("services", []) if isinstance(raw.get("services"), list) else []:
-        src = svc.get("requests") if isinstance(svc, dict) else None
-        if isinstance(src, dict) and isinstance(src.get("file"), str):
-            src["file"] = str(base / src["file"])
-    wan = raw.get("wan")
-    if isinstance(wan, dict) and isinstance(wan.get("topology_file"), str):
-        wan["topology_file"] = str(base / wan["topology_file"])
-    failures = raw.get("failures")
-    if isinstance(failures, dict) and isinstance(failures.get("trace"), str):
-        failures["trace"] = str(base / failures["trace"])
-    spot = raw.get("spot")
-    if isinstance(spot, dict) and isinstance(spot.get("trace"), str):
-        spot["trace"] = str(base / spot["trace"])
-    throughput = raw.get("throughput")
-    if isinstance(throughput, dict) and isinstance(throughput.get("file"), str):
-        throughput["file"] = str(base / throughput["file"])
+    """Makes every file name the scenario gives relative to its own folder (`base`)."""
+    tables: list[Any] = [raw.get(table) for table, _ in _FILE_KEYS]
+    keys = [key for _, key in _FILE_KEYS]
+    for entries, table, key in _LISTED_FILE_KEYS:
+        listed = raw.get(entries)
+        for entry in listed if isinstance(listed, list) else []:
+            tables.append(entry.get(table) if isinstance(entry, dict) else None)
+            keys.append(key)
+    for table, key in zip(tables, keys, strict=True):
+        if isinstance(table, dict) and isinstance(table.get(key), str):
+            table[key] = str(base / table[key])
     _resolve_policy_file(raw.get("policy"), base)
 
 

@@ -3,6 +3,5 @@ run (`component.Component` and its subclasses). See docs/architecture.md."""
 
 from sim.engine.component import Component
 from sim.engine.core import Engine
-from sim.results import ResultParts
 
-__all__ = ["Component", "Engine", "ResultParts"]
+__all__ = ["Component", "Engine"]

@@ -1,4 +1,7 @@
-"""`simulate`: one call builds the world from a scenario, runs it and returns `Results`."""
+"""The one construction path: `build_world` (the jobs and the sites' carbon signals),
+`build_sources` (the services' request sources), `build_engine` (the engine with its policy,
+forecaster, WAN and inputs) and `simulate`, one call that builds the world from a scenario,
+runs it (to a fixed point with user rebound) and returns `Results`."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ class Component:
     1. **construct** with declared inputs: `Component(core, **siblings, **inputs)`, where
        `siblings` are the built components named in the class's `uses` (keyword arguments
        of the same names) and `inputs` what the core hands it (signals, the WAN, request
-       sources; `rng`: its random stream `sim.util.streams.STREAMS[stream]` if it declares
+       sources; `rng`: its random stream, `random_streams(seed)[stream]`, if it declares
        `stream`). `wire` builds the components in an order that follows from `uses`.
     2. **start()**: at time 0, start the component's SimPy processes and timers;
     3. **hooks** while the run goes on; every one has a default that does nothing, and

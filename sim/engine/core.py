@@ -76,7 +76,8 @@ __all__ = ["Engine"]
 
 
 class Engine:
-    """One simulation run. Build it with `simulate`, which also turns it into `Results`."""
+    """One simulation run. Build it with `sim.engine.build.build_engine` (the one construction
+    path; `simulate` builds, runs and turns it into `Results`)."""
 
     COMPONENTS: tuple[type[Component], ...] = (
         JobBook,

@@ -26,7 +26,7 @@ from sim.workload.time_to_accuracy import outcome_columns, outcome_summary
 if TYPE_CHECKING:
     from sim.engine.core import Engine
 
-__all__ = ["build_results", "policy_objectives"]
+__all__ = ["build_results"]
 
 
 def build_results(engine: Engine, wall_s: float) -> Results:
@@ -82,7 +82,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "scenario_name": scenario.name,
         "scenario_start": scenario.start.isoformat(),
         "policy": type(engine.policy).__name__,
-        "policy_objective": policy_objectives(engine.policy),
+        "policy_objective": _policy_objectives(engine.policy),
         "carbon_signal_kind": {s.name: s.signal.kind for s in engine.fleet.sites},
         "carbon_signals": signals_meta(
             scenario.sites, scenario.start, scenario.horizon_s, scenario.years
@@ -146,7 +146,7 @@ def _years_meta(engine: Engine) -> dict[str, Any]:
     }
 
 
-def policy_objectives(policy: object) -> dict[str, Any] | None:
+def _policy_objectives(policy: object) -> dict[str, Any] | None:
     """What the policy (or each member of a chain, by class name) minimises, for meta.json:
     its `goal` (`policies.kit.Objective`: objective and carbon price); None if no policy of
     the run has one."""

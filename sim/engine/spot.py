@@ -209,15 +209,15 @@ class Spot(Component):
                 f"has {free} {pool.model} free"
             )
 
-    def run_started(self, j: int, pool: Pool, kinds: Sequence[str] | None) -> None:
+    def run_started(self, j: int, pool: Pool, capacity: Sequence[str] | None) -> None:
         """`j` starts on `pool`; on a split pool (whole GPUs) it takes its GPUs by kind,
-        from `kinds` first to last (checked by `check_capacity`; None: `CAPACITY_KINDS`),
+        from `capacity` first to last (checked by `check_capacity`; None: `CAPACITY_KINDS`),
         and with a rate, an eviction is drawn for its spot nodes."""
         if pool.capacity is None:
             return
         core = self._core
         run = self._runs.live[j]
-        order = CAPACITY_KINDS if kinds is None else kinds
+        order = CAPACITY_KINDS if capacity is None else capacity
         taken = pool.capacity.take(j, self._runs.gpus[j], order)
         spot = taken.get("spot", 0)
         if not (spot and self.rate_per_node_s):

@@ -1,8 +1,8 @@
 """The wide-area network between sites: topology, routes, transfer time, energy, carbon.
 
 See docs/wan.md. Build a `Wan` from a scenario's `[wan]` section and its sites; policies
-ask it `cost(src, dst, gb, t0_s)` (no side effects), the engine moves data with
-`transfer(...)` or, with contention, through `wan.transfers` (`Transfers`: start, advance,
+ask it `cost(src, dst, gb, t0_s)` (no side effects), the engine charges moves with `totals`
+or, with contention, moves them through `wan.transfers` (`Transfers`: start, advance,
 next_event_s).
 
 - topology.py: topohub maps and GraphML/GML files -> a normalised `Topology` (the topohub
