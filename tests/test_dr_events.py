@@ -29,16 +29,7 @@ def generated(tmp_path, entry: dict, **overrides) -> list[tuple[str, float, floa
     """(key, start h, end h) of the events one generator entry makes."""
     scenario = make_scenario(tmp_path, JOBS, demand_response=[{"site": "a", **entry}], **overrides)
     _, signals = build_world(scenario, random_streams(scenario.seed))
-    return [
-        (e.key, e.start_s / 3600, e.end_s / 3600)
-        for e in dr_events(
-            scenario.demand_response,
-            scenario.site_names(),
-            scenario.start,
-            scenario.horizon_s,
-            signals,
-        )
-    ]
+    return [(e.key, e.start_s / 3600, e.end_s / 3600) for e in events_of(scenario, signals)]
 
 
 def test_a_daily_peak_event_recurs_at_the_local_hour_each_day(tmp_path):
@@ -96,16 +87,7 @@ def test_every_event_of_a_generator_inherits_its_program(tmp_path):
         dr_programs={"p": {"pay_per_kwh_shed": 0.4}},
     )
     _, signals = build_world(scenario, random_streams(scenario.seed))
-    programs = [
-        (e.key, e.program)
-        for e in dr_events(
-            scenario.demand_response,
-            scenario.site_names(),
-            scenario.start,
-            scenario.horizon_s,
-            signals,
-        )
-    ]
+    programs = [(e.key, e.program) for e in events_of(scenario, signals)]
     assert sorted(programs) == sorted(
         [(f"demand_response[0]#{n}", "p") for n in range(3)]
         + [(f"demand_response[1]#{n}", None) for n in range(3)]

@@ -59,22 +59,22 @@ class CheckpointTiming:
 
 
 class Placement:
-    """Speed, draw, fit and boot of the jobs on pools, from their per-job columns (`Runs`'
-    typed arrays and lists, which `Runs` changes in place: `gpus` whole GPUs, `milli`
-    thousandths of one, `gpu_share` GPUs charged, `mig_profile` ("": none), `profile`,
-    `parallelism`). Speeds are cached per (model, profile, cap, GPUs scaled, scheme,
-    node)."""
+    """Speed, draw, fit and boot of the jobs on pools, from their per-job columns: `Runs`'
+    typed arrays and lists, which `Runs` owns and changes in place and this reads (held
+    privately): `gpus` whole GPUs, `milli` thousandths of one, `gpu_share` GPUs charged,
+    `mig_profile` ("": none), `profile`, `parallelism`. Speeds are cached per (model,
+    profile, cap, GPUs scaled, scheme, node)."""
 
     __slots__ = (
         "_core",
         "_fleet",
         "timing",
-        "gpus",
-        "milli",
-        "gpu_share",
-        "mig_profile",
-        "profile",
-        "parallelism",
+        "_gpus",
+        "_milli",
+        "_gpu_share",
+        "_mig_profile",
+        "_profile",
+        "_parallelism",
         "_speeds",
     )
 
@@ -93,12 +93,12 @@ class Placement:
         self._fleet = fleet
         self.timing = CheckpointTiming(core.scenario, core.jobs)
         """Periodic checkpoints: their interval and the stalls of their writes."""
-        self.gpus = gpus
-        self.milli = milli
-        self.gpu_share = gpu_share
-        self.mig_profile = mig_profile
-        self.profile = profile
-        self.parallelism = parallelism
+        self._gpus = gpus
+        self._milli = milli
+        self._gpu_share = gpu_share
+        self._mig_profile = mig_profile
+        self._profile = profile
+        self._parallelism = parallelism
         self._speeds: dict[tuple[str, str, float | None, int, str, int], tuple[float, float]] = {}
 
     @staticmethod
@@ -113,9 +113,9 @@ class Placement:
         `[scaling]`, x the scaling efficiency of the job's GPUs under its parallel scheme,
         and the draw is the mix of computing and communicating power over the
         communication's share of time."""
-        profile, gpus = self.profile[j], self.gpus[j]
+        profile, gpus = self._profile[j], self._gpus[j]
         scaled = self._core.scenario.scaling is not None and gpus > 1
-        scheme = self.parallelism[j] if scaled else ""
+        scheme = self._parallelism[j] if scaled else ""
         key = (pool.model, profile, cap, gpus if scaled else 1, scheme, pool.gpus_per_node)
         hit = self._speeds.get(key)
         if hit is None:
@@ -151,13 +151,13 @@ class Placement:
         under the cap of the whole GPU."""
         cap = self.effective_cap(site, cap)
         per_gpu, draw_w = self.speed(j, pool, cap)
-        milli = self.milli[j]
-        if self.mig_profile[j]:
+        milli = self._milli[j]
+        if self._mig_profile[j]:
             gpus = self._slice_gpus(j, pool)
         elif sharing.is_fractional(milli):
             gpus = self._shared_gpus(j, pool)
         else:
-            gpus = self.gpus[j]
+            gpus = self._gpus[j]
         if self.timing.interval_s is None:
             return gpus * per_gpu, draw_w
         return gpus * per_gpu * self.timing.duty(j, site), draw_w
@@ -165,7 +165,7 @@ class Placement:
     def _shared_gpus(self, j: int, pool: Pool) -> float:
         """The GPUs fractional `j` computes with on `pool`: its share x the interference of
         the jobs co-located with it (those of the GPU it would join, if it is not there)."""
-        milli, shared = self.milli[j], pool.shared
+        milli, shared = self._milli[j], pool.shared
         if j in shared:
             others = shared.others_milli(j)
         else:
@@ -178,7 +178,7 @@ class Placement:
         """The GPUs' worth MIG job `j` computes with on a slice of `pool`'s model; PolicyError
         if the model has no slice of its profile (a query about a pool it cannot run on)."""
         try:
-            return _slice_speed_frac(pool.model, self.mig_profile[j], self.profile[j])
+            return _slice_speed_frac(pool.model, self._mig_profile[j], self._profile[j])
         except ValueError as e:
             raise PolicyError(f"job {self._core.jobs.job_id[j]} cannot run on {e}") from None
 
@@ -186,17 +186,17 @@ class Placement:
         """The ledger of GPU parts of `pool` that `j` takes a part of, and what it asks: a
         fractional job's milli of a shared GPU, a MIG job's profile of a slice (of a
         partitioned pool); None for whole GPUs."""
-        if self.mig_profile[j] and pool.mig is not None:
-            return pool.mig, self.mig_profile[j]
-        milli = self.milli[j]
+        if self._mig_profile[j] and pool.mig is not None:
+            return pool.mig, self._mig_profile[j]
+        milli = self._milli[j]
         return (pool.shared, milli) if sharing.is_fractional(milli) else None
 
     def share_on(self, j: int, pool: Pool) -> float:
         """GPUs `j` is charged for on `pool`: its GPUs, a fractional job's share of one, a
         MIG job's slice (its SM share of the GPU, `sim.models.mig.sm_share`)."""
-        if self.mig_profile[j] and pool.mig is not None:
-            return mig.sm_share(pool.model, self.mig_profile[j])
-        return self.gpu_share[j]
+        if self._mig_profile[j] and pool.mig is not None:
+            return mig.sm_share(pool.model, self._mig_profile[j])
+        return self._gpu_share[j]
 
     def new_gpus(self, j: int, pool: Pool) -> int:
         """Free GPUs of `pool` that `j` takes if it starts there now: its `gpus`; for a
@@ -204,7 +204,7 @@ class Placement:
         free slice of its profile), else 1."""
         parts = self.parts(j, pool)
         if parts is None:
-            return self.gpus[j]
+            return self._gpus[j]
         return 0 if parts[0].fit(parts[1]) is not None else 1
 
     def wake_s(self, j: int, site: Site, pool: Pool) -> float:
@@ -221,7 +221,7 @@ class Placement:
         """True if `j` can start on `pool` now: enough free GPUs, or room on a shared one; a
         MIG job, a free slice of its profile (never on whole GPUs, and no other job on a
         partitioned pool, which has no free GPUs)."""
-        profile = self.mig_profile[j]
+        profile = self._mig_profile[j]
         if profile:
             return pool.mig is not None and pool.mig.fits(profile)
         return pool.free >= self.new_gpus(j, pool)
@@ -229,32 +229,32 @@ class Placement:
     def needs(self, j: int) -> str:
         """What `j` asks for, for messages: "4 GPUs", "250 milli-GPU" or "a 1g.10gb MIG
         slice"."""
-        milli = self.milli[j]
-        if self.mig_profile[j]:
-            return f"a {self.mig_profile[j]} MIG slice"
+        milli = self._milli[j]
+        if self._mig_profile[j]:
+            return f"a {self._mig_profile[j]} MIG slice"
         if sharing.is_fractional(milli):
             return f"{milli} milli-GPU"
-        return f"{self.gpus[j]} GPUs"
+        return f"{self._gpus[j]} GPUs"
 
     def ideal_gpus(self, model: np.ndarray, profile: np.ndarray, site_of: array) -> np.ndarray:
         """Per job, the GPUs' worth of its ideal run on `model` (the GPU model it last ran
         on, at the site `site_of`; None: never ran): its GPUs (with `[scaling]`, times their
         scaling efficiency on that pool: communication is not a slowdown), a fractional
         job's share (alone), a MIG job's slice speed."""
-        gpus = np.array(self.gpu_share)
-        sliced = np.flatnonzero(np.asarray(self.mig_profile, dtype=object) != "")
+        gpus = np.array(self._gpu_share)
+        sliced = np.flatnonzero(np.asarray(self._mig_profile, dtype=object) != "")
         for j in sliced.tolist():
             if model[j] is not None:
-                gpus[j] = _slice_speed_frac(model[j], self.mig_profile[j], profile[j])
+                gpus[j] = _slice_speed_frac(model[j], self._mig_profile[j], profile[j])
         config = self._core.scenario.scaling
         if config is not None:
-            multi = np.flatnonzero((np.asarray(self.gpus) > 1) & (np.asarray(site_of) >= 0))
+            multi = np.flatnonzero((np.asarray(self._gpus) > 1) & (np.asarray(site_of) >= 0))
             sites = self._fleet.sites
             for j in multi.tolist():
                 pool = sites[site_of[j]].pool(model[j])
                 assert pool is not None
                 point = scaling.scaling(
-                    profile[j], model[j], self.gpus[j], self.parallelism[j], node_of(pool, config)
+                    profile[j], model[j], self._gpus[j], self._parallelism[j], node_of(pool, config)
                 )
                 gpus[j] *= point.efficiency
         return gpus
