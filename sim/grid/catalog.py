@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sim.errors import ScenarioError
+from sim.grid.data_dir import grid_data_dir, read_catalog_csv
 from sim.grid.factors import VARIANTS
 from sim.grid.loaders import load_trace
 from sim.grid.signal import SERIES_NAME, CarbonSignal
@@ -43,26 +44,18 @@ from sim.grid.signal import SERIES_NAME, CarbonSignal
 if TYPE_CHECKING:
     from sim.config.sites import CarbonConfig, Site
 
-GRID_DATA_DIR = Path(__file__).resolve().parents[2] / "grid_data"
-"""The project's carbon-trace catalog. Found relative to the source tree, which works because
-dcsim is installed editable from its repository (the README's set-up)."""
-
 
 KINDS = ("average", "marginal")
 _CATALOG_FILES = {"average": "catalog.csv", "marginal": "catalog_marginal.csv"}
 _BUILDERS = {"average": "dcsim grid-data build", "marginal": "python -m sim.grid.build_marginal"}
 
 
-@lru_cache(maxsize=2)
 def catalog(kind: str = "average") -> pd.DataFrame:
     """One row per zone-year of `kind`'s catalog. Average (`catalog.csv`): zone, name,
     region, source, year, lat, lon, timezone, file, data-cleaning counts and summary
     statistics (g/kWh, lifecycle variant). Marginal (`catalog_marginal.csv`): zone, year,
     method, source, file, hours, gaps_filled, statistics (g/kWh) and the build's notes."""
-    path = GRID_DATA_DIR / _CATALOG_FILES[kind]
-    if not path.is_file():
-        raise ScenarioError(f"no {kind} zone catalog at {path}; run `{_BUILDERS[kind]}`")
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return read_catalog_csv(grid_data_dir() / _CATALOG_FILES[kind], f"{kind} zone", _BUILDERS[kind])
 
 
 def available_zones(kind: str = "average") -> list[tuple[str, int]]:
@@ -90,9 +83,8 @@ def _row(zone: str, year: int, kind: str) -> pd.Series:
 
 
 @lru_cache(maxsize=64)
-def _zone_frame(zone: str, year: int, kind: str) -> pd.DataFrame:
-    frame = pd.read_parquet(GRID_DATA_DIR / _row(zone, year, kind)["file"])
-    return frame.set_index("timestamp")
+def _zone_frame(path: Path) -> pd.DataFrame:
+    return pd.read_parquet(path).set_index("timestamp")
 
 
 def load_zone(zone: str, year: int, variant: str = "lifecycle", kind: str = "average") -> pd.Series:
@@ -110,8 +102,10 @@ def load_zone(zone: str, year: int, variant: str = "lifecycle", kind: str = "ave
     if year not in years:
         raise ScenarioError(f"zone {zone} has no {kind} trace for {year}; years: {_span(years)}")
     column = "marginal_g_per_kwh" if kind == "marginal" else f"{variant}_g_per_kwh"
-    series = _zone_frame(zone, year, kind)[column].astype("float64").rename(SERIES_NAME)
     row = _row(zone, year, kind)
+    series = (
+        _zone_frame(grid_data_dir() / row["file"])[column].astype("float64").rename(SERIES_NAME)
+    )
     repairs = {key: int(row[col]) if col in row else 0 for key, col in _CATALOG_REPAIRS.items()}
     series.attrs = {"repairs": repairs, "method": zone_method(zone, year, variant, kind)}
     return series

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Literal
 
 import pandas as pd
 
 from sim.errors import ScenarioError
-from sim.grid.catalog import GRID_DATA_DIR, plan_years, wrapped_series
+from sim.grid.catalog import plan_years, wrapped_series
+from sim.grid.data_dir import grid_data_dir, read_catalog_csv
 
 __all__ = [
     "PRICE_SERIES_NAME",
@@ -50,15 +50,11 @@ PRICE_SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
-@lru_cache(maxsize=len(PRICE_SOURCES))
 def _catalog(source: str) -> pd.DataFrame:
     if source not in PRICE_SOURCES:
         raise ScenarioError(f"unknown price source {source!r}; known: {list(PRICE_SOURCES)}")
     folder, command = PRICE_SOURCES[source]
-    path = GRID_DATA_DIR / folder / "catalog.csv"
-    if not path.is_file():
-        raise ScenarioError(f"no {source} price catalog at {path}; run `{command}`")
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return read_catalog_csv(grid_data_dir() / folder / "catalog.csv", f"{source} price", command)
 
 
 def price_zone_years(source: PriceSource = "day-ahead") -> list[tuple[str, int]]:
@@ -88,7 +84,7 @@ def load_price(zone: str, year: int, source: PriceSource = "day-ahead") -> pd.Se
     """Hourly price of `zone` in `year` from `source`, EUR/MWh, on a UTC index of hour
     starts. ScenarioError naming the zone-years that have prices if this one has none."""
     row = _row(zone, year, source)
-    frame = pd.read_parquet(GRID_DATA_DIR / row["file"])
+    frame = pd.read_parquet(grid_data_dir() / row["file"])
     series = frame.set_index("timestamp")[PRICE_SERIES_NAME].astype("float64")
     series.index.name = "timestamp"
     return series

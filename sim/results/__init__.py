@@ -7,7 +7,7 @@ no engine (the engine assembles results: `sim.engine.results.build_results`).
 - parts.py: `ResultParts`, what a finished run's components fill.
 - metrics.py: metrics as pure functions over the tables (energy, carbon, cost,
   demand response, fairness).
-- provenance.py: `package_version`, `git_revision`.
+- provenance.py: `package_version`, `git_revision`, `library_versions`.
 """
 
 from sim.results.columns import JOB_COLUMNS, SUMMARY_KEYS, TERMINAL_STATES
@@ -26,7 +26,7 @@ from sim.results.metrics import (
     site_operational_carbon_kg,
 )
 from sim.results.parts import ResultParts
-from sim.results.provenance import git_revision, package_version
+from sim.results.provenance import git_revision, library_versions, package_version
 
 __all__ = [
     "FILES",
@@ -42,6 +42,7 @@ __all__ = [
     "demand_response_table",
     "dr_job_metrics",
     "git_revision",
+    "library_versions",
     "ideal_runtime_s",
     "jain_index",
     "operational_carbon_over_time_kg",

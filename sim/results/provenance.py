@@ -1,29 +1,60 @@
-"""Where a run ran: the dcsim version and the git revision, for meta.json and a sweep's
-manifest."""
+"""Where a run ran: the dcsim version, the git revision and the versions of the libraries its
+numbers depend on, for meta.json and a sweep's manifest."""
 
 from __future__ import annotations
 
+import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["git_revision", "package_version"]
+__all__ = ["LIBRARIES", "git_revision", "library_versions", "package_version"]
+
+LIBRARIES = ("numpy", "pandas", "scipy", "simpy", "pyarrow", "networkx", "pydantic")
+"""The distributions a result's numbers depend on: numpy's random streams are identical only
+on the same numpy (and build), pandas and pyarrow read and write the tables, scipy and
+networkx compute, SimPy orders the events, pydantic reads the scenario."""
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def package_version() -> str:
     """The installed dcsim's version; "unknown" when it runs from a checkout not installed."""
+    return _version("dcsim") or "unknown"
+
+
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each of `LIBRARIES` (None if one is missing), and the
+    machine's architecture (`machine`, e.g. "x86_64"), since a numpy build is per
+    architecture."""
+    versions: dict[str, str | None] = {name: _version(name) for name in LIBRARIES}
+    versions["machine"] = platform.machine() or None
+    return versions
+
+
+def _version(distribution: str) -> str | None:
     try:
-        return metadata.version("dcsim")
+        return metadata.version(distribution)
     except metadata.PackageNotFoundError:
-        return "unknown"
+        return None
 
 
 def git_revision() -> str | None:
-    """The commit dcsim runs from, `-dirty` if it has uncommitted changes; None outside git."""
+    """The commit dcsim runs from, `-dirty` if it has uncommitted changes; None unless dcsim
+    runs from a git checkout of its own (an installed wheel has none, even when its
+    environment lies inside some repository)."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() / "sim" != _PACKAGE_DIR:
+        return None
+    return _git("describe", "--always", "--dirty", "--abbrev=40")
+
+
+def _git(*args: str) -> str | None:
+    """What `git *args` prints in the package's folder; None if git fails or is absent."""
     try:
         out = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=40"],
-            cwd=Path(__file__).parent,
+            ["git", *args],
+            cwd=_PACKAGE_DIR,
             capture_output=True,
             text=True,
             timeout=5,

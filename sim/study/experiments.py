@@ -79,7 +79,14 @@ from sim.config.scenario import Scenario
 from sim.engine.build import simulate
 from sim.errors import DcsimError, ScenarioError
 from sim.plugins import build_policy
-from sim.results import FILES, SUMMARY_KEYS, Results, git_revision, package_version
+from sim.results import (
+    FILES,
+    SUMMARY_KEYS,
+    Results,
+    git_revision,
+    library_versions,
+    package_version,
+)
 from sim.util.atomic import write_atomic
 
 BACKENDS = ("local", "dask")
@@ -179,6 +186,7 @@ def sweep(
             "overrides": list(overrides),
             "runs": len(specs),
             "dcsim_version": package_version(),
+            "libraries": library_versions(),
         },
     )
     rows: dict[int, dict[str, Any]] = {}

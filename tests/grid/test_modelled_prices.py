@@ -101,7 +101,7 @@ def test_modelled_prices_are_hourly_eur_per_mwh_on_the_utc_year_and_never_negati
 
 
 def test_modelled_prices_cover_the_marginal_zone_years():
-    marginal = pd.read_csv(sim.grid.GRID_DATA_DIR / "catalog_marginal.csv")
+    marginal = pd.read_csv(sim.grid.grid_data_dir() / "catalog_marginal.csv")
     assert sim.grid.price_zone_years("modelled") == sorted(
         zip(marginal["zone"], marginal["year"], strict=True)
     )
