@@ -1,11 +1,11 @@
 """dcsim: a discrete-event simulator of GPU datacenters for carbon-aware scheduling research.
 
-import sim
-scenario = sim.load_scenario("scenarios/quickstart.toml")
-results = sim.simulate(scenario)
-results.summary["carbon_total_kg"]; results.jobs; results.save("out/")
-summary = sim.sweep("scenarios/quickstart.toml", grid={"policy": ["run_now", "wait_awhile"]},
-                    seeds=range(5), out="out/sweep")   # one row per run
+    import sim
+    scenario = sim.load_scenario("scenarios/quickstart.toml")
+    results = sim.simulate(scenario)
+    results.summary["carbon_total_kg"]; results.jobs; results.save("out/")
+    summary = sim.sweep("scenarios/quickstart.toml", grid={"policy": ["run_now", "wait_awhile"]},
+                        seeds=range(5), out="out/sweep")   # one row per run
 
 The package is a house of floors (docs/architecture.md): `util`, `models`, `config`, the
 domain builders (`grid`, `network`, `workload`, `serving`, `market`), `engine`, `study`, and
