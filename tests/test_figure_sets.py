@@ -58,7 +58,7 @@ def test_plot_of_a_sweep_folder_adds_the_pareto_front_and_the_savings_heatmap(
         workers=1,
     )
     drawn: dict[str, dict] = {}
-    for kind in ("power_and_carbon", "pareto_front"):
+    for kind in ("power_and_carbon", "pareto_front", "savings_heatmap"):
         monkeypatch.setattr(figure_sets.plots, kind, spy(drawn, kind, getattr(plots, kind)))
     code, out = run_cli(["plot", str(sweep_dir)], capsys)  # default: DIR/figures
     assert code == 0, out.err
@@ -69,6 +69,11 @@ def test_plot_of_a_sweep_folder_adds_the_pareto_front_and_the_savings_heatmap(
     assert drawn["pareto_front"]["interval"] == (
         "95% confidence interval of the mean over seeds 0, 1"
     )
+    # the savings against run_now, per pue, with their paired intervals over the two seeds
+    heatmap = drawn["savings_heatmap"]
+    assert heatmap["interval"] == "95% paired bootstrap interval over 2 seeds (BCa)"
+    assert list(heatmap["low"].index) == list(heatmap["high"].index) == ["wait_awhile"]
+    assert (heatmap["low"] < heatmap["high"]).all(axis=None)
 
 
 def spy(drawn: dict, kind: str, draw):
@@ -148,9 +153,15 @@ def test_the_sweep_heatmap_shows_savings_against_run_now_when_the_grid_has_it(pa
     if params == ["policy"]:
         assert result is None  # one grid key: nothing to cross
         return
-    table, label = result
-    assert label == "total carbon saved vs run_now (%)"
+    table, options = result
+    assert options["value_label"] == "total carbon saved vs run_now (%)"
     assert table.loc["wait_awhile"].to_list() == pytest.approx([10.0, 10.0])
+    # every seed saves exactly 10%: BCa is undefined, the percentile interval has no width
+    for bound in ("low", "high"):
+        assert options[bound].loc["wait_awhile"].to_list() == pytest.approx([10.0, 10.0])
+    assert options["interval"] == (
+        "95% paired bootstrap interval over 2 seeds (percentile: BCa is undefined)"
+    )
 
 
 # --- folders that are not complete results ----------------------------------------------------

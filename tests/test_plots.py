@@ -381,6 +381,42 @@ def test_a_pareto_front_without_intervals_draws_no_error_bars_and_no_note():
     assert fig.get_supxlabel() == ""
 
 
+def heat_table(values) -> pd.DataFrame:
+    return pd.DataFrame(
+        values,
+        index=pd.Index(["DE", "FR"], name="zone"),
+        columns=pd.Index(["6 h", "24 h"], name="flexibility window"),
+    )
+
+
+def test_the_savings_heatmap_gives_each_cells_interval_in_brackets_and_says_what_it_is():
+    table = heat_table([[5.0, 9.5], [1.0, 2.5]])
+    low = heat_table([[4.0, 8.25], [-0.5, np.nan]])  # no interval for one cell
+    high = heat_table([[6.0, 10.5], [2.0, np.nan]])
+    caption = "95% paired bootstrap interval over 5 seeds (BCa)"
+    fig = plots.savings_heatmap(table, low=low, high=high, interval=caption)
+    assert [t.get_text() for t in fig.axes[0].texts] == [
+        "5\n[4, 6]",
+        "9.5\n[8.25, 10.5]",
+        "1\n[-0.5, 2]",
+        "2.5",
+    ]
+    assert fig.get_supxlabel() == f"in brackets: {caption}"
+
+
+def test_a_savings_heatmap_without_intervals_has_bare_values_and_no_caption():
+    table = heat_table([[5.0, 9.5], [1.0, 2.5]])
+    nowhere = heat_table([[np.nan] * 2] * 2)
+    for fig in (
+        plots.savings_heatmap(table),
+        plots.savings_heatmap(table, low=nowhere, high=nowhere),
+    ):
+        assert [t.get_text() for t in fig.axes[0].texts] == ["5", "9.5", "1", "2.5"]
+        assert fig.get_supxlabel() == ""
+    with pytest.raises(ValueError, match="an interval needs both bounds"):
+        plots.savings_heatmap(table, low=table)
+
+
 def test_the_dr_closeup_marks_the_notice_and_the_baseline_window_before_it(with_dr):
     ax = plots.dr_event_closeup(with_dr).axes[0]
     notice_h = with_dr.scenario.demand_response[0].notice_h

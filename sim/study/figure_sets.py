@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet
@@ -143,28 +144,53 @@ def _sweep_figures(folder: Path, out: Path) -> list[Path]:
     )
     heatmap = savings_table(ok, params)
     if heatmap is not None:
-        table, value_label = heatmap
-        written += _draw(
-            out, "savings_heatmap", plots.savings_heatmap, table, value_label=value_label
-        )
+        table, options = heatmap
+        written += _draw(out, "savings_heatmap", plots.savings_heatmap, table, **options)
     first_seed = ok[ok["seed"] == seeds[0]].head(MAX_LINES).to_dict("records")
     runs = {_label(row, by): _load_run(folder / "runs" / row["run_id"]) for row in first_seed}
     first_label = next(iter(runs)) + ("" if by == ["seed"] else f", seed {seeds[0]}")
     return written + _run_figures(next(iter(runs.values())), runs, out, first_label)
 
 
-def savings_table(ok: pd.DataFrame, params: list[str]) -> tuple[pd.DataFrame, str] | None:
-    """Rows x columns of the first two grid keys. With a `policy` key that includes the
-    baseline policy: the paired carbon saving against it (%); else mean total carbon."""
+def savings_table(
+    ok: pd.DataFrame, params: list[str]
+) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+    """Rows x columns of the first two grid keys, and the keyword arguments of
+    `plots.savings_heatmap` that describe them. With a `policy` key that includes the baseline
+    policy: the paired carbon saving against it (%), with its `CI_LEVEL` paired bootstrap
+    interval over seeds (`paired_differences`) as `low` and `high` and what it is as
+    `interval`; else mean total carbon."""
     others = [p for p in params if p != "policy"]
     if "policy" in params and (ok["policy"] == BASELINE_POLICY).any() and others:
-        diff = paired_differences(ok, "carbon_total_kg", baseline=BASELINE_POLICY)
-        table = -diff.pivot_table(index="policy", columns=others[0], values="change_pct")
-        return table, f"total carbon saved vs {BASELINE_POLICY} (%)"
+        diff = paired_differences(ok, "carbon_total_kg", baseline=BASELINE_POLICY, level=CI_LEVEL)
+
+        def saved(column: str) -> pd.DataFrame:
+            return -diff.pivot_table(index="policy", columns=others[0], values=column)
+
+        return saved("change_pct"), {
+            "value_label": f"total carbon saved vs {BASELINE_POLICY} (%)",
+            "low": saved("change_pct_high"),  # the largest increase is the smallest saving
+            "high": saved("change_pct_low"),
+            "interval": _bootstrap_caption(diff),
+        }
     if len(params) >= 2:
         table = ok.pivot_table(index=params[0], columns=params[1], values="carbon_total_kg")
-        return table, "mean total carbon (kg CO2e)"
+        return table, {"value_label": "mean total carbon (kg CO2e)"}
     return None
+
+
+def _bootstrap_caption(diff: pd.DataFrame) -> str:
+    """What the intervals of `paired_differences` table `diff` are: their level, over how
+    many seeds, by which bootstrap method (empty if no comparison has one)."""
+    pairs = diff.loc[diff["change_pct_method"].notna(), "pairs"]
+    if pairs.empty:
+        return ""
+    seeds = str(pairs.min()) if pairs.min() == pairs.max() else f"{pairs.min()}-{pairs.max()}"
+    methods = set(diff["change_pct_method"].dropna())
+    method = "BCa" if "BCa" in methods else "percentile: BCa is undefined"
+    if methods == {"BCa", "percentile"}:
+        method += ", percentile where it is undefined"
+    return f"{CI_LEVEL:.0%} paired bootstrap interval over {seeds} seeds ({method})"
 
 
 def _label(row: dict, by: list[str]) -> str:

@@ -306,16 +306,32 @@ def savings_heatmap(
     row_label: str | None = None,
     col_label: str | None = None,
     number_format: str = "{:.3g}",
+    low: pd.DataFrame | None = None,
+    high: pd.DataFrame | None = None,
+    interval: str = "95% paired bootstrap interval over seeds",
 ) -> Figure:
     """A table (rows x columns, e.g. zone x flexibility window) as an annotated heatmap,
     each cell written with `number_format`; axis labels default to the index's and the
-    columns' names."""
+    columns' names.
+
+    With `low` and `high` (the bounds of each cell's interval, tables with the rows and
+    columns of `table`), a cell whose bounds are both finite also gives them in brackets
+    under its value, "12.3" over "[10.2, 14.1]", and a caption under the figure says what
+    the brackets are (`interval`). The colours show the values only."""
     if table.empty:
         raise ValueError("the table to draw is empty")
+    if (low is None) != (high is None):
+        raise ValueError("an interval needs both bounds: give low and high, or neither")
     values = table.to_numpy(float)
+    bounds = [
+        np.full_like(values, np.nan) if b is None else b.reindex_like(table).to_numpy(float)
+        for b in (low, high)
+    ]
+    with_interval = np.isfinite(bounds[0]) & np.isfinite(bounds[1])
     with matplotlib.rc_context(STYLE):
         width_in = 1.1 * table.shape[1] + 3.6
-        fig = Figure(figsize=(width_in, 0.5 * table.shape[0] + 1.8), layout="constrained")
+        row_in = 0.7 if with_interval.any() else 0.5
+        fig = Figure(figsize=(width_in, row_in * table.shape[0] + 1.8), layout="constrained")
         ax = fig.subplots()
         image = ax.imshow(values, cmap=SEQUENTIAL_CMAP, aspect="auto")
         ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns])
@@ -324,21 +340,19 @@ def savings_heatmap(
         middle = np.nanmin(values) + 0.5 * (np.nanmax(values) - np.nanmin(values))
         for (r, c), v in np.ndenumerate(values):
             if np.isfinite(v):
+                text = number_format.format(v)
+                if with_interval[r, c]:
+                    lo, hi = (number_format.format(b[r, c]) for b in bounds)
+                    text += f"\n[{lo}, {hi}]"
                 colour = "black" if v > middle else "white"  # cividis: dark low, light high
-                ax.text(
-                    c,
-                    r,
-                    number_format.format(v),
-                    ha="center",
-                    va="center",
-                    color=colour,
-                    fontsize=8,
-                )
+                ax.text(c, r, text, ha="center", va="center", color=colour, fontsize=8)
         ax.set(
             xlabel=col_label or str(table.columns.name or "column"),
             ylabel=row_label or str(table.index.name or "row"),
         )
         fig.colorbar(image, ax=ax).set_label(value_label)
+        if with_interval.any():
+            fig.supxlabel(f"in brackets: {interval}", fontsize=7)
     return _saved(fig, path)
 
 
