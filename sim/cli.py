@@ -296,6 +296,13 @@ def sweep(
             "(needs the dask extra)",
         ),
     ] = None,
+    baseline: Annotated[
+        str,
+        typer.Option(
+            metavar="POLICY",
+            help="With a grid over policy: the policy the others' changes are relative to",
+        ),
+    ] = "run_now",
 ) -> None:
     """Run a scenario over a grid of parameters and seeds; finished runs are reused."""
     from sim.study.experiments import parse_grid_item, parse_seeds
@@ -303,6 +310,12 @@ def sweep(
     from sim.study.stats import DEFAULT_METRICS, mean_ci
 
     grid_values = dict(parse_grid_item(item) for item in grid or [])
+    compared = "policy" in grid_values and len(grid_values["policy"]) > 1
+    if compared and baseline not in grid_values["policy"]:
+        raise ScenarioError(
+            f"--baseline {baseline}: not among the swept policies "
+            f"({', '.join(map(str, grid_values['policy']))})"
+        )
     _check_out_folder(out)
     backend = "dask" if dask or scheduler else "local"
     with Progress(
@@ -347,6 +360,8 @@ def sweep(
         cells += [_fmt_ci(row, m) for m in DEFAULT_METRICS]
         table.add_row(*cells)
     out_console.print(table)
+    if compared and ((summary["policy"] == baseline) & (summary["status"] == "ok")).any():
+        _print_changes(summary, baseline, seeds)
     a = summary.attrs
     out_console.print(
         f"{len(summary)} runs: {a['runs_executed']} run, {a['runs_cached']} reused, "
@@ -369,6 +384,42 @@ METRIC_HEADERS = {
     "wait_mean_h": "wait h",
     "jct_mean_h": "JCT h",
 }
+
+
+def _print_changes(summary, baseline: str, seeds: str) -> None:
+    """The sweep's relative changes against `baseline`, paired by seed and the other grid
+    parameters, each with its paired bootstrap interval (`sim.study.stats.paired_differences`)."""
+    from sim.study.stats import DEFAULT_METRICS, paired_differences
+
+    tables = [paired_differences(summary, m, baseline=baseline) for m in DEFAULT_METRICS]
+    keys = [c for c in tables[0].columns if c not in _PAIRED_VALUES]
+    level = tables[0].attrs["change_pct_interval"]["level"]
+    table = Table(
+        title=f"change vs {baseline}, % [{level:.0%} paired bootstrap interval over seeds "
+        f"{seeds} (BCa; percentile where BCa is undefined)]"
+    )
+    for col in keys:
+        table.add_column(col)
+    for col in DEFAULT_METRICS:
+        table.add_column(METRIC_HEADERS.get(col, col), justify="right")
+    for i, row in enumerate(tables[0][keys].to_dict("records")):
+        cells = [_fmt(row[k]) for k in keys]
+        cells += [_fmt_change(t.iloc[i]) for t in tables]
+        table.add_row(*cells)
+    out_console.print(table)
+
+
+_PAIRED_VALUES = frozenset(
+    ["pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "baseline_mean", "change_pct",
+     "change_pct_low", "change_pct_high", "change_pct_method"]
+)  # fmt: skip
+
+
+def _fmt_change(row) -> str:
+    change, low, high = row["change_pct"], row["change_pct_low"], row["change_pct_high"]
+    if low != low:  # fewer than two pairs, or no interval
+        return _fmt(change)
+    return f"{_fmt(change)} [{_fmt(low)}, {_fmt(high)}]"
 
 
 def _fmt_ci(row: dict, metric: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -289,6 +290,24 @@ def test_dcsim_sweep_prints_means_with_intervals_and_exits_1_when_a_run_failed(t
     assert "failed: " in out.err and "RuntimeError: boom at decision" in out.err
     code, out = run_cli([*args, "--grid", "sites[9].pue=1.2", "--out", str(tmp_path / "c")], capsys)
     assert code == 2 and out.err.startswith("error: grid sites[9].pue")
+
+
+def test_dcsim_sweep_over_policies_prints_changes_with_paired_bootstrap_intervals(tmp_path, capsys):
+    args = ["sweep", str(QUICKSTART), *[a for s in SMALL for a in ("--set", s)], "--seeds", "0-2"]
+    args += ["--grid", "policy=run_now,wait_awhile", "--workers", "1"]
+    code, out = run_cli([*args, "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, out.err
+    text = " ".join(out.out.split())
+    assert "change vs run_now, % [95% paired bootstrap interval over seeds 0-2" in text
+    summary = sim.load_sweep(tmp_path / "a")
+    row = paired_differences(summary, "carbon_total_kg").iloc[0]
+    assert row["change_pct_low"] < row["change_pct_high"]
+    assert re.search(r"wait_awhile .*\[-?[0-9.]+, -?[0-9.]+\]", text)
+    code, out = run_cli([*args, "--baseline", "lowest", "--out", str(tmp_path / "b")], capsys)
+    assert code == 2
+    assert out.err.strip() == (
+        "error: --baseline lowest: not among the swept policies (run_now, wait_awhile)"
+    )
 
 
 # --- statistics ----------------------------------------------------------------------------

@@ -37,7 +37,13 @@ OUT_HELP = f"output folder (default: the folder runs read: ${GRID_DATA_ENV}, els
 def packaged_grid_data_dir() -> Path:
     """The folder of the installed `grid_data` package (in a source checkout installed
     editable: the repository's `grid_data/`)."""
-    root = resources.files("grid_data")
+    try:
+        root = resources.files("grid_data")
+    except ModuleNotFoundError:  # an editable install made before grid_data was a package
+        raise ScenarioError(
+            "the grid_data package is not installed with dcsim; reinstall it "
+            "(pip install -e . in a checkout)"
+        ) from None
     if not isinstance(root, Path):  # a zipped install: pandas and pyarrow need real files
         raise ScenarioError(f"the grid_data package at {root} is not a folder on disk")
     return root
