@@ -19,10 +19,12 @@ more within a budget than the best single type (docs/policies-heterogeneous-pool
    or dropped requests, at least the capacity it has now plus its smallest replica's.
 3. The mix: the current one while it covers the demand, fits the budget and is not
    oversized (its capacity x (1 - `scale_down_margin`) under the demand); else the best
-   mix, found by exact enumeration (`best_mix`): the most served load min(capacity,
-   demand) within the budget and the free GPUs, then the lowest price, then the fewest
-   GPUs, then the fewest replicas changed. With a mix that covers the demand, that is the
-   cheapest such mix; without one, the most throughput the budget buys.
+   mix, found exactly (`best_mix`: by enumeration, by integer programs above
+   `MAX_ENUMERATED_MIXES` mixes): the most served load min(capacity, demand) within the
+   budget and the free GPUs, then the lowest price, then the fewest GPUs, then the fewest
+   replicas changed, then the fewest replicas of the first deployment, of the second, ...
+   With a mix that covers the demand, that is the cheapest such mix; without one, the
+   most throughput the budget buys.
 4. The change: when the budget has room for the new replicas next to the old ones (the
    removed ones counted as held for `drain_s`, as while draining their requests they still
    cost), the new ones start first and the old ones go once the ready replicas left cover
@@ -36,7 +38,7 @@ planned starts that no longer fit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -254,6 +256,17 @@ class HeterogeneousPool(Adjuster):
         )
 
 
+MAX_ENUMERATED_MIXES = 200_000
+"""Most mixes `best_mix` enumerates (the product of the count ranges, computed before any is
+built): about 30 MB of rows for 7 deployments. Above it, the same choice by integer
+programs (`scipy.optimize.milp`)."""
+
+_TIE = 1e-6
+"""Values of a criterion within _TIE x max(1, |best value|) of the best are equal: sums of
+capacities or prices equal but for their rounding tie (and go to the next criterion), and
+HiGHS's tolerances (1e-7 on constraints, 1e-6 on the objective) stay within it."""
+
+
 def best_mix(
     deployments: Sequence[Deployment],
     demand_rps: float,
@@ -261,47 +274,171 @@ def best_mix(
     pool_rooms: dict[tuple[str, str], int],
     min_replicas: int = 0,
 ) -> list[int]:
-    """Replicas per deployment, by exact enumeration: among the mixes within `budget_per_h`
-    (math.inf: none) and the GPUs of each pool (`pool_rooms`: (site, GPU model) -> GPUs the
-    service may hold there), the one with at least `min_replicas` replicas if any, then the
-    most served load min(capacity, demand), the lowest price (left out when a deployment
-    has no price), the fewest GPUs and the fewest replicas changed; the first in
-    enumeration order among equals. The counts are bounded by the pools, the budget and
-    ceil(demand / capacity) (a replica more than that never serves more), so the search is
-    the product of (bound + 1) over the deployments, evaluated with numpy one value of the
-    first deployment's count at a time."""
-    k = len(deployments)
-    if k == 0:
+    """Replicas per deployment, exactly: among the mixes within `budget_per_h` (math.inf:
+    none) and the GPUs of each pool (`pool_rooms`: (site, GPU model) -> GPUs the service may
+    hold there), the one with at least `min_replicas` replicas if any, then the most served
+    load min(capacity, demand), the lowest price (left out when a deployment has no price),
+    the fewest GPUs, the fewest replicas changed, and the fewest replicas of the first
+    deployment, then of the second, and so on; each criterion keeps the mixes within
+    `_TIE` of its best. The counts are bounded by the pools, the budget and ceil(demand /
+    capacity) (a replica more than that never serves more); up to `MAX_ENUMERATED_MIXES`
+    mixes in the product of those ranges, every one is evaluated with numpy; above, each
+    criterion in turn is an integer program (`scipy.optimize.milp`), its best value then a
+    constraint of the next."""
+    if not deployments:
         return []
-    caps = np.array([d.capacity_rps for d in deployments])
-    prices = np.array([d.price_per_h for d in deployments])
-    priced = not np.isnan(prices).any()
-    gpus = np.array([d.gpus for d in deployments])
-    have = np.array([d.have for d in deployments])
-    bounds = [_bound(d, demand_rps, budget_per_h, pool_rooms, min_replicas) for d in deployments]
-    pools = sorted({(d.site, d.gpu) for d in deployments})
-    members = np.array([[(d.site, d.gpu) == p for d in deployments] for p in pools], dtype=int)
-    rooms = np.array([pool_rooms[p] for p in pools])
-    best: tuple | None = None
-    for mixes in _mixes(bounds):
-        cost = mixes @ np.nan_to_num(prices)
-        ok = (cost <= budget_per_h + _EPS) & np.all((mixes * gpus) @ members.T <= rooms, axis=1)
-        mixes, cost = mixes[ok], cost[ok]
-        if not len(mixes):
-            continue
-        keys = (
-            np.sum(np.abs(mixes - have), axis=1),
-            mixes @ gpus,
-            cost if priced else np.zeros(len(mixes)),
-            -np.minimum(mixes @ caps, demand_rps),
-            (mixes.sum(axis=1) < min_replicas).astype(np.int64),
+    problem = _MixProblem.of(deployments, demand_rps, budget_per_h, pool_rooms, min_replicas)
+    if math.prod(b + 1 for b in problem.bounds) <= MAX_ENUMERATED_MIXES:
+        mix = _enumerated(problem)
+    else:
+        mix = _solved(problem)
+    return [int(n) for n in mix]
+
+
+@dataclass(frozen=True)
+class _MixProblem:
+    """`best_mix`'s problem over the vectors z = (n, s, u): the counts n, the served load s
+    = min(capacities @ n, demand) and the replicas changed per deployment u = |n - have|."""
+
+    capacities_rps: np.ndarray
+    prices_per_h: np.ndarray
+    """Unpriced deployments count 0 (they are not used under a budget)."""
+    priced: bool
+    gpus: np.ndarray
+    have: np.ndarray
+    bounds: list[int]
+    demand_rps: float
+    budget_per_h: float
+    members: np.ndarray
+    """Pools x deployments: 1 where the deployment draws on the pool."""
+    rooms: np.ndarray
+    """GPUs the service may hold per pool."""
+    min_replicas: int
+
+    @classmethod
+    def of(
+        cls,
+        deployments: Sequence[Deployment],
+        demand_rps: float,
+        budget_per_h: float,
+        pool_rooms: dict[tuple[str, str], int],
+        min_replicas: int,
+    ) -> _MixProblem:
+        prices = np.array([d.price_per_h for d in deployments])
+        pools = sorted({(d.site, d.gpu) for d in deployments})
+        return cls(
+            capacities_rps=np.array([d.capacity_rps for d in deployments]),
+            prices_per_h=np.nan_to_num(prices),
+            priced=not np.isnan(prices).any(),
+            gpus=np.array([d.gpus for d in deployments]),
+            have=np.array([d.have for d in deployments]),
+            bounds=[
+                _bound(d, demand_rps, budget_per_h, pool_rooms, min_replicas) for d in deployments
+            ],
+            demand_rps=demand_rps,
+            budget_per_h=budget_per_h,
+            members=np.array([[(d.site, d.gpu) == p for d in deployments] for p in pools], int),
+            rooms=np.array([pool_rooms[p] for p in pools]),
+            min_replicas=min_replicas,
         )
-        i = int(np.lexsort(keys)[0])
-        key = tuple(float(v[i]) for v in reversed(keys))
-        if best is None or key < best[0]:
-            best = (key, mixes[i])
-    assert best is not None  # no replicas at all always fits
-    return [int(n) for n in best[1]]
+
+    def fits(self, mixes: np.ndarray) -> np.ndarray:
+        """Whether each row of `mixes` is within the budget and the pools."""
+        cost = mixes @ self.prices_per_h
+        in_pools = np.all((mixes * self.gpus) @ self.members.T <= self.rooms, axis=1)
+        return (cost <= self.budget_per_h + _EPS) & in_pools
+
+    def vectors(self, mixes: np.ndarray) -> np.ndarray:
+        """The z = (n, s, u) of each row of `mixes`."""
+        served = np.minimum(mixes @ self.capacities_rps, self.demand_rps)
+        return np.column_stack([mixes, served, np.abs(mixes - self.have)])
+
+    def criteria(self) -> np.ndarray:
+        """The weights w over z of the criteria, minimised in turn (after `min_replicas`)."""
+        k = len(self.bounds)
+        zeros = np.zeros(k)
+        rows = [np.concatenate([zeros, [-1.0], zeros])]  # the most served load
+        if self.priced:
+            rows.append(np.concatenate([self.prices_per_h, [0.0], zeros]))
+        rows.append(np.concatenate([self.gpus, [0.0], zeros]))
+        rows.append(np.concatenate([zeros, [0.0], np.ones(k)]))  # the fewest changed
+        rows += [np.concatenate([np.eye(k)[i], [0.0], zeros]) for i in range(k)]
+        return np.array(rows)
+
+
+def _tied(best: float) -> float:
+    """The largest value of a criterion that ties with its `best` (`_TIE`)."""
+    return best + _TIE * max(1.0, abs(best))
+
+
+def _enumerated(problem: _MixProblem) -> np.ndarray:
+    """`best_mix` by evaluating every mix: the product of the count ranges, in lexicographic
+    order, narrowed criterion by criterion to the one left."""
+    ranges = [np.arange(b + 1) for b in problem.bounds]
+    mixes = np.stack(np.meshgrid(*ranges, indexing="ij"), axis=-1).reshape(-1, len(ranges))
+    mixes = mixes[problem.fits(mixes)]  # never empty: no replicas fit
+    enough = mixes.sum(axis=1) >= problem.min_replicas
+    if enough.any():
+        mixes = mixes[enough]
+    z = problem.vectors(mixes)
+    for w in problem.criteria():
+        value = z @ w
+        keep = value <= _tied(float(value.min()))
+        mixes, z = mixes[keep], z[keep]
+    return mixes[0]
+
+
+def _solved(problem: _MixProblem) -> np.ndarray:
+    """`best_mix` by integer programs over z = (n, s, u): each criterion minimised within
+    the budget, the pools, s <= capacities @ n, u >= |n - have| and the earlier criteria's
+    ties; the value of the mix found (evaluated as `_enumerated` does) bounds the next."""
+    from scipy.optimize import Bounds, LinearConstraint, milp  # a run without one: no SciPy
+
+    k = len(problem.bounds)
+    eye, zeros = np.eye(k), np.zeros((k, 1))
+    pools = problem.members * problem.gpus
+    rows = [
+        LinearConstraint(np.hstack([pools, np.zeros((len(pools), k + 1))]), ub=problem.rooms),
+        LinearConstraint(np.concatenate([-problem.capacities_rps, [1.0], np.zeros(k)]), ub=0.0),
+        LinearConstraint(np.hstack([-eye, zeros, eye]), lb=-problem.have),
+        LinearConstraint(np.hstack([eye, zeros, eye]), lb=problem.have),
+    ]
+    if problem.budget_per_h < math.inf:
+        budget = np.concatenate([problem.prices_per_h, np.zeros(k + 1)])
+        rows.append(LinearConstraint(budget, ub=problem.budget_per_h + _EPS))
+    enough = LinearConstraint(
+        np.concatenate([np.ones(k), np.zeros(k + 1)]), lb=problem.min_replicas
+    )
+    bounds = Bounds(
+        np.zeros(2 * k + 1),
+        np.concatenate([problem.bounds, [problem.demand_rps], np.full(k, np.inf)]),
+    )
+    integrality = np.concatenate([np.ones(k), np.zeros(k + 1)])
+
+    def minimised(w: np.ndarray, constraints: list[LinearConstraint]) -> np.ndarray | None:
+        """The counts n of a z minimising w @ z under `constraints` (None: there is none)."""
+        found = milp(
+            w,
+            integrality=integrality,
+            bounds=bounds,
+            constraints=constraints,
+            options={"mip_rel_gap": 0.0},
+        )
+        return None if found.x is None else np.round(found.x[:k]).astype(np.int64)
+
+    criteria = problem.criteria()
+    mix = minimised(criteria[0], [*rows, enough])
+    if mix is None:  # no mix of `min_replicas` replicas fits (no replicas always does)
+        mix = minimised(criteria[0], rows)
+    else:
+        rows.append(enough)
+    for done, w in zip(criteria[:-1], criteria[1:], strict=True):
+        assert mix is not None
+        value = float(problem.vectors(mix[None, :])[0] @ done)
+        rows.append(LinearConstraint(done, ub=_tied(value)))  # its ties only from now on
+        mix = minimised(w, rows)
+    assert mix is not None
+    return mix
 
 
 def _bound(
@@ -317,17 +454,6 @@ def _bound(
     if budget_per_h < math.inf and d.price_per_h > 0:
         n = min(n, math.floor(budget_per_h / d.price_per_h + _EPS))
     return min(n, max(math.ceil(demand_rps / d.capacity_rps - _EPS), min_replicas))
-
-
-def _mixes(bounds: Sequence[int]) -> Iterator[np.ndarray]:
-    """Every mix with 0..bounds[i] replicas of deployment i, as arrays of rows: one array
-    per count of the first deployment."""
-    rest = [np.arange(b + 1) for b in bounds[1:]]
-    grid = np.zeros((1, 0), dtype=np.int64)
-    if rest:
-        grid = np.stack(np.meshgrid(*rest, indexing="ij"), axis=-1).reshape(-1, len(rest))
-    for n in range(bounds[0] + 1):
-        yield np.column_stack([np.full(len(grid), n), grid]).astype(np.int64)
 
 
 def _pool_rooms(usable: Sequence[Deployment], free: FreeGpus) -> dict[tuple[str, str], int]:

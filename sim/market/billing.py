@@ -42,6 +42,7 @@ __all__ = [
     "SiteTariff",
     "demand_charge",
     "interval_peaks_kw",
+    "month_start",
     "site_tariff",
 ]
 
@@ -216,6 +217,19 @@ def _tou_curve(
     return PriceCurve(t[keep], rates[keep], horizon_s)
 
 
+def month_start(year: int, month: int, timezone: str) -> pd.Timestamp:
+    """The first instant of local calendar month `month` of `year` in `timezone`: local
+    midnight of its 1st; when the clock jumps over that midnight (it does not exist, as in
+    America/Asuncion on 2023-10-01, 00:00 -> 01:00), the first instant after the jump; when
+    the clock goes back over it (it occurs twice, as in America/Havana on 2020-11-01), its
+    first occurrence. Months so begun partition time: each instant is in exactly one."""
+    wall = pd.Timestamp(year, month, 1)
+    return min(
+        wall.tz_localize(timezone, ambiguous=first, nonexistent="shift_forward")
+        for first in (True, False)  # ambiguous: both occurrences; the earlier is the first
+    )
+
+
 def interval_peaks_kw(
     times_s: np.ndarray,
     power_w: np.ndarray,
@@ -224,20 +238,20 @@ def interval_peaks_kw(
     timezone: str,
     interval_min: int,
 ) -> list[tuple[pd.Timestamp, float, float]]:
-    """Per local calendar month the run touches: (month start, peak kW, fraction of the
-    month inside the run). The peak is the largest mean of the step function (`power_w`
-    from each of `times_s` to the next, the last until `horizon_s`; `times_s[0]` = 0) over
-    the month's intervals of `interval_min` minutes from local midnight, each clipped to
-    [0, horizon_s]; exact (energy from prefix sums)."""
+    """Per local calendar month the run touches: (its first instant, `month_start`, peak
+    kW, fraction of the month inside the run). The peak is the largest mean of the step
+    function (`power_w` from each of `times_s` to the next, the last until `horizon_s`;
+    `times_s[0]` = 0) over the month's intervals of `interval_min` minutes from the month's
+    start, each clipped to [0, horizon_s]; exact (energy from prefix sums)."""
     t = np.asarray(times_s, dtype=np.float64)
     knots = np.append(t, horizon_s)
     energy = np.concatenate(([0.0], np.cumsum(np.asarray(power_w, float) * np.diff(knots))))
     t0 = pd.Timestamp(start).tz_convert(timezone)
     t_end = t0 + pd.Timedelta(seconds=horizon_s)
-    month = t0.tz_localize(None).to_period("M").to_timestamp().tz_localize(timezone)
+    month = month_start(t0.year, t0.month, timezone)
     out = []
     while month < t_end:
-        nxt = (month.tz_localize(None) + pd.offsets.MonthBegin(1)).tz_localize(timezone)
+        nxt = month_start(month.year + (month.month == 12), month.month % 12 + 1, timezone)
         m0 = (month - t0).total_seconds()
         m1 = (nxt - t0).total_seconds()
         b = np.arange(m0, m1, interval_min * 60.0)
