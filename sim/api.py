@@ -30,6 +30,7 @@ import numpy as np
 from sim.errors import PolicyError
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
+from sim.util.percentile import weighted_percentile
 
 if TYPE_CHECKING:
     from sim.config.services import Directive, ServiceConfig, Variant
@@ -63,6 +64,7 @@ __all__ = [
     "StateQueries",
     "Suspend",
     "SystemState",
+    "weighted_percentile",
 ]
 
 

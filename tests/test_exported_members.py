@@ -36,8 +36,8 @@ SIM_NAMES = [
 SIM_SUBMODULES = ["sim.stats", "sim.plots"]
 
 # The policy contract (docs/writing-a-policy.md): the actions, the policy protocol and its
-# hooks, the read-only views of the state and the interface they ask, and the error a bad
-# action raises.
+# hooks, the read-only views of the state and the interface they ask, the error a bad
+# action raises, and the time-weighted percentile the simulator's own events use.
 API_NAMES = [
     "Action",
     "Defer",
@@ -65,6 +65,7 @@ API_NAMES = [
     "StateQueries",
     "Suspend",
     "SystemState",
+    "weighted_percentile",
 ]
 
 

@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.api import weighted_percentile
+
 __all__ = [
     "SLIVER_S",
     "WindowMean",
@@ -411,13 +413,13 @@ def cheapest_slots(
 def time_weighted_percentile(
     times: np.ndarray, values: np.ndarray, end_s: float, percentile: float
 ) -> float:
-    """The smallest forecast value v such that the forecast is at or below v for at least
-    `percentile` % of [times[0], end_s] (each step weighted by its length there; 0 gives
-    the minimum, 100 the maximum). An empty window gives the current value."""
+    """The `percentile` of the forecast over [times[0], end_s], each step weighted by its
+    length there (`forecast_slots`): the smallest forecast value v such that the forecast
+    is at or below v for at least `percentile` % of the window, ties to the lower value
+    (`sim.api.weighted_percentile`, the one definition, which the demand-response events'
+    high-carbon stretches use too); 0 gives the minimum, 100 the maximum. An empty window
+    gives the current value."""
     _, lengths, vals = forecast_slots(times, values, end_s)
     if vals.size == 0 or lengths.sum() <= 0.0:
         return float(values[0])
-    order = np.argsort(vals, kind="stable")
-    share = np.cumsum(lengths[order]) / lengths.sum()
-    k = int(np.searchsorted(share, percentile / 100.0 - 1e-12, side="left"))
-    return float(vals[order[min(k, vals.size - 1)]])
+    return weighted_percentile(vals, lengths, percentile)

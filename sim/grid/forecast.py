@@ -157,8 +157,6 @@ class Forecaster:
         self.config = config
         self.model: str = config.model
         self._key = int(rng.integers(0, 2**64, dtype=np.uint64))
-        self._bits = np.random.Philox(key=self._key)
-        self._gen = np.random.Generator(self._bits)
         self._signals: dict[int, _SignalState] = {}
         self._replays: dict[int, Replay] = {}
         self.calibration: Calibration | None = None
@@ -246,20 +244,15 @@ class Forecaster:
         return state
 
     def _generator(self, signal_key: int, use: int, now_s: float) -> np.random.Generator:
-        """The generator of one (signal, use, issue time), independent of all others."""
+        """The generator of one (signal, use, issue time), independent of all others: a
+        Philox whose 128-bit key is (the run's key, the signal's) and whose 256-bit counter
+        starts at (0, 0, use, the issue time's float64 bits)."""
         issue_bits = struct.unpack("<Q", struct.pack("<d", float(now_s) + 0.0))[0]
-        self._bits.state = {
-            "bit_generator": "Philox",
-            "state": {
-                "counter": np.array([0, 0, use, issue_bits], dtype=np.uint64),
-                "key": np.array([self._key, signal_key], dtype=np.uint64),
-            },
-            "buffer": np.zeros(4, dtype=np.uint64),
-            "buffer_pos": 4,
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
-        return self._gen
+        bits = np.random.Philox(
+            counter=np.array([0, 0, use, issue_bits], dtype=np.uint64),
+            key=np.array([self._key, signal_key], dtype=np.uint64),
+        )
+        return np.random.Generator(bits)
 
     def _relative_error(
         self, state: _SignalState, i: int, times: np.ndarray, now_s: float

@@ -29,6 +29,7 @@ import numpy as np
 
 from sim.config.market import DemandResponseEvent
 from sim.grid import CarbonSignal
+from sim.util.percentile import weighted_percentile
 
 BASELINE_WINDOW_S = 3600.0
 """An event's baseline (and a `reduction_pct` limit's reference) is the site's mean facility
@@ -122,13 +123,12 @@ def high_carbon_windows(
     signal: CarbonSignal, horizon_s: float, percentile: float, min_duration_s: float
 ) -> list[tuple[float, float]]:
     """Stretches of [0, horizon_s) where `signal` is above its time-weighted `percentile`
-    over [0, horizon_s), each at least `min_duration_s` long."""
+    over [0, horizon_s) (`sim.util.percentile.weighted_percentile`, each value weighted by
+    how long it holds), each at least `min_duration_s` long."""
     t = np.concatenate([[0.0], signal.breakpoints_between(0.0, horizon_s)])
     t_next = np.append(t[1:], horizon_s)
     values = np.array([signal.value_at(x) for x in t.tolist()])
-    order = np.argsort(values, kind="stable")
-    weight = np.cumsum((t_next - t)[order]) / horizon_s
-    threshold = values[order][np.searchsorted(weight, percentile / 100.0)]
+    threshold = weighted_percentile(values, t_next - t, percentile)
     out: list[tuple[float, float]] = []
     for a, b, above in zip(t.tolist(), t_next.tolist(), (values > threshold).tolist(), strict=True):
         if not above:
