@@ -26,7 +26,8 @@ import warnings
 from sim.config import Scenario, load_scenario
 from sim.engine.build import simulate
 from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError
-from sim.results import Results, package_version
+from sim.results import Results
+from sim.results import package_version as _package_version
 from sim.study.experiments import load_run, load_sweep, sweep
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "sweep",
 ]
 
-__version__ = package_version()
+__version__ = _package_version()
 """The installed dcsim's version (its distribution metadata); "unknown" if not installed."""
 
 _DOCUMENTED = {"sim.stats": "sim.study.stats", "sim.plots": "sim.study.plots"}
