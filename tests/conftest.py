@@ -130,6 +130,22 @@ def scenario_wan(scenario: Scenario) -> Wan:
     return Wan(scenario.wan, scenario.sites, scenario.start, scenario.horizon_s, scenario.years)
 
 
+def run_demand_peaks(results, timezone: str, interval_min: int = 15) -> list:
+    """`interval_peaks_kw` of a run's facility power: (month start, peak kW, month share
+    covered) per local calendar month of `timezone`."""
+    from sim.market.billing import interval_peaks_kw
+
+    power = results.power
+    return interval_peaks_kw(
+        power["time_s"].to_numpy(),
+        power["facility_w"].to_numpy(),
+        results.scenario.horizon_s,
+        results.scenario.start,
+        timezone,
+        interval_min,
+    )
+
+
 def run_cli(args: list[str], capsys):
     """Run `dcsim ARGS` in-process; returns (exit status, captured stdout/stderr)."""
     from sim.cli import main

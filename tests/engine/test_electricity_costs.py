@@ -17,7 +17,7 @@ from sim.errors import ScenarioError
 from sim.market.billing import PriceCurve, interval_peaks_kw
 from sim.models.pricing import conversion_rate, usd_rate
 from sim.results import site_energy_cost
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, run_demand_peaks, site
 
 START = "2018-06-01T00:00:00Z"  # a Friday
 WEEK = [
@@ -170,14 +170,7 @@ def test_demand_charge_in_a_run_is_rate_times_peak_times_covered_month_share():
     )
     results = simulate(scenario, "run_now")
     power = results.power
-    ((_, peak_kw, covered),) = interval_peaks_kw(
-        power["time_s"].to_numpy(),
-        power["facility_w"].to_numpy(),
-        scenario.horizon_s,
-        scenario.start,
-        "Europe/Berlin",
-        15,
-    )
+    ((_, peak_kw, covered),) = run_demand_peaks(results, "Europe/Berlin")
     assert covered == pytest.approx(1 / 30)
     assert peak_kw >= power["facility_w"].min() / 1000.0
     assert results.summary["cost_demand_charge"] == pytest.approx(12.0 * peak_kw / 30, rel=1e-12)

@@ -12,7 +12,7 @@ import pytest
 
 from sim.engine.build import simulate
 from sim.market.billing import interval_peaks_kw, month_start
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, run_demand_peaks, site
 
 RUN_FROM = datetime(2016, 12, 20, tzinfo=UTC)
 RUN_TO = datetime(2025, 1, 10, tzinfo=UTC)
@@ -112,15 +112,7 @@ def test_a_demand_charge_in_asuncion_from_2023_09_20_into_october_is_billed():
         start="2023-09-20T00:00:00Z", duration_h=14 * 24.0, sites=[site(tariff=tariff)]
     )
     results = simulate(scenario, "run_now")
-    power = results.power
-    peaks = interval_peaks_kw(
-        power["time_s"].to_numpy(),
-        power["facility_w"].to_numpy(),
-        scenario.horizon_s,
-        scenario.start,
-        "America/Asuncion",
-        15,
-    )
+    peaks = run_demand_peaks(results, "America/Asuncion")
     assert [start for start, _, _ in peaks] == [
         pd.Timestamp("2023-09-01T00:00:00-04:00"),
         pd.Timestamp("2023-10-01T01:00:00-03:00"),
