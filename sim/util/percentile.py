@@ -20,12 +20,23 @@ def weighted_percentile(values: np.ndarray, weights: np.ndarray, percentile: flo
     exact for weights that are whole numbers (steps of whole seconds); for others a share a
     rounding away from the percentile falls on the side its rounded weights put it.
 
-    Raises ValueError for no values, weights of another shape, a negative or NaN weight,
-    weights that are all zero, or `percentile` outside [0, 100] (numpy's checks)."""
+    Values of zero weight are left out before numpy sees them: numpy 2.0's
+    `inverted_cdf` can return one of them at percentile 0 (later releases do not).
+
+    Raises ValueError for no values, weights of another shape, a negative, NaN or infinite
+    weight, weights that are all zero, or `percentile` outside [0, 100] (numpy's check)."""
     values, weights = np.asarray(values), np.asarray(weights)
     if values.size == 0 or weights.shape != values.shape:
         raise ValueError(
             f"weighted_percentile: one weight per value needed, got {values.shape} values "
             f"and {weights.shape} weights"
         )
+    bad = ~(np.isfinite(weights) & (weights >= 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"weighted_percentile: weight {i} is {weights[i]}; weights are >= 0")
+    if not weights.any():
+        raise ValueError("weighted_percentile: the weights are all zero")
+    weighed = weights > 0
+    values, weights = values[weighed], weights[weighed]
     return float(np.percentile(values, percentile, weights=weights, method="inverted_cdf"))

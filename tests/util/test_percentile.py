@@ -52,6 +52,19 @@ def test_the_weighted_percentile_is_that_of_the_values_repeated_by_their_weights
             assert weighted_percentile(values, weights, p) == _expanded(values, weights, p)
 
 
+def test_a_value_of_zero_weight_is_never_the_answer():
+    # numpy 2.0 (the declared minimum) returns the 0.0 of zero weight at percentile 0
+    values, weights = np.array([4.0, 0.0, 2.0]), np.array([3.0, 0.0, 4.0])
+    assert weighted_percentile(values, weights, 0.0) == 2.0
+    assert weighted_percentile(values, weights, 100.0) == 4.0
+
+
+@pytest.mark.parametrize("weights", [[-1.0, 2.0], [np.nan, 1.0], [np.inf, 1.0], [0.0, 0.0]])
+def test_negative_nan_infinite_or_all_zero_weights_are_refused(weights):
+    with pytest.raises(ValueError, match="weight"):
+        weighted_percentile(np.array([1.0, 2.0]), np.array(weights), 50.0)
+
+
 def test_both_users_agree_with_the_expansion_on_random_step_functions():
     rng = np.random.default_rng(12)
     for _ in range(200):
