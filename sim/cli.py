@@ -392,7 +392,7 @@ def _print_changes(summary, baseline: str, seeds: str) -> None:
     from sim.study.stats import DEFAULT_METRICS, paired_differences
 
     tables = [paired_differences(summary, m, baseline=baseline) for m in DEFAULT_METRICS]
-    keys = [c for c in tables[0].columns if c not in _PAIRED_VALUES]
+    keys = ["policy", *[p for p in summary.attrs["params"] if p != "policy"]]
     level = tables[0].attrs["change_pct_interval"]["level"]
     table = Table(
         title=f"change vs {baseline}, % [{level:.0%} paired bootstrap interval over seeds "
@@ -407,12 +407,6 @@ def _print_changes(summary, baseline: str, seeds: str) -> None:
         cells += [_fmt_change(t.iloc[i]) for t in tables]
         table.add_row(*cells)
     out_console.print(table)
-
-
-_PAIRED_VALUES = frozenset(
-    ["pairs", "diff_mean", "diff_ci_low", "diff_ci_high", "baseline_mean", "change_pct",
-     "change_pct_low", "change_pct_high", "change_pct_method"]
-)  # fmt: skip
 
 
 def _fmt_change(row) -> str:

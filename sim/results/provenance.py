@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -26,10 +27,14 @@ def package_version() -> str:
 def library_versions() -> dict[str, str | None]:
     """The installed version of each of `LIBRARIES` (None if one is missing), and the
     machine's architecture (`machine`, e.g. "x86_64"), since a numpy build is per
-    architecture."""
-    versions: dict[str, str | None] = {name: _version(name) for name in LIBRARIES}
-    versions["machine"] = platform.machine() or None
-    return versions
+    architecture. Read once per process (a new dict each call)."""
+    return dict(_library_versions())
+
+
+@cache
+def _library_versions() -> tuple[tuple[str, str | None], ...]:
+    versions = [(name, _version(name)) for name in LIBRARIES]
+    return (*versions, ("machine", platform.machine() or None))
 
 
 def _version(distribution: str) -> str | None:
@@ -43,18 +48,24 @@ def git_revision() -> str | None:
     """The commit dcsim runs from, `-dirty` if it has uncommitted changes; None unless dcsim
     runs from a git checkout of its own (an installed wheel has none, even when its
     environment lies inside some repository)."""
-    top = _git("rev-parse", "--show-toplevel")
-    if top is None or Path(top).resolve() / "sim" != _PACKAGE_DIR:
+    if not _in_own_checkout(_PACKAGE_DIR):
         return None
-    return _git("describe", "--always", "--dirty", "--abbrev=40")
+    return _git(_PACKAGE_DIR, "describe", "--always", "--dirty", "--abbrev=40")
 
 
-def _git(*args: str) -> str | None:
-    """What `git *args` prints in the package's folder; None if git fails or is absent."""
+@cache
+def _in_own_checkout(package_dir: Path) -> bool:
+    """Whether `package_dir` is the `sim/` of the git work tree it lies in (asked once)."""
+    top = _git(package_dir, "rev-parse", "--show-toplevel")
+    return top is not None and Path(top).resolve() / "sim" == package_dir
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """What `git *args` prints in `folder`; None if git fails or is absent."""
     try:
         out = subprocess.run(
             ["git", *args],
-            cwd=_PACKAGE_DIR,
+            cwd=folder,
             capture_output=True,
             text=True,
             timeout=5,
