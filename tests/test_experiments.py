@@ -79,6 +79,7 @@ def test_dask_local_cluster_with_two_workers_gives_the_same_summary_as_local_pro
     local = pd.read_parquet(tmp_path / "local" / "summary.parquet")
     dask = pd.read_parquet(tmp_path / "dask" / "summary.parquet")
     assert len(local) == 8
+    assert (dask["status"] == "ok").all(), dask["error"].dropna().tolist()
     pd.testing.assert_frame_equal(deterministic(local), deterministic(dask))
     assert local["carbon_total_kg"].nunique() == 8  # the grid keys did change the runs
 

@@ -137,14 +137,18 @@ class EventLog:
             np.frombuffer(self.job, np.int32),
             np.frombuffer(self.site, np.int16),
         )
-        del self.time_s[:]
+        self.time_s = array("d")
         return pd.DataFrame(
             {
                 "time_s": time_s,
-                "kind": pd.Categorical.from_codes(_drain(self.kind)[order], categories=EVENT_KINDS),
-                "job": _job_categorical(_drain(self.job)[order], job_ids),
-                "site": pd.Categorical.from_codes(_drain(self.site)[order], categories=site_names),
-                "value": _drain(self.value)[order],
+                "kind": pd.Categorical.from_codes(
+                    _take(self, "kind")[order], categories=EVENT_KINDS
+                ),
+                "job": _job_categorical(_take(self, "job")[order], job_ids),
+                "site": pd.Categorical.from_codes(
+                    _take(self, "site")[order], categories=site_names
+                ),
+                "value": _take(self, "value")[order],
                 "detail": self._drain_detail(order),
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
@@ -159,7 +163,7 @@ class EventLog:
         recode[order] = np.arange(len(texts), dtype=np.int32)
         self._detail_code = {}
         return pd.Categorical.from_codes(
-            recode[_drain(self.detail)[rows]], categories=pd.Index([texts[i] for i in order])
+            recode[_take(self, "detail")[rows]], categories=pd.Index([texts[i] for i in order])
         )
 
 
@@ -200,14 +204,16 @@ class PowerLog:
         self._last_row = [-1] * len(self._last_row)
         self._last_s = [-math.inf] * len(self._last_s)
         order, time_s = in_instants(np.frombuffer(self.time_s), np.frombuffer(self.site, np.int16))
-        del self.time_s[:]
+        self.time_s = array("d")
         return pd.DataFrame(
             {
                 "time_s": time_s,
-                "site": pd.Categorical.from_codes(_drain(self.site)[order], categories=site_names),
-                "it_w": _drain(self.it_w)[order],
-                "facility_w": _drain(self.facility_w)[order],
-                "busy_gpus": _drain(self.busy_gpus).astype(np.int64)[order],
+                "site": pd.Categorical.from_codes(
+                    _take(self, "site")[order], categories=site_names
+                ),
+                "it_w": _take(self, "it_w")[order],
+                "facility_w": _take(self, "facility_w")[order],
+                "busy_gpus": _take(self, "busy_gpus").astype(np.int64)[order],
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
         )
@@ -247,8 +253,13 @@ def _job_categorical(codes: np.ndarray, job_ids: np.ndarray) -> pd.Categorical:
     return column
 
 
-def _drain(column: array) -> np.ndarray:
-    """A copy of `column` as a numpy array of its type, then `column` emptied."""
-    out = np.array(column)
-    del column[:]
-    return out
+def _take(log: EventLog | PowerLog, name: str) -> np.ndarray:
+    """The column `name` of `log` as a numpy array over its buffer (no copy), the log's
+    column replaced by an empty one. A column is replaced, never emptied in place: resizing
+    an array that a numpy view still reads raises BufferError, and a view can outlive the
+    line that made it (a sampling profiler holding a frame keeps the frame's variables
+    alive past its return; Dask's workers run one). The old column is freed with its last
+    view."""
+    column = getattr(log, name)
+    setattr(log, name, array(column.typecode))
+    return np.frombuffer(column, column.typecode)
