@@ -53,7 +53,20 @@ OUT = REPO / "sim" / "data" / "serving_model.toml"
 FIGURE = REPO / "docs" / "figures" / "serving_model_vs_data.png"
 DOC = REPO / "docs" / "serving.md"
 DOC_BEGIN, DOC_END = "<!-- calibration:begin -->", "<!-- calibration:end -->"
-TASK = "lm-arena-chat"
+TASKS_BEGIN, TASKS_END = "<!-- tasks:begin -->", "<!-- tasks:end -->"
+CHAT, FIM = "lm-arena-chat", "sourcegraph-fim"
+TASKS = (CHAT, FIM)
+# Mean prompt length of a task whose prompts no fit sees (the leaderboard records no
+# prompt length): the Azure LLM inference trace 2023 (Splitwise), mean ContextTokens of its
+# code-completion requests (8,819: 2,048 tokens) and of its conversation requests (19,366:
+# 1,155 tokens), as sim/data/request_presets.toml and docs/plan data_sources 1c give them.
+# FIM prompts are never fitted; the chat prompt is fitted (`input_tokens`) whenever chat is
+# in the training set and taken from here when it is held out.
+PROMPT_TOKENS = {FIM: 2048.0, CHAT: 1155.0}
+# Configurations outside the model's layouts: attention data parallel (`data_parallel` > 1,
+# "DP for attention, EP for MLP experts"; only Qwen3-Coder-480B-FP8 on B200). Left out of
+# every fit and scored apart (docs/serving.md "Leave one task out").
+OUT_OF_SCOPE = "attention data parallel"
 
 # Architecture constants of each model, as in its config.json (num_hidden_layers,
 # num_key_value_heads, head_dim; for MoE num_experts_per_tok / num_(local_)experts;
@@ -75,6 +88,14 @@ ARCH_SOURCES = {
     "gemma-3": "google-deepmind/gemma gemma/transformer.py @ 06211cae",
     "NVIDIA-Nemotron-Nano": "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/models/nemotronh/"
     "nemotron_h_provider.py @ 160ccccb",
+    "Qwen3-Coder-30B-A3B": "Qwen/Qwen3-Coder-30B-A3B-Instruct model card (mirrored in "
+    "ztxz16/fastllm Qwen3-Coder-30B-A3B-Instruct/README.md): 48 layers, 32 Q / 4 KV heads, "
+    "128 experts, 8 active; head dim 128 as Qwen3-30B-A3B ("
+    + _MAXTEXT.format("qwen3-30b-a3b")
+    + " @ 67103427)",
+    "Qwen3-Coder-480B-A35B": "zyzshishui/miles scripts/models/qwen3-coder-480B-A35B.sh @ b2699705 "
+    "(Megatron arguments of Qwen/Qwen3-Coder-480B-A35B-Instruct: 62 layers, 96 Q heads, 8 query "
+    "groups, kv-channels 128, 160 experts, top-8)",
     "DeepSeek-V3": "deepseek-ai/DeepSeek-V3 README_WEIGHTS.md @ 0b39205a; "
     + _MAXTEXT.format("deepseek3-671b")
     + " @ ac708cd5 (V3.1 is post-trained from the V3 base: same architecture)",
@@ -105,6 +126,9 @@ ARCH = {
     "gemma-3-27b-it": (62, 62, 16, 128, 1, 1),
     "NVIDIA-Nemotron-Nano-9B-v2": (56, 4, 8, 128, 1, 1),
     "NVIDIA-Nemotron-Nano-12B-v2": (62, 6, 8, 128, 1, 1),
+    "Qwen3-Coder-30B-A3B-Instruct": (48, 48, 4, 128, 8, 128),
+    "Qwen3-Coder-480B-A35B-Instruct": (62, 62, 8, 128, 8, 160),
+    "Qwen3-Coder-480B-A35B-Instruct-FP8": (62, 62, 8, 128, 8, 160),
 }
 MLA_KV_BYTES = {"DeepSeek-V3.1": (61, 61 * (512 + 64) * 2, 8, 256)}  # layers, bytes, k, E
 # Layers with routed experts, where not every layer has them (the others: all layers of an
@@ -168,10 +192,10 @@ def short_name(model_id: str) -> str:
     return model_id.split("/", 1)[1]
 
 
-def load_models(data: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """Every lm-arena-chat configuration (one row each) and the catalog derived from them."""
+def load_models(data: Path, task: str = CHAT) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """Every configuration of `task` (one row each) and the catalog derived from them."""
     rows, catalog = [], {}
-    for path in sorted((data / "models").glob(f"*__{TASK}.json.gz")):
+    for path in sorted((data / "models").glob(f"*__{task}.json.gz")):
         d = json.loads(gzip.decompress(path.read_bytes()))
         name = short_name(d["model_id"])
         if name in MLA_KV_BYTES:
@@ -195,12 +219,15 @@ def load_models(data: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
             "expert_share": k / e,
             "avg_output_tokens": float(np.mean([c["avg_output_len"] for c in d["configurations"]])),
             "kappa": float((counts * mid**2).sum() / counts.sum() / (2 * mean**2)),
+            "task": task,
             "source": f"{path.name} (params, precision, architecture, output length); "
             f"{arch_source(name)} (layers, KV bytes per token, experts)",
         }
         for c in d["configurations"]:
+            layout = c["parallelization"]
             rows.append(
                 {
+                    "task": task,
                     "model": name,
                     "gpu": GPU_ALIASES.get(c["gpu_model"], c["gpu_model"]),
                     "num_gpus": c["num_gpus"],
@@ -211,6 +238,11 @@ def load_models(data: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
                     "power_w": c["avg_power_watts"],
                     "energy_per_token_j": c["energy_per_token_joules"],
                     "itl_ms": c["median_itl_ms"],
+                    "itl_p90_ms": c["p90_itl_ms"],
+                    "tensor_parallel": layout["tensor_parallel"],
+                    "expert_parallel": layout["expert_parallel"],
+                    "data_parallel": layout["data_parallel"],
+                    "prompt_tokens": np.nan,
                 }
             )
     return pd.DataFrame(rows), catalog
@@ -231,8 +263,20 @@ def gpu_specs(gid: str) -> dict[str, float]:
     }
 
 
+def in_scope(f: pd.DataFrame) -> pd.Series:
+    """The configurations whose layout the model represents (not `OUT_OF_SCOPE`)."""
+    return f["data_parallel"] == 1
+
+
+def held_out(f: pd.DataFrame) -> pd.DataFrame:
+    """`f` with each task's prompt length taken from `PROMPT_TOKENS` (not fitted)."""
+    return f.assign(prompt_tokens=f["task"].map(PROMPT_TOKENS))
+
+
 def inputs(f: pd.DataFrame, catalog: dict[str, dict], input_tokens: float) -> Inputs:
-    """The model's inputs for the configurations of `f`."""
+    """The model's inputs for the configurations of `f`: a row's prompt is its
+    `prompt_tokens`, or `input_tokens` (the fitted chat prompt) where that is NaN; its
+    kappa is its model's, from the model's output-length histogram on its task."""
     m = [catalog[name] for name in f["model"]]
     g = [gpu_specs(gid) for gid in f["gpu"]]
 
@@ -256,8 +300,9 @@ def inputs(f: pd.DataFrame, catalog: dict[str, dict], input_tokens: float) -> In
         idle_w=col(g, "idle_w"),
         blackwell=col(g, "blackwell"),
         max_batch=f["max_batch"].to_numpy(dtype=float),
-        input_tokens=np.full(len(f), input_tokens),
+        input_tokens=f["prompt_tokens"].fillna(input_tokens).to_numpy(dtype=float),
         output_tokens=f["output_tokens"].to_numpy(dtype=float),
+        kappa=col(m, "kappa"),
     )
 
 
@@ -278,12 +323,14 @@ def predict(p: Params, f: pd.DataFrame, catalog: dict[str, dict]) -> pd.DataFram
     out["power_model_w"] = o.power_w
     out["energy_per_token_model_j"] = o.power_w / o.throughput_tokens_per_s
     out["itl_model_ms"] = o.itl_median_ms
+    out["itl_p90_model_ms"] = o.itl_p90_ms
     out["batch_model"] = o.batch
     for a, b, e in (
         ("throughput_model", "throughput", "throughput_ape"),
         ("energy_per_token_model_j", "energy_per_token_j", "energy_ape"),
         ("power_model_w", "power_w", "power_ape"),
         ("itl_model_ms", "itl_ms", "itl_ape"),
+        ("itl_p90_model_ms", "itl_p90_ms", "itl_p90_ape"),
     ):
         out[e] = (out[a] / out[b] - 1.0).abs()
     return out
@@ -313,12 +360,32 @@ def fit(f: pd.DataFrame, catalog: dict[str, dict], kappa: float) -> Params:
 
 
 def leave_one_model_out(f: pd.DataFrame, catalog: dict[str, dict], kappa: float) -> pd.DataFrame:
-    """Each model's configurations predicted by the constants fitted without that model."""
+    """Each model's configurations predicted by the constants fitted without that model
+    (on the in-scope configurations of `f`)."""
     parts = []
     for name in sorted(f["model"].unique()):
-        p = fit(f[f["model"] != name], catalog, kappa)
-        parts.append(predict(p, f[f["model"] == name], catalog))
+        p = fit(f[(f["model"] != name) & in_scope(f)], catalog, kappa)
+        parts.append(predict(p, f[(f["model"] == name) & in_scope(f)], catalog))
     return pd.concat(parts, ignore_index=True)
+
+
+def leave_one_task_out(f: pd.DataFrame, catalog: dict[str, dict], kappa: float) -> pd.DataFrame:
+    """Each task's configurations (all of them, `in_scope` marked) predicted by the
+    constants fitted on the other task's in-scope configurations, the held-out task's prompt
+    length from `PROMPT_TOKENS`. Column `direction`: "chat -> fim" or "fim -> chat"."""
+    parts = []
+    for task in TASKS:
+        train = f[(f["task"] != task) & in_scope(f)]
+        p = fit(train, catalog, kappa)
+        out = predict(p, held_out(f[f["task"] == task]), catalog)
+        other = next(t for t in TASKS if t != task)
+        parts.append(out.assign(direction=f"{short_task(other)} -> {short_task(task)}"))
+    out = pd.concat(parts, ignore_index=True)
+    return out.assign(in_scope=in_scope(out))
+
+
+def short_task(task: str) -> str:
+    return {CHAT: "chat", FIM: "fim"}[task]
 
 
 def rules(catalog: dict[str, dict]) -> dict:
@@ -352,27 +419,51 @@ def readme_source(data: Path) -> str:
     sha = commit.group(1) if commit else "unknown"
     return (
         "ML.ENERGY Leaderboard v3 data (github.com/ml-energy/leaderboard @ "
-        f"{sha}, public/data/models/*__{TASK}.json), vLLM 0.11.1 on H100 SXM and B200"
+        f"{sha}, public/data/models/*__{{{','.join(TASKS)}}}.json), "
+        "vLLM 0.11.1 on H100 SXM and B200"
     )
 
 
+SCORES = {
+    "throughput_mape": "throughput_ape",
+    "energy_per_token_mape": "energy_ape",
+    "itl_median_mape": "itl_ape",
+    "itl_p90_mape": "itl_p90_ape",
+}
+"""Score name in serving_model.toml: the column of absolute relative errors it averages."""
+
+
+def mapes(table: pd.DataFrame) -> dict[str, float]:
+    """Mean absolute relative errors of `table` (fractions), by `SCORES` name."""
+    return {k: round(float(table[c].mean()), 6) for k, c in SCORES.items()}
+
+
 def scores(table: pd.DataFrame) -> dict:
-    per_model = table.groupby("model")[["throughput_ape", "energy_ape"]].mean()
     return {
-        "throughput_mape": round(float(table["throughput_ape"].mean()), 6),
-        "energy_per_token_mape": round(float(table["energy_ape"].mean()), 6),
-        "models": {
-            m: {
-                "configurations": int((table["model"] == m).sum()),
-                "throughput_mape": round(float(r["throughput_ape"]), 6),
-                "energy_per_token_mape": round(float(r["energy_ape"]), 6),
-            }
-            for m, r in per_model.iterrows()
-        },
+        **mapes(table),
+        "models": {m: {"configurations": len(g), **mapes(g)} for m, g in table.groupby("model")},
     }
 
 
-def write_toml(path: Path, p: Params, catalog, rule, source, fit_scores, lomo_scores) -> None:
+def task_scores(loto: pd.DataFrame) -> dict:
+    """[leave_one_task_out]: per direction, the in-scope scores and the out-of-scope ones."""
+    out = {}
+    for direction, g in loto.groupby("direction"):
+        inside = g[g["in_scope"]]
+        out[direction] = {
+            "prompt_tokens": float(g["prompt_tokens"].iloc[0]),
+            **scores(inside),
+            "out_of_scope": {
+                "why": OUT_OF_SCOPE,
+                **scores(g[~g["in_scope"]]),
+            }
+            if (~g["in_scope"]).any()
+            else {},
+        }
+    return out
+
+
+def write_toml(path: Path, p: Params, catalog, rule, source, fit_scores, lomo, loto) -> None:
     """Write the serving model to `path` atomically (a temporary file, then a rename)."""
     doc = {
         "source": source,
@@ -383,64 +474,92 @@ def write_toml(path: Path, p: Params, catalog, rule, source, fit_scores, lomo_sc
         "parameters": {k: round(v, 6) for k, v in dataclasses.asdict(p).items()},
         "rules": rule,
         "calibration_gpus": {"B200": B200},
-        "models": {
-            name: {k: v for k, v in m.items() if k != "kappa"}
-            for name, m in sorted(catalog.items())
-        },
+        "models": {name: dict(m) for name, m in sorted(catalog.items())},
         "fit": fit_scores,
-        "leave_one_model_out": lomo_scores,
+        "leave_one_model_out": lomo,
+        "leave_one_task_out": loto,
     }
     header = (
         "# Fitted constants and model catalog of sim.models.llm_performance. GENERATED by\n"
         "# scripts/calibrate_serving.py from the ML.ENERGY leaderboard v3 measurements\n"
-        "# (lm-arena-chat, vLLM 0.11.1, H100 SXM and B200; the `source` key names the commit):\n"
-        "# do not edit by hand, re-run the script. Equations and parameter meanings:\n"
-        "# docs/serving.md. eta_prefill is assumed (not fitted), kappa comes from the data's\n"
-        "# output-length histograms. [fit] and [leave_one_model_out] hold the scores\n"
-        "# (fractions, not %).\n"
+        "# (lm-arena-chat and sourcegraph-fim, vLLM 0.11.1, H100 SXM and B200; the `source`\n"
+        "# key names the commit): do not edit by hand, re-run the script. Equations and\n"
+        "# parameter meanings: docs/serving.md. eta_prefill is assumed (not fitted), kappa\n"
+        "# comes from the data's output-length histograms. [fit], [leave_one_model_out] and\n"
+        "# [leave_one_task_out] hold the scores (fractions, not %).\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     text = header + tomli_w.dumps(doc)
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
 def markdown(lomo: pd.DataFrame, shipped: pd.DataFrame) -> str:
+    """The leave-one-model-out table (with the in-sample scores of the shipped constants)."""
     lines = [
-        "| model | configurations | throughput MAPE | energy/token MAPE | in-sample throughput | "
-        "in-sample energy/token |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model | task | configurations | throughput MAPE | energy/token MAPE | median ITL MAPE "
+        "| in-sample throughput | in-sample energy/token |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    a = lomo.groupby("model")[["throughput_ape", "energy_ape"]].mean()
     b = shipped.groupby("model")[["throughput_ape", "energy_ape"]].mean()
-    n = lomo.groupby("model").size()
-    for m in a.index:
+    for m, g in lomo.groupby("model"):
         lines.append(
-            f"| {m} | {n[m]} | {100 * a.loc[m, 'throughput_ape']:.1f}% | "
-            f"{100 * a.loc[m, 'energy_ape']:.1f}% | {100 * b.loc[m, 'throughput_ape']:.1f}% | "
-            f"{100 * b.loc[m, 'energy_ape']:.1f}% |"
+            f"| {m} | {short_task(g['task'].iloc[0])} | {len(g)} "
+            f"| {pct(g['throughput_ape'].mean())} | {pct(g['energy_ape'].mean())} "
+            f"| {pct(g['itl_ape'].mean())} "
+            f"| {pct(b.loc[m, 'throughput_ape'])} | {pct(b.loc[m, 'energy_ape'])} |"
         )
-    lines.append(
-        f"| **all** | **{len(lomo)}** | **{100 * lomo['throughput_ape'].mean():.1f}%** | "
-        f"**{100 * lomo['energy_ape'].mean():.1f}%** | "
-        f"**{100 * shipped['throughput_ape'].mean():.1f}%** | "
-        f"**{100 * shipped['energy_ape'].mean():.1f}%** |"
-    )
     lines += [
+        f"| **all** | | **{len(lomo)}** | **{pct(lomo['throughput_ape'].mean())}** "
+        f"| **{pct(lomo['energy_ape'].mean())}** | **{pct(lomo['itl_ape'].mean())}** "
+        f"| **{pct(shipped['throughput_ape'].mean())}** "
+        f"| **{pct(shipped['energy_ape'].mean())}** |",
         "",
-        f"Shipped constants, every configuration: median ITL MAPE "
-        f"{100 * shipped['itl_ape'].mean():.1f}%, "
-        f"power MAPE {100 * shipped['power_ape'].mean():.1f}%.",
+        f"Shipped constants, every in-scope configuration: median ITL MAPE "
+        f"{pct(shipped['itl_ape'].mean())}, p90 ITL MAPE {pct(shipped['itl_p90_ape'].mean())}, "
+        f"power MAPE {pct(shipped['power_ape'].mean())}.",
     ]
     return "\n".join(lines)
 
 
-def update_doc(doc: Path, block: str) -> None:
+def task_markdown(loto: pd.DataFrame) -> str:
+    """The leave-one-task-out table: per direction and held-out model, and overall."""
+    lines = [
+        "| fitted -> predicted | model | prompt (tokens) | configurations | throughput MAPE "
+        "| energy/token MAPE | median ITL MAPE | p90 ITL MAPE |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def row(direction: str, label: str, g: pd.DataFrame) -> str:
+        return (
+            f"| {direction} | {label} | {g['prompt_tokens'].iloc[0]:.0f} | {len(g)} "
+            f"| {pct(g['throughput_ape'].mean())} | {pct(g['energy_ape'].mean())} "
+            f"| {pct(g['itl_ape'].mean())} | {pct(g['itl_p90_ape'].mean())} |"
+        )
+
+    for direction, d in loto.groupby("direction", sort=False):
+        inside = d[d["in_scope"]]
+        lines += [row(direction, m, g) for m, g in inside.groupby("model")]
+        lines.append(row(f"**{direction}**", "**all in scope**", inside))
+        outside = d[~d["in_scope"]]
+        if len(outside):
+            for m, g in outside.groupby("model"):
+                lines.append(row(direction, f"{m} (out of scope: {OUT_OF_SCOPE})", g))
+    return "\n".join(lines)
+
+
+def update_doc(doc: Path, blocks: dict[tuple[str, str], str]) -> None:
+    """Rewrite each block of `doc` between its (begin, end) markers."""
     if not doc.exists():
         return
     text = doc.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(DOC_BEGIN) + ".*?" + re.escape(DOC_END), re.S)
-    if pattern.search(text):
-        doc.write_text(pattern.sub(lambda _m: f"{DOC_BEGIN}\n{block}\n{DOC_END}", text), "utf-8")
+    for (begin, end), block in blocks.items():
+        pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+        text = pattern.sub(lambda _m, b=begin, e=end, k=block: f"{b}\n{k}\n{e}", text)
+    doc.write_text(text, "utf-8")
 
 
 def figure(shipped: pd.DataFrame, p: Params, catalog: dict[str, dict], path: Path) -> None:
@@ -461,6 +580,7 @@ def figure(shipped: pd.DataFrame, p: Params, catalog: dict[str, dict], path: Pat
                     "num_gpus": n,
                     "max_batch": np.geomspace(g["max_batch"].min(), g["max_batch"].max(), 60),
                     "output_tokens": g["output_tokens"].mean(),
+                    "prompt_tokens": g["prompt_tokens"].iloc[0],
                 }
             )
             o = evaluate(p, inputs(grid, catalog, p.input_tokens))
@@ -497,23 +617,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
 
-    f, catalog = load_models(args.data)
-    kappa = round(float(np.median([m["kappa"] for m in catalog.values()])), 4)
-    p = fit(f, catalog, kappa)
+    frames, catalog = [], {}
+    for task in TASKS:
+        f_task, cat_task = load_models(args.data, task)
+        frames.append(f_task if task == CHAT else held_out(f_task))
+        catalog.update(cat_task)
+    f = pd.concat(frames, ignore_index=True)
+    chat_models = {k: m for k, m in catalog.items() if m["task"] == CHAT}
+    kappa = round(float(np.median([m["kappa"] for m in chat_models.values()])), 4)
+    p = fit(f[in_scope(f)], catalog, kappa)
     lomo = leave_one_model_out(f, catalog, kappa)
+    loto = leave_one_task_out(f, catalog, kappa)
     source = readme_source(args.data)
-    rule = rules(catalog)
+    rule = rules(chat_models)
     # Score exactly what is shipped: write, read back as sim.serving does, score, write again.
-    write_toml(args.out, p, catalog, rule, source, {}, scores(lomo))
+    write_toml(args.out, p, catalog, rule, source, {}, scores(lomo), task_scores(loto))
     from sim.models.llm_performance import load_serving_model
 
     shipped_params = load_serving_model(args.out).params
-    shipped = predict(shipped_params, f, catalog)
-    write_toml(args.out, shipped_params, catalog, rule, source, scores(shipped), scores(lomo))
-    block = markdown(lomo, shipped)
-    update_doc(args.doc, block)
+    shipped = predict(shipped_params, f[in_scope(f)], catalog)
+    write_toml(
+        args.out,
+        shipped_params,
+        catalog,
+        rule,
+        source,
+        scores(shipped),
+        scores(lomo),
+        task_scores(loto),
+    )
+    block, tasks_block = markdown(lomo, shipped), task_markdown(loto)
+    update_doc(args.doc, {(DOC_BEGIN, DOC_END): block, (TASKS_BEGIN, TASKS_END): tasks_block})
     figure(shipped, shipped_params, catalog, args.figure)
-    print(block)
+    print(block, tasks_block, sep="\n\n")
     print("\nparameters:", {k: round(v, 4) for k, v in dataclasses.asdict(shipped_params).items()})
     print(f"wrote {args.out}, {args.figure}, {args.doc}")
     return 0

@@ -17,6 +17,10 @@ batch `B`:
     t_prefill  = 2 A L_in / (n F eta_prefill)               per request, compute only
     t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
     throughput = B / t_iter,   ITL median = t_step
+    ITL p90    = t_step + max(1, B / L_out) t_prefill  if B / L_out > 0.1, else t_step
+                                                            (B / L_out prompts join per
+                                                            iteration: a share min(1, B / L_out)
+                                                            of the iterations carries them)
     prefill_s  = tau_step + t_coll + |t_mem_pf, t_prefill|_2   one prompt alone (reported)
     t_mem_pf   = (f8 bpp weights(L_in) + L_in kv) / (n BW eta_mem)
                                                             weights(L_in): the weights term
@@ -50,6 +54,9 @@ ROOFLINE_POWER = 2.0
 """Sharpness of the soft maximum of memory and compute time (the roofline's corner).
 A modelling choice (not fitted, not from a source): an L2 combination, 41% above the
 larger term where the two are equal, since memory and compute overlap only partly."""
+ITL_P90_SHARE = 0.1
+"""The share of iterations above which those carrying a prefill set the 90th percentile of
+the inter-token latency (the definition of a 90th percentile, not a fitted value)."""
 GPU_MEMORY_UTILIZATION = 0.9
 """Share of GPU memory vLLM takes for weights, activations and the KV cache: vLLM's default
 `gpu_memory_utilization` (`EngineArgs.gpu_memory_utilization` defaults to
@@ -137,6 +144,9 @@ class Inputs:
     max_batch: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
+    kappa: np.ndarray | None = None
+    """In-flight context per output token of each configuration's output-length law
+    (E[L^2] / (2 E[L]^2)); None: `Params.kappa`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +160,9 @@ class Outputs:
     context_tokens: np.ndarray
     throughput_tokens_per_s: np.ndarray
     itl_median_ms: np.ndarray
+    itl_p90_ms: np.ndarray
+    """90th percentile of the inter-token latency, ms: the iterations that carry a prefill
+    set it once more than a tenth of the iterations carry one."""
     prefill_s: np.ndarray
     """Prefill time of one request alone on the replica, s."""
     power_w: np.ndarray
@@ -174,7 +187,8 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     l_out = np.asarray(x.output_tokens, dtype=float)
     max_batch = np.asarray(x.max_batch, dtype=float)
 
-    ctx = l_in + p.kappa * l_out
+    kappa = p.kappa if x.kappa is None else np.asarray(x.kappa, dtype=float)
+    ctx = l_in + kappa * l_out
     kv_budget = n * (np.asarray(x.memory_gb) * GPU_MEMORY_UTILIZATION - p.reserve_gb) * 1e9
     capacity = (kv_budget - total * bpp) / (ctx * kv)
     safe_capacity = np.maximum(capacity, 1e-9)
@@ -201,7 +215,8 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     )
     flop_prefill = 2.0 * active * l_in
     t_prefill = flop_prefill / (flops * p.eta_prefill)
-    t_iter = t_step + batch / l_out * t_prefill
+    joins = batch / l_out  # prompts joining the batch per iteration, in steady state
+    t_iter = t_step + joins * t_prefill
     # One prompt alone: a step of its own that reads the weights its L_in tokens touch and
     # writes their KV, against the prefill FLOPs (t_iter above keeps the fitted,
     # compute-only prefill term: in a full batch the weights are read by the decode anyway).
@@ -226,6 +241,8 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         context_tokens=ctx,
         throughput_tokens_per_s=batch / t_iter,
         itl_median_ms=1e3 * t_step,
+        itl_p90_ms=1e3
+        * (t_step + np.where(joins > ITL_P90_SHARE, np.maximum(joins, 1.0), 0.0) * t_prefill),
         prefill_s=prefill_alone,
         power_w=power,
         mem_utilization=u_mem,
