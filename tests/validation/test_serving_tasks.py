@@ -1,0 +1,89 @@
+"""Validation of the serving model on the ML.ENERGY leaderboard v3 data in ../shared/data
+(skipped without it), recomputed from the data, not read from serving_model.toml:
+
+- leave one task out: constants fitted on lm-arena-chat predict sourcegraph-fim within 15%
+  MAPE on throughput and energy per token (docs/serving.md "Leave one task out"); its
+  median ITL is a documented miss; the reverse direction (3 MoE models predicting 18) is
+  reported, not asserted;
+- leave one model out over both tasks: throughput, energy per token and median ITL within
+  15% MAPE.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    data = SHARED_DATA / "mlenergy-leaderboard"
+    if not data.is_dir():
+        pytest.skip(f"ML.ENERGY leaderboard data not found at {data}")
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_serving", ROOT / "scripts" / "calibrate_serving.py"
+    )
+    assert spec is not None and spec.loader is not None
+    cs = importlib.util.module_from_spec(spec)
+    sys.modules["calibrate_serving"] = cs
+    spec.loader.exec_module(cs)
+    frames, catalog = [], {}
+    for task in cs.TASKS:
+        f, cat = cs.load_models(data, task)
+        frames.append(f if task == cs.CHAT else cs.held_out(f))
+        catalog.update(cat)
+    f = pd.concat(frames, ignore_index=True)
+    return cs, f, catalog
+
+
+@pytest.fixture(scope="module")
+def chat_to_fim(calibration):
+    cs, f, catalog = calibration
+    loto = cs.leave_one_task_out(f, catalog, kappa=0.9753)
+    return loto[(loto["direction"] == "chat -> fim") & loto["in_scope"]]
+
+
+def test_every_fim_configuration_is_predicted_and_only_attention_dp_is_out_of_scope(calibration):
+    cs, f, _ = calibration
+    fim = f[f["task"] == cs.FIM]
+    assert len(fim) == 50
+    outside = fim[~cs.in_scope(fim)]
+    assert set(outside["model"]) == {"Qwen3-Coder-480B-A35B-Instruct-FP8"}
+    assert (outside["data_parallel"] > 1).all() and len(outside) == 16
+    assert fim["prompt_tokens"].eq(cs.PROMPT_TOKENS[cs.FIM]).all()  # from a source, not fitted
+
+
+@pytest.mark.parametrize("score", ["throughput_ape", "energy_ape"])
+def test_chat_fit_predicts_fim_within_15_percent(chat_to_fim, score):
+    assert len(chat_to_fim) == 34
+    assert chat_to_fim[score].mean() <= 0.15
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented miss (docs/serving.md, Leave one task out): median ITL 17.5%, the "
+    "decode step with 2,048-token FIM prompts in flight is too slow at mid batch and "
+    "saturates at the modelled KV capacity at the largest batches",
+)
+def test_chat_fit_predicts_fim_median_itl_within_15_percent(chat_to_fim):
+    assert chat_to_fim["itl_ape"].mean() <= 0.15
+
+
+@pytest.fixture(scope="module")
+def lomo(calibration):
+    cs, f, catalog = calibration
+    return cs.leave_one_model_out(f, catalog, kappa=0.9753)
+
+
+@pytest.mark.parametrize("score", ["throughput_ape", "energy_ape", "itl_ape"])
+def test_leave_one_model_out_within_15_percent(lomo, score):
+    assert lomo["model"].nunique() == 20
+    assert lomo[score].mean() <= 0.15
