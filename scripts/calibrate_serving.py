@@ -266,6 +266,17 @@ def gpu_specs(gid: str) -> dict[str, float]:
     }
 
 
+def load_tasks(data: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """Every configuration of every task in `TASKS` and the catalog of their models: the
+    chat prompt is left to the fit (NaN `prompt_tokens`), the FIM prompt is `PROMPT_TOKENS`'s."""
+    frames, catalog = [], {}
+    for task in TASKS:
+        f, cat = load_models(data, task)
+        frames.append(f if task == CHAT else held_out(f))
+        catalog.update(cat)
+    return pd.concat(frames, ignore_index=True), catalog
+
+
 def in_scope(f: pd.DataFrame) -> pd.Series:
     """The configurations whose layout the model represents (not `OUT_OF_SCOPE`)."""
     return f["data_parallel"] == 1
@@ -620,12 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
 
-    frames, catalog = [], {}
-    for task in TASKS:
-        f_task, cat_task = load_models(args.data, task)
-        frames.append(f_task if task == CHAT else held_out(f_task))
-        catalog.update(cat_task)
-    f = pd.concat(frames, ignore_index=True)
+    f, catalog = load_tasks(args.data)
     chat_models = {k: m for k, m in catalog.items() if m["task"] == CHAT}
     kappa = round(float(np.median([m["kappa"] for m in chat_models.values()])), 4)
     p = fit(f[in_scope(f)], catalog, kappa)

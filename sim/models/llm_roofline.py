@@ -27,6 +27,13 @@ batch `B`:
                                                             above with L_in tokens for B
     P_gpu      = P_idle + (TDP - P_idle) (1 - exp(-z)),  z = pi_0 + pi_mem u_mem
                  + pi_compute u_compute + pi_seq u_seq      (pi_0_blackwell on Blackwell)
+    P_prefill  = the same with the utilisations of one prompt alone (prefill_s)
+
+Under a power limit the SM clock runs at a share f <= 1 of its maximum (`Inputs.sm_clock`,
+`capped_clock` solves it) and HBM at its own clock: t_compute and t_prefill stretch by
+1 / f, t_mem and the fixed and per-sequence (host-side) times do not, and
+z = pi_mem u_mem + f^2 pi_compute u_compute + f^3 (pi_0 + pi_seq u_seq) (dynamic power
+C V^2 f with the voltage following the clock: energy per operation ~ f^2, clocked power ~ f^3).
 
 with u_mem, u_compute the shares of peak bandwidth and peak FLOP/s achieved over the
 iteration and u_seq its share in per-sequence work ((tau_seq + h tau_ssm) B). T, A: total
@@ -39,11 +46,11 @@ h: 1 for a hybrid, else 0; BW: memory bandwidth; F: dense FP16 FLOP/s;
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-__all__ = ["FITTED", "Inputs", "Outputs", "Params", "evaluate"]
+__all__ = ["FITTED", "Inputs", "Outputs", "Params", "capped_clock", "evaluate"]
 
 SOFTMIN_POWER = 8.0
 """Sharpness of the soft minimum between the maximum batch and the KV-cache capacity.
@@ -147,6 +154,8 @@ class Inputs:
     kappa: np.ndarray | None = None
     """In-flight context per output token of each configuration's output-length law
     (E[L^2] / (2 E[L]^2)); None: `Params.kappa`."""
+    sm_clock: np.ndarray | None = None
+    """SM clock as a share of its maximum under a power limit (`capped_clock`); None: 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +176,8 @@ class Outputs:
     """Prefill time of one request alone on the replica, s."""
     power_w: np.ndarray
     """Power of all GPUs of the replica, W."""
+    prefill_power_w: np.ndarray
+    """Power of all GPUs of the replica during the prefill of one prompt alone, W."""
     mem_utilization: np.ndarray
     compute_utilization: np.ndarray
 
@@ -201,8 +212,9 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     kv_read = batch * ctx * kv
     bytes_read = bpp * weights_read + kv_read
     flop_step = 2.0 * active * batch
+    clock = 1.0 if x.sm_clock is None else np.asarray(x.sm_clock, dtype=float)
     t_mem = (read_bpp * weights_read + kv_read) / (bw * eta_mem)
-    t_compute = flop_step / (flops * p.eta_compute)
+    t_compute = flop_step / (flops * p.eta_compute * clock)
     layers = np.asarray(x.layers, dtype=float)
     t_seq = 1e-6 * (p.tau_seq_us + p.tau_ssm_seq_us * np.asarray(x.hybrid)) * batch
     moe_layers = np.asarray(x.moe_layers, dtype=float)
@@ -214,7 +226,7 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         + (t_mem**ROOFLINE_POWER + t_compute**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
     )
     flop_prefill = 2.0 * active * l_in
-    t_prefill = flop_prefill / (flops * p.eta_prefill)
+    t_prefill = flop_prefill / (flops * p.eta_prefill * clock)
     joins = batch / l_out  # prompts joining the batch per iteration, in steady state
     t_iter = t_step + joins * t_prefill
     # One prompt alone: a step of its own that reads the weights its L_in tokens touch and
@@ -232,9 +244,17 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     u_mem = bytes_read / (bw * t_iter)
     u_compute = (flop_step + batch / l_out * flop_prefill) / (flops * t_iter)
     pi_0 = np.where(blackwell, p.pi_0_blackwell, p.pi_0)
-    z = pi_0 + p.pi_mem * u_mem + p.pi_compute * u_compute + p.pi_seq * t_seq / t_iter
     idle = np.asarray(x.idle_w, dtype=float)
-    power = n * (idle + (np.asarray(x.tdp_w) - idle) * (1.0 - np.exp(-z)))
+
+    def power_of(u_m, u_c, u_s):
+        z = p.pi_mem * u_m + clock**2 * p.pi_compute * u_c + clock**3 * (pi_0 + p.pi_seq * u_s)
+        return n * (idle + (np.asarray(x.tdp_w) - idle) * (1.0 - np.exp(-z)))
+
+    power = power_of(u_mem, u_compute, t_seq / t_iter)
+    bytes_prefill = bpp * weights_prefill + l_in * kv
+    prefill_power = power_of(
+        bytes_prefill / (bw * prefill_alone), flop_prefill / (flops * prefill_alone), 0.0
+    )
     return Outputs(
         batch=batch,
         kv_capacity_seqs=capacity,
@@ -245,6 +265,33 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         * (t_step + np.where(joins > ITL_P90_SHARE, np.maximum(joins, 1.0), 0.0) * t_prefill),
         prefill_s=prefill_alone,
         power_w=power,
+        prefill_power_w=prefill_power,
         mem_utilization=u_mem,
         compute_utilization=u_compute,
     )
+
+
+CLOCK_STEPS = 40
+"""Bisection steps of `capped_clock` (the clock to 2^-40 of its range)."""
+
+
+def capped_clock(p: Params, x: Inputs, cap_w: float, phase: str = "decode") -> np.ndarray:
+    """The SM clock share (0, 1] at which each configuration of `x` draws at most `cap_w`
+    per GPU in `phase` ("decode": `power_w`, the iterations with their prefill share;
+    "prefill": `prefill_power_w`, one prompt alone): 1 where the uncapped draw is within the
+    cap, else the highest clock within it (the draw falls monotonically with the clock)."""
+    n = np.asarray(x.num_gpus, dtype=float)
+    field = {"decode": "power_w", "prefill": "prefill_power_w"}[phase]
+
+    def per_gpu(clock: np.ndarray) -> np.ndarray:
+        return np.asarray(getattr(evaluate(p, replace(x, sm_clock=clock)), field)) / n
+
+    uncapped = per_gpu(np.asarray(1.0))
+    one = np.ones_like(uncapped)
+    lo, hi = np.zeros_like(one), one.copy()
+    within = uncapped <= cap_w
+    for _ in range(CLOCK_STEPS):
+        mid = 0.5 * (lo + hi)
+        ok = per_gpu(mid) <= cap_w
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return np.where(within, 1.0, np.maximum(lo, 2.0**-CLOCK_STEPS))

@@ -15,7 +15,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_DATA
@@ -35,12 +34,7 @@ def calibration():
     cs = importlib.util.module_from_spec(spec)
     sys.modules["calibrate_serving"] = cs
     spec.loader.exec_module(cs)
-    frames, catalog = [], {}
-    for task in cs.TASKS:
-        f, cat = cs.load_models(data, task)
-        frames.append(f if task == cs.CHAT else cs.held_out(f))
-        catalog.update(cat)
-    f = pd.concat(frames, ignore_index=True)
+    f, catalog = cs.load_tasks(data)
     return cs, f, catalog
 
 
