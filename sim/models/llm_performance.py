@@ -3,9 +3,10 @@
 Reads `sim/data/serving_model.toml` (written by `scripts/calibrate_serving.py` from the
 ML.ENERGY leaderboard v3 measurements): the fitted constants, the model catalog and the
 specifications of the calibration GPUs that `sim/data/gpus.toml` lacks (B200). The
-equations are in `sim.models.llm_roofline`; docs/serving.md explains them. A power cap goes
-through `sim.models.hardware`'s calibrated cap model (docs/power-model.md) with the serving
-model's own draw as the uncapped power.
+equations are in `sim.models.llm_roofline`; docs/serving.md explains them. A power cap lowers
+the SM clock until the draw is within it (`sim.models.llm_roofline.capped_clock`): compute
+slows, HBM does not, so memory-bound decode loses less than compute-bound prefill
+(docs/serving.md "Power caps by phase").
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
+from sim.models.hardware import GPU_CATALOG
 from sim.models.llm import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
-from sim.models.llm_roofline import Inputs, Params, evaluate
+from sim.models.llm_roofline import Inputs, Params, capped_clock, evaluate
 
 __all__ = [
     "ServingGpu",
@@ -118,7 +119,8 @@ class ServingPoint:
     from its specifications through the fitted constants."""
     gpu_cap_w: float | None = None
     """The per-GPU power limit the point is at, W (None: the GPU's default, maximum limit).
-    Below the maximum, power and speed follow `sim.models.hardware`'s cap model."""
+    Below the maximum, power and speed follow the SM clock that meets it (decode iterations
+    and `prefill_s` each at their own clock)."""
 
 
 def load_serving_model(path: Path | None = None) -> ServingModel:
@@ -257,32 +259,6 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
     return cap
 
 
-def _capped(pt: ServingPoint, cap_w: float) -> ServingPoint:
-    """`pt` (at the maximum limit) under a per-GPU limit `cap_w` below the maximum.
-
-    `sim.models.hardware.cap_response` with the serving model's per-GPU draw as the uncapped
-    power and the `inference` profile's curve: a throughput fraction `r` and a capped
-    per-GPU draw. Every time of the iteration stretches by `1 / r` (the clock drops).
-    """
-    spec = GPU_CATALOG[pt.gpu]
-    shape, _ = curve(pt.gpu, "inference")
-    uncapped_w = pt.power_w / pt.num_gpus
-    r, gpu_w = cap_response(
-        cap_w, uncapped_w, spec.max_cap_w, floor_w(spec), shape.n, shape.a, shape.b
-    )
-    throughput = pt.throughput_tokens_per_s * r
-    power = pt.num_gpus * gpu_w
-    return replace(
-        pt,
-        throughput_tokens_per_s=throughput,
-        itl_median_ms=pt.itl_median_ms / r,
-        prefill_s=pt.prefill_s / r,
-        power_w=power,
-        energy_per_token_j=power / throughput,
-        gpu_cap_w=cap_w,
-    )
-
-
 def _resolve(
     sm: ServingModel,
     model: str | ModelSpec,
@@ -351,7 +327,7 @@ def performance(
     and answer lengths, tokens (None: the lm-arena-chat figures, the model's own mean
     output length for a catalog model). `cap_w`: a per-GPU power limit, W, within the
     GPU's settable range (None: the default, maximum limit; a catalog GPU only, not B200):
-    power, throughput, ITL, prefill and energy per token follow `sim.models.hardware`'s cap model;
+    power, throughput, ITL, prefill and energy per token follow the SM clock that meets it;
     a cap at the maximum gives the uncapped figures exactly. Raises ValueError naming a bad
     argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
     when the weights do not fit in the replica's memory (`num_gpus` too small), and when
@@ -363,6 +339,9 @@ def performance(
     )
     cap = None if cap_w is None else _cap(g, cap_w)
     x = _inputs(entry, g, n, np.asarray(b), l_in, l_out)
+    capped = cap is not None and cap < GPU_CATALOG[g.id].max_cap_w
+    if capped:
+        x = replace(x, sm_clock=capped_clock(sm.params, x, cap))
     o = evaluate(sm.params, x)
     capacity = float(o.kv_capacity_seqs)
     ctx = float(o.context_tokens)
@@ -378,7 +357,11 @@ def performance(
         )
     throughput = float(o.throughput_tokens_per_s)
     power = float(o.power_w)
-    pt = ServingPoint(
+    prefill_s = float(o.prefill_s)
+    if capped:  # the prefill alone at its own clock under the cap
+        pf = replace(x, sm_clock=capped_clock(sm.params, replace(x, sm_clock=None), cap, "prefill"))
+        prefill_s = float(evaluate(sm.params, pf).prefill_s)
+    return ServingPoint(
         model=name,
         gpu=g.id,
         num_gpus=int(n),
@@ -390,13 +373,9 @@ def performance(
         context_tokens=float(o.context_tokens),
         throughput_tokens_per_s=throughput,
         itl_median_ms=float(o.itl_median_ms),
-        prefill_s=float(o.prefill_s),
+        prefill_s=prefill_s,
         power_w=power,
         energy_per_token_j=power / throughput,
         extrapolated=not g.measured,
+        gpu_cap_w=cap,
     )
-    if cap is None:
-        return pt
-    if cap >= GPU_CATALOG[g.id].max_cap_w:
-        return replace(pt, gpu_cap_w=cap)
-    return _capped(pt, cap)

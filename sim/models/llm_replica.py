@@ -8,7 +8,9 @@ calibrated roofline (`sim.models.llm_roofline.evaluate`) at a maximum batch of `
 decode step with the prefill of the batch's prompts amortised over their output tokens,
 at the service's mean input and output lengths. A prompt's own prefill (the time to its
 first token, `prefill_s`) is the roofline's prefill of that many input tokens alone.
-Power caps scale time and power by `sim.models.hardware`'s cap model, as in `performance`.
+A power cap lowers the SM clock until the replica's draw is within it, separately for the
+decode iterations (memory-bound: little slower) and for a prompt's prefill (compute-bound:
+slower in proportion), as in `performance` (`sim.models.llm_roofline.capped_clock`).
 
 A replica on one MIG slice (`mig_profile`, docs/mig.md "LLM replicas on slices") is the
 same roofline on a GPU with the slice's memory, its `sim.models.mig.bandwidth_share` of the
@@ -24,10 +26,10 @@ from functools import lru_cache
 import numpy as np
 
 from sim.models import mig
-from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
+from sim.models.hardware import GPU_CATALOG
 from sim.models.llm import PRECISION_BYTES
 from sim.models.llm_performance import ServingGpu, _cap, _inputs, _resolve, serving_model
-from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, evaluate
+from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, capped_clock, evaluate
 
 __all__ = ["ReplicaModel", "replica_model", "slice_gpu"]
 
@@ -108,7 +110,14 @@ def replica_model(
             raise ValueError(f"num_gpus must be 1 on a MIG slice ({mig_profile}), got {num_gpus!r}")
         g, share = slice_gpu(g, mig_profile), mig.sm_share(g.id, mig_profile)
     batches = np.arange(1, int(b) + 1, dtype=float)
-    o = evaluate(sm.params, _inputs(entry, g, n, batches, l_in, l_out))
+    x = _inputs(entry, g, n, batches, l_in, l_out)
+    grid = replace(
+        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out), input_tokens=_PREFILL_GRID_TOKENS
+    )
+    if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
+        x = replace(x, sm_clock=capped_clock(sm.params, x, cap))
+        grid = replace(grid, sm_clock=capped_clock(sm.params, grid, cap, phase="prefill"))
+    o = evaluate(sm.params, x)
     weights_gb = float(entry.spec.total_params_b) * PRECISION_BYTES[entry.spec.precision]
     if mig_profile is not None and float(np.min(o.kv_capacity_seqs)) <= 0.0:
         raise ValueError(
@@ -125,19 +134,7 @@ def replica_model(
     slots = int(min(b, np.floor(capacity)))
     iter_s = (o.batch / o.throughput_tokens_per_s)[:slots]
     power_w = o.power_w[:slots].astype(float)
-    grid = replace(
-        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out), input_tokens=_PREFILL_GRID_TOKENS
-    )
     prefill = np.array(evaluate(sm.params, grid).prefill_s, dtype=float)
-    if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
-        gpu_spec = GPU_CATALOG[g.id]
-        shape, _ = curve(g.id, "inference")
-        r, gpu_w = cap_response(
-            cap, power_w / n, gpu_spec.max_cap_w, floor_w(gpu_spec), shape.n, shape.a, shape.b
-        )
-        iter_s = iter_s / r
-        power_w = n * np.asarray(gpu_w)
-        prefill = prefill / float(np.min(r))  # compute-bound: the clock of a full batch
     idle = float(n * g.idle_w)
     return ReplicaModel(
         model=name,
