@@ -339,8 +339,9 @@ def performance(
     )
     cap = None if cap_w is None else _cap(g, cap_w)
     x = _inputs(entry, g, n, np.asarray(b), l_in, l_out)
-    capped = cap is not None and cap < GPU_CATALOG[g.id].max_cap_w
-    if capped:
+    prefill_x = x  # the prefill alone runs at its own clock under a cap
+    if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
+        prefill_x = replace(x, sm_clock=capped_clock(sm.params, x, cap, phase="prefill"))
         x = replace(x, sm_clock=capped_clock(sm.params, x, cap))
     o = evaluate(sm.params, x)
     capacity = float(o.kv_capacity_seqs)
@@ -357,10 +358,7 @@ def performance(
         )
     throughput = float(o.throughput_tokens_per_s)
     power = float(o.power_w)
-    prefill_s = float(o.prefill_s)
-    if capped:  # the prefill alone at its own clock under the cap
-        pf = replace(x, sm_clock=capped_clock(sm.params, replace(x, sm_clock=None), cap, "prefill"))
-        prefill_s = float(evaluate(sm.params, pf).prefill_s)
+    prefill_s = float(o.prefill_s if prefill_x is x else evaluate(sm.params, prefill_x).prefill_s)
     return ServingPoint(
         model=name,
         gpu=g.id,
