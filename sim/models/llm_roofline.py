@@ -5,6 +5,8 @@ size (docs/serving.md has the derivation and the sources). Per decode iteration 
 batch `B`:
 
     ctx        = L_in + kappa L_out                         tokens in context, per sequence
+                                                            (kappa: the output law's, else
+                                                            the calibrated constant)
     B          = softmin(max_batch, KV capacity / (ctx kv)) sequences in the batch
     weights    = bpp (A - R s + R (1 - (1 - s)^B))          bytes read (MoE: experts touched)
     t_mem      = (f8 weights + B ctx kv) / (n BW eta_mem)    (f8: fp8_read_factor for FP8;
@@ -137,6 +139,9 @@ class Inputs:
     max_batch: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
+    kappa: np.ndarray | None = None
+    """In-flight context share of the output lengths' law, E[L^2] / (2 E[L]^2)
+    (`sim.models.token_laws`); None: the calibrated `Params.kappa`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +179,8 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     l_out = np.asarray(x.output_tokens, dtype=float)
     max_batch = np.asarray(x.max_batch, dtype=float)
 
-    ctx = l_in + p.kappa * l_out
+    kappa = p.kappa if x.kappa is None else np.asarray(x.kappa, dtype=float)
+    ctx = l_in + kappa * l_out
     kv_budget = n * (np.asarray(x.memory_gb) * GPU_MEMORY_UTILIZATION - p.reserve_gb) * 1e9
     capacity = (kv_budget - total * bpp) / (ctx * kv)
     safe_capacity = np.maximum(capacity, 1e-9)
