@@ -67,11 +67,11 @@ class RequestSource(ConfigModel):
     rate_per_s: float | None = Field(default=None, ge=0)
     daily_amplitude: float = Field(default=0.0, ge=0, lt=1)
     weekly_amplitude: float = Field(default=0.0, ge=0, lt=1)
-    daily_peak_local_h: float = Field(default=14.0, ge=0, lt=24)
+    daily_peak_hour: float = Field(default=14.0, ge=0, lt=24)
     """Local hour of the synthetic daily cycle's peak (a modelling choice, not a published
     value), in `timezone`, daylight saving time followed."""
     timezone: TimeZoneName | None = None
-    """IANA time zone of `daily_peak_local_h` (default: the origin site's `timezone`)."""
+    """IANA time zone of `daily_peak_hour` (default: the origin site's `timezone`)."""
     tokens: str | TokensConfig = "azure-conv"
     """Token counts of the synthetic generator: a preset (`azure-conv`, `azure-code`), or a
     law per direction (`sim.config.tokens`; docs/request-format.md "Token lengths")."""
@@ -92,7 +92,7 @@ class RequestSource(ConfigModel):
             other = {
                 "daily_amplitude": 0.0,
                 "weekly_amplitude": 0.0,
-                "daily_peak_local_h": 14.0,
+                "daily_peak_hour": 14.0,
                 "timezone": None,
                 "tokens": "azure-conv",
             }

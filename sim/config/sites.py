@@ -191,7 +191,7 @@ class Site(ConfigModel):
     """Overrides of the catalog's idle power per GPU model, W."""
     timezone: TimeZoneName = "UTC"
     """IANA time zone of the site's local time (the daily cycle of synthetic requests
-    coming from it, `services[].requests.daily_peak_local_h`)."""
+    coming from it, `services[].requests.daily_peak_hour`)."""
     gpus_per_node: int = Field(default=8, gt=0, le=1024)
     """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
     power_off: PowerOff | None = None

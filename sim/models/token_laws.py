@@ -28,10 +28,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import ndtr, ndtri
 
 __all__ = [
     "MAX_TOKENS",
@@ -40,7 +40,6 @@ __all__ = [
     "LogNormalLaw",
     "ScaledLaw",
     "TokenLaw",
-    "in_flight_share",
 ]
 
 MAX_TOKENS = 10**9
@@ -76,7 +75,7 @@ class TokenLaw(ABC):
 
     def sample_from_normal(self, z: ArrayLike) -> np.ndarray:
         """Counts (int64) for standard normal draws `z`: the quantile at Phi(z)."""
-        return self.quantile(ndtr(np.asarray(z, dtype=float)))
+        return self.quantile(_ndtr(np.asarray(z, dtype=float)))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """`n` independent counts (int64)."""
@@ -88,9 +87,22 @@ class TokenLaw(ABC):
         return self if factor == 1.0 else ScaledLaw(self, factor)
 
 
-def in_flight_share(law: TokenLaw | None, default: float) -> float:
-    """`law`'s kappa, or `default` (the serving model's calibrated constant) without a law."""
-    return default if law is None else law.in_flight_share
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+_INV_CDF = np.frompyfunc(NormalDist().inv_cdf, 1, 1)
+
+
+def _ndtr(z: ArrayLike) -> np.ndarray:
+    """The standard normal CDF at `z` (math.erfc elementwise: a run need not import SciPy)."""
+    return np.asarray(0.5 * _ERFC(-np.asarray(z, dtype=float) / math.sqrt(2.0)), dtype=float)
+
+
+def _ndtri(q: ArrayLike) -> np.ndarray:
+    """The standard normal quantile at `q` in [0, 1] (-inf at 0, inf at 1)."""
+    q = np.asarray(q, dtype=float)
+    inner = (q > 0) & (q < 1)
+    z = np.where(q <= 0, -np.inf, np.inf)
+    z[inner] = np.asarray(_INV_CDF(q[inner]), dtype=float)
+    return z
 
 
 def _check_count(name: str, value: object, low: int = 0) -> int:
@@ -144,8 +156,10 @@ class LogNormalLaw(TokenLaw):
         s = self.sigma
         a = (math.log(lo) - self.mu) / s if lo > 0 else -math.inf
         b = (math.log(hi) - self.mu) / s
-        body = math.exp(k * self.mu + 0.5 * (k * s) ** 2) * float(ndtr(b - k * s) - ndtr(a - k * s))
-        return lo**k * float(ndtr(a)) + hi**k * float(1.0 - ndtr(b)) + body
+        body = math.exp(k * self.mu + 0.5 * (k * s) ** 2) * float(
+            _ndtr(b - k * s) - _ndtr(a - k * s)
+        )
+        return lo**k * float(_ndtr(a)) + hi**k * float(1.0 - _ndtr(b)) + body
 
     @property
     def mean(self) -> float:
@@ -160,7 +174,7 @@ class LogNormalLaw(TokenLaw):
         return np.clip(x, self.min, self.max).astype(np.int64)
 
     def quantile(self, q: ArrayLike) -> np.ndarray:
-        z = ndtri(np.clip(np.asarray(q, dtype=float), 0.0, 1.0))
+        z = _ndtri(np.clip(np.asarray(q, dtype=float), 0.0, 1.0))
         return self.sample_from_normal(z if self.sigma > 0 else np.zeros_like(z))
 
 

@@ -276,7 +276,7 @@ class LocalPeak:
             raise ValueError(f"LocalPeak: start must carry a UTC offset, got {self.start}")
         h = finite_real(self.hour)
         if h is None or not 0 <= h < 24:
-            raise ValueError(f"daily_peak_local_h must be in [0, 24), got {self.hour!r}")
+            raise ValueError(f"daily_peak_hour must be in [0, 24), got {self.hour!r}")
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):

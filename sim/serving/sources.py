@@ -154,7 +154,7 @@ class SyntheticSource(RequestSource):
     (input, output) of `TokenSpec`s (a preset name, a `TokenLaw`, an int); laws given
     as `TokenLaw`s are the source's `tokens.input_law` / `output_law`. `start`: the run's
     start (a datetime with a UTC offset); with it the daily peak is at local hour
-    `daily_peak_local_h` in `timezone` (DST followed), without it `DAILY_PEAK_S` after the
+    `daily_peak_hour` in `timezone` (DST followed), without it `DAILY_PEAK_S` after the
     run's start.
     """
 
@@ -168,7 +168,7 @@ class SyntheticSource(RequestSource):
         tokens: str | tuple[TokenSpec, TokenSpec],
         *,
         start: datetime | None = None,
-        daily_peak_local_h: float = DAILY_PEAK_S / 3600.0,
+        daily_peak_hour: float = DAILY_PEAK_S / 3600.0,
         timezone: str = "UTC",
     ):
         pair = (tokens, tokens) if isinstance(tokens, str) else tokens
@@ -181,7 +181,7 @@ class SyntheticSource(RequestSource):
         tokens = pair
         self._rate = rate_per_s
         self._cycles = dict(daily_amplitude=daily_amplitude, weekly_amplitude=weekly_amplitude)
-        self._peak = None if start is None else LocalPeak(start, daily_peak_local_h, timezone)
+        self._peak = None if start is None else LocalPeak(start, daily_peak_hour, timezone)
         self._tokens = tokens
         self._seed = seed
         self._horizon_s = horizon_s
@@ -282,6 +282,6 @@ def build_source(
         cfg.weekly_amplitude,
         tokens,
         start=start,
-        daily_peak_local_h=cfg.daily_peak_local_h,
+        daily_peak_hour=cfg.daily_peak_hour,
         timezone=cfg.timezone or timezone,
     )

@@ -146,10 +146,10 @@ def _toml(value) -> str:
     ("requests", "expected"),
     [
         ("{ rate_per_s = 1.0, timezone = 'Mars/Olympus' }", ["requests.timezone", "Mars/Olympus"]),
-        ("{ rate_per_s = 1.0, daily_peak_local_h = 24 }", ["daily_peak_local_h", "24"]),
+        ("{ rate_per_s = 1.0, daily_peak_hour = 24 }", ["daily_peak_hour", "24"]),
         (
-            "{ file = 'r.parquet', daily_peak_local_h = 9 }",
-            ["daily_peak_local_h applies to rate_per_s", "9"],
+            "{ file = 'r.parquet', daily_peak_hour = 9 }",
+            ["daily_peak_hour applies to rate_per_s", "9"],
         ),
     ],
 )
@@ -204,7 +204,7 @@ def test_the_peak_offset_jumps_at_the_switch_instant():
 
 def test_the_origin_sites_time_zone_is_the_default_and_requests_may_name_another(tmp_path):
     """Site a in New York (EDT, UTC-4 in June): the 14:00 local peak is at 18:00 UTC; the
-    requests' own timezone (Tokyo, UTC+9) puts it at 05:00 UTC; a daily_peak_local_h of 9
+    requests' own timezone (Tokyo, UTC+9) puts it at 05:00 UTC; a daily_peak_hour of 9
     in Tokyo at 00:00 UTC."""
     from tests.engine.test_services import TWO_SITES
 
@@ -212,7 +212,7 @@ def test_the_origin_sites_time_zone_is_the_default_and_requests_may_name_another
     cycle = {"rate_per_s": 10.0, "daily_amplitude": 0.5}
     ny, _ = _source(tmp_path, cycle, sites)
     tokyo, _ = _source(tmp_path, {**cycle, "timezone": "Asia/Tokyo"}, sites)
-    nine, _ = _source(tmp_path, {**cycle, "timezone": "Asia/Tokyo", "daily_peak_local_h": 9}, sites)
+    nine, _ = _source(tmp_path, {**cycle, "timezone": "Asia/Tokyo", "daily_peak_hour": 9}, sites)
     assert _peak_hours_utc(ny, 1) == pytest.approx([18.0], abs=1 / 60)
     assert _peak_hours_utc(tokyo, 1) == pytest.approx([5.0], abs=1 / 60)
     assert _peak_hours_utc(nine, 1) == pytest.approx([0.0], abs=1 / 60)
@@ -228,7 +228,7 @@ def test_a_bad_local_peak_names_the_value():
         LocalPeak(datetime(2024, 1, 1), 14.0)
     with pytest.raises(ValueError, match="unknown IANA time zone 'Nowhere'"):
         LocalPeak(datetime(2024, 1, 1, tzinfo=UTC), 14.0, "Nowhere")
-    with pytest.raises(ValueError, match=r"daily_peak_local_h must be in \[0, 24\), got 25"):
+    with pytest.raises(ValueError, match=r"daily_peak_hour must be in \[0, 24\), got 25"):
         LocalPeak(datetime(2024, 1, 1, tzinfo=UTC), 25.0)
 
 
