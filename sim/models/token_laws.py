@@ -198,6 +198,9 @@ class FixedLaw(TokenLaw):
     def quantile(self, q: ArrayLike) -> np.ndarray:
         return np.full(np.shape(q), self.tokens, dtype=np.int64)
 
+    def sample_from_normal(self, z: ArrayLike) -> np.ndarray:
+        return self.quantile(z)
+
 
 @dataclass(frozen=True)
 class HistogramLaw(TokenLaw):

@@ -175,7 +175,7 @@ def test_the_daily_peak_lands_at_the_local_hour_across_a_dst_switch():
     13:00 UTC until then, at 12:00 UTC after."""
     start = datetime(2024, 3, 28, tzinfo=UTC)
     source = SyntheticSource(
-        100.0,
+        3.0,
         6 * 86400.0,
         np.random.SeedSequence(2),
         0.5,
