@@ -287,13 +287,18 @@ class LocalPeak:
         return replace(self, start=self.start + timedelta(seconds=dt_s))
 
     def utc_offsets_s(self, t_s: np.ndarray | float) -> np.ndarray:
-        """The zone's UTC offset (s, DST included) at each time `t_s` (s after `start`).
-
-        The offset is read on an hourly grid over the times' span and each change is
-        located to a millisecond by bisection (zones change their offset months apart)."""
+        """The zone's UTC offset (s, DST included) at each time `t_s` (s after `start`)."""
         t = np.asarray(t_s, dtype=np.float64)
+        breaks, values = self._offset_steps(t)
+        return np.asarray(values)[np.searchsorted(breaks, t, side="right")]
+
+    def _offset_steps(self, t: np.ndarray) -> tuple[list[float], list[float]]:
+        """(times the offset changes, the offsets from before the first to after the last)
+        over the span of the times `t`. The offset is read on a daily grid over the span
+        and each change is located to a millisecond by bisection (zones change their offset
+        months apart)."""
         if t.size == 0 or self.timezone == "UTC":
-            return np.zeros(t.shape)
+            return [], [0.0]
         tz = ZoneInfo(self.timezone)
 
         def offset(x: float) -> float:
@@ -301,7 +306,7 @@ class LocalPeak:
             return moment.astimezone(tz).utcoffset().total_seconds()  # type: ignore[union-attr]
 
         lo, hi = float(np.min(t)), float(np.max(t))
-        grid = [*np.arange(lo, hi, 3600.0).tolist(), hi]
+        grid = [*np.arange(lo, hi, DAY_S).tolist(), hi]
         offsets = [offset(x) for x in grid]
         breaks, values = [], [offsets[0]]
         for k in range(len(grid) - 1):
@@ -312,13 +317,17 @@ class LocalPeak:
                     a, b = (mid, b) if offset(mid) == offsets[k] else (a, mid)
                 breaks.append(b)
                 values.append(offsets[k + 1])
-        return np.asarray(values)[np.searchsorted(breaks, t, side="right")]
+        return breaks, values
 
-    def peak_s(self, t_s: np.ndarray | float) -> np.ndarray:
-        """`rate_at`'s daily_peak_s at each time `t_s` (s after `start`), in [0, 1 day)."""
+    def peak_s(self, t_s: np.ndarray | float) -> np.ndarray | float:
+        """`rate_at`'s daily_peak_s at the times `t_s` (s after `start`), in [0, 1 day): one
+        number when the zone's offset does not change over their span, else one each."""
+        t = np.asarray(t_s, dtype=np.float64)
+        breaks, values = self._offset_steps(t)
+        offset = values[0] if not breaks else self.utc_offsets_s(t)
         utc = self.start.astimezone(UTC)
         start_of_day_s = utc.hour * 3600 + utc.minute * 60 + utc.second + utc.microsecond / 1e6
-        return (self.hour * 3600.0 - start_of_day_s - self.utc_offsets_s(t_s)) % DAY_S
+        return (self.hour * 3600.0 - start_of_day_s - offset) % DAY_S
 
 
 def rate_at(

@@ -78,6 +78,27 @@ def test_the_services_replica_model_takes_the_output_laws_kappa(tmp_path):
     assert with_law.iter_s[-1] > 1.2 * with_mean.iter_s[-1]
 
 
+def test_under_a_directive_the_replica_model_takes_the_law_scaled_by_its_factor(tmp_path):
+    tokens = {"output": {"law": "lognormal", "median": 400, "sigma": 1.5, "max": 30000}}
+    levels = [
+        {"name": "normal", "output_factor": 1.0},
+        {"name": "brief", "output_factor": 0.5},
+    ]
+    service = {**CHAT, "requests": {"rate_per_s": 2.0, "tokens": tokens}, "directives": levels}
+    scenario = serving_scenario(tmp_path, services=[service], duration_h=1.0)
+    h = PolicyHarness(scenario)
+    h.advance(0.0)
+    point = h.state.service("chat").replica_point("a", directive="brief")
+    source = h.engine.services.sources[0]
+    law, mean_out = source.tokens.output_law, 0.5 * source.tokens.mean_output
+    args = (CHAT["model"], CHAT["gpu"], CHAT["gpus_per_replica"], CHAT["max_batch"])
+    model = replica_model(*args, source.tokens.mean_input, law.scaled(mean_out / law.mean))
+    assert point.mean_output_tokens == pytest.approx(mean_out)
+    assert point.capacity_rps == pytest.approx(
+        model.slots / (mean_out * float(model.iter_s[model.slots])), rel=1e-12
+    )
+
+
 @pytest.mark.parametrize(
     ("tokens", "expected"),
     [
