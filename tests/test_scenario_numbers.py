@@ -152,12 +152,19 @@ max_batch = 64
 timeout_s = 60
 replicas = { a = 1 }
 slo = { ttft_ms = 500, tpot_ms = 100, percentile = 99 }
-requests = { rate_per_s = 1.0, daily_amplitude = 0.3, weekly_amplitude = 0.1 }
 quality = 48.3
 quality_floor = 40
 budget_per_h = 10
 variants = [{ name = "s", model = "Qwen3-8B", gpus_per_replica = 1, max_batch = 32, quality = 45 }]
 directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
+
+[services.requests]
+rate_per_s = 1.0
+daily_amplitude = 0.3
+weekly_amplitude = 0.1
+daily_peak_hour = 14
+tokens.input = { law = "fixed", tokens = 200 }
+tokens.output = { law = "lognormal", median = 300, sigma = 1.0, min = 1, max = 8000 }
 
 [prices]
 per_gpu_h = { "A100-80GB" = 3.0 }
@@ -213,6 +220,12 @@ ALTERNATIVE_KEYS = {
     "TouPeriod.start_hour": "sites[1].tariff.periods[0].start_hour",  # not with wholesale
     "TouPeriod.end_hour": "sites[1].tariff.periods[0].end_hour",
     "TouPeriod.rate_per_kwh": "sites[1].tariff.periods[0].rate_per_kwh",
+    # each direction of `tokens` holds one law: the sink's input is fixed, its output lognormal
+    "FixedTokens.tokens": "services[0].requests.tokens.input.tokens",
+    "LogNormalTokens.median": "services[0].requests.tokens.output.median",
+    "LogNormalTokens.sigma": "services[0].requests.tokens.output.sigma",
+    "LogNormalTokens.min": "services[0].requests.tokens.output.min",
+    "LogNormalTokens.max": "services[0].requests.tokens.output.max",
 }
 """Fields the kitchen sink cannot hold next to their alternatives; their key paths."""
 

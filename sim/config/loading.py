@@ -115,6 +115,14 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         for entry in listed if isinstance(listed, list) else []:
             tables.append(entry.get(table) if isinstance(entry, dict) else None)
             keys.append(key)
+    services = raw.get("services")
+    for service in services if isinstance(services, list) else []:
+        requests = service.get("requests") if isinstance(service, dict) else None
+        tokens = requests.get("tokens") if isinstance(requests, dict) else None
+        for direction in ("input", "output"):
+            if isinstance(tokens, dict):
+                tables.append(tokens.get(direction))  # a token histogram's file
+                keys.append("file")
     for table, key in zip(tables, keys, strict=True):
         if isinstance(table, dict) and isinstance(table.get(key), str):
             table[key] = str(base / table[key])

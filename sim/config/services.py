@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from sim.config.base import ConfigModel
+from sim.config.base import ConfigModel, TimeZoneName
+from sim.config.tokens import TokensConfig
 from sim.models.llm_performance import serving_model
 from sim.models.llm_quality import default_directives, model_quality
 
@@ -66,8 +67,14 @@ class RequestSource(ConfigModel):
     rate_per_s: float | None = Field(default=None, ge=0)
     daily_amplitude: float = Field(default=0.0, ge=0, lt=1)
     weekly_amplitude: float = Field(default=0.0, ge=0, lt=1)
-    tokens: str = "azure-conv"
-    """Token-count preset of the synthetic generator (`azure-conv`, `azure-code`)."""
+    daily_peak_hour: float = Field(default=14.0, ge=0, lt=24)
+    """Local hour of the synthetic daily cycle's peak (a modelling choice, not a published
+    value), in `timezone`, daylight saving time followed."""
+    timezone: TimeZoneName | None = None
+    """IANA time zone of `daily_peak_hour` (default: the origin site's `timezone`)."""
+    tokens: str | TokensConfig = "azure-conv"
+    """Token counts of the synthetic generator: a preset (`azure-conv`, `azure-code`), or a
+    law per direction (`sim.config.tokens`; docs/request-format.md "Token lengths")."""
     origin: str | None = None
     """The site the requests come from (default: the service's first site); requests served
     elsewhere pay the WAN's round-trip propagation delay in their time to first token."""
@@ -82,7 +89,13 @@ class RequestSource(ConfigModel):
             other = {"time_scale": 1.0, "repeat": False, "format": "dcsim"}
             whose = "a request file, not to rate_per_s"
         else:
-            other = {"daily_amplitude": 0.0, "weekly_amplitude": 0.0, "tokens": "azure-conv"}
+            other = {
+                "daily_amplitude": 0.0,
+                "weekly_amplitude": 0.0,
+                "daily_peak_hour": 14.0,
+                "timezone": None,
+                "tokens": "azure-conv",
+            }
             whose = "rate_per_s, not to a request file"
         for key, default in other.items():
             if getattr(self, key) != default:

@@ -11,7 +11,7 @@ from typing import Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sim.config.base import ConfigModel, known_name
+from sim.config.base import ConfigModel, TimeZoneName, known_name
 from sim.config.market import Tariff
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
@@ -189,6 +189,9 @@ class Site(ConfigModel):
     """Host (CPU, memory, NIC, fans) power per installed GPU, always drawn."""
     idle_w: dict[str, float] = {}
     """Overrides of the catalog's idle power per GPU model, W."""
+    timezone: TimeZoneName = "UTC"
+    """IANA time zone of the site's local time (the daily cycle of synthetic requests
+    coming from it, `services[].requests.daily_peak_hour`)."""
     gpus_per_node: int = Field(default=8, gt=0, le=1024)
     """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
     power_off: PowerOff | None = None

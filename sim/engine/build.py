@@ -76,7 +76,12 @@ def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[Requ
     sources = []
     for i, (svc, child) in enumerate(zip(scenario.services, seeds, strict=True)):
         try:
-            sources.append(build_source(svc.requests, scenario.horizon_s, child))
+            origin = next(s for s in scenario.sites if s.name == svc.origin)
+            sources.append(
+                build_source(
+                    svc.requests, scenario.horizon_s, child, scenario.start, origin.timezone
+                )
+            )
         except (TraceError, ValueError) as e:
             raise ScenarioError(f"services[{i}].requests: {e}") from None
     return sources

@@ -148,14 +148,18 @@ class Services(Component):
     ) -> ReplicaModel:
         """Service `i`'s replica model of variant `spec` under a per-GPU cap `cap_w` (W;
         None: uncapped), at its request source's mean input tokens and `mean_output` tokens
-        (None: the mean under its directive). ValueError for a cap out of range."""
+        (None: the mean under its directive); with an output law, that law scaled to this
+        mean (its in-flight context share). ValueError for a cap out of range."""
+        tokens = self.sources[i].tokens
+        mean = self.mean_output(i) if mean_output is None else mean_output
+        law = tokens.output_law
         return replica_model(
             spec.model,
             spec.gpu,
             spec.gpus_per_replica,
             spec.max_batch,
-            self.sources[i].tokens.mean_input,
-            self.mean_output(i) if mean_output is None else mean_output,
+            tokens.mean_input,
+            mean if law is None else law.scaled(mean / law.mean),
             cap_w,
             spec.mig_profile,
         )

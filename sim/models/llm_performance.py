@@ -26,6 +26,7 @@ import numpy as np
 from sim.models.hardware import GPU_CATALOG
 from sim.models.llm import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
 from sim.models.llm_roofline import Inputs, Params, capped_clock, evaluate
+from sim.models.token_laws import TokenLaw
 
 __all__ = [
     "ServingGpu",
@@ -102,7 +103,8 @@ class ServingPoint:
     input_tokens: float
     output_tokens: float
     context_tokens: float
-    """Mean context of a sequence in the batch (input + kappa x output), tokens."""
+    """Mean context of a sequence in the batch (input + kappa x output), tokens (kappa: the
+    output law's in-flight share, or the calibrated constant when only a mean is given)."""
     throughput_tokens_per_s: float
     """Output tokens per second of the replica."""
     itl_median_ms: float
@@ -265,26 +267,46 @@ def _resolve(
     gpu: str,
     num_gpus: int,
     max_batch: int,
-    avg_input_tokens: float | None,
-    avg_output_tokens: float | None,
+    avg_input_tokens: float | TokenLaw | None,
+    avg_output_tokens: float | TokenLaw | None,
 ) -> tuple[str, CatalogModel, ServingGpu, float, float, float, float]:
     """The arguments of `performance`, checked: (model name, catalog entry, GPU, GPUs,
-    maximum batch, input tokens, output tokens)."""
+    maximum batch, mean input tokens, mean output tokens)."""
     name, entry = _catalog_entry(sm, model)
     g = _gpu(sm, gpu)
     n = _positive("num_gpus", num_gpus, integer=True)
     b = _positive("max_batch", max_batch, integer=True)
-    l_in = sm.params.input_tokens if avg_input_tokens is None else avg_input_tokens
-    l_out = entry.avg_output_tokens if avg_output_tokens is None else avg_output_tokens
+    l_in = sm.params.input_tokens if avg_input_tokens is None else _mean(avg_input_tokens)
+    l_out = entry.avg_output_tokens if avg_output_tokens is None else _mean(avg_output_tokens)
     l_in = _positive("avg_input_tokens", l_in)
     l_out = _positive("avg_output_tokens", l_out, minimum=1.0)  # at least one token
     return name, entry, g, n, b, l_in, l_out
 
 
+def _mean(tokens: float | TokenLaw) -> float:
+    """The mean of a token count given as a number or a law."""
+    return tokens.mean if isinstance(tokens, TokenLaw) else tokens
+
+
+def _kappa(output_tokens: float | TokenLaw | None) -> np.ndarray | None:
+    """The roofline's `kappa` input: the output law's in-flight context share (None without
+    a law: the calibrated constant)."""
+    return (
+        np.asarray(output_tokens.in_flight_share) if isinstance(output_tokens, TokenLaw) else None
+    )
+
+
 def _inputs(
-    entry: CatalogModel, g: ServingGpu, n: float, max_batch: np.ndarray, l_in: float, l_out: float
+    entry: CatalogModel,
+    g: ServingGpu,
+    n: float,
+    max_batch: np.ndarray,
+    l_in: float,
+    l_out: float,
+    kappa: np.ndarray | None = None,
 ) -> Inputs:
-    """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes."""
+    """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes
+    (`kappa`: the output law's, None for the calibrated constant)."""
     spec = entry.spec
     assert spec.kv_bytes_per_token is not None
     return Inputs(
@@ -306,6 +328,7 @@ def _inputs(
         max_batch=max_batch,
         input_tokens=np.asarray(l_in),
         output_tokens=np.asarray(l_out),
+        kappa=kappa,
     )
 
 
@@ -314,31 +337,34 @@ def performance(
     gpu: str,
     num_gpus: int,
     max_batch: int,
-    avg_input_tokens: float | None = None,
-    avg_output_tokens: float | None = None,
+    avg_input_tokens: float | TokenLaw | None = None,
+    avg_output_tokens: float | TokenLaw | None = None,
     cap_w: float | None = None,
 ) -> ServingPoint:
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
     `model`: a catalog id (`sim.serving.MODELS`) or a `ModelSpec`. `gpu`: a GPU id of
-    `sim.models.hardware.GPU_CATALOG`, `B200`, or `H100` (the H100 SXM). `num_gpus`: GPUs of the
-    replica (tensor or expert parallel). `max_batch`: the maximum number of sequences in
+    `sim.models.hardware.GPU_CATALOG`, `B200`, or `H100` (the H100 SXM). `num_gpus`: GPUs of
+    the replica (tensor or expert parallel). `max_batch`: the maximum number of sequences in
     flight (vLLM's `max_num_seqs`). `avg_input_tokens` / `avg_output_tokens`: mean prompt
-    and answer lengths, tokens (None: the lm-arena-chat figures, the model's own mean
-    output length for a catalog model). `cap_w`: a per-GPU power limit, W, within the
-    GPU's settable range (None: the default, maximum limit; a catalog GPU only, not B200):
-    power, throughput, ITL, prefill and energy per token follow the SM clock that meets it;
-    a cap at the maximum gives the uncapped figures exactly. Raises ValueError naming a bad
-    argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
-    when the weights do not fit in the replica's memory (`num_gpus` too small), and when
-    they fit but one sequence's context does not fit the KV cache (naming the token counts).
+    and answer lengths, tokens (None: the lm-arena-chat figures, the model's own mean output
+    length for a catalog model), or their laws (`sim.models.token_laws`): a law counts by
+    its mean, and an output law also by its in-flight context share (kappa, in place of the
+    calibrated constant; docs/serving.md "Lengths as distributions"). `cap_w`: a per-GPU
+    power limit, W, within the GPU's settable range (None: the default, maximum limit; a
+    catalog GPU only, not B200): power, throughput, ITL, prefill and energy per token follow
+    the SM clock that meets it; a cap at the maximum gives the uncapped figures
+    exactly. Raises ValueError naming a bad argument (`avg_output_tokens` must be >= 1: a
+    request generates at least one token), when the weights do not fit in the replica's
+    memory (`num_gpus` too small), and when they fit but one sequence's context does not fit
+    the KV cache (naming the token counts).
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
         sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
     )
     cap = None if cap_w is None else _cap(g, cap_w)
-    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out)
+    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out, _kappa(avg_output_tokens))
     prefill_x = x  # the prefill alone runs at its own clock under a cap
     if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
         prefill_x = replace(x, sm_clock=capped_clock(sm.params, x, cap, phase="prefill"))

@@ -28,8 +28,16 @@ import numpy as np
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
 from sim.models.llm import PRECISION_BYTES
-from sim.models.llm_performance import ServingGpu, _cap, _inputs, _resolve, serving_model
+from sim.models.llm_performance import (
+    ServingGpu,
+    _cap,
+    _inputs,
+    _kappa,
+    _resolve,
+    serving_model,
+)
 from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, capped_clock, evaluate
+from sim.models.token_laws import TokenLaw
 
 __all__ = ["ReplicaModel", "replica_model", "slice_gpu"]
 
@@ -85,13 +93,14 @@ def replica_model(
     gpu: str,
     num_gpus: int,
     max_batch: int,
-    avg_input_tokens: float,
-    avg_output_tokens: float,
+    avg_input_tokens: float | TokenLaw,
+    avg_output_tokens: float | TokenLaw,
     cap_w: float | None = None,
     mig_profile: str | None = None,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
-    `sim.models.llm_performance`); cached. ValueError as `performance` raises it.
+    `sim.models.llm_performance`: token counts as means or laws); cached. ValueError as
+    `performance` raises it.
 
     `mig_profile`: the replica runs on one slice of that profile of `gpu` (`num_gpus` must
     be 1; docs/mig.md): the roofline on the slice's resources (`slice_gpu`), its power the
@@ -110,9 +119,10 @@ def replica_model(
             raise ValueError(f"num_gpus must be 1 on a MIG slice ({mig_profile}), got {num_gpus!r}")
         g, share = slice_gpu(g, mig_profile), mig.sm_share(g.id, mig_profile)
     batches = np.arange(1, int(b) + 1, dtype=float)
-    x = _inputs(entry, g, n, batches, l_in, l_out)
+    kappa = _kappa(avg_output_tokens)
+    x = _inputs(entry, g, n, batches, l_in, l_out, kappa)
     grid = replace(
-        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out), input_tokens=_PREFILL_GRID_TOKENS
+        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out, kappa), input_tokens=_PREFILL_GRID_TOKENS
     )
     if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
         x = replace(x, sm_clock=capped_clock(sm.params, x, cap))

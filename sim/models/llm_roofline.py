@@ -5,6 +5,8 @@ size (docs/serving.md has the derivation and the sources). Per decode iteration 
 batch `B`:
 
     ctx        = L_in + kappa L_out                         tokens in context, per sequence
+                                                            (kappa: the output law's, else
+                                                            the calibrated constant)
     B          = softmin(max_batch, KV capacity / (ctx kv)) sequences in the batch
     weights    = bpp (A - R s + R (1 - (1 - s)^B))          bytes read (MoE: experts touched)
     t_mem      = (f8 weights + B ctx kv) / (n BW eta_mem)    (f8: fp8_read_factor for FP8;
@@ -152,8 +154,8 @@ class Inputs:
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     kappa: np.ndarray | None = None
-    """In-flight context per output token of each configuration's output-length law
-    (E[L^2] / (2 E[L]^2)); None: `Params.kappa`."""
+    """In-flight context share of the output lengths' law, E[L^2] / (2 E[L]^2)
+    (`sim.models.token_laws`); None: the calibrated `Params.kappa`."""
     sm_clock: np.ndarray | None = None
     """SM clock as a share of its maximum under a power limit (`capped_clock`); None: 1."""
 

@@ -37,7 +37,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# Requests (docs/request-format.md): the request table, its file, the synthetic generator.
+# Requests (docs/request-format.md): the request table, its file, the synthetic generator,
+# and the token-length laws (docs/serving.md "Lengths as distributions").
+from sim.models.token_laws import FixedLaw, HistogramLaw, LogNormalLaw, TokenLaw  # noqa: E402
 from sim.serving.requests import (  # noqa: E402
     RequestTable,
     TokenDistribution,
@@ -48,6 +50,10 @@ from sim.serving.requests import (  # noqa: E402
 )
 
 __all__ += [
+    "FixedLaw",
+    "HistogramLaw",
+    "LogNormalLaw",
+    "TokenLaw",
     "RequestTable",
     "TokenDistribution",
     "read_requests",

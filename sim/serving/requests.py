@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
@@ -24,15 +26,12 @@ import pyarrow.parquet as pq
 
 from sim.errors import TraceError
 from sim.models.llm import finite_real
+from sim.models.token_laws import MAX_TOKENS, FixedLaw, LogNormalLaw, TokenLaw
 from sim.util.atomic import write_atomic
 from sim.util.columns import freeze_columns
 
 REQUEST_COLUMNS: tuple[str, ...] = ("arrival_s", "input_tokens", "output_tokens")
 """Columns of `requests.parquet`, in the order `RequestTable.to_frame` writes them."""
-
-MAX_TOKENS = 10**9
-"""Largest token count a request may carry (no model has a context near it): larger values
-in a trace are treated as bad numbers."""
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -197,34 +196,8 @@ def request_file_metadata(path: str | Path) -> dict[str, str]:
 # ------------------------------------------------------------------------ the generator
 
 
-@dataclass(frozen=True)
-class TokenDistribution:
-    """Token counts of a request: round(exp(N(mu, sigma))), clipped to [min, max].
-
-    `mu` and `sigma` are the mean and standard deviation of the natural log of the count
-    (a log-normal); `min` and `max` bound it (the fitted trace's extremes for a preset).
-    """
-
-    mu: float
-    sigma: float
-    min: int = 1
-    max: int = MAX_TOKENS
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.mu) and math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"TokenDistribution: need finite mu and sigma >= 0, got {self}")
-        if not 0 <= self.min <= self.max <= MAX_TOKENS:
-            raise ValueError(f"TokenDistribution: need 0 <= min <= max <= {MAX_TOKENS}")
-
-    @property
-    def median(self) -> float:
-        """The median of the unclipped log-normal, tokens."""
-        return math.exp(self.mu)
-
-    def sample_from_normal(self, z: np.ndarray) -> np.ndarray:
-        """Counts for standard normal draws `z` (int64)."""
-        x = np.rint(np.exp(self.mu + self.sigma * z))
-        return np.clip(x, self.min, self.max).astype(np.int64)
+TokenDistribution = LogNormalLaw
+"""The log-normal token law (`sim.models.token_laws.LogNormalLaw`), under its former name."""
 
 
 @dataclass(frozen=True)
@@ -265,11 +238,14 @@ def request_presets() -> dict[str, RequestPreset]:
     return out
 
 
-TokenSpec = str | TokenDistribution | int
+TokenSpec = str | TokenLaw | int
+"""A token count spec of the generator: a preset name, a `TokenLaw`, or an int (fixed)."""
 
 
-def _token_dist(spec: TokenSpec, which: str) -> TokenDistribution:
-    if isinstance(spec, TokenDistribution):
+def token_law(spec: TokenSpec, which: str) -> TokenLaw:
+    """The law `spec` names for `which` ("input_tokens" or "output_tokens": a preset's
+    direction); ValueError for an unknown preset, TypeError for another kind of value."""
+    if isinstance(spec, TokenLaw):
         return spec
     if isinstance(spec, str):
         presets = request_presets()
@@ -277,8 +253,81 @@ def _token_dist(spec: TokenSpec, which: str) -> TokenDistribution:
             raise ValueError(f"{which}: unknown preset {spec!r}; presets: {', '.join(presets)}")
         return getattr(presets[spec], which)
     if isinstance(spec, int | np.integer) and not isinstance(spec, bool):
-        return TokenDistribution(math.log(max(int(spec), 1)), 0.0, int(spec), int(spec))
-    raise TypeError(f"{which}: expected a preset name, a TokenDistribution or an int, got {spec!r}")
+        return FixedLaw(int(spec))
+    raise TypeError(f"{which}: expected a preset name, a TokenLaw or an int, got {spec!r}")
+
+
+@dataclass(frozen=True)
+class LocalPeak:
+    """A daily peak at local hour `hour` of the IANA time zone `timezone` (daylight saving
+    time followed), for times counted in seconds from `start` (a datetime with a UTC offset).
+
+    Used as `rate_at`'s `daily_peak_s`: at each time it gives the peak's offset that puts
+    the cosine's maximum at that local hour. Where the zone's UTC offset changes (a DST
+    switch), the cycle jumps with the wall clock, by the change (an hour).
+    """
+
+    start: datetime
+    hour: float
+    timezone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.start.utcoffset() is None:
+            raise ValueError(f"LocalPeak: start must carry a UTC offset, got {self.start}")
+        h = finite_real(self.hour)
+        if h is None or not 0 <= h < 24:
+            raise ValueError(f"daily_peak_hour must be in [0, 24), got {self.hour!r}")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {self.timezone!r}") from None
+
+    def shifted(self, dt_s: float) -> LocalPeak:
+        """The same peak for times counted from `dt_s` seconds after `start`."""
+        return replace(self, start=self.start + timedelta(seconds=dt_s))
+
+    def utc_offsets_s(self, t_s: np.ndarray | float) -> np.ndarray:
+        """The zone's UTC offset (s, DST included) at each time `t_s` (s after `start`)."""
+        t = np.asarray(t_s, dtype=np.float64)
+        breaks, values = self._offset_steps(t)
+        return np.asarray(values)[np.searchsorted(breaks, t, side="right")]
+
+    def _offset_steps(self, t: np.ndarray) -> tuple[list[float], list[float]]:
+        """(times the offset changes, the offsets from before the first to after the last)
+        over the span of the times `t`. The offset is read on a daily grid over the span
+        and each change is located to a millisecond by bisection (zones change their offset
+        months apart)."""
+        if t.size == 0 or self.timezone == "UTC":
+            return [], [0.0]
+        tz = ZoneInfo(self.timezone)
+
+        def offset(x: float) -> float:
+            moment = self.start + timedelta(seconds=x)
+            return moment.astimezone(tz).utcoffset().total_seconds()  # type: ignore[union-attr]
+
+        lo, hi = float(np.min(t)), float(np.max(t))
+        grid = [*np.arange(lo, hi, DAY_S).tolist(), hi]
+        offsets = [offset(x) for x in grid]
+        breaks, values = [], [offsets[0]]
+        for k in range(len(grid) - 1):
+            if offsets[k + 1] != offsets[k]:
+                a, b = grid[k], grid[k + 1]
+                while b - a > 1e-3:
+                    mid = 0.5 * (a + b)
+                    a, b = (mid, b) if offset(mid) == offsets[k] else (a, mid)
+                breaks.append(b)
+                values.append(offsets[k + 1])
+        return breaks, values
+
+    def peak_s(self, t_s: np.ndarray | float) -> np.ndarray | float:
+        """`rate_at`'s daily_peak_s at the times `t_s` (s after `start`), in [0, 1 day): one
+        number when the zone's offset does not change over their span, else one each."""
+        t = np.asarray(t_s, dtype=np.float64)
+        breaks, values = self._offset_steps(t)
+        offset = values[0] if not breaks else self.utc_offsets_s(t)
+        utc = self.start.astimezone(UTC)
+        start_of_day_s = utc.hour * 3600 + utc.minute * 60 + utc.second + utc.microsecond / 1e6
+        return (self.hour * 3600.0 - start_of_day_s - offset) % DAY_S
 
 
 def rate_at(
@@ -287,7 +336,7 @@ def rate_at(
     *,
     daily_amplitude: float = 0.0,
     weekly_amplitude: float = 0.0,
-    daily_peak_s: float = 14 * 3600.0,
+    daily_peak_s: float | LocalPeak = 14 * 3600.0,
     weekly_peak_s: float = 2.5 * DAY_S,
 ) -> np.ndarray:
     """The generator's arrival rate at `t_s` (seconds since the start), requests/s:
@@ -295,10 +344,13 @@ def rate_at(
     rate_per_s x (1 + a_d cos(2 pi (t - daily_peak_s) / 1 day))
                x (1 + a_w cos(2 pi (t - weekly_peak_s) / 1 week)).
 
-    Its mean over whole weeks is `rate_per_s` (and over whole days when a_w = 0).
+    `daily_peak_s`: seconds after the start, or a `LocalPeak` (a local hour in a time zone,
+    its offset then read at each time). Its mean over whole weeks is `rate_per_s` (and
+    over whole days when a_w = 0), DST switches aside.
     """
     t = np.asarray(t_s, dtype=np.float64)
-    day = 1.0 + daily_amplitude * np.cos(2 * np.pi * (t - daily_peak_s) / DAY_S)
+    peak = daily_peak_s.peak_s(t) if isinstance(daily_peak_s, LocalPeak) else daily_peak_s
+    day = 1.0 + daily_amplitude * np.cos(2 * np.pi * (t - peak) / DAY_S)
     week = 1.0 + weekly_amplitude * np.cos(2 * np.pi * (t - weekly_peak_s) / WEEK_S)
     return rate_per_s * day * week
 
@@ -315,7 +367,7 @@ def synthetic_requests(
     *,
     daily_amplitude: float = 0.0,
     weekly_amplitude: float = 0.0,
-    daily_peak_s: float = 14 * 3600.0,
+    daily_peak_s: float | LocalPeak = 14 * 3600.0,
     weekly_peak_s: float = 2.5 * DAY_S,
     input_tokens: TokenSpec = "azure-conv",
     output_tokens: TokenSpec = "azure-conv",
@@ -325,14 +377,16 @@ def synthetic_requests(
 
     The rate is `rate_at(t, rate_per_s, ...)`: a mean of `rate_per_s` requests/s with a
     daily cycle (relative amplitude `daily_amplitude` in [0, 1), peak `daily_peak_s`
-    after the start, default 14:00 when the start is midnight) and a weekly cycle
+    after the start, default 14:00 when the start is midnight, or a `LocalPeak`: a local
+    hour in a time zone) and a weekly cycle
     (`weekly_amplitude`, peak `weekly_peak_s` after the start). Amplitudes 0 (the default)
     give a homogeneous Poisson process. Candidates arrive at the peak rate and each is kept
     with probability rate(t) / peak rate.
 
     Token counts: `input_tokens` and `output_tokens` are a preset name (`azure-code`,
     `azure-conv`: the log-normals fitted to the Azure LLM inference traces 2023), a
-    `TokenDistribution`, or an int (every request the same). When both name the same
+    `TokenLaw` (`sim.models.token_laws`: log-normal, histogram, fixed), or an int (every
+    request the same). When both name the same
     preset and `correlated` is true, log input and log output tokens are drawn with the
     preset's fitted correlation. `rng` is a numpy Generator or a seed: the same seed gives
     the same requests.
@@ -356,16 +410,17 @@ def synthetic_requests(
             f"the generator makes in memory"
         )
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    dist_in = _token_dist(input_tokens, "input_tokens")
-    dist_out = _token_dist(output_tokens, "output_tokens")
-    if dist_out.min < 1:
-        raise ValueError(f"output_tokens: a request generates >= 1 token, got min {dist_out.min}")
+    dist_in = token_law(input_tokens, "input_tokens")
+    dist_out = token_law(output_tokens, "output_tokens")
+    shortest = int(dist_out.quantile(0.0))
+    if shortest < 1:
+        raise ValueError(f"output_tokens: a request generates >= 1 token, got min {shortest}")
     rho = 0.0
     if correlated and isinstance(input_tokens, str) and input_tokens == output_tokens:
         rho = request_presets()[input_tokens].log_correlation
 
     peak = rate_per_s * (1 + daily_amplitude) * (1 + weekly_amplitude)
-    cycles = dict(
+    cycles: dict[str, Any] = dict(
         daily_amplitude=daily_amplitude,
         weekly_amplitude=weekly_amplitude,
         daily_peak_s=daily_peak_s,

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.models.token_laws import TokenLaw
 from sim.serving.requests import (
     DAY_S,
     WEEK_S,
+    LocalPeak,
     RequestTable,
+    TokenSpec,
     rate_at,
     read_requests,
     request_presets,
@@ -33,7 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["FileSource", "RequestSource", "SyntheticSource", "TokenStats", "build_source"]
 
 DAILY_PEAK_S = 14 * 3600.0
-"""The generator's daily peak, s after the run's start (as `synthetic_requests`)."""
+"""The generator's daily peak, s after the run's start (as `synthetic_requests`), and its
+default local hour (14:00) when the run's start is known. A modelling choice, not a
+published value (as the training workload's `peak_hour`)."""
 WEEKLY_PEAK_S = 2.5 * DAY_S
 _CHUNK_S = 3600.0
 """The generator draws requests an hour at a time, each hour from its own seed."""
@@ -49,6 +55,11 @@ class TokenStats:
     """int64, up to 100,000 input token counts."""
     output_sample: np.ndarray
     """int64, up to 100,000 output token counts (paired with `input_sample`)."""
+    input_law: TokenLaw | None = None
+    output_law: TokenLaw | None = None
+    """The laws the scenario gave for the requests' lengths (None: a preset or a request
+    file). A replica model takes the output law's in-flight context share (kappa) in place
+    of the calibrated constant (docs/serving.md "Lengths as distributions")."""
 
 
 class RequestSource:
@@ -135,9 +146,17 @@ class FileSource(RequestSource):
 
 
 class SyntheticSource(RequestSource):
-    """The synthetic generator (`sim.serving.synthetic_requests`) with a preset's tokens;
-    each hour of the run is drawn from its own child seed of `seed`, so any window can be
-    drawn alone and the same seed gives the same requests."""
+    """The synthetic generator (`sim.serving.synthetic_requests`); each hour of the run is
+    drawn from its own child seed of `seed`, so any window can be drawn alone and the same
+    seed gives the same requests.
+
+    `tokens`: a preset name (both directions, with its fitted correlation), or a pair
+    (input, output) of `TokenSpec`s (a preset name, a `TokenLaw`, an int); laws given
+    as `TokenLaw`s are the source's `tokens.input_law` / `output_law`. `start`: the run's
+    start (a datetime with a UTC offset); with it the daily peak is at local hour
+    `daily_peak_hour` in `timezone` (DST followed), without it `DAILY_PEAK_S` after the
+    run's start.
+    """
 
     def __init__(
         self,
@@ -146,12 +165,23 @@ class SyntheticSource(RequestSource):
         seed: np.random.SeedSequence,
         daily_amplitude: float,
         weekly_amplitude: float,
-        tokens: str,
+        tokens: str | tuple[TokenSpec, TokenSpec],
+        *,
+        start: datetime | None = None,
+        daily_peak_hour: float = DAILY_PEAK_S / 3600.0,
+        timezone: str = "UTC",
     ):
-        if tokens not in request_presets():
-            raise ValueError(f"unknown token preset {tokens!r}; presets: {list(request_presets())}")
+        pair = (tokens, tokens) if isinstance(tokens, str) else tokens
+        for key, spec in zip(("input", "output"), pair, strict=True):
+            if isinstance(spec, str) and spec not in request_presets():
+                where = "tokens" if isinstance(tokens, str) else f"tokens.{key}"
+                raise ValueError(
+                    f"{where}: unknown token preset {spec!r}; presets: {list(request_presets())}"
+                )
+        tokens = pair
         self._rate = rate_per_s
         self._cycles = dict(daily_amplitude=daily_amplitude, weekly_amplitude=weekly_amplitude)
+        self._peak = None if start is None else LocalPeak(start, daily_peak_hour, timezone)
         self._tokens = tokens
         self._seed = seed
         self._horizon_s = horizon_s
@@ -160,15 +190,23 @@ class SyntheticSource(RequestSource):
             100_000 / 3600.0,
             3600.0,
             np.random.default_rng(sample_seed),
-            input_tokens=tokens,
-            output_tokens=tokens,
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
         )
+        laws = [spec if isinstance(spec, TokenLaw) else None for spec in tokens]
         self.tokens = TokenStats(
             float(np.mean(sample.input_tokens)),
             float(np.mean(sample.output_tokens)),
             sample.input_tokens,
             sample.output_tokens,
+            *laws,
         )
+
+    def _daily_peak(self, t0_s: float) -> float | LocalPeak:
+        """`rate_at`'s daily peak for times counted from `t0_s` s after the run's start."""
+        if self._peak is None:
+            return (DAILY_PEAK_S - t0_s) % DAY_S
+        return self._peak.shifted(t0_s)
 
     def _hour(self, h: int) -> RequestTable:
         """The requests of hour `h` of the run, from that hour's own seed."""
@@ -180,10 +218,10 @@ class SyntheticSource(RequestSource):
             rng,
             daily_amplitude=self._cycles["daily_amplitude"],
             weekly_amplitude=self._cycles["weekly_amplitude"],
-            daily_peak_s=(DAILY_PEAK_S - t0) % DAY_S,
+            daily_peak_s=self._daily_peak(t0),
             weekly_peak_s=(WEEKLY_PEAK_S - t0) % WEEK_S,
-            input_tokens=self._tokens,
-            output_tokens=self._tokens,
+            input_tokens=self._tokens[0],
+            output_tokens=self._tokens[1],
         )
         return RequestTable(hour.arrival_s + t0, hour.input_tokens, hour.output_tokens)
 
@@ -206,17 +244,24 @@ class SyntheticSource(RequestSource):
         smooth cycles), at the mean token counts."""
         e = np.minimum(np.asarray(edges_s, dtype=float), self._horizon_s)
         a, b = e[:-1], e[1:]
-        rate = lambda t: rate_at(t, self._rate, **self._cycles)  # noqa: E731
+        peak = self._daily_peak(0.0)
+        rate = lambda t: rate_at(t, self._rate, **self._cycles, daily_peak_s=peak)  # noqa: E731
         r = (rate(a) + 4 * rate((a + b) / 2) + rate(b)) / 6.0
         n = r * (b - a)
         return n, n * self.tokens.mean_input, n * self.tokens.mean_output
 
 
 def build_source(
-    cfg: RequestSourceConfig, horizon_s: float, seed: np.random.SeedSequence
+    cfg: RequestSourceConfig,
+    horizon_s: float,
+    seed: np.random.SeedSequence,
+    start: datetime | None = None,
+    timezone: str = "UTC",
 ) -> RequestSource:
     """The `RequestSource` of a service's `requests` table (`sim.config.services`). A trace
-    file in another format is imported now; its import report is the source's `report`."""
+    file in another format is imported now; its import report is the source's `report`.
+    `start`: the run's start, `timezone`: the zone of the synthetic daily peak when the
+    table names none (the origin site's)."""
     if cfg.file is not None:
         if cfg.format == "dcsim":
             table, report = read_requests(cfg.file), None
@@ -228,6 +273,15 @@ def build_source(
         source.report = report
         return source
     assert cfg.rate_per_s is not None
+    tokens = cfg.tokens if isinstance(cfg.tokens, str) else cfg.tokens.specs()
     return SyntheticSource(
-        cfg.rate_per_s, horizon_s, seed, cfg.daily_amplitude, cfg.weekly_amplitude, cfg.tokens
+        cfg.rate_per_s,
+        horizon_s,
+        seed,
+        cfg.daily_amplitude,
+        cfg.weekly_amplitude,
+        tokens,
+        start=start,
+        daily_peak_hour=cfg.daily_peak_hour,
+        timezone=cfg.timezone or timezone,
     )
