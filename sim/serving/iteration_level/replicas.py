@@ -1,0 +1,444 @@
+"""One replica of the iteration level (`_Replica`): vLLM V1's scheduler run iteration by
+iteration, in closed form between the events that change its batch; times in s.
+
+At every iteration boundary the scheduler (vLLM V1 `Scheduler.schedule`, Sarathi-Serve's
+stall-free batching) gives each running decode one token, then continues the prompts being
+prefilled, then admits waiting requests first come first served, while the iteration's
+tokens stay within `max_num_batched_tokens`, the running sequences within `max_num_seqs`
+and the KV blocks within the cache. With chunked prefill a prompt takes what is left of
+the budget and continues in the next iterations; without it a prompt is admitted whole.
+A prompt's first token comes at the end of the iteration that computes its last chunk.
+
+An iteration lasts `IterationCost.step(B, C, P)`: B decodes, C tokens of context they
+read, P prefill tokens. The replica is in one of three modes:
+
+- idle (nothing running or waiting);
+- a mixed iteration (prefill tokens in it): one event at its end;
+- a decode epoch (only decodes): iterations follow one another with the batch unchanged,
+  each sequence's context one token longer each time, so iteration `i` of the epoch lasts
+  `d0 + g i` (the cost's tangent in C) and the time of `m` iterations is an arithmetic
+  series. The epoch's one event is the first boundary where something changes: a request
+  finishes (a heap of finish iterations), the KV cache needs a block it lacks, or a request
+  arrived during the iteration in progress (it is scheduled at that iteration's end).
+
+KV cache (paged attention): a running sequence whose context is `c` tokens holds
+ceil((c + 1) / block_size) blocks for the iteration that computes its next token. When a
+decode needs a block and none is free, the running request admitted last is preempted
+(vLLM V1: recompute): its blocks are freed, it goes back to the head of the queue, and on
+readmission prefills its prompt and the tokens it had generated again (counted in
+`recomputed`), then decodes the rest. A request whose prompt plus output exceeds the
+replica's `max_model_len`, or (chunked prefill off) whose prompt exceeds the token budget,
+is refused at arrival.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from heapq import heapify, heappop, heappush
+
+from sim.models.llm_iteration import IterationCost
+from sim.serving.iteration_level.records import _IterRequests
+from sim.serving.request_level.records import _DROPPED, _SERVED
+
+_IDLE, _DECODE, _MIXED = 0, 1, 2
+
+
+class _Limits:
+    """A replica's scheduler limits, resolved (docs/serving.md "Iteration level")."""
+
+    __slots__ = ("batched_tokens", "max_seqs", "chunked", "block_size", "blocks", "max_len")
+
+    def __init__(
+        self,
+        batched_tokens: int,
+        max_seqs: int,
+        chunked: bool,
+        block_size: int,
+        blocks: int,
+        max_len: int,
+    ):
+        self.batched_tokens = batched_tokens
+        self.max_seqs = max_seqs
+        self.chunked = chunked
+        self.block_size = block_size
+        self.blocks = blocks
+        """KV blocks of the cache."""
+        self.max_len = max_len
+        """Most tokens of context (prompt + output) of one request."""
+
+
+class _SiteState:
+    """What a replica updates of its site: the loads routing reads and the power."""
+
+    __slots__ = ("loads", "extra_w", "index", "on_power")
+
+    def __init__(self, index: int, on_power: Callable[..., None]):
+        self.index = index
+        self.loads: list[int] = []
+        """Requests (running + waiting) of each admitting replica."""
+        self.extra_w = 0.0
+        """Sum over the site's replicas of their power over idle, W."""
+        self.on_power = on_power
+
+
+class _Replica:
+    """One replica's scheduler state (module docstring)."""
+
+    __slots__ = (
+        "site",
+        "pos",
+        "rq",
+        "cost",
+        "lim",
+        "mi",
+        "timeout_s",
+        "mode",
+        "t",
+        "k",
+        "b",
+        "s",
+        "d0",
+        "g",
+        "ev_k",
+        "heap",
+        "base",
+        "order",
+        "waiting",
+        "pf",
+        "chunks",
+        "pf_blocks",
+        "w",
+        "ver",
+        "n_admitted",
+        "pending",
+        "next_t",
+    )
+
+    def __init__(
+        self,
+        site: _SiteState,
+        pos: int,
+        rq: _IterRequests,
+        cost: IterationCost,
+        lim: _Limits,
+        mi: int,
+        timeout_s: float,
+        t_s: float,
+    ):
+        self.site = site
+        self.pos = pos
+        """Index among the site's admitting replicas; -1 once draining."""
+        self.rq = rq
+        self.cost = cost
+        self.lim = lim
+        self.mi = mi
+        """Index of its model (`_Fleet.models`)."""
+        self.timeout_s = timeout_s
+        self.mode = _IDLE
+        self.t = t_s
+        """Time of the last boundary (a decode epoch's start), s."""
+        self.k = 0
+        """Iterations done at `t`."""
+        self.b = 0
+        """Running decodes."""
+        self.s = 0
+        """Sum over the decodes of `base`: their context at boundary K is s + b K tokens."""
+        self.d0 = 0.0
+        self.g = 0.0
+        """A decode epoch's first iteration, s, and its growth per iteration, s."""
+        self.ev_k = 0
+        """The boundary of a decode epoch's event."""
+        self.heap: list[tuple[int, int]] = []
+        """(boundary of the last token, request) of the running decodes."""
+        self.base: dict[int, int] = {}
+        """A decode's context at boundary K is base + K tokens."""
+        self.order: dict[int, int] = {}
+        """Admission order of the running requests (preemption takes the last)."""
+        self.waiting: deque[int] = deque()
+        self.pf: list[list[int]] = []
+        """Prompts being prefilled: [request, tokens to compute, tokens computed]."""
+        self.chunks: list[tuple[list[int], int]] = []
+        """The mixed iteration in progress: (prefill entry, tokens computed in it)."""
+        self.pf_blocks = 0
+        """Blocks held by the prompts being prefilled."""
+        self.w = 0.0
+        """Power over idle now, W."""
+        self.ver = -1
+        """Version of its calendar entry."""
+        self.n_admitted = 0
+        self.pending: IterationCost | None = None
+        """A new cost (a cap change) from the next boundary."""
+        self.next_t = -1.0
+        """Time of its next event, s (-1: none; kept by the fleet's calendar)."""
+
+    # -- events ------------------------------------------------------------------------
+
+    def arrive(self, j: int, t: float) -> float:
+        """Request `j` arrives at `t`; returns the time of the replica's new next event, or
+        -1 if its event is unchanged."""
+        rq = self.rq
+        need = rq.input[j] + rq.output[j]
+        lim = self.lim
+        if need > lim.max_len or (not lim.chunked and rq.input[j] > lim.batched_tokens):
+            rq.refused[j] = 1
+            rq.state[j] = _DROPPED
+            if self.pos >= 0:
+                self.site.loads[self.pos] -= 1
+            return -1.0
+        self.waiting.append(j)
+        if self.mode == _IDLE:
+            self.t = t
+            return self.schedule(t)
+        if self.mode == _MIXED or self.b + len(self.pf) >= lim.max_seqs:
+            return -1.0
+        return self.cut(t)
+
+    def cut(self, t: float) -> float:
+        """In a decode epoch, move the event to the end of the iteration in progress at `t`
+        (something waits to be scheduled); returns the new event time or -1."""
+        if self.mode != _DECODE:
+            return -1.0
+        x = t - self.t
+        d0, g = self.d0, self.g
+        if g > 0.0:
+            a = d0 - 0.5 * g
+            m = int((math.sqrt(a * a + 2.0 * g * x) - a) / g)
+        else:
+            m = int(x / d0)
+        while m > 0 and m * d0 + 0.5 * g * m * (m - 1) > x:
+            m -= 1
+        while (m + 1) * d0 + 0.5 * g * (m + 1) * m <= x:
+            m += 1
+        kb = self.k + m + 1
+        if kb >= self.ev_k:
+            return -1.0
+        self.ev_k = kb
+        return self.time_of(kb)
+
+    def time_of(self, kb: int) -> float:
+        """Time of boundary `kb` of the decode epoch, s."""
+        m = kb - self.k
+        return self.t + m * self.d0 + 0.5 * self.g * m * (m - 1)
+
+    def event(self, t: float) -> float:
+        """The event at boundary time `t`: the end of a mixed iteration or a decode epoch's
+        event; returns the next event time (-1: idle)."""
+        rq = self.rq
+        if self.mode == _MIXED:
+            k = self.k + 1
+            for e, c in self.chunks:
+                e[2] += c
+            done = [e for e in self.pf if e[2] >= e[1]]
+            if done:
+                self.pf = [e for e in self.pf if e[2] < e[1]]
+                bs = self.lim.block_size
+                for e in done:
+                    j = e[0]
+                    self.pf_blocks -= -(-e[2] // bs)
+                    g = rq.gen[j] + 1
+                    rq.gen[j] = g
+                    if rq.first_s[j] != rq.first_s[j]:
+                        rq.first_s[j] = t
+                    out = rq.output[j]
+                    if g >= out:
+                        self._finish(j, t)
+                        continue
+                    base = rq.input[j] + g - 1 - k
+                    heappush(self.heap, (k + out - g, j))
+                    self.base[j] = base
+                    self.b += 1
+                    self.s += base
+            self.chunks = []
+        else:
+            k = self.ev_k
+        self.k = k
+        self.t = t
+        heap = self.heap
+        while heap and heap[0][0] <= k:
+            j = heappop(heap)[1]
+            self.b -= 1
+            self.s -= self.base.pop(j)
+            self._finish(j, t)
+        return self.schedule(t)
+
+    def _finish(self, j: int, t: float) -> None:
+        rq = self.rq
+        rq.end_s[j] = t
+        rq.state[j] = _SERVED
+        rq.gen[j] = rq.output[j]
+        self.order.pop(j, None)
+        if self.pos >= 0:
+            self.site.loads[self.pos] -= 1
+
+    # -- the scheduler -------------------------------------------------------------------
+
+    def schedule(self, t: float, admit: bool = True) -> float:
+        """Schedule the iteration starting at boundary `self.k`, time `t` (`admit`: False
+        after a preemption in this step, as vLLM V1 then admits no waiting request);
+        returns the time of the next event (-1: idle)."""
+        if self.pending is not None:
+            self.cost, self.pending = self.pending, None
+        lim, rq, k = self.lim, self.rq, self.k
+        bs = lim.block_size
+        free = lim.blocks - self.pf_blocks - self._decode_blocks(k)
+        while free < 0:
+            free += self._preempt()
+            admit = False
+        budget = lim.batched_tokens - self.b
+        seqs = self.b + len(self.pf)
+        chunks = self.chunks
+        p = 0
+        for e in self.pf:
+            if budget <= 0:
+                break
+            c = min(e[1] - e[2], budget)
+            nb = -(-(e[2] + c) // bs) - -(-e[2] // bs)
+            if nb > free:
+                break
+            chunks.append((e, c))
+            self.pf_blocks += nb
+            free -= nb
+            budget -= c
+            p += c
+        waiting = self.waiting
+        while admit and waiting and budget > 0 and seqs < lim.max_seqs:
+            j = waiting[0]
+            started = rq.admit_s[j] == rq.admit_s[j]
+            if not started and t - rq.arrival_s[j] > self.timeout_s:
+                waiting.popleft()
+                rq.state[j] = _DROPPED
+                if self.pos >= 0:
+                    self.site.loads[self.pos] -= 1
+                continue
+            need = rq.input[j] + rq.gen[j]
+            c = min(need, budget)
+            if c < need and not lim.chunked:
+                break
+            nb = -(-c // bs)
+            if nb > free:
+                break
+            waiting.popleft()
+            if not started:
+                rq.admit_s[j] = t
+                rq.mid[j] = self.mi
+            e = [j, need, 0]
+            self.pf.append(e)
+            self.n_admitted += 1
+            self.order[j] = self.n_admitted
+            chunks.append((e, c))
+            self.pf_blocks += nb
+            free -= nb
+            budget -= c
+            seqs += 1
+            p += c
+        b = self.b
+        if p:
+            self.mode = _MIXED
+            dt, w = self.cost.step(b, self.s + b * k, p)
+            self._power(t, w)
+            return t + dt
+        if b:
+            return self._decode_epoch(t)
+        if self.pf:
+            # Nothing could run: prompts in prefill hold the blocks the others need.
+            self._preempt()
+            return self.schedule(t)
+        self.mode = _IDLE
+        self._power(t, 0.0)
+        return -1.0
+
+    def _decode_epoch(self, t: float) -> float:
+        """Start a decode epoch at `t`; returns its event time."""
+        self.mode = _DECODE
+        b, k, s = self.b, self.k, self.s
+        c = s + b * k
+        self.d0, w = self.cost.step(b, c, 0)
+        self.g = self.cost.slope_s(b, c)
+        self._power(t, w)
+        ev = self.heap[0][0]
+        bs = self.lim.block_size
+        # The first boundary where the decodes' blocks may exceed the cache by a bound
+        # (each sequence at most one partly filled block); exact when it comes first.
+        room = self.lim.blocks - self.pf_blocks
+        k_bound = -(-((room - b + 1) * bs - s) // b) - 1
+        if k_bound < ev:
+            free = room - self._exact_blocks(k)
+            ev = min(ev, self._kv_boundary(free))
+        self.ev_k = ev
+        return self.time_of(ev)
+
+    def _decode_blocks(self, k: int) -> int:
+        """Blocks the decodes need for the iteration from boundary `k`: exact when the
+        cache is close to full (within what one schedule can allocate), else an upper
+        bound (each decode at most one partly filled block), which then decides nothing."""
+        if not self.b:
+            return 0
+        lim = self.lim
+        bs = lim.block_size
+        ub = (self.s + self.b * (k + 1)) // bs + self.b
+        most = -(-lim.batched_tokens // bs) + len(self.pf) + 1
+        if ub + most <= lim.blocks - self.pf_blocks:
+            return ub
+        return self._exact_blocks(k)
+
+    def _exact_blocks(self, k: int) -> int:
+        """Blocks the decodes need for the iteration from boundary `k`, O(decodes)."""
+        bs = self.lim.block_size
+        return sum(-(-(v + k + 1) // bs) for v in self.base.values())
+
+    def _kv_boundary(self, free: int) -> int:
+        """The first boundary after `self.k` at which the decodes need a block more than the
+        `free` ones."""
+        bs, k = self.lim.block_size, self.k
+        # Decode j takes a new block for the iteration from boundary K when its context
+        # base + K + 1 starts a block: K = -(base + 1) mod bs (after k).
+        firsts = sorted(k + 1 + (-(v + k + 1)) % bs for v in self.base.values())
+        q, r = divmod(free, len(firsts))
+        return firsts[r] + q * bs
+
+    def _preempt(self) -> int:
+        """Preempt the running request admitted last (recompute); returns the blocks freed."""
+        rq, k, bs = self.rq, self.k, self.lim.block_size
+        j = max(self.order, key=self.order.__getitem__)
+        del self.order[j]
+        rq.preempted[j] += 1
+        for e in self.pf:
+            if e[0] == j:
+                self.pf.remove(e)
+                freed = -(-e[2] // bs)
+                self.pf_blocks -= freed
+                rq.recomputed[j] += e[2]
+                break
+        else:
+            for x, (kf, jj) in enumerate(self.heap):
+                if jj == j:
+                    self.heap[x] = self.heap[-1]
+                    self.heap.pop()
+                    heapify(self.heap)
+                    break
+            base = self.base.pop(j)
+            rq.gen[j] = rq.output[j] - (kf - k)
+            self.b -= 1
+            self.s -= base
+            freed = -(-(base + k + 1) // bs)
+            rq.recomputed[j] += base + k
+        self.waiting.appendleft(j)
+        return freed
+
+    def _power(self, t: float, w: float) -> None:
+        if w != self.w:
+            st = self.site
+            e = st.extra_w + (w - self.w)
+            self.w = w
+            st.extra_w = e
+            st.on_power(st.index, t, e)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def in_flight(self) -> int:
+        return self.b + len(self.pf)
+
+    def queued(self) -> int:
+        return len(self.waiting)
