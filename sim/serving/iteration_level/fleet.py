@@ -109,6 +109,7 @@ class _Fleet:
                     free_s = max(free_s, _drain_end_s(r))
             for j in sorted(moved):
                 self.dispatch(st, j, t_s)
+        st.state.flush(t_s)
         return free_s
 
     def dispatch(self, st: _Site, j: int, t_s: float) -> None:

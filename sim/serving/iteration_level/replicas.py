@@ -38,6 +38,8 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
+import numpy as np
+
 from sim.models.llm_iteration import IterationCost
 from sim.serving.iteration_level.records import _IterRequests
 from sim.serving.request_level.records import _DROPPED, _SERVED
@@ -70,17 +72,50 @@ class _Limits:
 
 
 class _SiteState:
-    """What a replica updates of its site: the loads routing reads and the power."""
+    """What a replica updates of its site: the loads routing reads and its changes of power
+    (times, possibly ahead of the events served, and differences), reported in time order
+    by `flush`."""
 
-    __slots__ = ("loads", "extra_w", "index", "on_power")
+    __slots__ = ("loads", "index", "on_power", "t", "dw", "dn", "extra_w", "busy")
 
     def __init__(self, index: int, on_power: Callable[..., None]):
         self.index = index
         self.loads: list[int] = []
         """Requests (running + waiting) of each admitting replica."""
-        self.extra_w = 0.0
-        """Sum over the site's replicas of their power over idle, W."""
         self.on_power = on_power
+        self.t: list[float] = []
+        self.dw: list[float] = []
+        """Changes of a replica's power over idle, W, from the times `t`."""
+        self.dn: list[int] = []
+        """Changes of the number of busy replicas (power over idle exactly 0 with none)."""
+        self.extra_w = 0.0
+        self.busy = 0
+        """Power over idle and busy replicas as last reported."""
+
+    def flush(self, t_s: float) -> None:
+        """Report the changes up to `t_s` (included) in time order, the site's power over
+        idle the sum of its replicas' (exactly 0 with none busy)."""
+        if not self.t:
+            return
+        t = np.asarray(self.t)
+        now = t <= t_s
+        order = np.argsort(t[now], kind="stable")
+        dw, dn = np.asarray(self.dw)[now][order], np.asarray(self.dn)[now][order]
+        times = t[now][order]
+        if len(times) < len(t):
+            later = ~now
+            self.t, self.dw = t[later].tolist(), np.asarray(self.dw)[later].tolist()
+            self.dn = np.asarray(self.dn)[later].tolist()
+        else:
+            self.t, self.dw, self.dn = [], [], []
+        if not len(times):
+            return
+        extra = self.extra_w + np.cumsum(dw)
+        busy = self.busy + np.cumsum(dn)
+        extra[busy == 0] = 0.0
+        last = np.append(times[1:] != times[:-1], True)
+        self.extra_w, self.busy = float(extra[-1]), int(busy[-1])
+        self.on_power(self.index, times[last], extra[last])
 
 
 class _Replica:
@@ -100,6 +135,7 @@ class _Replica:
         "b",
         "s",
         "d0",
+        "d1",
         "g",
         "ev_k",
         "heap",
@@ -145,9 +181,11 @@ class _Replica:
         """Running decodes."""
         self.s = 0
         """Sum over the decodes of `base`: their context at boundary K is s + b K tokens."""
+        self.d1 = 0.0
+        """The epoch's first iteration (from boundary `k`), s."""
         self.d0 = 0.0
         self.g = 0.0
-        """A decode epoch's first iteration, s, and its growth per iteration, s."""
+        """The epoch's next iteration, s, and the growth per iteration after it, s."""
         self.ev_k = 0
         """The boundary of a decode epoch's event."""
         self.heap: list[tuple[int, int]] = []
@@ -179,78 +217,60 @@ class _Replica:
         """Request `j` arrives at `t`; returns the time of the replica's new next event, or
         -1 if its event is unchanged."""
         rq = self.rq
-        need = rq.input[j] + rq.output[j]
         lim = self.lim
-        if need > lim.max_len or (not lim.chunked and rq.input[j] > lim.batched_tokens):
+        if rq.input[j] + rq.output[j] > lim.max_len or (
+            not lim.chunked and rq.input[j] > lim.batched_tokens
+        ):
             rq.refused[j] = 1
             rq.state[j] = _DROPPED
             if self.pos >= 0:
                 self.site.loads[self.pos] -= 1
             return -1.0
         self.waiting.append(j)
-        if self.mode == _IDLE:
+        mode = self.mode
+        if mode == _DECODE:
+            if self.b + len(self.pf) >= lim.max_seqs:
+                return -1.0
+            return self.cut(t)
+        if mode == _IDLE:
             self.t = t
             return self.schedule(t)
-        if self.mode == _MIXED or self.b + len(self.pf) >= lim.max_seqs:
-            return -1.0
-        return self.cut(t)
+        return -1.0
 
     def cut(self, t: float) -> float:
-        """In a decode epoch, move the event to the end of the iteration in progress at `t`
+        """In an epoch, move the event to the end of the iteration in progress at `t`
         (something waits to be scheduled); returns the new event time or -1."""
-        if self.mode != _DECODE:
-            return -1.0
-        x = t - self.t
-        d0, g = self.d0, self.g
-        if g > 0.0:
-            a = d0 - 0.5 * g
-            m = int((math.sqrt(a * a + 2.0 * g * x) - a) / g)
+        x = t - self.t - self.d1
+        if x < 0.0:
+            kb = self.k + 1
         else:
-            m = int(x / d0)
-        while m > 0 and m * d0 + 0.5 * g * m * (m - 1) > x:
-            m -= 1
-        while (m + 1) * d0 + 0.5 * g * (m + 1) * m <= x:
-            m += 1
-        kb = self.k + m + 1
+            d0, g = self.d0, self.g
+            if g > 0.0:
+                a = d0 - 0.5 * g
+                m = int((math.sqrt(a * a + 2.0 * g * x) - a) / g)
+            else:
+                m = int(x / d0)
+            while m > 0 and m * d0 + 0.5 * g * m * (m - 1) > x:
+                m -= 1
+            while (m + 1) * d0 + 0.5 * g * (m + 1) * m <= x:
+                m += 1
+            kb = self.k + m + 2
         if kb >= self.ev_k:
             return -1.0
         self.ev_k = kb
         return self.time_of(kb)
 
     def time_of(self, kb: int) -> float:
-        """Time of boundary `kb` of the decode epoch, s."""
-        m = kb - self.k
-        return self.t + m * self.d0 + 0.5 * self.g * m * (m - 1)
+        """Time of boundary `kb` (> `k`) of the epoch, s."""
+        m = kb - self.k - 1
+        return self.t + self.d1 + m * self.d0 + 0.5 * self.g * m * (m - 1)
 
     def event(self, t: float) -> float:
-        """The event at boundary time `t`: the end of a mixed iteration or a decode epoch's
-        event; returns the next event time (-1: idle)."""
-        rq = self.rq
+        """The event at boundary time `t`: the end of a mixed iteration or an epoch's event;
+        returns the next event time (-1: idle)."""
         if self.mode == _MIXED:
             k = self.k + 1
-            for e, c in self.chunks:
-                e[2] += c
-            done = [e for e in self.pf if e[2] >= e[1]]
-            if done:
-                self.pf = [e for e in self.pf if e[2] < e[1]]
-                bs = self.lim.block_size
-                for e in done:
-                    j = e[0]
-                    self.pf_blocks -= -(-e[2] // bs)
-                    g = rq.gen[j] + 1
-                    rq.gen[j] = g
-                    if rq.first_s[j] != rq.first_s[j]:
-                        rq.first_s[j] = t
-                    out = rq.output[j]
-                    if g >= out:
-                        self._finish(j, t)
-                        continue
-                    base = rq.input[j] + g - 1 - k
-                    heappush(self.heap, (k + out - g, j))
-                    self.base[j] = base
-                    self.b += 1
-                    self.s += base
-            self.chunks = []
+            self._prefilled(k, t)
         else:
             k = self.ev_k
         self.k = k
@@ -263,31 +283,89 @@ class _Replica:
             self._finish(j, t)
         return self.schedule(t)
 
+    def _prefilled(self, k: int, t: float) -> None:
+        """The chunks of the iteration ending at boundary `k`, time `t`, are computed: the
+        prompts complete join the decodes with their first token (done at once, a request
+        whose answer is one token in the heap at `k`)."""
+        rq = self.rq
+        for e, c in self.chunks:
+            e[2] += c
+        self.chunks = []
+        pf = self.pf
+        if all(e[2] < e[1] for e in pf):
+            return
+        self.pf = [e for e in pf if e[2] < e[1]]
+        bs = self.lim.block_size
+        heap, bases = self.heap, self.base
+        for e in pf:
+            if e[2] < e[1]:
+                continue
+            j = e[0]
+            self.pf_blocks -= -(-e[2] // bs)
+            g = rq.gen[j] + 1
+            rq.gen[j] = g
+            if rq.first_s[j] != rq.first_s[j]:
+                rq.first_s[j] = t
+            base = rq.input[j] + g - 1 - k
+            heappush(heap, (k + rq.output[j] - g, j))
+            bases[j] = base
+            self.b += 1
+            self.s += base
+
     def _finish(self, j: int, t: float) -> None:
         rq = self.rq
         rq.end_s[j] = t
         rq.state[j] = _SERVED
         rq.gen[j] = rq.output[j]
-        self.order.pop(j, None)
+        del self.order[j]
         if self.pos >= 0:
             self.site.loads[self.pos] -= 1
 
     # -- the scheduler -------------------------------------------------------------------
 
-    def schedule(self, t: float, admit: bool = True) -> float:
-        """Schedule the iteration starting at boundary `self.k`, time `t` (`admit`: False
-        after a preemption in this step, as vLLM V1 then admits no waiting request);
+    def schedule(self, t: float) -> float:
+        """Schedule the iteration from boundary `self.k`, time `t`, and the epoch it starts;
         returns the time of the next event (-1: idle)."""
         if self.pending is not None:
             self.cost, self.pending = self.pending, None
-        lim, rq, k = self.lim, self.rq, self.k
-        bs = lim.block_size
+        lim, k = self.lim, self.k
+        admit = True
         free = lim.blocks - self.pf_blocks - self._decode_blocks(k)
         while free < 0:
             free += self._preempt()
-            admit = False
+            admit = False  # vLLM V1 admits nobody in a step that preempted
+        p, held = self._chunks(t, free, admit) if (self.pf or self.waiting) else (0, False)
+        b = self.b
+        if p:
+            dm, wm = self.cost.step(b, self.s + b * k, p)
+            self._power(t, wm)
+            if any(e[2] + c < e[1] for e, c in self.chunks) or len(self.chunks) < len(self.pf):
+                self.mode = _MIXED
+                return t + dm
+            # Every prompt completes in this iteration: the epoch goes on with the decodes.
+            self._prefilled(k + 1, t + dm)
+            return self._epoch(t, dm, k + 1, held)
+        if b:
+            d1, w = self.cost.step(b, self.s + b * k, 0)
+            self._power(t, w)
+            return self._epoch(t, d1, k, held)
+        if self.pf:
+            # Nothing could run: prompts in prefill hold the blocks the others need.
+            self._preempt()
+            return self.schedule(t)
+        self.mode = _IDLE
+        self._power(t, 0.0)
+        return -1.0
+
+    def _chunks(self, t: float, free: int, admit: bool) -> tuple[int, bool]:
+        """Fill the iteration from boundary `self.k` with prefill chunks: the prompts being
+        prefilled, then waiting requests first come first served (`admit`), within the
+        token budget left by the decodes, the sequences and the `free` KV blocks; returns
+        (prefill tokens, whether a waiting request is held by the budget alone, to be
+        scheduled at the next boundary)."""
+        lim, rq = self.lim, self.rq
+        bs = lim.block_size
         budget = lim.batched_tokens - self.b
-        seqs = self.b + len(self.pf)
         chunks = self.chunks
         p = 0
         for e in self.pf:
@@ -303,7 +381,8 @@ class _Replica:
             budget -= c
             p += c
         waiting = self.waiting
-        while admit and waiting and budget > 0 and seqs < lim.max_seqs:
+        seqs = self.b + len(self.pf)
+        while admit and waiting and seqs < lim.max_seqs:
             j = waiting[0]
             started = rq.admit_s[j] == rq.admit_s[j]
             if not started and t - rq.arrival_s[j] > self.timeout_s:
@@ -314,8 +393,8 @@ class _Replica:
                 continue
             need = rq.input[j] + rq.gen[j]
             c = min(need, budget)
-            if c < need and not lim.chunked:
-                break
+            if c <= 0 or (c < need and not lim.chunked):
+                return p, True
             nb = -(-c // bs)
             if nb > free:
                 break
@@ -333,39 +412,36 @@ class _Replica:
             budget -= c
             seqs += 1
             p += c
-        b = self.b
-        if p:
-            self.mode = _MIXED
-            dt, w = self.cost.step(b, self.s + b * k, p)
-            self._power(t, w)
-            return t + dt
-        if b:
-            return self._decode_epoch(t)
-        if self.pf:
-            # Nothing could run: prompts in prefill hold the blocks the others need.
-            self._preempt()
-            return self.schedule(t)
-        self.mode = _IDLE
-        self._power(t, 0.0)
-        return -1.0
+        return p, False
 
-    def _decode_epoch(self, t: float) -> float:
-        """Start a decode epoch at `t`; returns its event time."""
+    def _epoch(self, t: float, d1: float, k1: int, held: bool) -> float:
+        """Start an epoch at `t` whose first iteration lasts `d1` and whose decodes, from
+        boundary `k1`, are `self.b` sequences (`held`: a waiting request is to be scheduled
+        at the first boundary); returns the time of its event."""
         self.mode = _DECODE
-        b, k, s = self.b, self.k, self.s
-        c = s + b * k
-        self.d0, w = self.cost.step(b, c, 0)
-        self.g = self.cost.slope_s(b, c)
-        self._power(t, w)
+        b, s = self.b, self.s
+        if k1 != self.k:
+            # The first iteration was mixed: the decodes' own iterations start after it.
+            c = s + b * k1
+            self.d0, w = self.cost.step(b, c, 0)
+            self._power(t + d1, w)
+            self.g = self.cost.slope_s(b, c)
+        else:
+            self.g = self.cost.slope_s(b, s + b * k1)
+            self.d0 = d1 + self.g
+        self.d1 = d1
         ev = self.heap[0][0]
-        bs = self.lim.block_size
-        # The first boundary where the decodes' blocks may exceed the cache by a bound
-        # (each sequence at most one partly filled block); exact when it comes first.
-        room = self.lim.blocks - self.pf_blocks
-        k_bound = -(-((room - b + 1) * bs - s) // b) - 1
-        if k_bound < ev:
-            free = room - self._exact_blocks(k)
-            ev = min(ev, self._kv_boundary(free))
+        if held:
+            ev = self.k + 1
+        else:
+            # The first boundary where the decodes' blocks may exceed the cache by a bound
+            # (each sequence at most one partly filled block); exact when it comes first.
+            bs = self.lim.block_size
+            room = self.lim.blocks - self.pf_blocks
+            k_bound = -(-((room - b + 1) * bs - s) // b) - 1
+            if k_bound < ev:
+                free = room - self._exact_blocks(k1)
+                ev = k1 if free < 0 else min(ev, self._kv_boundary(k1, free))
         self.ev_k = ev
         return self.time_of(ev)
 
@@ -373,13 +449,13 @@ class _Replica:
         """Blocks the decodes need for the iteration from boundary `k`: exact when the
         cache is close to full (within what one schedule can allocate), else an upper
         bound (each decode at most one partly filled block), which then decides nothing."""
-        if not self.b:
+        b = self.b
+        if not b:
             return 0
         lim = self.lim
         bs = lim.block_size
-        ub = (self.s + self.b * (k + 1)) // bs + self.b
-        most = -(-lim.batched_tokens // bs) + len(self.pf) + 1
-        if ub + most <= lim.blocks - self.pf_blocks:
+        ub = (self.s + b * (k + 1)) // bs + b
+        if ub + lim.batched_tokens // bs + len(self.pf) + 2 <= lim.blocks - self.pf_blocks:
             return ub
         return self._exact_blocks(k)
 
@@ -388,10 +464,10 @@ class _Replica:
         bs = self.lim.block_size
         return sum(-(-(v + k + 1) // bs) for v in self.base.values())
 
-    def _kv_boundary(self, free: int) -> int:
-        """The first boundary after `self.k` at which the decodes need a block more than the
-        `free` ones."""
-        bs, k = self.lim.block_size, self.k
+    def _kv_boundary(self, k: int, free: int) -> int:
+        """The first boundary after `k` at which the decodes need a block more than the
+        `free` ones left after the iteration from `k`."""
+        bs = self.lim.block_size
         # Decode j takes a new block for the iteration from boundary K when its context
         # base + K + 1 starts a block: K = -(base + 1) mod bs (after k).
         firsts = sorted(k + 1 + (-(v + k + 1)) % bs for v in self.base.values())
@@ -404,36 +480,34 @@ class _Replica:
         j = max(self.order, key=self.order.__getitem__)
         del self.order[j]
         rq.preempted[j] += 1
+        self.waiting.appendleft(j)
         for e in self.pf:
             if e[0] == j:
                 self.pf.remove(e)
                 freed = -(-e[2] // bs)
                 self.pf_blocks -= freed
                 rq.recomputed[j] += e[2]
-                break
-        else:
-            for x, (kf, jj) in enumerate(self.heap):
-                if jj == j:
-                    self.heap[x] = self.heap[-1]
-                    self.heap.pop()
-                    heapify(self.heap)
-                    break
-            base = self.base.pop(j)
-            rq.gen[j] = rq.output[j] - (kf - k)
-            self.b -= 1
-            self.s -= base
-            freed = -(-(base + k + 1) // bs)
-            rq.recomputed[j] += base + k
-        self.waiting.appendleft(j)
-        return freed
+                return freed
+        x = next(x for x, (_, jj) in enumerate(self.heap) if jj == j)
+        kf = self.heap[x][0]
+        self.heap[x] = self.heap[-1]
+        self.heap.pop()
+        heapify(self.heap)
+        base = self.base.pop(j)
+        rq.gen[j] = rq.output[j] - (kf - k)
+        self.b -= 1
+        self.s -= base
+        rq.recomputed[j] += base + k
+        return -(-(base + k + 1) // bs)
 
     def _power(self, t: float, w: float) -> None:
+        """The replica draws `w` over idle from `t` (W): logged in its site's changes."""
         if w != self.w:
             st = self.site
-            e = st.extra_w + (w - self.w)
+            st.t.append(t)
+            st.dw.append(w - self.w)
+            st.dn.append((w > 0.0) - (self.w > 0.0))
             self.w = w
-            st.extra_w = e
-            st.on_power(st.index, t, e)
 
     # -- state ---------------------------------------------------------------------------
 

@@ -133,6 +133,8 @@ class IterationLevel(ServiceSim):
                 push(r, t_next)
         req.k = k
         req.n = base + k
+        for st in sites:
+            st.state.flush(t_s)
         self._now_s = max(self._now_s, t_s)
 
     def source_changed(self, t_s: float) -> None:
