@@ -83,48 +83,69 @@ class IterationCost:
     """The MIG slice's SM share of the GPU (1 on whole GPUs)."""
     kv: KvCache
     """The replica's paged KV cache at the default block size."""
+    _mem_u: float = 0.0
+    _comp_u: float = 0.0
+    _n_weights: int = 0
+
+    def __post_init__(self) -> None:
+        # Derived constants the hot path reads (`step`, `decode`).
+        pi_0, pi_mem, pi_comp, pi_seq = self.pi
+        derived = {
+            "_mem_u": pi_mem / self.bw_bytes_per_s,
+            "_comp_u": pi_comp * self.flop_per_token / self.flops_per_s,
+            "_n_weights": len(self.weights_s),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     def step(self, b: int, c: float, p: int) -> tuple[float, float]:
         """(duration s, extra power W) of an iteration with `b` decodes reading `c` tokens of
         context and `p` prefill tokens."""
-        t, extra = self._uncapped(b, c, p)
-        if self.cap is None:
-            return t, extra
-        grid, r, capped = self.cap
-        gpu_w = self.idle_gpu_w + extra / (self.num_gpus * self.share)
-        w = _interp(gpu_w, grid, capped)
-        return t / _interp(gpu_w, grid, r), (w - self.idle_gpu_w) * self.num_gpus * self.share
-
-    def slope_s(self, b: int, c: float) -> float:
-        """d(duration)/d(iteration) of a decode-only iteration as each of its `b` sequences
-        gains a token of context, s per iteration (the tangent at `c`; under a cap, at the
-        speed fraction of `c`)."""
-        ws = self.weights_s
-        t_mem = ws[b if b < len(ws) else -1] + c * self.kv_s
-        h = math.hypot(t_mem, b * self.decode_s)
-        d = b * self.kv_s * (t_mem / h if h > 0 else 1.0)
-        if self.cap is None:
-            return d
-        t, capped_t = self._uncapped(b, c, 0)[0], self.step(b, c, 0)[0]
-        return d * capped_t / t
-
-    def _uncapped(self, b: int, c: float, p: int) -> tuple[float, float]:
-        """`step` without the cap."""
         tokens = b + p
-        ws = self.weights_s
-        wi = tokens if tokens < len(ws) else -1
-        t_mem = ws[wi] + (c + p) * self.kv_s
+        wi = tokens if tokens < self._n_weights else -1
+        t_mem = self.weights_s[wi] + (c + p) * self.kv_s
         seq = b * self.seq_s
         t = self.fixed_s + seq + math.hypot(t_mem, b * self.decode_s + p * self.prefill_s)
-        bytes_read = self.weights_bytes[wi] + (c + p) * self.kv_bytes
-        pi_0, pi_mem, pi_comp, pi_seq = self.pi
-        z = (
-            pi_0
-            + pi_mem * bytes_read / (self.bw_bytes_per_s * t)
-            + pi_comp * tokens * self.flop_per_token / (self.flops_per_s * t)
-            + pi_seq * seq / t
-        )
-        return t, self.active_w * (1.0 - math.exp(-z))
+        z = self.pi[0] + (
+            self._mem_u * (self.weights_bytes[wi] + (c + p) * self.kv_bytes)
+            + self._comp_u * tokens
+            + self.pi[3] * seq
+        ) / t
+        extra = self.active_w * (1.0 - math.exp(-z))
+        if self.cap is None:
+            return t, extra
+        return self._capped(t, extra)
+
+    def decode(self, b: int, c: float) -> tuple[float, float, float]:
+        """(duration s, its growth per iteration s, extra power W) of a decode-only
+        iteration of `b` sequences reading `c` tokens of context; the growth is the
+        tangent as each sequence gains a token (under a cap, scaled by the speed fraction
+        at `c`)."""
+        wi = b if b < self._n_weights else -1
+        t_mem = self.weights_s[wi] + c * self.kv_s
+        seq = b * self.seq_s
+        h = math.hypot(t_mem, b * self.decode_s)
+        t = self.fixed_s + seq + h
+        g = b * self.kv_s * t_mem / h
+        z = self.pi[0] + (
+            self._mem_u * (self.weights_bytes[wi] + c * self.kv_bytes)
+            + self._comp_u * b
+            + self.pi[3] * seq
+        ) / t
+        extra = self.active_w * (1.0 - math.exp(-z))
+        if self.cap is None:
+            return t, g, extra
+        capped_t, capped_w = self._capped(t, extra)
+        return capped_t, g * capped_t / t, capped_w
+
+    def _capped(self, t: float, extra_w: float) -> tuple[float, float]:
+        """An uncapped iteration's (duration, extra power) under the cap."""
+        assert self.cap is not None
+        grid, r, capped = self.cap
+        gpus = self.num_gpus * self.share
+        gpu_w = self.idle_gpu_w + extra_w / gpus
+        w = _interp(gpu_w, grid, capped)
+        return t / _interp(gpu_w, grid, r), (w - self.idle_gpu_w) * gpus
 
 
 def _interp(x: float, xs: tuple[float, ...], ys: tuple[float, ...]) -> float:

@@ -292,9 +292,9 @@ class _Replica:
             e[2] += c
         self.chunks = []
         pf = self.pf
-        if all(e[2] < e[1] for e in pf):
-            return
         self.pf = [e for e in pf if e[2] < e[1]]
+        if len(self.pf) == len(pf):
+            return
         bs = self.lim.block_size
         heap, bases = self.heap, self.base
         for e in pf:
@@ -328,27 +328,43 @@ class _Replica:
         returns the time of the next event (-1: idle)."""
         if self.pending is not None:
             self.cost, self.pending = self.pending, None
-        lim, k = self.lim, self.k
+        lim, k, b = self.lim, self.k, self.b
         admit = True
-        free = lim.blocks - self.pf_blocks - self._decode_blocks(k)
-        while free < 0:
-            free += self._preempt()
-            admit = False  # vLLM V1 admits nobody in a step that preempted
-        p, held = self._chunks(t, free, admit) if (self.pf or self.waiting) else (0, False)
-        b = self.b
+        free = lim.blocks - self.pf_blocks
+        if b:
+            # Blocks of the decodes: a bound (each at most one partly filled block) while
+            # the cache is far from full, exact when close (within one schedule's blocks).
+            bs = lim.block_size
+            used = (self.s + b * (k + 1)) // bs + b
+            if used + lim.batched_tokens // bs + len(self.pf) + 2 > free:
+                used = self._exact_blocks(k)
+            free -= used
+            while free < 0:
+                free += self._preempt()
+                admit = False  # vLLM V1 admits nobody in a step that preempted
+            b = self.b
+        p, held, partial = (
+            self._chunks(t, free, admit) if (self.pf or self.waiting) else (0, False, False)
+        )
+        cost = self.cost
         if p:
-            dm, wm = self.cost.step(b, self.s + b * k, p)
+            dm, wm = cost.step(b, self.s + b * k, p)
             self._power(t, wm)
-            if any(e[2] + c < e[1] for e, c in self.chunks) or len(self.chunks) < len(self.pf):
+            if partial:
                 self.mode = _MIXED
                 return t + dm
             # Every prompt completes in this iteration: the epoch goes on with the decodes.
             self._prefilled(k + 1, t + dm)
-            return self._epoch(t, dm, k + 1, held)
+            b = self.b
+            self.d0, self.g, w = cost.decode(b, self.s + b * (k + 1))
+            self.d1 = dm
+            self._power(t + dm, w)
+            return self._epoch(k + 1, held)
         if b:
-            d1, w = self.cost.step(b, self.s + b * k, 0)
+            self.d1, self.g, w = cost.decode(b, self.s + b * k)
+            self.d0 = self.d1 + self.g
             self._power(t, w)
-            return self._epoch(t, d1, k, held)
+            return self._epoch(k, held)
         if self.pf:
             # Nothing could run: prompts in prefill hold the blocks the others need.
             self._preempt()
@@ -357,24 +373,26 @@ class _Replica:
         self._power(t, 0.0)
         return -1.0
 
-    def _chunks(self, t: float, free: int, admit: bool) -> tuple[int, bool]:
+    def _chunks(self, t: float, free: int, admit: bool) -> tuple[int, bool, bool]:
         """Fill the iteration from boundary `self.k` with prefill chunks: the prompts being
         prefilled, then waiting requests first come first served (`admit`), within the
         token budget left by the decodes, the sequences and the `free` KV blocks; returns
         (prefill tokens, whether a waiting request is held by the budget alone, to be
-        scheduled at the next boundary)."""
+        scheduled at the next boundary, whether a prompt is left unfinished after it)."""
         lim, rq = self.lim, self.rq
         bs = lim.block_size
         budget = lim.batched_tokens - self.b
         chunks = self.chunks
         p = 0
+        partial = False
         for e in self.pf:
-            if budget <= 0:
-                break
-            c = min(e[1] - e[2], budget)
+            left = e[1] - e[2]
+            c = min(left, budget)
             nb = -(-(e[2] + c) // bs) - -(-e[2] // bs)
-            if nb > free:
+            if c <= 0 or nb > free:
+                partial = True
                 break
+            partial = partial or c < left
             chunks.append((e, c))
             self.pf_blocks += nb
             free -= nb
@@ -394,7 +412,7 @@ class _Replica:
             need = rq.input[j] + rq.gen[j]
             c = min(need, budget)
             if c <= 0 or (c < need and not lim.chunked):
-                return p, True
+                return p, True, partial
             nb = -(-c // bs)
             if nb > free:
                 break
@@ -412,52 +430,27 @@ class _Replica:
             budget -= c
             seqs += 1
             p += c
-        return p, False
+            partial = partial or c < need
+        return p, False, partial
 
-    def _epoch(self, t: float, d1: float, k1: int, held: bool) -> float:
-        """Start an epoch at `t` whose first iteration lasts `d1` and whose decodes, from
-        boundary `k1`, are `self.b` sequences (`held`: a waiting request is to be scheduled
-        at the first boundary); returns the time of its event."""
+    def _epoch(self, k1: int, held: bool) -> float:
+        """Start the epoch whose decodes' own iterations start at boundary `k1` (`d1`, `d0`,
+        `g` set; `held`: a waiting request is to be scheduled at the first boundary);
+        returns the time of its event."""
         self.mode = _DECODE
-        b, s = self.b, self.s
-        if k1 != self.k:
-            # The first iteration was mixed: the decodes' own iterations start after it.
-            c = s + b * k1
-            self.d0, w = self.cost.step(b, c, 0)
-            self._power(t + d1, w)
-            self.g = self.cost.slope_s(b, c)
-        else:
-            self.g = self.cost.slope_s(b, s + b * k1)
-            self.d0 = d1 + self.g
-        self.d1 = d1
         ev = self.heap[0][0]
         if held:
             ev = self.k + 1
         else:
             # The first boundary where the decodes' blocks may exceed the cache by a bound
             # (each sequence at most one partly filled block); exact when it comes first.
-            bs = self.lim.block_size
+            b, s, bs = self.b, self.s, self.lim.block_size
             room = self.lim.blocks - self.pf_blocks
-            k_bound = -(-((room - b + 1) * bs - s) // b) - 1
-            if k_bound < ev:
+            if -(-((room - b + 1) * bs - s) // b) - 1 < ev:
                 free = room - self._exact_blocks(k1)
                 ev = k1 if free < 0 else min(ev, self._kv_boundary(k1, free))
         self.ev_k = ev
         return self.time_of(ev)
-
-    def _decode_blocks(self, k: int) -> int:
-        """Blocks the decodes need for the iteration from boundary `k`: exact when the
-        cache is close to full (within what one schedule can allocate), else an upper
-        bound (each decode at most one partly filled block), which then decides nothing."""
-        b = self.b
-        if not b:
-            return 0
-        lim = self.lim
-        bs = lim.block_size
-        ub = (self.s + b * (k + 1)) // bs + b
-        if ub + lim.batched_tokens // bs + len(self.pf) + 2 <= lim.blocks - self.pf_blocks:
-            return ub
-        return self._exact_blocks(k)
 
     def _exact_blocks(self, k: int) -> int:
         """Blocks the decodes need for the iteration from boundary `k`, O(decodes)."""
