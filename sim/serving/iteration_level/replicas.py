@@ -150,6 +150,7 @@ class _Replica:
         "n_admitted",
         "pending",
         "next_t",
+        "first",
     )
 
     def __init__(
@@ -210,6 +211,8 @@ class _Replica:
         """A new cost (a cap change) from the next boundary."""
         self.next_t = -1.0
         """Time of its next event, s (-1: none; kept by the fleet's calendar)."""
+        self.first = (0, 0)
+        """(decodes, prefill tokens) of the iteration from boundary `k`."""
 
     # -- events ------------------------------------------------------------------------
 
@@ -347,6 +350,7 @@ class _Replica:
             self._chunks(t, free, admit) if (self.pf or self.waiting) else (0, False, False)
         )
         cost = self.cost
+        self.first = (b, p)
         if p:
             dm, wm = cost.step(b, self.s + b * k, p)
             self._power(t, wm)
