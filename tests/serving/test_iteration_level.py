@@ -325,3 +325,43 @@ def test_the_same_input_gives_identical_tables():
     a = run(TableSource(*crowded()), m, horizon_s=1e5)[0].request_table()
     b = run(TableSource(*crowded()), m, horizon_s=1e5)[0].request_table()
     assert a.equals(b)
+
+
+# --- from a scenario ----------------------------------------------------------------------
+
+
+def test_a_scenario_with_fidelity_iteration_runs_end_to_end(tmp_path):
+    import sim
+    from tests.engine.test_services import CHAT, serving_scenario
+
+    svc = {**CHAT, "scheduler": {"max_num_batched_tokens": 512, "block_size": 32}}
+    res = sim.simulate(serving_scenario(tmp_path, "iteration", services=[svc]))
+    s = res.summary
+    assert s["requests_total"] > 0
+    assert s["requests_served"] + s["requests_dropped"] <= s["requests_total"]
+    assert (s["requests_preempted"], s["requests_refused"]) == (0.0, 0.0)
+    assert s["energy_serving_kwh"] > 0
+    req = res.requests
+    assert {"first_token_s", "preemptions", "recomputed_tokens", "refused"} <= set(req.columns)
+    fluid = sim.simulate(serving_scenario(tmp_path, "fluid", services=[svc])).summary
+    assert (fluid["requests_preempted"], fluid["requests_refused"]) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "message"),
+    [
+        ({"max_num_batched_tokens": 32}, "max_num_batched_tokens (32) must be >= max_num_seqs (64)"),
+        ({"block_size": 12}, "block_size"),
+        ({"preemption": "swap"}, "preemption"),
+        ({"max_model_len": 0}, "max_model_len"),
+    ],
+)
+def test_a_bad_scheduler_value_is_a_one_line_error_naming_it(tmp_path, scheduler, message):
+    from sim.errors import ScenarioError
+    from tests.engine.test_services import CHAT, serving_scenario
+
+    with pytest.raises(ScenarioError) as err:
+        serving_scenario(tmp_path, "iteration", services=[{**CHAT, "scheduler": scheduler}])
+    text = str(err.value)
+    assert message in text and "services[0]" in text and "scheduler" in text
+    assert "\n" not in text
