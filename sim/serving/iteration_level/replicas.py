@@ -97,6 +97,11 @@ class _SiteState:
         idle the sum of its replicas' (exactly 0 with none busy)."""
         if not self.t:
             return
+        if len(self.t) < 64 and self.t[-1] <= t_s and all(
+            a <= b for a, b in zip(self.t, self.t[1:], strict=False)
+        ):
+            self._flush_few()
+            return
         t = np.asarray(self.t)
         now = t <= t_s
         order = np.argsort(t[now], kind="stable")
@@ -116,6 +121,25 @@ class _SiteState:
         last = np.append(times[1:] != times[:-1], True)
         self.extra_w, self.busy = float(extra[-1]), int(busy[-1])
         self.on_power(self.index, times[last], extra[last])
+
+    def _flush_few(self) -> None:
+        """`flush` of a few changes, all due and in order (the same arithmetic, in Python)."""
+        times: list[float] = []
+        levels: list[float] = []
+        e, n = self.extra_w, self.busy
+        for t, dw, dn in zip(self.t, self.dw, self.dn, strict=True):
+            e += dw
+            n += dn
+            if not n:
+                e = 0.0
+            if times and times[-1] == t:
+                levels[-1] = e
+            else:
+                times.append(t)
+                levels.append(e)
+        self.t, self.dw, self.dn = [], [], []
+        self.extra_w, self.busy = e, n
+        self.on_power(self.index, np.array(times), np.array(levels))
 
 
 class _Replica:
@@ -346,36 +370,67 @@ class _Replica:
                 free += self._preempt()
                 admit = False  # vLLM V1 admits nobody in a step that preempted
             b = self.b
-        p, held, partial = (
-            self._chunks(t, free, admit) if (self.pf or self.waiting) else (0, False, False)
-        )
+        p, held = 0, False
+        if self.pf or self.waiting:
+            p, held, partial = self._chunks(t, free, admit)
         cost = self.cost
         self.first = (b, p)
+        st = self.site
+        w_old = self.w
         if p:
-            dm, wm = cost.step(b, self.s + b * k, p)
-            self._power(t, wm)
+            dm, w = cost.step(b, self.s + b * k, p)
+            if w != w_old:
+                st.t.append(t)
+                st.dw.append(w - w_old)
+                st.dn.append(0 if w_old > 0.0 else 1)
+                w_old = self.w = w
             if partial:
                 self.mode = _MIXED
                 return t + dm
             # Every prompt completes in this iteration: the epoch goes on with the decodes.
-            self._prefilled(k + 1, t + dm)
+            k1 = k + 1
+            t1 = t + dm
+            self._prefilled(k1, t1)
             b = self.b
-            self.d0, self.g, w = cost.decode(b, self.s + b * (k + 1))
-            self.d1 = dm
-            self._power(t + dm, w)
-            return self._epoch(k + 1, held)
-        if b:
-            self.d1, self.g, w = cost.decode(b, self.s + b * k)
-            self.d0 = self.d1 + self.g
-            self._power(t, w)
-            return self._epoch(k, held)
-        if self.pf:
+            d0, g, w = cost.decode(b, self.s + b * k1)
+            self.d1, self.d0, self.g = dm, d0, g
+        elif b:
+            d1, g, w = cost.decode(b, self.s + b * k)
+            self.d1, self.d0, self.g = d1, d1 + g, g
+            k1, t1 = k, t
+        elif self.pf:
             # Nothing could run: prompts in prefill hold the blocks the others need.
             self._preempt()
             return self.schedule(t)
-        self.mode = _IDLE
-        self._power(t, 0.0)
-        return -1.0
+        else:
+            self.mode = _IDLE
+            if w_old != 0.0:
+                st.t.append(t)
+                st.dw.append(-w_old)
+                st.dn.append(-1)
+                self.w = 0.0
+            return -1.0
+        if w != w_old:
+            st.t.append(t1)
+            st.dw.append(w - w_old)
+            st.dn.append(0 if w_old > 0.0 else 1)
+            self.w = w
+        # The epoch: its event is the first finish, or the first boundary where the decodes'
+        # blocks may exceed the cache by a bound (exact when it comes first), or the next
+        # boundary for a request the budget alone held.
+        self.mode = _DECODE
+        ev = self.heap[0][0]
+        if held:
+            ev = k + 1
+        else:
+            s, bs = self.s, lim.block_size
+            room = lim.blocks - self.pf_blocks
+            if -(-((room - b + 1) * bs - s) // b) - 1 < ev:
+                free = room - self._exact_blocks(k1)
+                ev = k1 if free < 0 else min(ev, self._kv_boundary(k1, free))
+        self.ev_k = ev
+        m = ev - k - 1
+        return t + self.d1 + m * self.d0 + 0.5 * self.g * m * (m - 1)
 
     def _chunks(self, t: float, free: int, admit: bool) -> tuple[int, bool, bool]:
         """Fill the iteration from boundary `self.k` with prefill chunks: the prompts being
@@ -437,25 +492,6 @@ class _Replica:
             partial = partial or c < need
         return p, False, partial
 
-    def _epoch(self, k1: int, held: bool) -> float:
-        """Start the epoch whose decodes' own iterations start at boundary `k1` (`d1`, `d0`,
-        `g` set; `held`: a waiting request is to be scheduled at the first boundary);
-        returns the time of its event."""
-        self.mode = _DECODE
-        ev = self.heap[0][0]
-        if held:
-            ev = self.k + 1
-        else:
-            # The first boundary where the decodes' blocks may exceed the cache by a bound
-            # (each sequence at most one partly filled block); exact when it comes first.
-            b, s, bs = self.b, self.s, self.lim.block_size
-            room = self.lim.blocks - self.pf_blocks
-            if -(-((room - b + 1) * bs - s) // b) - 1 < ev:
-                free = room - self._exact_blocks(k1)
-                ev = k1 if free < 0 else min(ev, self._kv_boundary(k1, free))
-        self.ev_k = ev
-        return self.time_of(ev)
-
     def _exact_blocks(self, k: int) -> int:
         """Blocks the decodes need for the iteration from boundary `k`, O(decodes)."""
         bs = self.lim.block_size
@@ -496,15 +532,6 @@ class _Replica:
         self.s -= base
         rq.recomputed[j] += base + k
         return -(-(base + k + 1) // bs)
-
-    def _power(self, t: float, w: float) -> None:
-        """The replica draws `w` over idle from `t` (W): logged in its site's changes."""
-        if w != self.w:
-            st = self.site
-            st.t.append(t)
-            st.dw.append(w - self.w)
-            st.dn.append((w > 0.0) - (self.w > 0.0))
-            self.w = w
 
     # -- state ---------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from heapq import heappop
+from heapq import heappop, heappush
 
 import numpy as np
 import pandas as pd
@@ -76,7 +76,7 @@ class IterationLevel(ServiceSim):
     def advance_to(self, t_s: float) -> None:
         """Serve up to `t_s`: arrivals before it, events up to it."""
         fleet, req, router = self._fleet, self._requests, self._router
-        cal, sites, push = fleet.cal, fleet.sites, fleet.push
+        cal, sites = fleet.cal, fleet.sites
         state, site_of = req.state, req.site
         act, w, cred = router.act, router.w, router.cred
         n_act = len(act)
@@ -102,7 +102,12 @@ class IterationLevel(ServiceSim):
                 _, ver, r = heappop(cal)
                 if ver != r.ver:
                     continue
-                push(r, r.event(tc))
+                t_next = r.event(tc)
+                fleet.seq += 1
+                r.ver = fleet.seq
+                r.next_t = t_next
+                if t_next >= 0.0:
+                    heappush(cal, (t_next, fleet.seq, r))
                 continue
             if ta >= t_s:
                 break
@@ -130,7 +135,10 @@ class IterationLevel(ServiceSim):
             r = st.adm[p]
             t_next = r.arrive(i, ta)
             if t_next >= 0.0:
-                push(r, t_next)
+                fleet.seq += 1
+                r.ver = fleet.seq
+                r.next_t = t_next
+                heappush(cal, (t_next, fleet.seq, r))
         req.k = k
         req.n = base + k
         for st in sites:
