@@ -303,11 +303,21 @@ class _Replica:
         self.k = k
         self.t = t
         heap = self.heap
-        while heap and heap[0][0] <= k:
-            j = heappop(heap)[1]
-            self.b -= 1
-            self.s -= self.base.pop(j)
-            self._finish(j, t)
+        if heap and heap[0][0] <= k:
+            rq, bases, order = self.rq, self.base, self.order
+            end_s, state, gen, output = rq.end_s, rq.state, rq.gen, rq.output
+            done = 0
+            while heap and heap[0][0] <= k:
+                j = heappop(heap)[1]
+                self.s -= bases.pop(j)
+                end_s[j] = t
+                state[j] = _SERVED
+                gen[j] = output[j]
+                del order[j]
+                done += 1
+            self.b -= done
+            if self.pos >= 0:
+                self.site.loads[self.pos] -= done
         return self.schedule(t)
 
     def _prefilled(self, k: int, t: float) -> None:
@@ -319,34 +329,31 @@ class _Replica:
             e[2] += c
         self.chunks = []
         pf = self.pf
-        self.pf = [e for e in pf if e[2] < e[1]]
-        if len(self.pf) == len(pf):
+        left = [e for e in pf if e[2] < e[1]]
+        if len(left) == len(pf):
             return
+        self.pf = left
         bs = self.lim.block_size
         heap, bases = self.heap, self.base
+        gen, first_s, inp, output = rq.gen, rq.first_s, rq.input, rq.output
+        blocks = joined = added = 0
         for e in pf:
             if e[2] < e[1]:
                 continue
             j = e[0]
-            self.pf_blocks -= -(-e[2] // bs)
-            g = rq.gen[j] + 1
-            rq.gen[j] = g
-            if rq.first_s[j] != rq.first_s[j]:
-                rq.first_s[j] = t
-            base = rq.input[j] + g - 1 - k
-            heappush(heap, (k + rq.output[j] - g, j))
+            blocks += -(-e[2] // bs)
+            g = gen[j] + 1
+            gen[j] = g
+            if first_s[j] != first_s[j]:
+                first_s[j] = t
+            base = inp[j] + g - 1 - k
+            heappush(heap, (k + output[j] - g, j))
             bases[j] = base
-            self.b += 1
-            self.s += base
-
-    def _finish(self, j: int, t: float) -> None:
-        rq = self.rq
-        rq.end_s[j] = t
-        rq.state[j] = _SERVED
-        rq.gen[j] = rq.output[j]
-        del self.order[j]
-        if self.pos >= 0:
-            self.site.loads[self.pos] -= 1
+            joined += 1
+            added += base
+        self.pf_blocks -= blocks
+        self.b += joined
+        self.s += added
 
     # -- the scheduler -------------------------------------------------------------------
 
