@@ -107,7 +107,7 @@ class SchedulerConfig(ConfigModel):
     chunked_prefill: bool = True
     """Split prompts over iterations within the token budget (vLLM V1 always does); False:
     a prompt is admitted whole, and one longer than the budget is refused."""
-    block_size: Literal[1, 8, 16, 32, 64, 128, 256] = BLOCK_SIZE
+    block_size: Literal[1, 8, 16, 32, 64, 128, 256] = BLOCK_SIZE  # type: ignore[assignment]
     """Tokens per KV-cache block (vLLM's `BlockSize` choices; 16 by default on CUDA)."""
     preemption: Literal["recompute"] = "recompute"
     """What a preempted request loses: its KV cache, recomputed on readmission (vLLM V1's
@@ -240,12 +240,13 @@ class ServiceConfig(ConfigModel):
                 raise ValueError(
                     f"variants[{k}].model: unknown serving model {v.model!r}; known: {known}"
                 )
-        for k, v in enumerate([None, *self.variants]):
-            sched = (v.scheduler if v else None) or self.scheduler
-            seqs = sched.max_num_seqs or (v.max_batch if v else None) or self.max_batch
+        own: list[VariantConfig | None] = [None]
+        for k, vc in enumerate(own + list(self.variants)):
+            sched = (vc.scheduler if vc else None) or self.scheduler
+            seqs = sched.max_num_seqs or (vc.max_batch if vc else None) or self.max_batch
             tokens = sched.max_num_batched_tokens
             if tokens is not None and tokens < seqs:
-                where = f"variants[{k - 1}]." if v and v.scheduler else ""
+                where = f"variants[{k - 1}]." if vc and vc.scheduler else ""
                 raise ValueError(
                     f"{where}scheduler.max_num_batched_tokens ({tokens}) must be >= "
                     f"max_num_seqs ({seqs}): each running sequence takes a token of the budget"

@@ -106,11 +106,15 @@ class IterationCost:
         t_mem = self.weights_s[wi] + (c + p) * self.kv_s
         seq = b * self.seq_s
         t = self.fixed_s + seq + math.hypot(t_mem, b * self.decode_s + p * self.prefill_s)
-        z = self.pi[0] + (
-            self._mem_u * (self.weights_bytes[wi] + (c + p) * self.kv_bytes)
-            + self._comp_u * tokens
-            + self.pi[3] * seq
-        ) / t
+        z = (
+            self.pi[0]
+            + (
+                self._mem_u * (self.weights_bytes[wi] + (c + p) * self.kv_bytes)
+                + self._comp_u * tokens
+                + self.pi[3] * seq
+            )
+            / t
+        )
         extra = self.active_w * (1.0 - math.exp(-z))
         if self.cap is None:
             return t, extra
@@ -127,11 +131,15 @@ class IterationCost:
         h = math.hypot(t_mem, b * self.decode_s)
         t = self.fixed_s + seq + h
         g = b * self.kv_s * t_mem / h
-        z = self.pi[0] + (
-            self._mem_u * (self.weights_bytes[wi] + c * self.kv_bytes)
-            + self._comp_u * b
-            + self.pi[3] * seq
-        ) / t
+        z = (
+            self.pi[0]
+            + (
+                self._mem_u * (self.weights_bytes[wi] + c * self.kv_bytes)
+                + self._comp_u * b
+                + self.pi[3] * seq
+            )
+            / t
+        )
         extra = self.active_w * (1.0 - math.exp(-z))
         if self.cap is None:
             return t, g, extra
@@ -182,14 +190,22 @@ def iteration_cost(rm: ReplicaModel, max_tokens: int) -> IterationCost:
     tokens = np.arange(max_tokens + 1 if s < 1.0 else 1, dtype=float)
     weights = active - routed * s + routed * (1.0 - (1.0 - s) ** tokens)
     hybrid = spec.architecture == "Mamba-Transformer Hybrid"
-    coll_s = 1e-6 * (entry.layers * p.tau_collective_us + entry.moe_layers * p.tau_expert_parallel_us)
+    coll_s = 1e-6 * (
+        entry.layers * p.tau_collective_us + entry.moe_layers * p.tau_expert_parallel_us
+    )
     cap = None
     if rm.cap_w is not None and rm.cap_w < GPU_CATALOG[g.id].max_cap_w:
         gs = GPU_CATALOG[g.id]
         shape, _ = curve(g.id, "inference")
         grid = np.linspace(g.idle_w, g.tdp_w, _CAP_GRID)
-        r, capped = cap_response(rm.cap_w, grid, gs.max_cap_w, floor_w(gs), shape.n, shape.a, shape.b)
-        cap = (tuple(grid.tolist()), tuple(np.asarray(r).tolist()), tuple(np.asarray(capped).tolist()))
+        r, capped = cap_response(
+            rm.cap_w, grid, gs.max_cap_w, floor_w(gs), shape.n, shape.a, shape.b
+        )
+        cap = (
+            tuple(grid.tolist()),
+            tuple(np.asarray(r).tolist()),
+            tuple(np.asarray(capped).tolist()),
+        )
     assert ROOFLINE_POWER == 2.0  # `step` takes the L2 corner with math.hypot
     return IterationCost(
         fixed_s=1e-3 * p.tau_step_ms + coll_s * math.log2(n),

@@ -253,14 +253,18 @@ def test_a_preempted_request_is_served_in_full_and_its_recomputation_is_counted(
 
 def test_a_request_too_long_for_the_replica_is_refused_and_counted():
     m = model()
-    sim, _ = run(TableSource([0.0, 1.0, 2.0], [200, 2000, 10], [900, 100, 10]), m, max_model_len=1500)
+    sim, _ = run(
+        TableSource([0.0, 1.0, 2.0], [200, 2000, 10], [900, 100, 10]), m, max_model_len=1500
+    )
     t = sim.request_table()
     assert t["state"].tolist() == ["served", "dropped", "served"]
     assert t["refused"].tolist() == [False, True, False]
     s = sim.summary()
     assert (s["requests_refused"], s["requests_dropped"]) == (1.0, 1.0)
     # Chunked prefill off: a prompt over the token budget is refused too.
-    sim, _ = run(TableSource([0.0], [5], [3000]), m, chunked_prefill=False, max_num_batched_tokens=2048)
+    sim, _ = run(
+        TableSource([0.0], [5], [3000]), m, chunked_prefill=False, max_num_batched_tokens=2048
+    )
     assert sim.summary()["requests_refused"] == 1.0
 
 
@@ -350,7 +354,10 @@ def test_a_scenario_with_fidelity_iteration_runs_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     ("scheduler", "message"),
     [
-        ({"max_num_batched_tokens": 32}, "max_num_batched_tokens (32) must be >= max_num_seqs (64)"),
+        (
+            {"max_num_batched_tokens": 32},
+            "max_num_batched_tokens (32) must be >= max_num_seqs (64)",
+        ),
         ({"block_size": 12}, "block_size"),
         ({"preemption": "swap"}, "preemption"),
         ({"max_model_len": 0}, "max_model_len"),

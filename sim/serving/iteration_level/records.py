@@ -14,6 +14,7 @@ from array import array
 
 import numpy as np
 
+from sim.models.llm_replica import ReplicaModel
 from sim.serving.request_level.records import _Requests
 from sim.serving.sources import RequestSource
 
@@ -52,7 +53,9 @@ class _IterRequests(_Requests):
         for records in self._extra():
             del records[first:]
 
-    def columns(self, lo, hi, models, rtt_s):  # type: ignore[no-untyped-def]
+    def columns(
+        self, lo: int, hi: int, models: list[ReplicaModel], rtt_s: np.ndarray
+    ) -> dict[str, np.ndarray]:
         """The request level's columns with the iteration level's latencies and records."""
         rec = super().columns(lo, hi, models, rtt_s)
 
@@ -68,5 +71,7 @@ class _IterRequests(_Requests):
         rec["ttft_ms"] = (first - rec["arrival_s"] + site_rtt_s) * 1e3
         after_first = np.maximum(rec["output_tokens"] - 1, 1)
         tpot = (rec["end_s"] - first) / after_first * 1e3
-        rec["tpot_ms"] = np.where(rec["output_tokens"] > 1, tpot, np.where(np.isnan(tpot), np.nan, 0.0))
+        rec["tpot_ms"] = np.where(
+            rec["output_tokens"] > 1, tpot, np.where(np.isnan(tpot), np.nan, 0.0)
+        )
         return rec

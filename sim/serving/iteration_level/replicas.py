@@ -97,8 +97,10 @@ class _SiteState:
         idle the sum of its replicas' (exactly 0 with none busy)."""
         if not self.t:
             return
-        if len(self.t) < 64 and self.t[-1] <= t_s and all(
-            a <= b for a, b in zip(self.t, self.t[1:], strict=False)
+        if (
+            len(self.t) < 64
+            and self.t[-1] <= t_s
+            and all(a <= b for a, b in zip(self.t, self.t[1:], strict=False))
         ):
             self._flush_few()
             return
