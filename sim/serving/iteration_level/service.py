@@ -102,7 +102,12 @@ class IterationLevel(ServiceSim):
                 _, ver, r = heappop(cal)
                 if ver != r.ver:
                     continue
+                # Replicas are independent between arrivals: serve this one's events up to
+                # the next arrival at once (the calendar orders them against arrivals only).
                 t_next = r.event(tc)
+                upto = ta if ta < t_s else t_s
+                while 0.0 <= t_next <= upto and t_next < ta:
+                    t_next = r.event(t_next)
                 fleet.seq += 1
                 r.ver = fleet.seq
                 r.next_t = t_next
@@ -134,6 +139,11 @@ class IterationLevel(ServiceSim):
             loads[p] += 1
             r = st.adm[p]
             t_next = r.arrive(i, ta)
+            if t_next >= 0.0:
+                nxt = ct[k] if k < n_chunk else req.fetched_s
+                upto = nxt if nxt < t_s else t_s
+                while 0.0 <= t_next <= upto and t_next < nxt:
+                    t_next = r.event(t_next)
             if t_next >= 0.0:
                 fleet.seq += 1
                 r.ver = fleet.seq
