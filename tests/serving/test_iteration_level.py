@@ -372,3 +372,42 @@ def test_a_bad_scheduler_value_is_a_one_line_error_naming_it(tmp_path, scheduler
     text = str(err.value)
     assert message in text and "services[0]" in text and "scheduler" in text
     assert "\n" not in text
+
+
+# --- against the request level ------------------------------------------------------------
+
+
+def test_an_isolated_request_has_the_request_levels_time_to_first_token():
+    """Alone on its replica a prompt is prefilled at once: the roofline's prefill alone,
+    which is what the request level charges it."""
+    from sim.serving.request_level import RequestLevel
+
+    m = model()
+    arrival = [0.0, 100.0, 200.0]
+    source = TableSource(arrival, [50, 10, 1], [100, 3000, 20_000])
+    it, _ = run(source, m)
+    rl = RequestLevel("chat", source, np.zeros(1), SLO, NEVER_S, 60.0, 1e6, PowerLog())
+    rl.configure(0.0, 0, 1, m)
+    rl.close(1e6)
+    iteration_ttft = it.request_table()["ttft_ms"].to_numpy()
+    # To the request level's interpolation of its prefill table (160 lengths); 20,000
+    # tokens take three chunks of at most 8,192: only the first two match.
+    assert iteration_ttft[:2] == pytest.approx(rl.request_table()["ttft_ms"][:2], rel=1e-3)
+    assert iteration_ttft[2] > rl.request_table()["ttft_ms"][2]
+
+
+def test_a_cap_change_applies_from_the_next_iteration_boundary():
+    m = model()
+    capped = replica_model(MODEL, "H100-SXM", 1, 256, 1000.0, 200.0, 400.0)
+    cost, cost_capped = iteration_cost(m, 8192), iteration_cost(capped, 8192)
+    sim, _ = make(TableSource([0.0], [3], [100]), m)
+    sim.configure(0.0, 0, 1, m)
+    t1 = cost.step(0, 0, 100)[0]
+    sim.configure(0.5 * t1, 0, 1, capped)  # during the prefill
+    sim.close(1e3)
+    t = sim.request_table()
+    # The prefill keeps its clock; the two decodes run capped, slower.
+    d = cost_capped.decode(1, 100)
+    assert t["first_token_s"][0] == pytest.approx(t1, rel=1e-12)
+    assert t["end_s"][0] == pytest.approx(t1 + 2 * d[0] + d[1], rel=1e-12)
+    assert cost_capped.step(1, 100, 0)[0] > cost.step(1, 100, 0)[0]
