@@ -109,9 +109,11 @@ class SchedulerConfig(ConfigModel):
     a prompt is admitted whole, and one longer than the budget is refused."""
     block_size: Literal[1, 8, 16, 32, 64, 128, 256] = BLOCK_SIZE  # type: ignore[assignment]
     """Tokens per KV-cache block (vLLM's `BlockSize` choices; 16 by default on CUDA)."""
-    preemption: Literal["recompute"] = "recompute"
-    """What a preempted request loses: its KV cache, recomputed on readmission (vLLM V1's
-    only mode)."""
+    preemption: Literal["recompute", "swap"] = "recompute"
+    """What happens to a preempted request's KV cache: "recompute" (vLLM V1's only mode):
+    freed, its tokens prefilled again on readmission; "swap" (vLLM V0's option): moved to
+    host memory over the GPUs' PCIe links and back on readmission, each transfer lengthening
+    the iteration it happens in."""
     max_model_len: int | None = Field(default=None, gt=0, le=100_000_000)
     """Most tokens of context (prompt + output) a request may have; longer ones are refused.
     None: what the replica's KV cache holds."""

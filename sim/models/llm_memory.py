@@ -30,9 +30,11 @@ import math
 from dataclasses import dataclass
 
 from sim.models.hardware import GPU_CATALOG
+from sim.models.scaling import interconnect
 
 __all__ = [
     "BLOCK_SIZE",
+    "HOST_LINK",
     "KV_HEADS",
     "KvCache",
     "kv_blocks",
@@ -71,6 +73,36 @@ token). The same figures the calibration derives `kv_bytes_per_token` from
 (`scripts/calibrate_serving.py` `ARCH`, each checked against the configuration in its
 `ARCH_SOURCES`: meta-llama/llama-models sku_list.py, MaxText model configs, google-deepmind
 gemma, NVIDIA Megatron-Bridge, deepseek-ai/DeepSeek-V3)."""
+
+
+HOST_LINK = {
+    "P100": "PCIe3",
+    "V100": "PCIe3",
+    "T4": "PCIe3",
+    "RTX6000": "PCIe3",
+    "A40": "PCIe4",
+    "A100-40GB": "PCIe4",
+    "A100-80GB": "PCIe4",
+    "L4": "PCIe4",
+    "L40S": "PCIe4",
+    "H100-SXM": "PCIe5",
+    "H100-PCIe": "PCIe5",
+    "H200": "PCIe5",
+    "B200": "PCIe5",
+}
+"""Each GPU's x16 link to its host (the PCIe links of `sim/data/interconnects.toml`), over
+which a swapped KV cache moves: the NVIDIA datasheets its sources list ([DS-CARD] T4,
+RTX 6000: Gen3; A40, L4, L40S: Gen4; [DS-A100] Gen4; [DS-H100] Gen5), P100 and V100 Gen3
+(their datasheets, PCIe Gen3 x16); H200 and B200 taken as Gen5 like the H100 (an
+assumption: their host link generation is not among those sources)."""
+
+
+def host_bytes_per_s(gpu: str) -> float:
+    """Bytes per second one GPU moves to or from its host (its `HOST_LINK` at the
+    catalog's achieved share); ValueError naming a GPU without a known host link."""
+    if gpu not in HOST_LINK:
+        raise ValueError(f"no host link known for GPU {gpu!r}; known: {sorted(HOST_LINK)}")
+    return interconnect(HOST_LINK[gpu]).achieved_bytes_per_s
 
 
 def memory_bytes(gpu: str, memory_gb: float) -> float:

@@ -18,7 +18,7 @@ from heapq import heappush
 
 from sim.config.services import SchedulerConfig
 from sim.models.llm_iteration import IterationCost, iteration_cost
-from sim.models.llm_memory import kv_blocks
+from sim.models.llm_memory import host_bytes_per_s, kv_blocks
 from sim.models.llm_replica import ReplicaModel
 from sim.serving.iteration_level.records import _IterRequests
 from sim.serving.iteration_level.replicas import _Limits, _Replica, _SiteState
@@ -166,6 +166,9 @@ def _limits(sched: SchedulerConfig, model: ReplicaModel, cost: IterationCost) ->
     capacity = blocks * sched.block_size
     max_len = capacity if sched.max_model_len is None else min(sched.max_model_len, capacity)
     assert sched.max_num_seqs is not None and sched.max_num_batched_tokens is not None
+    swap_s = 0.0
+    if sched.preemption == "swap":
+        swap_s = cost.kv.bytes_per_token / (model.num_gpus * host_bytes_per_s(model.gpu))
     return _Limits(
         sched.max_num_batched_tokens,
         sched.max_num_seqs,
@@ -173,6 +176,7 @@ def _limits(sched: SchedulerConfig, model: ReplicaModel, cost: IterationCost) ->
         sched.block_size,
         blocks,
         max_len,
+        swap_s,
     )
 
 
@@ -181,7 +185,8 @@ def _drain_end_s(r: _Replica) -> float:
     of the records it writes; no power reported) run ahead through its events."""
     ghost = copy.copy(r)
     rq = copy.copy(r.rq)
-    for name in ("first_s", "gen", "preempted", "recomputed", "admit_s", "end_s", "state", "mid"):
+    written = ("first_s", "gen", "preempted", "recomputed", "swapped", "admit_s", "end_s")
+    for name in (*written, "state", "mid"):
         setattr(rq, name, copy.copy(getattr(r.rq, name)))
     ghost.rq = rq
     ghost.site = _SiteState(-1, lambda *a: None)

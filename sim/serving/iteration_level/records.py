@@ -34,9 +34,18 @@ class _IterRequests(_Requests):
         """1: refused at arrival, its context longer than the replica accepts (dropped)."""
         self.recomputed = array("q")
         """Tokens prefilled again after preemptions (work the preemptions cost)."""
+        self.swapped = array("q")
+        """Tokens of context whose KV waits in host memory (swap preemption; 0: none)."""
 
     def _extra(self) -> tuple[array, ...]:
-        return (self.first_s, self.gen, self.preempted, self.refused, self.recomputed)
+        return (
+            self.first_s,
+            self.gen,
+            self.preempted,
+            self.refused,
+            self.recomputed,
+            self.swapped,
+        )
 
     def fetch(self, source: RequestSource, horizon_s: float) -> None:
         super().fetch(source, horizon_s)
@@ -46,6 +55,7 @@ class _IterRequests(_Requests):
         self.preempted.frombytes(np.zeros(m, np.intc).tobytes())
         self.refused.frombytes(np.zeros(m, np.int8).tobytes())
         self.recomputed.frombytes(np.zeros(m, np.int64).tobytes())
+        self.swapped.frombytes(np.zeros(m, np.int64).tobytes())
 
     def forget_from(self, t_s: float) -> None:
         first = self.base + self.k

@@ -50,7 +50,15 @@ _IDLE, _DECODE, _MIXED = 0, 1, 2
 class _Limits:
     """A replica's scheduler limits, resolved (docs/serving.md "Iteration level")."""
 
-    __slots__ = ("batched_tokens", "max_seqs", "chunked", "block_size", "blocks", "max_len")
+    __slots__ = (
+        "batched_tokens",
+        "max_seqs",
+        "chunked",
+        "block_size",
+        "blocks",
+        "max_len",
+        "swap_s",
+    )
 
     def __init__(
         self,
@@ -60,6 +68,7 @@ class _Limits:
         block_size: int,
         blocks: int,
         max_len: int,
+        swap_s: float = 0.0,
     ):
         self.batched_tokens = batched_tokens
         self.max_seqs = max_seqs
@@ -69,6 +78,9 @@ class _Limits:
         """KV blocks of the cache."""
         self.max_len = max_len
         """Most tokens of context (prompt + output) of one request."""
+        self.swap_s = swap_s
+        """Swap preemption: time to move one token's KV between GPU and host, s (0: a
+        preempted request is recomputed)."""
 
 
 class _SiteState:
@@ -177,6 +189,7 @@ class _Replica:
         "pending",
         "next_t",
         "first",
+        "extra_s",
     )
 
     def __init__(
@@ -239,6 +252,8 @@ class _Replica:
         """Time of its next event, s (-1: none; kept by the fleet's calendar)."""
         self.first = (0, 0)
         """(decodes, prefill tokens) of the iteration from boundary `k`."""
+        self.extra_s = 0.0
+        """KV swapped out and in while scheduling the iteration from `k`: its time, s."""
 
     # -- events ------------------------------------------------------------------------
 
@@ -382,12 +397,15 @@ class _Replica:
         p, held = 0, False
         if self.pf or self.waiting:
             p, held, partial = self._chunks(t, free, admit)
+            b = self.b  # with the decodes swapped back in
         cost = self.cost
         self.first = (b, p)
+        swap_s, self.extra_s = self.extra_s, 0.0
         st = self.site
         w_old = self.w
         if p:
             dm, w = cost.step(b, self.s + b * k, p)
+            dm += swap_s
             if w != w_old:
                 st.t.append(t)
                 st.dw.append(w - w_old)
@@ -405,7 +423,7 @@ class _Replica:
             self.d1, self.d0, self.g = dm, d0, g
         elif b:
             d1, g, w = cost.decode(b, self.s + b * k)
-            self.d1, self.d0, self.g = d1, d1 + g, g
+            self.d1, self.d0, self.g = d1 + swap_s, d1 + g, g
             k1, t1 = k, t
         elif self.pf:
             # Nothing could run: prompts in prefill hold the blocks the others need.
@@ -477,6 +495,19 @@ class _Replica:
                 if self.pos >= 0:
                     self.site.loads[self.pos] -= 1
                 continue
+            if rq.swapped[j]:
+                if budget <= 0:
+                    return p, True, partial
+                ctx = rq.swapped[j]
+                nb = -(-(ctx + 1) // bs)
+                if nb > free:
+                    break
+                waiting.popleft()
+                self._swap_in(j, ctx)
+                free -= nb
+                budget -= 1
+                seqs += 1
+                continue
             need = rq.input[j] + rq.gen[j]
             c = min(need, budget)
             if c <= 0 or (c < need and not lim.chunked):
@@ -516,8 +547,23 @@ class _Replica:
         q, r = divmod(free, len(firsts))
         return firsts[r] + q * bs
 
+    def _swap_in(self, j: int, ctx: int) -> None:
+        """Request `j`'s `ctx` tokens of KV come back from the host at boundary `k`: it
+        decodes again from this iteration."""
+        rq, k = self.rq, self.k
+        rq.swapped[j] = 0
+        heappush(self.heap, (k + rq.output[j] - rq.gen[j], j))
+        base = ctx - k
+        self.base[j] = base
+        self.b += 1
+        self.s += base
+        self.n_admitted += 1
+        self.order[j] = self.n_admitted
+        self.extra_s += ctx * self.lim.swap_s
+
     def _preempt(self) -> int:
-        """Preempt the running request admitted last (recompute); returns the blocks freed."""
+        """Preempt the running request admitted last (its KV recomputed later, or swapped
+        out to the host: a decode with `swap_s`); returns the blocks freed."""
         rq, k, bs = self.rq, self.k, self.lim.block_size
         j = max(self.order, key=self.order.__getitem__)
         del self.order[j]
@@ -539,7 +585,11 @@ class _Replica:
         rq.gen[j] = rq.output[j] - (kf - k)
         self.b -= 1
         self.s -= base
-        rq.recomputed[j] += base + k
+        if self.lim.swap_s:
+            rq.swapped[j] = base + k
+            self.extra_s += (base + k) * self.lim.swap_s
+        else:
+            rq.recomputed[j] += base + k
         return -(-(base + k + 1) // bs)
 
     # -- state ---------------------------------------------------------------------------
