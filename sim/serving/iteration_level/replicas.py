@@ -13,20 +13,22 @@ An iteration lasts `IterationCost.step(B, C, P)`: B decodes, C tokens of context
 read, P prefill tokens. The replica is in one of three modes:
 
 - idle (nothing running or waiting);
-- a mixed iteration (prefill tokens in it): one event at its end;
-- a decode epoch (only decodes): iterations follow one another with the batch unchanged,
-  each sequence's context one token longer each time, so iteration `i` of the epoch lasts
-  `d0 + g i` (the cost's tangent in C) and the time of `m` iterations is an arithmetic
-  series. The epoch's one event is the first boundary where something changes: a request
-  finishes (a heap of finish iterations), the KV cache needs a block it lacks, or a request
-  arrived during the iteration in progress (it is scheduled at that iteration's end).
+- a mixed iteration whose prompts do not all complete in it: one event at its end;
+- an epoch: a first iteration (decodes only, or decodes and prompts that all complete in
+  it), then decode iterations with the batch unchanged, each sequence's context one token
+  longer each time, so the `i`-th of them lasts `d0 + g i` (the cost's tangent in C) and
+  the time of `m` iterations is an arithmetic series. The epoch's one event is the first
+  boundary where something changes: a request finishes (a heap of finish iterations), the
+  KV cache needs a block it lacks, or a request arrived during the iteration in progress
+  (it is scheduled at that iteration's end).
 
 KV cache (paged attention): a running sequence whose context is `c` tokens holds
 ceil((c + 1) / block_size) blocks for the iteration that computes its next token. When a
 decode needs a block and none is free, the running request admitted last is preempted
 (vLLM V1: recompute): its blocks are freed, it goes back to the head of the queue, and on
 readmission prefills its prompt and the tokens it had generated again (counted in
-`recomputed`), then decodes the rest. A request whose prompt plus output exceeds the
+`recomputed`), then decodes the rest. With swap (`_Limits.swap_s`) a decode's KV goes to
+the host and back instead, each transfer lengthening the iteration scheduled with it. A request whose prompt plus output exceeds the
 replica's `max_model_len`, or (chunked prefill off) whose prompt exceeds the token budget,
 is refused at arrival.
 """
@@ -456,8 +458,7 @@ class _Replica:
                 free = room - self._exact_blocks(k1)
                 ev = k1 if free < 0 else min(ev, self._kv_boundary(k1, free))
         self.ev_k = ev
-        m = ev - k - 1
-        return t + self.d1 + m * self.d0 + 0.5 * self.g * m * (m - 1)
+        return self.time_of(ev)
 
     def _chunks(self, t: float, free: int, admit: bool) -> tuple[int, bool, bool]:
         """Fill the iteration from boundary `self.k` with prefill chunks: the prompts being
