@@ -28,9 +28,9 @@ decode needs a block and none is free, the running request admitted last is pree
 (vLLM V1: recompute): its blocks are freed, it goes back to the head of the queue, and on
 readmission prefills its prompt and the tokens it had generated again (counted in
 `recomputed`), then decodes the rest. With swap (`_Limits.swap_s`) a decode's KV goes to
-the host and back instead, each transfer lengthening the iteration scheduled with it. A request whose prompt plus output exceeds the
-replica's `max_model_len`, or (chunked prefill off) whose prompt exceeds the token budget,
-is refused at arrival.
+the host and back instead, each transfer lengthening the iteration scheduled with it.
+A request whose prompt plus output exceeds the replica's `max_model_len`, or (chunked
+prefill off) whose prompt exceeds the token budget, is refused at arrival.
 """
 
 from __future__ import annotations
