@@ -156,8 +156,16 @@ requests = { rate_per_s = 1.0, daily_amplitude = 0.3, weekly_amplitude = 0.1 }
 quality = 48.3
 quality_floor = 40
 budget_per_h = 10
-variants = [{ name = "s", model = "Qwen3-8B", gpus_per_replica = 1, max_batch = 32, quality = 45 }]
 directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
+scheduler = { max_num_batched_tokens = 2048, max_num_seqs = 64, max_model_len = 8192 }
+
+[[services.variants]]
+name = "s"
+model = "Qwen3-8B"
+gpus_per_replica = 1
+max_batch = 32
+quality = 45
+scheduler = { max_num_batched_tokens = 1024, max_num_seqs = 32, max_model_len = 4096 }
 
 [prices]
 per_gpu_h = { "A100-80GB" = 3.0 }
