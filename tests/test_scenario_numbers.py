@@ -155,8 +155,16 @@ slo = { ttft_ms = 500, tpot_ms = 100, percentile = 99 }
 quality = 48.3
 quality_floor = 40
 budget_per_h = 10
-variants = [{ name = "s", model = "Qwen3-8B", gpus_per_replica = 1, max_batch = 32, quality = 45 }]
 directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
+scheduler = { max_num_batched_tokens = 2048, max_num_seqs = 64, max_model_len = 8192 }
+
+[[services.variants]]
+name = "s"
+model = "Qwen3-8B"
+gpus_per_replica = 1
+max_batch = 32
+quality = 45
+scheduler = { max_num_batched_tokens = 1024, max_num_seqs = 32, max_model_len = 4096 }
 
 [services.requests]
 rate_per_s = 1.0

@@ -21,6 +21,8 @@ from pydantic import Field, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName
 from sim.config.tokens import TokensConfig
+from sim.models.llm_iteration import default_batched_tokens
+from sim.models.llm_memory import BLOCK_SIZE
 from sim.models.llm_performance import serving_model
 from sim.models.llm_quality import default_directives, model_quality
 
@@ -28,6 +30,7 @@ __all__ = [
     "Directive",
     "DirectiveConfig",
     "RequestSource",
+    "SchedulerConfig",
     "ServiceConfig",
     "ServingConfig",
     "SloConfig",
@@ -103,6 +106,41 @@ class RequestSource(ConfigModel):
         return self
 
 
+class SchedulerConfig(ConfigModel):
+    """The engine's scheduler at the iteration level (`[serving] fidelity = "iteration"`;
+    docs/serving.md "Iteration level"); the other fidelities ignore it. Defaults are
+    vLLM V1's under its OpenAI-compatible server."""
+
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
+    """Most tokens (decodes + prefill chunks) in one iteration. None: vLLM's default for
+    the GPU (`sim.models.llm_iteration.default_batched_tokens`: 8192 on a GPU of 70 GiB or
+    more other than an A100, else 2048), raised to `max_num_seqs` if that is larger."""
+    max_num_seqs: int | None = Field(default=None, gt=0, le=100_000)
+    """Most sequences running on a replica. None: the service's (or variant's) `max_batch`."""
+    chunked_prefill: bool = True
+    """Split prompts over iterations within the token budget (vLLM V1 always does); False:
+    a prompt is admitted whole, and one longer than the budget is refused."""
+    block_size: Literal[1, 8, 16, 32, 64, 128, 256] = BLOCK_SIZE  # type: ignore[assignment]
+    """Tokens per KV-cache block (vLLM's `BlockSize` choices; 16 by default on CUDA)."""
+    preemption: Literal["recompute", "swap"] = "recompute"
+    """What happens to a preempted request's KV cache: "recompute" (vLLM V1's only mode):
+    freed, its tokens prefilled again on readmission; "swap" (vLLM V0's option): moved to
+    host memory over the GPUs' PCIe links and back on readmission, each transfer lengthening
+    the iteration it happens in."""
+    max_model_len: int | None = Field(default=None, gt=0, le=100_000_000)
+    """Most tokens of context (prompt + output) a request may have; longer ones are refused.
+    None: what the replica's KV cache holds."""
+
+    def resolved(self, gpu: str, mig_profile: str | None, max_batch: int) -> SchedulerConfig:
+        """This configuration for replicas on `gpu` (a `mig_profile` slice) of `max_batch`,
+        every limit a number (`ServiceConfig` has checked the budget against the sequences)."""
+        seqs = self.max_num_seqs if self.max_num_seqs is not None else max_batch
+        tokens = self.max_num_batched_tokens
+        if tokens is None:
+            tokens = max(default_batched_tokens(gpu, mig_profile), seqs)
+        return self.model_copy(update={"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
+
+
 class VariantConfig(ConfigModel):
     """One more way to serve a service (`[[services]] variants = [...]`): another model or
     precision, on other GPUs or a MIG slice. `gpu`, `gpus_per_replica` and `max_batch` left
@@ -120,6 +158,8 @@ class VariantConfig(ConfigModel):
     """Each replica on one MIG slice of this profile (`sim.models.mig`) of a partitioned pool."""
     quality: float | None = Field(default=None, ge=0, le=100)
     """Quality score, 0-100 (default: the catalog's, `sim.models.llm_quality`)."""
+    scheduler: SchedulerConfig | None = None
+    """The iteration level's scheduler for this variant (default: the service's)."""
 
 
 class DirectiveConfig(ConfigModel):
@@ -142,6 +182,8 @@ class Variant:
     max_batch: int
     mig_profile: str | None
     quality: float | None
+    scheduler: SchedulerConfig
+    """Its scheduler (the iteration level resolves it: `SchedulerConfig.resolved`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +229,8 @@ class ServiceConfig(ConfigModel):
     """Served quality below this counts in `served_below_floor_share`; policies keep to it."""
     budget_per_h: float | None = Field(default=None, ge=0)
     """Most the service's GPUs may cost per hour, in the scenario's currency (policies)."""
+    scheduler: SchedulerConfig = SchedulerConfig()
+    """The engine's scheduler at the iteration level (docs/serving.md "Iteration level")."""
 
     @model_validator(mode="after")
     def _check(self) -> ServiceConfig:
@@ -211,6 +255,17 @@ class ServiceConfig(ConfigModel):
                 raise ValueError(
                     f"variants[{k}].model: unknown serving model {v.model!r}; known: {known}"
                 )
+        own: list[VariantConfig | None] = [None]
+        for k, vc in enumerate(own + list(self.variants)):
+            sched = (vc.scheduler if vc else None) or self.scheduler
+            seqs = sched.max_num_seqs or (vc.max_batch if vc else None) or self.max_batch
+            tokens = sched.max_num_batched_tokens
+            if tokens is not None and tokens < seqs:
+                where = f"variants[{k - 1}]." if vc and vc.scheduler else ""
+                raise ValueError(
+                    f"{where}scheduler.max_num_batched_tokens ({tokens}) must be >= "
+                    f"max_num_seqs ({seqs}): each running sequence takes a token of the budget"
+                )
         names = [v.name for v in self.variant_specs()]
         if len(set(names)) != len(names):
             raise ValueError(f"variants: names must be unique, got {names}")
@@ -233,6 +288,7 @@ class ServiceConfig(ConfigModel):
                 max_batch=v.max_batch or self.max_batch,
                 mig_profile=v.mig_profile,
                 quality=v.quality if v.quality is not None else model_quality(v.model),
+                scheduler=v.scheduler or self.scheduler,
             )
             for v in (own, *self.variants)
         )
@@ -264,8 +320,11 @@ class ServingConfig(ConfigModel):
       power (constant over the step, so energy is exact); fast enough for a year.
     - "request": every request is simulated: queueing, prefill, continuous batching as
       processor sharing, completion; `requests.parquet` lists them.
+    - "iteration": every request through an engine's iteration schedule (vLLM V1): token
+      budget, chunked prefill, paged KV cache with preemption (`SchedulerConfig`);
+      `requests.parquet` lists them.
     """
 
-    fidelity: Literal["fluid", "request"] = "fluid"
+    fidelity: Literal["fluid", "request", "iteration"] = "fluid"
     step_s: float = Field(default=60.0, gt=0)
     """Length of a row of services.parquet, and of a fluid step, s."""

@@ -206,6 +206,8 @@ def _serving_summary(
         "requests_total": total,
         "requests_served": sum(s["requests_served"] for s in sums),
         "requests_dropped": sum(s["requests_dropped"] for s in sums),
+        "requests_preempted": sum(s.get("requests_preempted", 0.0) for s in sums),
+        "requests_refused": sum(s.get("requests_refused", 0.0) for s in sums),
         "slo_attainment": sum(s["slo_met"] for s in sums) / total if total else None,
         "ttft_p99_ms": worst("ttft_p99_ms"),
         "tpot_p99_ms": worst("tpot_p99_ms"),

@@ -135,6 +135,7 @@ class Services(Component):
                     scenario.serving.step_s,
                     core.horizon_s,
                     power_callback(levels),
+                    **_fidelity_options(scenario.serving.fidelity, levels),
                 )
             )
 
@@ -420,14 +421,31 @@ class Services(Component):
 
 
 def _fidelity(name: str) -> type[ServiceSim]:
-    """The fidelity class called `name` ("request" or "fluid")."""
+    """The fidelity class called `name` ("request", "iteration" or "fluid")."""
     if name == "request":
         from sim.serving.request_level import RequestLevel
 
         return RequestLevel
+    if name == "iteration":
+        from sim.serving.iteration_level import IterationLevel
+
+        return IterationLevel
     from sim.serving.fluid import Fluid
 
     return Fluid
+
+
+def _fidelity_options(name: str, levels: list[Deployment]) -> dict:
+    """What fidelity `name` takes beyond the contract's arguments: the iteration level, each
+    deployment's scheduler resolved for its GPU and maximum batch."""
+    if name != "iteration":
+        return {}
+    return {
+        "schedulers": [
+            lv.spec.scheduler.resolved(lv.spec.gpu, lv.spec.mig_profile, lv.spec.max_batch)
+            for lv in levels
+        ]
+    }
 
 
 def _round_trip_s(wan: Wan | None, a: SiteConfig, b: SiteConfig) -> float:

@@ -59,6 +59,8 @@ SUMMARY_KEYS = (
     "requests_total",
     "requests_served",
     "requests_dropped",
+    "requests_preempted",
+    "requests_refused",
     "slo_attainment",
     "ttft_p99_ms",
     "tpot_p99_ms",

@@ -49,7 +49,7 @@ def serving_scenario(tmp_path, fidelity="fluid", jobs=None, services=None, **ove
     return make_scenario(tmp_path, jobs, **raw)
 
 
-@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+@pytest.mark.parametrize("fidelity", ["fluid", "request", "iteration"])
 def test_a_replica_holds_its_gpus_so_a_job_that_needs_them_waits(tmp_path, fidelity):
     """Site a has 4 H100s; the service's two replicas of 2 GPUs take all of them, so a job
     of 2 GPUs that may only run at a cannot start until one replica is scaled away."""
@@ -121,7 +121,7 @@ def test_scaling_beyond_the_free_gpus_is_refused_and_changes_nothing(tmp_path):
         h.apply([Route(chat, {"a": 0.0})])
 
 
-@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+@pytest.mark.parametrize("fidelity", ["fluid", "request", "iteration"])
 def test_site_energy_is_jobs_plus_services_plus_idle(tmp_path, fidelity):
     """Conservation: every kWh of the sites' facility energy is a job's, a service's (its
     GPUs' idle and host share, and what they draw above idle) or idle."""
@@ -229,7 +229,7 @@ def test_without_services_nothing_changes():
     assert np.isclose(r.summary["energy_serving_kwh"], 0.0)
 
 
-@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+@pytest.mark.parametrize("fidelity", ["fluid", "request", "iteration"])
 def test_a_saved_serving_run_loads_back_and_plots(tmp_path, fidelity):
     """scenario.toml writes every default of [[services]]; it must load back as it was."""
     from sim.study.figure_sets import figures_for
@@ -250,7 +250,7 @@ def test_a_key_of_the_other_request_source_is_refused(tmp_path):
         serving_scenario(tmp_path, services=[svc])
 
 
-@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+@pytest.mark.parametrize("fidelity", ["fluid", "request", "iteration"])
 def test_a_service_without_a_ready_replica_drops_its_requests(tmp_path, fidelity):
     """No replica at the start and none asked for: every request is dropped (the fluid
     level once failed on a step begun off its grid with no replica ready anywhere)."""
