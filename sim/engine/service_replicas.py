@@ -46,6 +46,7 @@ class Deployment:
     power (`Services.levels` holds them per service)."""
 
     __slots__ = (
+        "name",
         "site",
         "pool",
         "k",
@@ -65,7 +66,11 @@ class Deployment:
         "holders",
     )
 
-    def __init__(self, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant):
+    def __init__(
+        self, name: str, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant
+    ):
+        self.name = name
+        """"service/variant": what the event log's rows of its replicas say (`detail`)."""
         self.site = site
         self.pool = pool
         self.k = k
@@ -227,6 +232,12 @@ class Replicas:
         free (the fidelity advanced first, so the power log stays in time order)."""
         self._advance(i)
         self._free_gpus(level, replicas, held)
+        self._log("replica_drained", level, replicas)
+
+    def _log(self, kind: str, level: Deployment, replicas: int) -> None:
+        """An event row of `kind` for `replicas` replicas of `level` now."""
+        now = self._core.env.now
+        self._core.events.append(now, kind, site=level.site.index, value=replicas, detail=level.name)
 
     def scale(self, i: int, level: Deployment, replicas: int, asker: object) -> None:
         """Run `replicas` replicas of service `i` at `level`'s site from now; PolicyError
@@ -238,6 +249,7 @@ class Replicas:
                 raise PolicyError(f"{asker}: {why}")
         sim = self._advance(i)
         now = self._core.env.now
+        self._log("scale", level, replicas)
         if replicas > have:
             self._cold_start(i, level, replicas - have)
             return
@@ -257,6 +269,7 @@ class Replicas:
             self._replicas_changed(i)
             if free_at_s <= now:
                 self._free_gpus(level, cancel)
+                self._log("replica_drained", level, cancel)
             else:  # the drained replicas' own slices, whatever scales up meanwhile
                 held = [level.holders.pop() for _ in range(cancel)] if level.holders else []
                 timer = self._core.env.timeout(free_at_s - now)
@@ -295,4 +308,5 @@ class Replicas:
         sim.configure(self._core.env.now, level.k, level.ready, level.model)
         self._replicas_changed(i)
         level.record(self._core.env.now)
+        self._log("replica_ready", level, n)
         self._core.request_decision()

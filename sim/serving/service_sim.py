@@ -159,6 +159,20 @@ class ServiceSim:
         served): over the whole run."""
         raise NotImplementedError
 
+    def latency_mixtures(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The served requests' `ttft_ms` and `tpot_ms` over the whole run, each as
+        (latencies ms, requests at each): what the summary pools over the services into
+        request-weighted percentiles. By default the served rows of `request_table` (one
+        request each); the fluid level gives its mixtures (TTFT on its latency grid)."""
+        table = self.request_table()
+        if table is None:
+            raise NotImplementedError
+        served = (table["state"] == "served").to_numpy()
+        return {
+            key: (table[key].to_numpy()[served], np.ones(int(served.sum())))
+            for key in ("ttft_ms", "tpot_ms")
+        }
+
     def served_by_site(self) -> np.ndarray:
         """float64[n_steps, sites]: requests served per step (of arrival) and site."""
         raise NotImplementedError
