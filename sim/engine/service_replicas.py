@@ -62,6 +62,9 @@ class Deployment:
         "time_s",
         "extra_w",
         "gpus_log",
+        "idle_gpus_log",
+        "loading_w_log",
+        "idle_replicas",
         "gpus_per_replica",
         "holders",
     )
@@ -101,6 +104,29 @@ class Deployment:
         self.extra_w = array("d")
         """Power above the ledger's idle of all the service's GPUs here, W, from time_s."""
         self.gpus_log = array("d")
+        self.idle_gpus_log = array("d")
+        """GPUs of serving replicas with nothing in flight (`idle_gpus_now`), from time_s."""
+        self.loading_w_log = array("d")
+        """IT power of the replicas in their cold start, W (`loading_it_w_now`), from time_s."""
+        self.idle_replicas: int | None = None
+        """Serving replicas with nothing in flight, as the fidelity last reported them (None:
+        it does not report them)."""
+
+    def idle_gpus_now(self) -> float:
+        """GPUs held by replicas that serve (or drain) and have nothing in flight now: the
+        fidelity's count of such replicas; from a fidelity that gives none, all the
+        deployment's serving GPUs while its extra power is 0 (nothing in flight at any
+        replica), else none."""
+        serving = self.gpus - self.loading * self.gpus_per_replica
+        if self.idle_replicas is not None:
+            return min(self.idle_replicas * self.gpus_per_replica, serving)
+        return serving if self.fidelity_w == 0.0 else 0.0
+
+    def loading_it_w_now(self) -> float:
+        """IT power of the replicas in their cold start now, W: their GPUs' idle and host
+        share and what they draw above idle (`ReplicaModel.load_w`)."""
+        floor_w = self.gpus_per_replica * (self.pool.idle_w + self.pool.host_w)
+        return self.loading * (floor_w + self.model.load_w - self.model.power_w[0])
 
     def extra_now_w(self) -> float:
         """Power above the ledger's idle of the deployment's GPUs now, W (the serving
@@ -112,27 +138,49 @@ class Deployment:
         if self.time_s and self.time_s[-1] == t_s:
             self.extra_w[-1] = self.extra_now_w()
             self.gpus_log[-1] = self.gpus
+            self.idle_gpus_log[-1] = self.idle_gpus_now()
+            self.loading_w_log[-1] = self.loading_it_w_now()
             return
         self.time_s.append(t_s)
         self.extra_w.append(self.extra_now_w())
         self.gpus_log.append(self.gpus)
+        self.idle_gpus_log.append(self.idle_gpus_now())
+        self.loading_w_log.append(self.loading_it_w_now())
 
-    def record_many(self, t_s: np.ndarray, fidelity_w: np.ndarray) -> None:
-        """Log the fidelity's extra power `fidelity_w` from each of the increasing times
-        `t_s` (loading replicas and GPUs held are constant over them: a fidelity is always
-        advanced before either changes)."""
+    def record_many(
+        self, t_s: np.ndarray, fidelity_w: np.ndarray, idle: np.ndarray | None = None
+    ) -> None:
+        """Log the fidelity's extra power `fidelity_w` (and its idle replicas `idle`, if
+        it counts them) from each of the increasing times `t_s` (loading replicas and GPUs
+        held are constant over them: a fidelity is always advanced before either changes)."""
         if not len(t_s):
             return
         if self.time_s and self.time_s[-1] == t_s[0]:
-            self.time_s.pop()
-            self.extra_w.pop()
-            self.gpus_log.pop()
+            for log in self._logs():
+                log.pop()
+        fidelity_w = np.asarray(fidelity_w, dtype=np.float64)
         self.fidelity_w = float(fidelity_w[-1])
+        serving = self.gpus - self.loading * self.gpus_per_replica
+        if idle is None:
+            idle_gpus = np.where(fidelity_w == 0.0, serving, 0.0)
+        else:
+            self.idle_replicas = int(idle[-1])
+            idle_gpus = np.minimum(np.asarray(idle, dtype=np.float64) * self.gpus_per_replica, serving)
         loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
+        n = len(t_s)
         # frombytes copies the arrays' memory (extend would convert element by element)
-        self.time_s.frombytes(np.asarray(t_s, dtype=np.float64).tobytes())
-        self.extra_w.frombytes((np.asarray(fidelity_w, dtype=np.float64) + loading_w).tobytes())
-        self.gpus_log.frombytes(np.full(len(t_s), self.gpus, dtype=np.float64).tobytes())
+        for log, values in (
+            (self.time_s, np.asarray(t_s, dtype=np.float64)),
+            (self.extra_w, fidelity_w + loading_w),
+            (self.gpus_log, np.full(n, self.gpus)),
+            (self.idle_gpus_log, idle_gpus),
+            (self.loading_w_log, np.full(n, self.loading_it_w_now())),
+        ):
+            log.frombytes(values.astype(np.float64).tobytes())
+
+    def _logs(self) -> tuple[array, ...]:
+        """The level log's columns, one row per instant."""
+        return self.time_s, self.extra_w, self.gpus_log, self.idle_gpus_log, self.loading_w_log
 
     def it_w(self) -> np.ndarray:
         """IT power of the service's GPUs here at each log row, W (GPU idle + host share +
@@ -143,15 +191,18 @@ class Deployment:
 
 def power_callback(levels: list[Deployment]) -> Callable[..., None]:
     """The callback a service's fidelity reports its deployments' extra power with:
-    `on_power(k, t_s, extra_w)` logs it in `levels[k]`."""
+    `on_power(k, t_s, extra_w[, idle])` logs it in `levels[k]`."""
 
-    def on_power(k: int, t_s, extra_w) -> None:
-        """One change (floats), or many (increasing times and powers, numpy arrays)."""
+    def on_power(k: int, t_s, extra_w, idle=None) -> None:
+        """One change (floats), or many (increasing times and powers, numpy arrays); `idle`:
+        the replicas with nothing in flight, from a fidelity that counts them."""
         level = levels[k]
         if isinstance(t_s, np.ndarray):
-            level.record_many(t_s, extra_w)
+            level.record_many(t_s, extra_w, idle)
             return
         level.fidelity_w = extra_w
+        if idle is not None:
+            level.idle_replicas = idle
         level.record(t_s)
 
     return on_power

@@ -75,14 +75,16 @@ def write_service_results(
     n_steps = int(np.ceil(horizon_s / step_s))  # the fidelities' step grid
     edges = np.append(step_s * np.arange(n_steps), horizon_s)
     columns: dict[str, list[np.ndarray]] = {c: [] for c in SERVICE_COLUMNS}
-    energy_kwh = carbon_kg = gpu_s = embodied_kg = 0.0
+    energy_kwh = carbon_kg = gpu_s = embodied_kg = idle_kwh = loading_kwh = 0.0
     tallies: list[QualityTally] = []
     requests: list[pd.DataFrame] = []
     for i in range(len(services.configs)):
         steps = services.sims[i].step_table()
         e_step, c_step, g_step, r_step, cost = (np.zeros(len(edges) - 1) for _ in range(5))
         for level in services.levels[i]:
-            e, c, g = per_step(level, edges, horizon_s)
+            e, c, g, idle, loading = per_step(level, edges, horizon_s)
+            idle_kwh += float(idle.sum())
+            loading_kwh += float(loading.sum())
             e_step += e
             c_step += c
             g_step += g
@@ -117,6 +119,8 @@ def write_service_results(
         frame["service"] = pd.Categorical(frame["service"], categories=list(services.names))
         out.tables["requests"] = frame
     out.summary.update(_serving_summary(services.sims, energy_kwh, carbon_kg, gpu_s))
+    out.summary["energy_serving_idle_kwh"] = idle_kwh
+    out.summary["energy_serving_loading_kwh"] = loading_kwh
     out.summary.update(_quality_summary(tallies, services.configs))
     imports = {
         cfg.name: {

@@ -66,6 +66,8 @@ SUMMARY_KEYS = (
     "tpot_p99_worst_service_ms",
     "tokens_generated",
     "energy_serving_kwh",
+    "energy_serving_idle_kwh",
+    "energy_serving_loading_kwh",
     "carbon_serving_kg",
     "carbon_per_1k_tokens_g",
     "serving_gpu_h",
