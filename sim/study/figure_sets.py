@@ -108,11 +108,12 @@ def _run_figures(
 ) -> list[Path]:
     """Figures of one run (`results`, named `run_label` in their titles), and of several
     runs side by side (`runs`). The jobs' figures (waits and completion times, the power
-    model's energy-time curves under caps, which are training's) only if a run has jobs."""
+    model's energy-time curves under caps, which are training's) only if a run has a
+    `[workload]`."""
     one = {"run_label": run_label}
     written = _draw(out, "power_and_carbon", plots.power_and_carbon, results, **one)
     written += _draw(out, "cumulative_carbon", plots.cumulative_carbon, runs)
-    jobs = any(len(r.jobs) for r in runs.values())
+    jobs = any(r.scenario.workload.has_jobs for r in runs.values())
     if jobs:
         written += _draw(out, "wait_and_completion_cdfs", plots.wait_and_completion_cdfs, runs)
     for i in range(min(len(results.dr_events), MAX_DR_EVENTS)):
