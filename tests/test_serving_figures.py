@@ -80,4 +80,9 @@ def test_a_run_without_jobs_gets_no_jobs_figures(serving_only, tmp_path):
     """No waits and completion times, and no power-cap curves of training jobs."""
     _, folder = serving_only
     names = {p.stem for p in figures_for(folder, tmp_path / "fig")}
-    assert names == {"power_and_carbon", "cumulative_carbon", "latency_cdfs", "carbon_per_1k_tokens"}
+    assert names == {
+        "power_and_carbon",
+        "cumulative_carbon",
+        "latency_cdfs",
+        "carbon_per_1k_tokens",
+    }

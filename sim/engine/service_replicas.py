@@ -165,7 +165,7 @@ class Deployment:
             idle_gpus = np.where(fidelity_w == 0.0, serving, 0.0)
         else:
             self.idle_replicas = int(idle[-1])
-            idle_gpus = np.minimum(np.asarray(idle, dtype=np.float64) * self.gpus_per_replica, serving)
+            idle_gpus = np.minimum(np.asarray(idle, dtype=float) * self.gpus_per_replica, serving)
         loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
         n = len(t_s)
         # frombytes copies the arrays' memory (extend would convert element by element)
@@ -287,8 +287,8 @@ class Replicas:
 
     def _log(self, kind: str, level: Deployment, replicas: int) -> None:
         """An event row of `kind` for `replicas` replicas of `level` now."""
-        now = self._core.env.now
-        self._core.events.append(now, kind, site=level.site.index, value=replicas, detail=level.name)
+        now, site = self._core.env.now, level.site.index
+        self._core.events.append(now, kind, site=site, value=replicas, detail=level.name)
 
     def scale(self, i: int, level: Deployment, replicas: int, asker: object) -> None:
         """Run `replicas` replicas of service `i` at `level`'s site from now; PolicyError

@@ -354,11 +354,7 @@ class JobTable:
     def empty(cls) -> JobTable:
         """A table of no jobs (a scenario without a `[workload]`)."""
         return cls(
-            **{
-                f.name: np.empty(0, _DTYPES[f.name])
-                for f in fields(cls)
-                if f.default is MISSING
-            }
+            **{f.name: np.empty(0, _DTYPES[f.name]) for f in fields(cls) if f.default is MISSING}
         )
 
     def __len__(self) -> int:

@@ -72,7 +72,7 @@ def test_a_scenario_with_neither_jobs_nor_services_is_one_line_naming_both(tmp_p
     toml = tmp_path / "empty.toml"
     toml.write_text(
         'name = "x"\nstart = 2020-06-01T00:00:00Z\nduration_h = 1\n[[sites]]\nname = "a"\n'
-        'lat = 0\nlon = 0\ncarbon = { constant_g_per_kwh = 1 }\n'
+        "lat = 0\nlon = 0\ncarbon = { constant_g_per_kwh = 1 }\n"
         'gpus = [{ model = "H100-SXM", count = 1 }]\n'
     )
     code, out = run_cli(["run", str(toml), "--out", str(tmp_path / "o")], capsys)
@@ -125,7 +125,8 @@ def test_every_action_on_a_service_is_an_event_row(tmp_path):
     assert (120.0, "directive", "-", "chat/brief") in rows
     assert (180.0, "scale", "b", variant) in rows
     assert any(k == "replica_drained" and s == "b" and t >= 180.0 for t, k, s, _ in rows)
-    value = dict(zip(zip(e["time_s"], e["kind"].astype(str), site), e["value"], strict=True))
+    keys = zip(e["time_s"], e["kind"].astype(str), site, strict=True)
+    value = dict(zip(keys, e["value"], strict=True))
     assert value[60.0, "scale", "b"] == 1 and value[180.0, "scale", "b"] == 0
     assert value[68.0, "replica_ready", "b"] == 1
     assert value[120.0, "route", "a"] == pytest.approx(0.25)
@@ -164,7 +165,7 @@ def test_the_old_event_kinds_keep_their_codes():
     )
 
 
-# --- latency tails ---------------------------------------------------------------------------------
+# --- latency tails --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fidelity", ["fluid", "request"])
@@ -203,7 +204,7 @@ def test_tails_are_over_every_request_and_the_worst_service_apart(tmp_path, fide
             assert s[f"{key}_p99_worst_service_ms"] == pytest.approx(worst, rel=1e-12)
 
 
-# --- energy of GPUs held without serving -----------------------------------------------------------
+# --- energy of GPUs held without serving ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("fidelity", ["fluid", "request"])
