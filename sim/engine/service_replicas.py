@@ -105,47 +105,55 @@ class Deployment:
         """Power above the ledger's idle of all the service's GPUs here, W, from time_s."""
         self.gpus_log = array("d")
         self.idle_gpus_log = array("d")
-        """GPUs of serving replicas with nothing in flight (`idle_gpus_now`), from time_s."""
+        """GPUs of serving replicas with nothing in flight (`row`), from time_s."""
         self.loading_w_log = array("d")
-        """IT power of the replicas in their cold start, W (`loading_it_w_now`), from time_s."""
+        """IT power of the replicas in their cold start, W (`row`), from time_s."""
         self.idle_replicas: int | None = None
         """Serving replicas with nothing in flight, as the fidelity last reported them (None:
         it does not report them)."""
 
-    def idle_gpus_now(self) -> float:
-        """GPUs held by replicas that serve (or drain) and have nothing in flight now: the
-        fidelity's count of such replicas; from a fidelity that gives none, all the
-        deployment's serving GPUs while its extra power is 0 (nothing in flight at any
-        replica), else none."""
-        serving = self.gpus - self.loading * self.gpus_per_replica
-        if self.idle_replicas is not None:
-            return min(self.idle_replicas * self.gpus_per_replica, serving)
-        return serving if self.fidelity_w == 0.0 else 0.0
+    def row(self) -> tuple[float, float, float, float]:
+        """The level log's values now: (power above the ledger's idle W, GPUs held, idle
+        GPUs, IT power of the loading replicas W).
 
-    def loading_it_w_now(self) -> float:
-        """IT power of the replicas in their cold start now, W: their GPUs' idle and host
-        share and what they draw above idle (`ReplicaModel.load_w`)."""
-        floor_w = self.gpus_per_replica * (self.pool.idle_w + self.pool.host_w)
-        return self.loading * (floor_w + self.model.load_w - self.model.power_w[0])
+        - Above idle: the serving replicas' (the fidelity's last report) and the loading
+          ones' at the power of a batch of one (`ReplicaModel.load_w`).
+        - Idle GPUs: those of replicas that serve (or drain) with nothing in flight: the
+          fidelity's count of such replicas; from a fidelity that gives none, all the
+          serving GPUs while the extra power is 0 (nothing in flight at any replica).
+        - Loading: the cold-starting replicas' GPUs' idle and host share and what they draw
+          above idle."""
+        gpus, loading, per_replica = self.gpus, self.loading, self.gpus_per_replica
+        above_w = loading_w = 0.0
+        if loading:
+            m = self.model
+            above_w = loading * (m.load_w - float(m.power_w[0]))
+            loading_w = loading * per_replica * (self.pool.idle_w + self.pool.host_w) + above_w
+        serving = gpus - loading * per_replica
+        if self.idle_replicas is None:
+            idle_gpus = serving if self.fidelity_w == 0.0 else 0.0
+        else:
+            idle_gpus = min(self.idle_replicas * per_replica, serving)
+        return self.fidelity_w + above_w, gpus, idle_gpus, loading_w
 
     def extra_now_w(self) -> float:
-        """Power above the ledger's idle of the deployment's GPUs now, W (the serving
-        replicas' and the loading ones' at the power of a batch of one)."""
-        return self.fidelity_w + self.loading * (self.model.load_w - self.model.power_w[0])
+        """Power above the ledger's idle of the deployment's GPUs now, W (`row`)."""
+        return self.row()[0]
 
     def record(self, t_s: float) -> None:
         """Log the power level and GPUs held from `t_s` (one row per instant)."""
+        extra_w, gpus, idle_gpus, loading_w = self.row()
         if self.time_s and self.time_s[-1] == t_s:
-            self.extra_w[-1] = self.extra_now_w()
-            self.gpus_log[-1] = self.gpus
-            self.idle_gpus_log[-1] = self.idle_gpus_now()
-            self.loading_w_log[-1] = self.loading_it_w_now()
+            self.extra_w[-1] = extra_w
+            self.gpus_log[-1] = gpus
+            self.idle_gpus_log[-1] = idle_gpus
+            self.loading_w_log[-1] = loading_w
             return
         self.time_s.append(t_s)
-        self.extra_w.append(self.extra_now_w())
-        self.gpus_log.append(self.gpus)
-        self.idle_gpus_log.append(self.idle_gpus_now())
-        self.loading_w_log.append(self.loading_it_w_now())
+        self.extra_w.append(extra_w)
+        self.gpus_log.append(gpus)
+        self.idle_gpus_log.append(idle_gpus)
+        self.loading_w_log.append(loading_w)
 
     def record_many(
         self, t_s: np.ndarray, fidelity_w: np.ndarray, idle: np.ndarray | None = None
@@ -160,21 +168,23 @@ class Deployment:
                 log.pop()
         fidelity_w = np.asarray(fidelity_w, dtype=np.float64)
         self.fidelity_w = float(fidelity_w[-1])
-        serving = self.gpus - self.loading * self.gpus_per_replica
+        if idle is not None:
+            self.idle_replicas = int(idle[-1])
+        above_w, gpus, _, loading_w = self.row()
+        above_w -= self.fidelity_w  # the loading replicas' part
+        serving = gpus - self.loading * self.gpus_per_replica
         if idle is None:
             idle_gpus = np.where(fidelity_w == 0.0, serving, 0.0)
         else:
-            self.idle_replicas = int(idle[-1])
             idle_gpus = np.minimum(np.asarray(idle, dtype=float) * self.gpus_per_replica, serving)
-        loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
         n = len(t_s)
         # frombytes copies the arrays' memory (extend would convert element by element)
         for log, values in (
             (self.time_s, np.asarray(t_s, dtype=np.float64)),
-            (self.extra_w, fidelity_w + loading_w),
-            (self.gpus_log, np.full(n, self.gpus)),
+            (self.extra_w, fidelity_w + above_w),
+            (self.gpus_log, np.full(n, gpus)),
             (self.idle_gpus_log, idle_gpus),
-            (self.loading_w_log, np.full(n, self.loading_it_w_now())),
+            (self.loading_w_log, np.full(n, loading_w)),
         ):
             log.frombytes(values.astype(np.float64).tobytes())
 
