@@ -47,7 +47,9 @@ class Energy:
         self._t_s = 0.0
         self._w = 0.0
 
-    def __call__(self, site: int, t_s: float, extra_w: float) -> None:
+    def __call__(self, site: int, t_s: float, extra_w: float, idle: int | None = None) -> None:
+        """One change of the extra power (the idle replicas the request level also reports
+        are not used here)."""
         self.j += self._w * (t_s - self._t_s)
         self._t_s, self._w = t_s, extra_w
 

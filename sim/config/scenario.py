@@ -50,7 +50,9 @@ class Scenario(ConfigModel):
     weekday and hour) and continues into its next year, "wrap" also stays within that year;
     None: no substitution, such a run is an error. Recorded in meta.json."""
     sites: list[Site] = Field(min_length=1)
-    workload: Workload
+    workload: Workload = Workload()
+    """The training jobs; without `[workload]` there are none (a serving-only scenario,
+    which must then have `[[services]]`)."""
     forecast: ForecastConfig = ForecastConfig()
     policy: PolicyConfig = PolicyConfig()
     demand_response: list[DemandResponseEvent] = []
@@ -123,6 +125,11 @@ class Scenario(ConfigModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"site names must be unique, repeated: {dupes}")
+        if not self.workload.has_jobs and not self.services:
+            raise ValueError(
+                "workload: give [workload.synthetic] or workload.file, or [[services]] for a "
+                "serving-only scenario (a scenario with neither has nothing to run)"
+            )
         largest = max(s.max_pool_gpus for s in self.sites)
         syn = self.workload.synthetic
         if syn is not None and self.workload.oversized == "error":

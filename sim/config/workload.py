@@ -218,7 +218,8 @@ class SyntheticWorkload(ConfigModel):
 
 
 class Workload(ConfigModel):
-    """Exactly one of a synthetic generator or a job file (native CSV/Parquet format)."""
+    """At most one of a synthetic generator or a job file (native CSV/Parquet format);
+    neither: no training jobs (a serving-only scenario, which needs `[[services]]`)."""
 
     synthetic: SyntheticWorkload | None = None
     file: Path | None = None
@@ -237,9 +238,14 @@ class Workload(ConfigModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
-        if (self.synthetic is None) == (self.file is None):
-            raise ValueError("give exactly one of [workload.synthetic] or workload.file")
+        if self.synthetic is not None and self.file is not None:
+            raise ValueError("give one of [workload.synthetic] or workload.file, not both")
         return self
+
+    @property
+    def has_jobs(self) -> bool:
+        """Whether the workload names a source of jobs (a generator or a file)."""
+        return self.synthetic is not None or self.file is not None
 
 
 THROUGHPUT_COLUMNS = ("profile", "gpu_model", "speed")

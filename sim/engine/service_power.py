@@ -5,6 +5,8 @@ per step of the services table, over a window, and merged into the sites' power 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -12,7 +14,7 @@ from sim.engine.ledger import Site
 from sim.engine.service_replicas import Deployment
 from sim.util.records import in_instants, instant_starts
 
-__all__ = ["extra_facility_ws", "per_step", "with_extra_power"]
+__all__ = ["StepEnergy", "extra_facility_ws", "per_step", "with_extra_power"]
 
 _WS_PER_KWH = 3.6e6
 _GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
@@ -28,28 +30,47 @@ def extra_facility_ws(level: Deployment, t0_s: float, t1_s: float) -> float:
     return float(np.sum(np.asarray(level.extra_w) * (pue.cumulative(b) - pue.cumulative(a))))
 
 
-def per_step(
-    level: Deployment, edges_s: np.ndarray, horizon_s: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per step (`edges_s`): facility energy (kWh), carbon (kg) and GPU-seconds held of the
-    service's GPUs at `level`'s site: exact integrals of the level log."""
+class StepEnergy(NamedTuple):
+    """One deployment's integrals per step of the services table (`per_step`)."""
+
+    energy_kwh: np.ndarray
+    """Facility energy of all its GPUs held (serving, idle, loading, draining), kWh."""
+    carbon_kg: np.ndarray
+    gpu_s: np.ndarray
+    """GPU-seconds held."""
+    idle_kwh: np.ndarray
+    """Facility energy of the GPUs of serving replicas with nothing in flight (their idle
+    and host share), kWh; part of `energy_kwh`."""
+    loading_kwh: np.ndarray
+    """Facility energy of the replicas in their cold start, kWh; part of `energy_kwh`."""
+
+
+def per_step(level: Deployment, edges_s: np.ndarray, horizon_s: float) -> StepEnergy:
+    """Per step (`edges_s`): the energies, carbon and GPU-seconds of the service's GPUs at
+    `level`'s site (`StepEnergy`): exact integrals of the level log."""
     t = np.asarray(level.time_s)
-    it_w = level.it_w()
-    gpus = np.asarray(level.gpus_log, dtype=float)
+    floor_w = level.pool.idle_w + level.pool.host_w
     site = level.site
     cum_pue = site.pue.cumulative
-    cum_ci = site.facility_ci.cumulative
     t_next = np.append(t[1:], horizon_s)
 
-    def cumulative_at(x: np.ndarray, weights: np.ndarray, fn) -> np.ndarray:
+    def integral(weights: np.ndarray, fn) -> np.ndarray:
+        """Per step, the integral of the step function `weights` (from each log row's
+        time) against the cumulative `fn`."""
         before = np.concatenate([[0.0], np.cumsum(weights * (fn(t_next) - fn(t)))])
-        k = np.clip(np.searchsorted(t, x, side="right") - 1, 0, len(t) - 1)
-        return before[k] + weights[k] * (fn(np.maximum(x, t[k])) - fn(t[k]))
+        k = np.clip(np.searchsorted(t, edges_s, side="right") - 1, 0, len(t) - 1)
+        return np.diff(before[k] + weights[k] * (fn(np.maximum(edges_s, t[k])) - fn(t[k])))
 
-    energy_kwh = np.diff(cumulative_at(edges_s, it_w, cum_pue)) / _WS_PER_KWH
-    carbon_kg = np.diff(cumulative_at(edges_s, it_w, cum_ci)) / _GS_PER_KGH
-    gpu_s = np.diff(cumulative_at(edges_s, gpus, lambda x: np.asarray(x, dtype=float)))
-    return energy_kwh, carbon_kg, gpu_s
+    it_w = level.it_w()
+    return StepEnergy(
+        energy_kwh=integral(it_w, cum_pue) / _WS_PER_KWH,
+        carbon_kg=integral(it_w, site.facility_ci.cumulative) / _GS_PER_KGH,
+        gpu_s=integral(
+            np.asarray(level.gpus_log, dtype=float), lambda x: np.asarray(x, dtype=float)
+        ),
+        idle_kwh=integral(np.asarray(level.idle_gpus_log) * floor_w, cum_pue) / _WS_PER_KWH,
+        loading_kwh=integral(np.asarray(level.loading_w_log), cum_pue) / _WS_PER_KWH,
+    )
 
 
 def with_extra_power(

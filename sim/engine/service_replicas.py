@@ -46,6 +46,7 @@ class Deployment:
     power (`Services.levels` holds them per service)."""
 
     __slots__ = (
+        "name",
         "site",
         "pool",
         "k",
@@ -61,11 +62,18 @@ class Deployment:
         "time_s",
         "extra_w",
         "gpus_log",
+        "idle_gpus_log",
+        "loading_w_log",
+        "idle_replicas",
         "gpus_per_replica",
         "holders",
     )
 
-    def __init__(self, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant):
+    def __init__(
+        self, name: str, site: Site, pool: Pool, k: int, site_k: int, variant: int, spec: Variant
+    ):
+        self.name = name
+        """"service/variant": what the event log's rows of its replicas say (`detail`)."""
         self.site = site
         self.pool = pool
         self.k = k
@@ -96,38 +104,93 @@ class Deployment:
         self.extra_w = array("d")
         """Power above the ledger's idle of all the service's GPUs here, W, from time_s."""
         self.gpus_log = array("d")
+        self.idle_gpus_log = array("d")
+        """GPUs of serving replicas with nothing in flight (`row`), from time_s."""
+        self.loading_w_log = array("d")
+        """IT power of the replicas in their cold start, W (`row`), from time_s."""
+        self.idle_replicas: int | None = None
+        """Serving replicas with nothing in flight, as the fidelity last reported them (None:
+        it does not report them)."""
+
+    def row(self) -> tuple[float, float, float, float]:
+        """The level log's values now: (power above the ledger's idle W, GPUs held, idle
+        GPUs, IT power of the loading replicas W).
+
+        - Above idle: the serving replicas' (the fidelity's last report) and the loading
+          ones' at the power of a batch of one (`ReplicaModel.load_w`).
+        - Idle GPUs: those of replicas that serve (or drain) with nothing in flight: the
+          fidelity's count of such replicas; from a fidelity that gives none, all the
+          serving GPUs while the extra power is 0 (nothing in flight at any replica).
+        - Loading: the cold-starting replicas' GPUs' idle and host share and what they draw
+          above idle."""
+        gpus, loading, per_replica = self.gpus, self.loading, self.gpus_per_replica
+        above_w = loading_w = 0.0
+        if loading:
+            m = self.model
+            above_w = loading * (m.load_w - float(m.power_w[0]))
+            loading_w = loading * per_replica * (self.pool.idle_w + self.pool.host_w) + above_w
+        serving = gpus - loading * per_replica
+        if self.idle_replicas is None:
+            idle_gpus = serving if self.fidelity_w == 0.0 else 0.0
+        else:
+            idle_gpus = min(self.idle_replicas * per_replica, serving)
+        return self.fidelity_w + above_w, gpus, idle_gpus, loading_w
 
     def extra_now_w(self) -> float:
-        """Power above the ledger's idle of the deployment's GPUs now, W (the serving
-        replicas' and the loading ones' at the power of a batch of one)."""
-        return self.fidelity_w + self.loading * (self.model.load_w - self.model.power_w[0])
+        """Power above the ledger's idle of the deployment's GPUs now, W (`row`)."""
+        return self.row()[0]
 
     def record(self, t_s: float) -> None:
         """Log the power level and GPUs held from `t_s` (one row per instant)."""
+        extra_w, gpus, idle_gpus, loading_w = self.row()
         if self.time_s and self.time_s[-1] == t_s:
-            self.extra_w[-1] = self.extra_now_w()
-            self.gpus_log[-1] = self.gpus
+            self.extra_w[-1] = extra_w
+            self.gpus_log[-1] = gpus
+            self.idle_gpus_log[-1] = idle_gpus
+            self.loading_w_log[-1] = loading_w
             return
         self.time_s.append(t_s)
-        self.extra_w.append(self.extra_now_w())
-        self.gpus_log.append(self.gpus)
+        self.extra_w.append(extra_w)
+        self.gpus_log.append(gpus)
+        self.idle_gpus_log.append(idle_gpus)
+        self.loading_w_log.append(loading_w)
 
-    def record_many(self, t_s: np.ndarray, fidelity_w: np.ndarray) -> None:
-        """Log the fidelity's extra power `fidelity_w` from each of the increasing times
-        `t_s` (loading replicas and GPUs held are constant over them: a fidelity is always
-        advanced before either changes)."""
+    def record_many(
+        self, t_s: np.ndarray, fidelity_w: np.ndarray, idle: np.ndarray | None = None
+    ) -> None:
+        """Log the fidelity's extra power `fidelity_w` (and its idle replicas `idle`, if
+        it counts them) from each of the increasing times `t_s` (loading replicas and GPUs
+        held are constant over them: a fidelity is always advanced before either changes)."""
         if not len(t_s):
             return
         if self.time_s and self.time_s[-1] == t_s[0]:
-            self.time_s.pop()
-            self.extra_w.pop()
-            self.gpus_log.pop()
+            for log in self._logs():
+                log.pop()
+        fidelity_w = np.asarray(fidelity_w, dtype=np.float64)
         self.fidelity_w = float(fidelity_w[-1])
-        loading_w = self.loading * (self.model.load_w - self.model.power_w[0])
+        if idle is not None:
+            self.idle_replicas = int(idle[-1])
+        above_w, gpus, _, loading_w = self.row()
+        above_w -= self.fidelity_w  # the loading replicas' part
+        serving = gpus - self.loading * self.gpus_per_replica
+        if idle is None:
+            idle_gpus = np.where(fidelity_w == 0.0, serving, 0.0)
+        else:
+            idle_gpus = np.minimum(np.asarray(idle, dtype=float) * self.gpus_per_replica, serving)
+        n = len(t_s)
         # frombytes copies the arrays' memory (extend would convert element by element)
-        self.time_s.frombytes(np.asarray(t_s, dtype=np.float64).tobytes())
-        self.extra_w.frombytes((np.asarray(fidelity_w, dtype=np.float64) + loading_w).tobytes())
-        self.gpus_log.frombytes(np.full(len(t_s), self.gpus, dtype=np.float64).tobytes())
+        for log, values in (
+            (self.time_s, np.asarray(t_s, dtype=np.float64)),
+            (self.extra_w, fidelity_w + above_w),
+            (self.gpus_log, np.full(n, gpus)),
+            (self.idle_gpus_log, idle_gpus),
+            (self.loading_w_log, np.full(n, loading_w)),
+        ):
+            log.frombytes(values.astype(np.float64).tobytes())
+
+    def _logs(self) -> tuple[array, ...]:
+        """The level log's columns, one row per instant."""
+        return self.time_s, self.extra_w, self.gpus_log, self.idle_gpus_log, self.loading_w_log
 
     def it_w(self) -> np.ndarray:
         """IT power of the service's GPUs here at each log row, W (GPU idle + host share +
@@ -138,15 +201,18 @@ class Deployment:
 
 def power_callback(levels: list[Deployment]) -> Callable[..., None]:
     """The callback a service's fidelity reports its deployments' extra power with:
-    `on_power(k, t_s, extra_w)` logs it in `levels[k]`."""
+    `on_power(k, t_s, extra_w[, idle])` logs it in `levels[k]`."""
 
-    def on_power(k: int, t_s, extra_w) -> None:
-        """One change (floats), or many (increasing times and powers, numpy arrays)."""
+    def on_power(k: int, t_s, extra_w, idle=None) -> None:
+        """One change (floats), or many (increasing times and powers, numpy arrays); `idle`:
+        the replicas with nothing in flight, from a fidelity that counts them."""
         level = levels[k]
         if isinstance(t_s, np.ndarray):
-            level.record_many(t_s, extra_w)
+            level.record_many(t_s, extra_w, idle)
             return
         level.fidelity_w = extra_w
+        if idle is not None:
+            level.idle_replicas = idle
         level.record(t_s)
 
     return on_power
@@ -227,6 +293,12 @@ class Replicas:
         free (the fidelity advanced first, so the power log stays in time order)."""
         self._advance(i)
         self._free_gpus(level, replicas, held)
+        self._log("replica_drained", level, replicas)
+
+    def _log(self, kind: str, level: Deployment, replicas: int) -> None:
+        """An event row of `kind` for `replicas` replicas of `level` now."""
+        now, site = self._core.env.now, level.site.index
+        self._core.events.append(now, kind, site=site, value=replicas, detail=level.name)
 
     def scale(self, i: int, level: Deployment, replicas: int, asker: object) -> None:
         """Run `replicas` replicas of service `i` at `level`'s site from now; PolicyError
@@ -238,6 +310,7 @@ class Replicas:
                 raise PolicyError(f"{asker}: {why}")
         sim = self._advance(i)
         now = self._core.env.now
+        self._log("scale", level, replicas)
         if replicas > have:
             self._cold_start(i, level, replicas - have)
             return
@@ -257,6 +330,7 @@ class Replicas:
             self._replicas_changed(i)
             if free_at_s <= now:
                 self._free_gpus(level, cancel)
+                self._log("replica_drained", level, cancel)
             else:  # the drained replicas' own slices, whatever scales up meanwhile
                 held = [level.holders.pop() for _ in range(cancel)] if level.holders else []
                 timer = self._core.env.timeout(free_at_s - now)
@@ -295,4 +369,5 @@ class Replicas:
         sim.configure(self._core.env.now, level.k, level.ready, level.model)
         self._replicas_changed(i)
         level.record(self._core.env.now)
+        self._log("replica_ready", level, n)
         self._core.request_decision()

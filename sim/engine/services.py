@@ -117,7 +117,9 @@ class Services(Component):
                     pool = site.pool(spec.gpu)
                     if pool is None or (pool.mig is None) != (spec.mig_profile is None):
                         continue  # the variant cannot run here (checked: some site has it)
-                    level = Deployment(site, pool, len(levels), site_k, v, spec)
+                    level = Deployment(
+                        f"{cfg.name}/{spec.name}", site, pool, len(levels), site_k, v, spec
+                    )
                     level.model = self._model(i, level)
                     levels.append(level)
             self.levels.append(levels)
@@ -261,10 +263,23 @@ class Services(Component):
                 raise PolicyError(f"{asker}: the shares must not all be 0")
             weights = weights / weights.sum()
         self.site_shares[i] = weights
+        self._log_route(i, weights)
         if len(self.variants[i]) == 1:
             self.advance(i).set_shares(self._core.env.now, weights)
         else:
             self._replicas_changed(i)
+
+    def _log_route(self, i: int, weights: np.ndarray | None) -> None:
+        """Event rows of service `i`'s new routing: one per site with its share, or one
+        without a site (share NaN) for routing by ready replicas."""
+        now, name, events = self._core.env.now, self.names[i], self._core.events
+        if weights is None:
+            events.append(now, "route", detail=name)
+            return
+        for site_name, share in zip(self.configs[i].sites, weights, strict=True):
+            events.append(
+                now, "route", site=self._fleet.by_name[site_name].index, value=share, detail=name
+            )
 
     def _replicas_changed(self, i: int) -> None:
         """Service `i`'s ready replicas or their models changed: with several variants, split
@@ -294,6 +309,13 @@ class Services(Component):
         """Service `i`'s answers at directive level `d` for the requests arriving from now."""
         sim = self.advance(i)
         now = self._core.env.now
+        directive = self.directives[i][d]
+        self._core.events.append(
+            now,
+            "directive",
+            value=directive.output_factor,
+            detail=f"{self.names[i]}/{directive.name}",
+        )
         self.sources[i].set_level(now, d)
         sim.source_changed(now)
         self._recap(i)
@@ -301,6 +323,8 @@ class Services(Component):
     def set_cap(self, i: int, watts: float | None) -> None:
         """Cap service `i`'s GPUs at every site (None: its sites' caps)."""
         self.cap_w[i] = watts
+        value = math.nan if watts is None else watts
+        self._core.events.append(self._core.env.now, "setcap", value=value, detail=self.names[i])
         self._recap(i)
 
     def site_cap_changed(self, site: Site) -> None:

@@ -34,7 +34,12 @@ Definitions both fidelities follow (docs/serving.md):
   serving at a site (sum over them of `model.power_w[n] - model.power_w[0]`, W) through
   `on_power(site, t_s, extra_w)`, in time order per site; exactly 0 with nothing in flight.
   Many changes at once may be reported in one call with increasing times `t_s` and their
-  powers `extra_w` as numpy arrays.
+  powers `extra_w` as numpy arrays. A fidelity that follows each replica's batch also
+  reports, as a fourth argument, the replicas at the site with nothing in flight
+  (`on_power(site, t_s, extra_w, idle)`, with every change of it; the request level
+  does): their GPUs are the service's idle ones (`energy_serving_idle_kwh`). Without it
+  (the fluid level) a site's replicas count as idle only while it has nothing in flight
+  at all.
 - `advance_to(t)` serves the arrivals before `t` and the completions up to and including
   `t` (an arrival at `t` sees a `configure(t)` made after it).
 - A new `model` (a cap) applies to the admitting replicas; draining ones keep theirs, so
@@ -158,6 +163,20 @@ class ServiceSim:
         `slo_met`, `tokens_generated`, `ttft_p99_ms`, `tpot_p99_ms` (NaN with nothing
         served): over the whole run."""
         raise NotImplementedError
+
+    def latency_mixtures(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The served requests' `ttft_ms` and `tpot_ms` over the whole run, each as
+        (latencies ms, requests at each): what the summary pools over the services into
+        request-weighted percentiles. By default the served rows of `request_table` (one
+        request each); the fluid level gives its mixtures (TTFT on its latency grid)."""
+        table = self.request_table()
+        if table is None:
+            raise NotImplementedError
+        served = (table["state"] == "served").to_numpy()
+        return {
+            key: (table[key].to_numpy()[served], np.ones(int(served.sum())))
+            for key in ("ttft_ms", "tpot_ms")
+        }
 
     def served_by_site(self) -> np.ndarray:
         """float64[n_steps, sites]: requests served per step (of arrival) and site."""

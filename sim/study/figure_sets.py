@@ -107,18 +107,23 @@ def _run_figures(
     results: Results, runs: dict[str, Results], out: Path, run_label: str
 ) -> list[Path]:
     """Figures of one run (`results`, named `run_label` in their titles), and of several
-    runs side by side (`runs`)."""
+    runs side by side (`runs`). The jobs' figures (waits and completion times, the power
+    model's energy-time curves under caps, which are training's) only if a run has a
+    `[workload]`."""
     one = {"run_label": run_label}
     written = _draw(out, "power_and_carbon", plots.power_and_carbon, results, **one)
     written += _draw(out, "cumulative_carbon", plots.cumulative_carbon, runs)
-    written += _draw(out, "wait_and_completion_cdfs", plots.wait_and_completion_cdfs, runs)
+    jobs = any(r.scenario.workload.has_jobs for r in runs.values())
+    if jobs:
+        written += _draw(out, "wait_and_completion_cdfs", plots.wait_and_completion_cdfs, runs)
     for i in range(min(len(results.dr_events), MAX_DR_EVENTS)):
         written += _draw(out, f"dr_event_{i}", plots.dr_event_closeup, results, event=i, **one)
     if not results.services.empty:
         written += _draw(out, "latency_cdfs", plots.latency_cdfs, results, **one)
         written += _draw(out, "carbon_per_1k_tokens", plots.carbon_per_1k_tokens, results, **one)
-    models = sorted({p.model for s in results.scenario.sites for p in s.gpus})
-    written += _draw(out, "energy_time", plots.energy_time_curve, models)
+    if jobs:  # the power model's curves under caps are those of training jobs
+        models = sorted({p.model for s in results.scenario.sites for p in s.gpus})
+        written += _draw(out, "energy_time", plots.energy_time_curve, models)
     return written
 
 

@@ -13,6 +13,7 @@ draws such figures for one of its runs).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -109,11 +110,21 @@ def power_and_carbon(
         fig = Figure(figsize=(8, 2.4 * len(sites) + 0.8), layout="constrained")
         axes = fig.subplots(len(sites), 1, sharex=True, squeeze=False)[:, 0]
         ci_axes: list[Any] = []
+        power_label = "facility power"
         for ax, name in zip(axes, sites, strict=True):
             steps = results.power[results.power["site"] == name]
-            t = _utc_days(start, np.append(steps["time_s"].to_numpy(), horizon_s))
+            times_s = steps["time_s"].to_numpy()
             kw = steps["facility_w"].to_numpy() / 1000.0
-            ax.stairs(kw, t, baseline=None, color=OKABE_ITO[0], label="facility power")
+            if len(kw) <= MAX_DRAWN_STEPS:
+                edges_s = np.append(times_s, horizon_s)
+            else:  # more changes than the figure has pixels (e.g. a service's every request)
+                edges_s, kw, low_kw, high_kw = step_envelope(times_s, kw, horizon_s)
+                bin_min = horizon_s / MAX_DRAWN_STEPS / 60.0
+                power_label = f"facility power (mean per {bin_min:.3g} min; band: min to max)"
+                ax.stairs(high_kw, _utc_days(start, edges_s), baseline=low_kw, fill=True,
+                          color=OKABE_ITO[0], alpha=0.25, lw=0)  # fmt: skip
+            t = _utc_days(start, edges_s)
+            ax.stairs(kw, t, baseline=None, color=OKABE_ITO[0], label=power_label)
             ax.set(ylabel="facility power (kW)", xlim=_utc_days(start, [0.0, horizon_s]))
             ax.set_title(name, loc="left")
             ax.set_ylim(bottom=0)
@@ -145,6 +156,46 @@ def power_and_carbon(
         _utc_axis(axes[-1])
         _name_run(fig, run_label)
     return _saved(fig, path)
+
+
+MAX_DRAWN_STEPS = 2000
+"""A step function of more changes than this is drawn as its mean, minimum and maximum over
+this many equal bins (`step_envelope`): a figure 8 inches wide has about 1,600 pixels, and
+drawing millions of steps took minutes."""
+
+
+def step_envelope(
+    times_s: np.ndarray, values: np.ndarray, end_s: float, bins: int = MAX_DRAWN_STEPS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A step function (`values[k]` from `times_s[k]`, increasing, the first at or before 0,
+    the last until `end_s`) over `bins` equal bins of [0, end_s]: (bin edges s, exact
+    time-weighted mean, minimum and maximum of the values in force in each bin)."""
+    t = np.asarray(times_s, dtype=float)
+    v = np.asarray(values, dtype=float)
+    edges = np.linspace(0.0, end_s, bins + 1)
+    cum = np.concatenate([[0.0], np.cumsum(v[:-1] * np.diff(t))])
+    k = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, len(t) - 1)
+    integral = cum[k] + v[k] * (edges - t[k])
+    mean = np.diff(integral) / np.diff(edges)
+    first = k[:-1]
+    last = np.maximum(np.searchsorted(t, edges[1:], side="left") - 1, first)
+    # rows first[j] .. last[j] are in force in bin j; last[j] is first[j + 1] or one before
+    low = np.minimum(np.minimum.reduceat(v, first), v[last])
+    high = np.maximum(np.maximum.reduceat(v, first), v[last])
+    return edges, mean, low, high
+
+
+def empirical_cdf(
+    values: np.ndarray, points: int = MAX_DRAWN_STEPS
+) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF of `values` as (sorted values, share of values at or below each):
+    every value, or of more than `points` values, the exact CDF at `points` of them evenly
+    spaced in rank (the smallest and the largest among them)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    rank = np.arange(n) if n <= points else np.unique(np.linspace(0, n - 1, points).round())
+    rank = rank.astype(np.int64)
+    return x[rank], (rank + 1) / max(n, 1)
 
 
 def cumulative_carbon(runs: Mapping[str, Results], path: str | Path | None = None) -> Figure:
@@ -474,13 +525,16 @@ def latency_cdfs(
 ) -> Figure:
     """Per service, the CDFs of time to first token and time per output token (ms) against
     the service's targets (dashed). At the request level, over the served requests; at the
-    fluid level (no per-request records), over the steps' 99th percentiles."""
+    fluid level (no per-request records), over the steps' 99th percentiles. Of more than
+    `MAX_DRAWN_STEPS` values the CDF is drawn at that many of them (`empirical_cdf`), as the
+    axis says."""
     services = _need_services(results)
     requests = results.requests
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.2), layout="constrained")
         axes = fig.subplots(1, 2, sharey=True)
         share = "share of requests" if requests is not None else "share of steps"
+        sampled = False
         for ax, metric, what in zip(
             axes, ("ttft", "tpot"), ("time to first token", "time per output token"), strict=True
         ):
@@ -495,43 +549,94 @@ def latency_cdfs(
                     rows = services[services["service"] == svc.name]
                     values = rows[f"{metric}_p99_ms"].dropna().to_numpy(float)
                     label = f"{svc.name} (step p99)"
-                values = np.sort(values)
-                ax.step(values, np.arange(1, len(values) + 1) / max(len(values), 1),
-                        where="post", color=_colour(i), label=label)  # fmt: skip
+                drawn, shares = empirical_cdf(values)
+                ax.step(drawn, shares, where="post", color=_colour(i), label=label)
+                sampled = sampled or len(drawn) < len(values)
                 target = getattr(svc.slo, f"{metric}_ms")
                 ax.axvline(target, color=_colour(i), ls="--", lw=1)
             ax.set(xlabel=f"{what} (ms)", ylabel=share, title=what)
             ax.set_xscale("log")
         axes[0].set_ylim(0, 1.02)
+        if sampled:
+            axes[0].set_ylabel(f"{share} (drawn at {MAX_DRAWN_STEPS:,} quantiles)")
         axes[1].legend(fontsize=7, title="dashed: targets", title_fontsize=7)
         _name_run(fig, run_label)
     return _saved(fig, path)
+
+
+CARBON_WINDOWS = 48
+"""`carbon_per_1k_tokens` draws about this many windows over a run (each a whole number of
+the services table's steps): per minute, the ratio of two small numbers is noise."""
 
 
 def carbon_per_1k_tokens(
     results: Results, path: str | Path | None = None, *, run_label: str | None = None
 ) -> Figure:
     """Per service, the operational carbon of its GPUs per 1,000 output tokens generated
-    (gCO2e) in each step of services.parquet, over time (steps without tokens left out)."""
+    (gCO2e) over windows of whole steps of services.parquet (about `CARBON_WINDOWS` over
+    the run, the length in the title). A window in which the service generated no token
+    is merged into the next one that has tokens (the last ones into the one before them),
+    its carbon with it, so every minute's carbon is drawn; the title says how many were
+    merged (`token_windows`)."""
     services = _need_services(results)
-    scale_s, unit = _time_unit(results.scenario.horizon_s)
+    horizon_s = results.scenario.horizon_s
+    step_s = results.scenario.serving.step_s
+    window_s = step_s * max(1, int(horizon_s / CARBON_WINDOWS / step_s))
+    scale_s, unit = _time_unit(horizon_s)
+    merged = 0
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.2), layout="constrained")
         ax = fig.subplots()
         for i, svc in enumerate(results.scenario.services):
-            rows = services[(services["service"] == svc.name) & (services["tokens"] > 0)]
-            g_per_1k = rows["carbon_kg"].to_numpy() * 1e6 / rows["tokens"].to_numpy()
-            ax.plot(rows["start_s"].to_numpy() / scale_s, g_per_1k, color=_colour(i),
-                    label=svc.name, lw=1)  # fmt: skip
+            rows = services[services["service"] == svc.name]
+            edges_s, g_per_1k, empty = token_windows(
+                rows["start_s"].to_numpy(),
+                rows["carbon_kg"].to_numpy(),
+                rows["tokens"].to_numpy(),
+                window_s,
+                horizon_s,
+            )
+            merged += empty
+            ax.stairs(g_per_1k, edges_s / scale_s, baseline=None, color=_colour(i),
+                      label=svc.name, lw=1)  # fmt: skip
+        note = f"; {merged} without tokens merged into the next" if merged else ""
         ax.set(
             xlabel=f"time ({unit} since start)",
             ylabel="carbon per 1k tokens (gCO2e)",
-            title="carbon per 1,000 output tokens",
+            title=f"carbon per 1,000 output tokens, per {_duration(window_s)} window{note}",
         )
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
         _name_run(fig, run_label)
     return _saved(fig, path)
+
+
+def token_windows(
+    start_s: np.ndarray, carbon_kg: np.ndarray, tokens: np.ndarray, window_s: float, end_s: float
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Carbon per 1,000 tokens (g) of steps (starting at `start_s`, with their carbon and
+    tokens) over windows of `window_s` of [0, end_s], each window without tokens merged into
+    the next one with tokens (trailing ones into the last with tokens): (edges s, g per
+    1,000 tokens of each merged window, windows merged). No token at all: one window of NaN."""
+    n = max(1, math.ceil(end_s / window_s - 1e-9))
+    window = np.minimum(np.floor(np.asarray(start_s) / window_s).astype(np.int64), n - 1)
+    carbon = np.bincount(window, np.asarray(carbon_kg, dtype=float), n)
+    count = np.bincount(window, np.asarray(tokens, dtype=float), n)
+    kept = np.flatnonzero(count > 0)
+    if not len(kept):
+        return np.array([0.0, end_s]), np.array([np.nan]), n - 1
+    into = np.minimum(np.searchsorted(kept, np.arange(n)), len(kept) - 1)
+    g_per_1k = np.bincount(into, carbon, len(kept)) * 1e6 / np.bincount(into, count, len(kept))
+    edges = np.concatenate([[0.0], (kept[:-1] + 1) * window_s, [end_s]])
+    return edges, g_per_1k, n - len(kept)
+
+
+def _duration(seconds: float) -> str:
+    """A duration as a short text: "30-min", "2-h", "1.5-day"."""
+    for unit_s, unit in ((86400.0, "day"), (3600.0, "h"), (60.0, "min")):
+        if seconds >= unit_s:
+            return f"{seconds / unit_s:.3g}-{unit}"
+    return f"{seconds:.3g}-s"
 
 
 def zone_profile(series: pd.Series, title: str, timezone: str, path: str | Path) -> Path:

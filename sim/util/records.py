@@ -39,7 +39,14 @@ EVENT_KINDS = (
     "transfer",
     "fail",
     "evict",
+    "scale",
+    "replica_ready",
+    "replica_drained",
+    "route",
+    "directive",
 )
+"""Every kind an event can be; a new kind is appended, so the codes of the others keep
+their index."""
 _KIND_CODE = {kind: code for code, kind in enumerate(EVENT_KINDS)}
 _INSTANT_RANK = np.array(
     [
@@ -48,6 +55,7 @@ _INSTANT_RANK = np.array(
             "finish",
             "fail",
             "evict",
+            "replica_drained",
             "suspend",
             "checkpoint",
             "transfer",
@@ -59,7 +67,11 @@ _INSTANT_RANK = np.array(
             "dr_notice",
             "dr_start",
             "setcap",
+            "scale",
+            "route",
+            "directive",
             "start",
+            "replica_ready",
             "resume",
             "migrate",
             "wake",
@@ -70,8 +82,10 @@ _INSTANT_RANK = np.array(
     dtype=np.int8,
 )
 """Each kind's rank among the events of one instant (by kind code): what ends and what frees
-GPUs, then what arrives, then what changes limits, then what starts (and the nodes a start
-wakes), then what the horizon leaves unfinished."""
+GPUs (a service's drained replicas), then what arrives, then what changes limits (and a
+service's replicas, routing, directive), then what starts (and a service's replicas that
+finished their cold start, the nodes a start wakes), then what the horizon leaves
+unfinished."""
 
 INSTANT_S = 1e-6
 """Times of a level log closer than this, s, are one instant: a state that lasted less is not
@@ -87,9 +101,14 @@ class EventLog:
 
     value: `defer` the time deferred to (s); `setcap` the cap (W, NaN = removed);
     `dr_*` the limit (kW); `wake` and `power_off` the number of nodes; `fail` the work the
-    job lost (reference GPU-h).
+    job lost (reference GPU-h); `scale` the replicas asked for; `replica_ready` and
+    `replica_drained` the replicas that started serving or freed their GPUs; `route` the
+    site's share of the service's requests (NaN: by ready replicas, site missing);
+    `directive` the directive's output-token factor.
     detail: `start`/`resume`/`migrate` the GPU model; `reject` the reason; `dr_notice` the
-    event's key path."""
+    event's key path; `scale`, `replica_ready`, `replica_drained` "service/variant";
+    `route` and a service's `setcap` (site missing) the service; `directive`
+    "service/directive"."""
 
     __slots__ = ("time_s", "kind", "job", "site", "value", "detail", "_detail_code")
 

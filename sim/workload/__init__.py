@@ -54,6 +54,8 @@ def build_jobs(
     `rng` is the run's dedicated workload stream; a job file does not use it.
     """
     names = [s.name for s in sites]
+    if not wl.has_jobs:
+        return JobTable.empty()
     if wl.synthetic is not None:
         jobs = generate_synthetic(wl.synthetic, names, duration_h * 3600.0, rng, start=start)
     else:

@@ -14,7 +14,7 @@ Python object per job: runs hold hundreds of thousands of jobs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, cast
 
 import numpy as np
@@ -349,6 +349,13 @@ class JobTable:
         if not pd.Index(self.job_id).is_unique:
             dup = pd.Index(self.job_id).duplicated()
             raise ValueError(f"JobTable: job_id must be unique, repeated: {self.job_id[dup][0]!r}")
+
+    @classmethod
+    def empty(cls) -> JobTable:
+        """A table of no jobs (a scenario without a `[workload]`)."""
+        return cls(
+            **{f.name: np.empty(0, _DTYPES[f.name]) for f in fields(cls) if f.default is MISSING}
+        )
 
     def __len__(self) -> int:
         return len(self.job_id)

@@ -53,9 +53,12 @@ class PowerLog:
 
     def __init__(self):
         self.calls: list[tuple[int, float, float]] = []
+        self.idle: list[int | None] = []
+        """The idle replicas each call reported."""
 
-    def __call__(self, site: int, t_s: float, extra_w: float) -> None:
+    def __call__(self, site: int, t_s: float, extra_w: float, idle: int | None = None) -> None:
         self.calls.append((site, t_s, extra_w))
+        self.idle.append(idle)
 
     def energy_j(self, site: int, until_s: float) -> float:
         """Integral of the site's extra power (a step function from 0 W at 0) up to until_s."""
@@ -376,8 +379,25 @@ def test_power_callback_is_the_extra_power_step_function():
     dw = m.power_w - m.power_w[0]
     expected_j = dw[2] * 10 * m.iter_s[2] + dw[1] * 10 * m.iter_s[1]
     assert log.energy_j(0, 100.0) == pytest.approx(expected_j, rel=1e-12)
-    assert [w for _, _, w in log.calls] == pytest.approx([dw[1], dw[2], dw[1], 0.0])
+    # the replica configured empty, then one request, two, one, none
+    assert [w for _, _, w in log.calls] == pytest.approx([0.0, dw[1], dw[2], dw[1], 0.0])
     assert log.calls[-1][2] == 0.0  # idle: exactly none, whatever the rounding
+    assert log.idle == [1, 0, 0, 0, 1]
+
+
+def test_idle_replicas_are_reported_with_every_change_of_them():
+    """Two replicas, one request: one replica is idle all along, the other while its
+    request is not in flight; a replica taken out of service leaves the count."""
+    m = model(8)
+    sim, log = make(TableSource([10.0], [10]))
+    sim.configure(0.0, 0, 2, m)
+    sim.advance_to(50.0)
+    sim.configure(50.0, 0, 1, m)
+    sim.close(100.0)
+    done_s = 10.0 + 10 * m.iter_s[1]
+    assert [t for _, t, _ in log.calls] == pytest.approx([0.0, 10.0, done_s, 50.0])
+    # taking one of two idle replicas out changes no power, and is reported all the same
+    assert log.idle == [2, 1, 2, 1]
 
 
 def test_an_idle_site_draws_exactly_no_extra_power():
@@ -404,7 +424,8 @@ def test_a_cap_change_slows_the_batch_from_its_time():
     sim.configure(t_s, 0, 1, slow)
     sim.close(100.0)
     assert sim.request_table()["end_s"][0] == pytest.approx(t_s + 60 * slow.iter_s[1])
-    assert log.calls[1] == (0, t_s, pytest.approx(slow.power_w[1] - slow.power_w[0]))
+    # calls: the replica configured (idle), the arrival, the cap change, the completion
+    assert log.calls[2] == (0, t_s, pytest.approx(slow.power_w[1] - slow.power_w[0]))
 
 
 def test_live_reports_the_last_completed_step():

@@ -59,8 +59,8 @@ class _Energy:
         self.joules = 0.0
         self.last: dict[int, tuple[float, float]] = {}
 
-    def __call__(self, site: int, t_s, extra_w) -> None:
-        """One change (floats) or many (arrays)."""
+    def __call__(self, site: int, t_s, extra_w, idle=None) -> None:
+        """One change (floats) or many (arrays); the idle replicas are not used."""
         times, watts = np.atleast_1d(t_s), np.atleast_1d(extra_w)
         if site in self.last:
             t0, w0 = self.last[site]

@@ -124,6 +124,13 @@ class _RunLatency:
 
     def ttft_p99_s(self) -> float:
         """The run's 99th percentile time to first token, s (NaN: nothing served)."""
+        cdf, total = self._ttft_cdf()
+        if total <= 0:
+            return math.nan
+        return _invert_grid(cdf / total, 0.99)
+
+    def _ttft_cdf(self) -> tuple[np.ndarray, float]:
+        """(requests served with TTFT <= each of LATENCY_GRID_S, all requests served)."""
         cdf = np.zeros(len(LATENCY_GRID_S))
         total = 0.0
         for lat, acc in self._ttft_acc.items():
@@ -137,13 +144,20 @@ class _RunLatency:
                     waits * np.where(LATENCY_GRID_S[:, None] >= q[None, :], 1.0, 0.0)
                 ) @ lat.mass
             total += acc.n + acc.n_queued
-        if total <= 0:
-            return math.nan
-        return _invert_grid(cdf / total, 0.99)
+        return cdf, total
 
     def tpot_p99_s(self) -> float:
         """The run's 99th percentile time per output token, s (NaN: nothing served)."""
-        values, masses = [], []
+        v, m = self._tpot_masses()
+        if m.sum() <= 0:
+            return math.nan
+        order = np.argsort(v, kind="stable")
+        cum = np.cumsum(m[order])
+        return float(v[order][np.searchsorted(cum, 0.99 * cum[-1])])
+
+    def _tpot_masses(self) -> tuple[np.ndarray, np.ndarray]:
+        """(time per output token s, requests served at it), unordered."""
+        values, masses = [np.zeros(0)], [np.zeros(0)]
         for pool, acc in self._tpot_acc.items():
             s = pool.model.slots
             seen = np.diff(pool.seen_cum, axis=1)
@@ -157,12 +171,16 @@ class _RunLatency:
             for v, n in acc.passed:
                 values.append(v)
                 masses.append(n)
-        if not values:
-            return math.nan
-        v = np.concatenate(values)
-        m = np.concatenate(masses)
-        if m.sum() <= 0:
-            return math.nan
-        order = np.argsort(v, kind="stable")
-        cum = np.cumsum(m[order])
-        return float(v[order][np.searchsorted(cum, 0.99 * cum[-1])])
+        return np.concatenate(values), np.concatenate(masses)
+
+    def mixtures_ms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The run's served requests' `ttft_ms` and `tpot_ms` as (latencies ms, requests):
+        the TTFT mixture's mass in each bin of LATENCY_GRID_S put at the bin's upper edge,
+        the tpot mixture as it is (`ServiceSim.latency_mixtures`)."""
+        cdf, _ = self._ttft_cdf()
+        ttft_n = np.diff(np.maximum.accumulate(np.maximum(cdf, 0.0)), prepend=0.0)
+        tpot_s, tpot_n = self._tpot_masses()
+        return {
+            "ttft_ms": (1e3 * LATENCY_GRID_S, ttft_n),
+            "tpot_ms": (1e3 * tpot_s, np.maximum(tpot_n, 0.0)),
+        }

@@ -158,6 +158,9 @@ class Fluid(ServiceSim):
             "tpot_p99_ms": 1e3 * self._run.tpot_p99_s(),
         }
 
+    def latency_mixtures(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return self._run.mixtures_ms()
+
     # -- helpers ----------------------------------------------------------------------
 
     def _latest_step(self) -> int:

@@ -82,7 +82,7 @@ class _Replica:
 class _Site:
     """One of the service's sites: its admitting and draining replicas, its power."""
 
-    __slots__ = ("adm", "loads", "draining", "model", "mi", "extra_w", "busy")
+    __slots__ = ("adm", "loads", "draining", "model", "mi", "extra_w", "busy", "idle")
 
     def __init__(self) -> None:
         self.adm: list[_Replica] = []
@@ -97,6 +97,8 @@ class _Site:
         """Sum over its replicas of power_w[n] - power_w[0], W."""
         self.busy = 0
         """Sequences in flight over its replicas."""
+        self.idle = 0
+        """Admitting replicas with nothing in flight (draining ones always have some)."""
 
 
 class _Fleet:
@@ -249,14 +251,16 @@ class _Fleet:
             self._schedule(r)
 
     def _report_power(self, site: int, t_s: float) -> None:
-        """Recount the site's extra power and batch; report the power if it changed."""
+        """Recount the site's extra power, batch and idle replicas; report them if they
+        changed."""
         st = self.sites[site]
         reps = st.adm + st.draining
         e = sum(r.power_w[r.n] - r.power_w[0] for r in reps)
         st.busy = sum(r.n for r in reps)
-        if e != st.extra_w:
-            st.extra_w = e
-            self._on_power(site, t_s, e)
+        idle = sum(1 for r in st.adm if r.n == 0)
+        if e != st.extra_w or idle != st.idle:
+            st.extra_w, st.idle = e, idle
+            self._on_power(site, t_s, e, idle)
 
 
 def _touch(r: _Replica, t_s: float) -> None:

@@ -120,7 +120,9 @@ class RequestLevel(ServiceSim):
                     st.busy += n - n0
                     e = st.extra_w + (pw[n] - pw[n0]) if st.busy else 0.0
                     st.extra_w = e
-                    on_power(r.site, tc, e)
+                    if n == 0 and r.pos >= 0:
+                        st.idle += 1
+                    on_power(r.site, tc, e, st.idle)
                 if heap:
                     seq += 1
                     r.ver = seq
@@ -170,7 +172,9 @@ class RequestLevel(ServiceSim):
                     e = st.extra_w + (pw[n] - pw[n - 1])
                     st.extra_w = e
                     st.busy += 1
-                    on_power(s, ta, e)
+                    if n == 1:
+                        st.idle -= 1
+                    on_power(s, ta, e, st.idle)
                     d = heap[0][0] - v
                     seq += 1
                     r.ver = seq
