@@ -193,6 +193,7 @@ def _gpu(sm: ServingModel, gpu: str) -> ServingGpu:
             g.tdp_w,
             g.idle_w,
             gid in sm.measured_gpus,
+            g.architecture == "Blackwell",
         )
     raise ValueError(f"gpu must be one of {known}, got {gpu!r}")
 
@@ -249,6 +250,8 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
         )
     spec = GPU_CATALOG[g.id]
     cap = finite_real(cap_w)
+    if cap is not None and not spec.min_cap_sourced and cap < spec.max_cap_w:
+        raise ValueError(f"cap_w={cap_w!r}: {spec.cap_error(cap)}")
     if cap is None or not spec.min_cap_w <= cap <= spec.max_cap_w:
         raise ValueError(
             f"cap_w must be within {g.id}'s settable power-limit range "
