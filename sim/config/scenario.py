@@ -266,6 +266,7 @@ def _check_variant(
             1.0,
             None,
             profile,
+            variant.precision,
         )
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from sim.config.base import ConfigModel
+from sim.models.llm import PRECISIONS
 from sim.models.llm_performance import serving_model
 from sim.models.llm_quality import default_directives, model_quality
 
@@ -107,6 +108,9 @@ class VariantConfig(ConfigModel):
     """Each replica on one MIG slice of this profile (`sim.models.mig`) of a partitioned pool."""
     quality: float | None = Field(default=None, ge=0, le=100)
     """Quality score, 0-100 (default: the catalog's, `sim.models.llm_quality`)."""
+    precision: str | None = None
+    """The weights' format, a key of `sim.models.llm.PRECISIONS` (None: the model's own);
+    refused when the GPU cannot run it (docs/serving.md "Precisions and GPUs")."""
 
 
 class DirectiveConfig(ConfigModel):
@@ -129,6 +133,8 @@ class Variant:
     max_batch: int
     mig_profile: str | None
     quality: float | None
+    precision: str | None = None
+    """The weights' format (None: the model's own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +170,11 @@ class ServiceConfig(ConfigModel):
     """Each replica of the service's own model on one MIG slice of this profile."""
     quality: float | None = Field(default=None, ge=0, le=100)
     """Quality score of the service's own model, 0-100 (default: the catalog's)."""
+    precision: str | None = None
+    """The weights' format of the service's own model, a key of `sim.models.llm.PRECISIONS`
+    ("bfloat16", "float16", "fp8", "int8", "int4", "fp4", "mxfp4"; None: the catalog
+    model's own); refused naming both when the GPU cannot run it (docs/serving.md
+    "Precisions and GPUs")."""
     variants: list[VariantConfig] = []
     """More variants a policy may serve (docs/inference-levers.md)."""
     directives: list[DirectiveConfig] | Literal["default"] | None = None
@@ -198,6 +209,14 @@ class ServiceConfig(ConfigModel):
                 raise ValueError(
                     f"variants[{k}].model: unknown serving model {v.model!r}; known: {known}"
                 )
+        for where, precision in (
+            ("precision", self.precision),
+            *((f"variants[{k}].precision", v.precision) for k, v in enumerate(self.variants)),
+        ):
+            if precision is not None and precision not in PRECISIONS:
+                raise ValueError(
+                    f"{where}: unknown precision {precision!r}; known: {sorted(PRECISIONS)}"
+                )
         names = [v.name for v in self.variant_specs()]
         if len(set(names)) != len(names):
             raise ValueError(f"variants: names must be unique, got {names}")
@@ -210,7 +229,12 @@ class ServiceConfig(ConfigModel):
 
     def variant_specs(self) -> tuple[Variant, ...]:
         """The service's own model first, then its `variants`, resolved."""
-        own = VariantConfig(model=self.model, mig_profile=self.mig_profile, quality=self.quality)
+        own = VariantConfig(
+            model=self.model,
+            mig_profile=self.mig_profile,
+            quality=self.quality,
+            precision=self.precision,
+        )
         return tuple(
             Variant(
                 name=v.name or v.model,
@@ -220,6 +244,7 @@ class ServiceConfig(ConfigModel):
                 max_batch=v.max_batch or self.max_batch,
                 mig_profile=v.mig_profile,
                 quality=v.quality if v.quality is not None else model_quality(v.model),
+                precision=v.precision,
             )
             for v in (own, *self.variants)
         )

@@ -158,6 +158,7 @@ class Services(Component):
             self.mean_output(i) if mean_output is None else mean_output,
             cap_w,
             spec.mig_profile,
+            spec.precision,
         )
 
     def mean_output(self, i: int) -> float:

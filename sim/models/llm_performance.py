@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
-from sim.models.llm import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
+from sim.models.hardware import ARCHITECTURES, GPU_CATALOG, cap_response, curve, floor_w
+from sim.models.llm import PRECISION_BYTES, PRECISIONS, ModelSpec, check_model_spec, finite_real
+from sim.models.llm_hardware import execution
 from sim.models.llm_roofline import Inputs, Params, evaluate
 
 __all__ = [
@@ -114,11 +115,15 @@ class ServingPoint:
     energy_per_token_j: float
     """GPU energy per output token, J."""
     extrapolated: bool
-    """True when the GPU was not measured (only H100 SXM and B200 were): the figures come
-    from its specifications through the fitted constants."""
+    """True when the calibration data did not see this configuration (`extrapolated_why`
+    says what): the figures come from the specifications through the fitted constants."""
     gpu_cap_w: float | None = None
     """The per-GPU power limit the point is at, W (None: the GPU's default, maximum limit).
     Below the maximum, power and speed follow `sim.models.hardware`'s cap model."""
+    extrapolated_why: tuple[str, ...] = ()
+    """What the calibration data did not see: a GPU not measured, an architecture outside
+    the calibrated families, a precision not measured or run weight-only, a parallel layout
+    (one sentence each; empty: nothing)."""
 
 
 def load_serving_model(path: Path | None = None) -> ServingModel:
@@ -198,8 +203,21 @@ def _gpu(sm: ServingModel, gpu: str) -> ServingGpu:
     raise ValueError(f"gpu must be one of {known}, got {gpu!r}")
 
 
-def _catalog_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, CatalogModel]:
-    """The model's name and its catalog entry (rules fill in what a ModelSpec lacks)."""
+def _catalog_entry(
+    sm: ServingModel, model: str | ModelSpec, precision: str | None = None
+) -> tuple[str, CatalogModel]:
+    """The model's name and its catalog entry (rules fill in what a ModelSpec lacks), its
+    weights in `precision` (None: the model's own)."""
+    if precision is not None and (not isinstance(precision, str) or precision not in PRECISIONS):
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    name, entry = _named_entry(sm, model)
+    if precision is None or precision == entry.spec.precision:
+        return name, entry
+    return name, replace(entry, spec=replace(entry.spec, precision=precision))
+
+
+def _named_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, CatalogModel]:
+    """The model's name and its catalog entry, in the model's own precision."""
     if isinstance(model, str):
         if model not in sm.models:
             raise ValueError(
@@ -294,11 +312,14 @@ def _resolve(
     max_batch: int,
     avg_input_tokens: float | None,
     avg_output_tokens: float | None,
+    precision: str | None = None,
 ) -> tuple[str, CatalogModel, ServingGpu, float, float, float, float]:
     """The arguments of `performance`, checked: (model name, catalog entry, GPU, GPUs,
-    maximum batch, input tokens, output tokens)."""
-    name, entry = _catalog_entry(sm, model)
+    maximum batch, input tokens, output tokens). ValueError naming the precision and the GPU
+    when the GPU cannot run the model's precision (`sim.models.llm_hardware.execution`)."""
+    name, entry = _catalog_entry(sm, model, precision)
     g = _gpu(sm, gpu)
+    execution(g.id, entry.spec.precision)
     n = _positive("num_gpus", num_gpus, integer=True)
     b = _positive("max_batch", max_batch, integer=True)
     l_in = sm.params.input_tokens if avg_input_tokens is None else avg_input_tokens
@@ -326,7 +347,7 @@ def _inputs(
         num_gpus=np.asarray(n),
         memory_gb=np.asarray(g.memory_gb),
         mem_bw_gbps=np.asarray(g.mem_bw_gbps),
-        fp16_tflops=np.asarray(g.fp16_tflops),
+        fp16_tflops=np.asarray(g.fp16_tflops * execution(g.id, spec.precision).compute_factor),
         tdp_w=np.asarray(g.tdp_w),
         idle_w=np.asarray(g.idle_w),
         blackwell=np.asarray(float(g.blackwell)),
@@ -334,6 +355,26 @@ def _inputs(
         input_tokens=np.asarray(l_in),
         output_tokens=np.asarray(l_out),
     )
+
+
+def extrapolation(sm: ServingModel, entry: CatalogModel, g: ServingGpu) -> tuple[str, ...]:
+    """What the calibration data did not see of `entry` on `g` (`ServingPoint.extrapolated_why`):
+    the GPU, its architecture family, the precision and how it runs there."""
+    why = []
+    if not g.measured:
+        why.append(
+            f"GPU {g.id} not measured (the fit saw {', '.join(sm.measured_gpus)}): from its "
+            f"specifications"
+        )
+    arch = GPU_CATALOG[g.id].architecture
+    families = sorted({str(GPU_CATALOG[m].architecture) for m in sm.measured_gpus})
+    if arch not in ARCHITECTURES:
+        why.append(
+            f"GPU {g.id} ({arch or 'no architecture given'}) is outside the calibrated "
+            f"families ({', '.join(families)}): modelled as an NVIDIA GPU running vLLM on CUDA"
+        )
+    why.extend(execution(g.id, entry.spec.precision).notes)
+    return tuple(why)
 
 
 def performance(
@@ -344,6 +385,7 @@ def performance(
     avg_input_tokens: float | None = None,
     avg_output_tokens: float | None = None,
     cap_w: float | None = None,
+    precision: str | None = None,
 ) -> ServingPoint:
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
@@ -355,16 +397,20 @@ def performance(
     output length for a catalog model). `cap_w`: a per-GPU power limit, W, within the
     GPU's settable range (None: the default, maximum limit; a catalog GPU only, not B200):
     power, throughput, ITL, prefill and energy per token follow `sim.models.hardware`'s cap model;
-    a cap at the maximum gives the uncapped figures exactly. Raises ValueError naming a bad
+    a cap at the maximum gives the uncapped figures exactly. `precision`: the weights'
+    format, a key of `sim.models.llm.PRECISIONS` (None: the model's own), refused naming
+    both when the GPU cannot run it (docs/serving.md "Precisions and GPUs"). Raises
+    ValueError naming a bad
     argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
     when the weights do not fit in the replica's memory (`num_gpus` too small), and when
     they fit but one sequence's context does not fit the KV cache (naming the token counts).
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
-        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
+        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
     cap = None if cap_w is None else _cap(g, cap_w)
+    why = extrapolation(sm, entry, g)
     x = _inputs(entry, g, n, np.asarray(b), l_in, l_out)
     o = evaluate(sm.params, x)
     capacity = float(o.kv_capacity_seqs)
@@ -396,7 +442,8 @@ def performance(
         prefill_s=float(o.prefill_s),
         power_w=power,
         energy_per_token_j=power / throughput,
-        extrapolated=not g.measured,
+        extrapolated=bool(why),
+        extrapolated_why=why,
     )
     if cap is None:
         return pt

@@ -26,7 +26,14 @@ import numpy as np
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
 from sim.models.llm import PRECISION_BYTES
-from sim.models.llm_performance import ServingGpu, _cap, _inputs, _resolve, serving_model
+from sim.models.llm_performance import (
+    ServingGpu,
+    _cap,
+    _inputs,
+    _resolve,
+    extrapolation,
+    serving_model,
+)
 from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, evaluate
 
 __all__ = ["ReplicaModel", "replica_model", "slice_gpu"]
@@ -65,6 +72,14 @@ class ReplicaModel:
     mig_profile: str | None = None
     """The MIG profile of the slice the replica runs on (None: whole GPUs). Its power
     figures are then the slice's: its SM share of the GPU's idle and active draw."""
+    extrapolated_why: tuple[str, ...] = ()
+    """What the calibration data did not see of this replica (`ServingPoint.extrapolated_why`;
+    empty: nothing): reported per service and variant in meta.json's `serving`."""
+
+    @property
+    def extrapolated(self) -> bool:
+        """True when the calibration data did not see this replica's configuration."""
+        return bool(self.extrapolated_why)
 
     def prefill_s(self, input_tokens: np.ndarray | float) -> np.ndarray:
         """Prefill time of prompts of `input_tokens` tokens, each alone on the replica, s."""
@@ -87,6 +102,7 @@ def replica_model(
     avg_output_tokens: float,
     cap_w: float | None = None,
     mig_profile: str | None = None,
+    precision: str | None = None,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
     `sim.models.llm_performance`); cached. ValueError as `performance` raises it.
@@ -96,11 +112,13 @@ def replica_model(
     slice's SM share of the whole GPU's at that load, a cap `cap_w` the whole GPU's (the cap
     model sees the draw of the GPU with every slice like this one, as for jobs on slices).
     ValueError naming the profile and the sizes if the weights do not fit the slice.
+    `precision`: the weights' format (None: the model's own), as in `performance`.
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
-        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
+        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
+    why = extrapolation(sm, entry, g)
     cap = None if cap_w is None else _cap(g, cap_w)
     share = 1.0
     if mig_profile is not None:
@@ -152,6 +170,7 @@ def replica_model(
         weights_gb=weights_gb,
         _prefill_grid_s=prefill,
         mig_profile=mig_profile,
+        extrapolated_why=why,
     )
 
 

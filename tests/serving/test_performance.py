@@ -284,7 +284,7 @@ def test_a_model_spec_for_a_model_not_in_the_catalog():
         ),
         ({"model": "Llama-3.1-405B-Instruct", "num_gpus": 2}, "num_gpus=2: "),
         ({"model": ModelSpec(8, 9, "bfloat16", "Dense Transformer")}, "active_params_b"),
-        ({"model": ModelSpec(8, 8, "int4", "Dense Transformer")}, "precision must be one of"),
+        ({"model": ModelSpec(8, 8, "int3", "Dense Transformer")}, "precision must be one of"),
         ({"model": ModelSpec(8, 8, "fp8", "RNN")}, "architecture must be one of"),
     ],
 )
