@@ -9,6 +9,8 @@ scenario. What the calibration did not see is said (`extrapolated_why`).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import sim
@@ -17,7 +19,7 @@ from sim.models.llm import PRECISIONS
 from sim.models.llm_hardware import execution
 from sim.models.llm_performance import performance, serving_model
 from sim.models.llm_replica import replica_model
-from tests.conftest import BASE, make_scenario, one_line_cli_error
+from tests.conftest import BASE, SMALL_SCENARIO_TOML, make_scenario, one_line_cli_error, run_cli
 
 LLAMA_8B = "Llama-3.1-8B-Instruct"
 
@@ -205,3 +207,34 @@ def test_b200_serves_in_a_scenario():
     )
     r = sim.simulate(scenario, "run_now")
     assert r.summary["requests_served"] > 0 and r.summary["energy_serving_kwh"] > 0
+
+
+def test_extrapolated_reaches_meta_json_and_the_printout_per_service_and_variant(tmp_path, capsys):
+    extra = """
+[[services]]
+name = "chat"
+model = "Llama-3.1-8B-Instruct"
+gpu = "A100-80GB"
+precision = "fp8"
+sites = ["a"]
+slo = { ttft_ms = 2000, tpot_ms = 100 }
+requests = { rate_per_s = 0.2 }
+"""
+    path = tmp_path / "study.toml"
+    path.write_text(SMALL_SCENARIO_TOML.replace("duration_h = 24", "duration_h = 1") + extra)
+    code, out = run_cli(["run", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    said = meta["serving"]["chat"]["Llama-3.1-8B-Instruct"]
+    assert said["extrapolated"] is True
+    assert said["why"][0].startswith("GPU A100-80GB not measured")
+    assert "fp8 on A100-80GB (Ampere) runs weight-only" in said["why"][1]
+    assert "serving model extrapolates chat (Llama-3.1-8B-Instruct): GPU A100-80GB" in out.out
+
+
+def test_a_run_on_the_calibration_data_says_nothing_is_extrapolated():
+    scenario = make_scenario(
+        sites=sites("H100-SXM"), services=[service("H100-SXM")], duration_h=1.0
+    )
+    r = sim.simulate(scenario, "run_now")
+    assert r.meta["serving"] == {"chat": {LLAMA_8B: {"extrapolated": False, "why": []}}}
