@@ -27,6 +27,7 @@ from sim.models.llm_quality import default_directives, model_quality
 __all__ = [
     "Directive",
     "DirectiveConfig",
+    "ParallelConfig",
     "RequestSource",
     "ServiceConfig",
     "ServingConfig",
@@ -91,6 +92,16 @@ class RequestSource(ConfigModel):
         return self
 
 
+class ParallelConfig(ConfigModel):
+    """How a replica's GPUs share the model (docs/serving.md "Parallelism"): `tp` GPUs per
+    tensor-parallel group of the attention (the rest are data-parallel attention ranks),
+    `ep` GPUs the experts of an MoE model spread over (1, or every GPU of the replica).
+    Left out: the model's default (dense: tp = GPUs; MoE: tp = 1, ep = GPUs)."""
+
+    tp: int | None = Field(default=None, gt=0, le=1024)
+    ep: int | None = Field(default=None, gt=0, le=1024)
+
+
 class VariantConfig(ConfigModel):
     """One more way to serve a service (`[[services]] variants = [...]`): another model or
     precision, on other GPUs or a MIG slice. `gpu`, `gpus_per_replica` and `max_batch` left
@@ -135,6 +146,9 @@ class Variant:
     quality: float | None
     precision: str | None = None
     """The weights' format (None: the model's own)."""
+    tp: int | None = None
+    ep: int | None = None
+    """Tensor- and expert-parallel degrees (None: the model's default layout)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +189,10 @@ class ServiceConfig(ConfigModel):
     ("bfloat16", "float16", "fp8", "int8", "int4", "fp4", "mxfp4"; None: the catalog
     model's own); refused naming both when the GPU cannot run it (docs/serving.md
     "Precisions and GPUs")."""
+    parallel: ParallelConfig | None = None
+    """Tensor/expert-parallel degrees of the service's own model's replicas (None: the
+    model's default layout); checked against its heads and experts (docs/serving.md
+    "Parallelism")."""
     variants: list[VariantConfig] = []
     """More variants a policy may serve (docs/inference-levers.md)."""
     directives: list[DirectiveConfig] | Literal["default"] | None = None
@@ -245,8 +263,10 @@ class ServiceConfig(ConfigModel):
                 mig_profile=v.mig_profile,
                 quality=v.quality if v.quality is not None else model_quality(v.model),
                 precision=v.precision,
+                tp=layout.tp if layout is not None else None,
+                ep=layout.ep if layout is not None else None,
             )
-            for v in (own, *self.variants)
+            for v, layout in ((own, self.parallel), *((v, None) for v in self.variants))
         )
 
     def directive_specs(self) -> tuple[Directive, ...]:

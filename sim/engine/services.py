@@ -46,6 +46,7 @@ from sim.engine.service_power import extra_facility_ws
 from sim.engine.service_replicas import Deployment, Replicas, power_callback
 from sim.engine.service_results import SERVICE_COLUMNS, write_service_results
 from sim.errors import PolicyError, ScenarioError
+from sim.models.llm_parallel import layout_for
 from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.results import ResultParts
 from sim.serving.directives import DirectedSource
@@ -141,14 +142,22 @@ class Services(Component):
     def _model(self, i: int, level: Deployment) -> ReplicaModel:
         """The replica model of `level`, under service `i`'s own cap or the site's."""
         cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
-        return self._model_for_cap(i, level.spec, cap_w)
+        return self._model_for_cap(i, level.spec, cap_w, site=level.site.index)
 
     def _model_for_cap(
-        self, i: int, spec: Variant, cap_w: float | None, mean_output: float | None = None
+        self,
+        i: int,
+        spec: Variant,
+        cap_w: float | None,
+        mean_output: float | None = None,
+        site: int | None = None,
     ) -> ReplicaModel:
         """Service `i`'s replica model of variant `spec` under a per-GPU cap `cap_w` (W;
         None: uncapped), at its request source's mean input tokens and `mean_output` tokens
-        (None: the mean under its directive). ValueError for a cap out of range."""
+        (None: the mean under its directive), on the nodes of site `site` (an index of the
+        scenario's sites; None: the GPU model's default node). ValueError for a cap out of
+        range."""
+        node_gpus = None if site is None else self._core.scenario.sites[site].gpus_per_node
         return replica_model(
             spec.model,
             spec.gpu,
@@ -159,6 +168,7 @@ class Services(Component):
             cap_w,
             spec.mig_profile,
             spec.precision,
+            layout_for(spec.gpu, spec.tp, spec.ep, node_gpus),
         )
 
     def mean_output(self, i: int) -> float:
@@ -378,7 +388,7 @@ class Services(Component):
             if cap_w is None:
                 cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
             try:
-                model = self._model_for_cap(i, level.spec, cap_w, mean_out)
+                model = self._model_for_cap(i, level.spec, cap_w, mean_out, level.site.index)
             except ValueError as e:
                 raise PolicyError(f"replica_point: service {self.names[i]}: {e}") from None
         quality = level.spec.quality

@@ -25,6 +25,7 @@ import numpy as np
 from sim.models.hardware import ARCHITECTURES, GPU_CATALOG, cap_response, curve, floor_w
 from sim.models.llm import PRECISION_BYTES, PRECISIONS, ModelSpec, check_model_spec, finite_real
 from sim.models.llm_hardware import execution
+from sim.models.llm_parallel import Layout, Plan, layout_for, plan
 from sim.models.llm_roofline import Inputs, Params, evaluate
 
 __all__ = [
@@ -127,7 +128,9 @@ class ServingPoint:
 
 
 def load_serving_model(path: Path | None = None) -> ServingModel:
-    """The serving model from `path` (default: the shipped serving_model.toml)."""
+    """The serving model from `path` (default: the shipped serving_model.toml), its catalog
+    completed by the models the calibration data lack (`sim/data/llm_shapes.toml`
+    `[catalog]`: gpt-oss, at the default output length)."""
     if path is None:
         text = resources.files("sim").joinpath("data/serving_model.toml").read_text("utf-8")
     else:
@@ -149,6 +152,28 @@ def load_serving_model(path: Path | None = None) -> ServingModel:
             m["layers"],
             m["moe_layers"],
             m["avg_output_tokens"],
+        )
+    extra = tomllib.loads(
+        resources.files("sim").joinpath("data/llm_shapes.toml").read_text("utf-8")
+    )["catalog"]
+    for mid, m in extra.items():
+        spec = ModelSpec(
+            m["total_params_b"],
+            m["active_params_b"],
+            m["precision"],
+            m["architecture"],
+            m["kv_bytes_per_token"],
+        )
+        models.setdefault(
+            mid,
+            CatalogModel(
+                spec,
+                m["hf_id"],
+                m["expert_share"],
+                m["layers"],
+                m["moe_layers"],
+                raw["rules"]["default_output_tokens"],
+            ),
         )
     gpus = {
         gid: ServingGpu(
@@ -329,10 +354,23 @@ def _resolve(
     return name, entry, g, n, b, l_in, l_out
 
 
+def _plan(name: str, entry: CatalogModel, n: float, layout: Layout) -> Plan:
+    """The checked parallel layout of `entry` on `n` GPUs (`sim.models.llm_parallel.plan`)."""
+    moe = entry.spec.architecture == "MoE"
+    return plan(name, moe, entry.layers, entry.moe_layers, int(n), layout)
+
+
 def _inputs(
-    entry: CatalogModel, g: ServingGpu, n: float, max_batch: np.ndarray, l_in: float, l_out: float
+    entry: CatalogModel,
+    g: ServingGpu,
+    n: float,
+    max_batch: np.ndarray,
+    l_in: float,
+    l_out: float,
+    comm: Plan | None = None,
 ) -> Inputs:
-    """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes."""
+    """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes,
+    with `comm`'s inter-node collectives (None: none)."""
     spec = entry.spec
     assert spec.kv_bytes_per_token is not None
     return Inputs(
@@ -354,12 +392,17 @@ def _inputs(
         max_batch=max_batch,
         input_tokens=np.asarray(l_in),
         output_tokens=np.asarray(l_out),
+        comm_fixed_s=0.0 if comm is None else comm.comm_fixed_s,
+        comm_per_token_s=0.0 if comm is None else comm.comm_per_token_s,
     )
 
 
-def extrapolation(sm: ServingModel, entry: CatalogModel, g: ServingGpu) -> tuple[str, ...]:
-    """What the calibration data did not see of `entry` on `g` (`ServingPoint.extrapolated_why`):
-    the GPU, its architecture family, the precision and how it runs there."""
+def extrapolation(
+    sm: ServingModel, entry: CatalogModel, g: ServingGpu, layout: Plan
+) -> tuple[str, ...]:
+    """What the calibration data did not see of `entry` on `g` in `layout`
+    (`ServingPoint.extrapolated_why`): the GPU, its architecture family, the precision and
+    how it runs there, the parallel layout."""
     why = []
     if not g.measured:
         why.append(
@@ -374,6 +417,7 @@ def extrapolation(sm: ServingModel, entry: CatalogModel, g: ServingGpu) -> tuple
             f"families ({', '.join(families)}): modelled as an NVIDIA GPU running vLLM on CUDA"
         )
     why.extend(execution(g.id, entry.spec.precision).notes)
+    why.extend(layout.notes)
     return tuple(why)
 
 
@@ -386,6 +430,7 @@ def performance(
     avg_output_tokens: float | None = None,
     cap_w: float | None = None,
     precision: str | None = None,
+    layout: Layout | None = None,
 ) -> ServingPoint:
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
@@ -399,7 +444,11 @@ def performance(
     power, throughput, ITL, prefill and energy per token follow `sim.models.hardware`'s cap model;
     a cap at the maximum gives the uncapped figures exactly. `precision`: the weights'
     format, a key of `sim.models.llm.PRECISIONS` (None: the model's own), refused naming
-    both when the GPU cannot run it (docs/serving.md "Precisions and GPUs"). Raises
+    both when the GPU cannot run it (docs/serving.md "Precisions and GPUs"). `layout`:
+    tensor/expert-parallel degrees and the node (None: the model's default layout on the
+    GPU's default node, `sim.models.llm_parallel.layout_for`), checked against the
+    model's heads and experts; a replica larger than a node pays inter-node collectives
+    (docs/serving.md "Parallelism"). Raises
     ValueError naming a bad
     argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
     when the weights do not fit in the replica's memory (`num_gpus` too small), and when
@@ -410,8 +459,9 @@ def performance(
         sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
     cap = None if cap_w is None else _cap(g, cap_w)
-    why = extrapolation(sm, entry, g)
-    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out)
+    comm = _plan(name, entry, n, layout_for(g.id) if layout is None else layout)
+    why = extrapolation(sm, entry, g, comm)
+    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out, comm)
     o = evaluate(sm.params, x)
     capacity = float(o.kv_capacity_seqs)
     ctx = float(o.context_tokens)

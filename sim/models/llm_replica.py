@@ -26,10 +26,12 @@ import numpy as np
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, cap_response, curve, floor_w
 from sim.models.llm import PRECISION_BYTES
+from sim.models.llm_parallel import Layout, layout_for
 from sim.models.llm_performance import (
     ServingGpu,
     _cap,
     _inputs,
+    _plan,
     _resolve,
     extrapolation,
     serving_model,
@@ -103,6 +105,7 @@ def replica_model(
     cap_w: float | None = None,
     mig_profile: str | None = None,
     precision: str | None = None,
+    layout: Layout | None = None,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
     `sim.models.llm_performance`); cached. ValueError as `performance` raises it.
@@ -112,13 +115,15 @@ def replica_model(
     slice's SM share of the whole GPU's at that load, a cap `cap_w` the whole GPU's (the cap
     model sees the draw of the GPU with every slice like this one, as for jobs on slices).
     ValueError naming the profile and the sizes if the weights do not fit the slice.
-    `precision`: the weights' format (None: the model's own), as in `performance`.
+    `precision`: the weights' format (None: the model's own), `layout`: the parallel
+    layout and node (None: the default), as in `performance`.
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
         sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
-    why = extrapolation(sm, entry, g)
+    comm = _plan(name, entry, n, layout_for(g.id) if layout is None else layout)
+    why = extrapolation(sm, entry, g, comm)
     cap = None if cap_w is None else _cap(g, cap_w)
     share = 1.0
     if mig_profile is not None:
@@ -126,7 +131,7 @@ def replica_model(
             raise ValueError(f"num_gpus must be 1 on a MIG slice ({mig_profile}), got {num_gpus!r}")
         g, share = slice_gpu(g, mig_profile), mig.sm_share(g.id, mig_profile)
     batches = np.arange(1, int(b) + 1, dtype=float)
-    o = evaluate(sm.params, _inputs(entry, g, n, batches, l_in, l_out))
+    o = evaluate(sm.params, _inputs(entry, g, n, batches, l_in, l_out, comm))
     weights_gb = float(entry.spec.total_params_b) * PRECISION_BYTES[entry.spec.precision]
     if mig_profile is not None and float(np.min(o.kv_capacity_seqs)) <= 0.0:
         raise ValueError(
@@ -144,7 +149,7 @@ def replica_model(
     iter_s = (o.batch / o.throughput_tokens_per_s)[:slots]
     power_w = o.power_w[:slots].astype(float)
     grid = replace(
-        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out), input_tokens=_PREFILL_GRID_TOKENS
+        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out, comm), input_tokens=_PREFILL_GRID_TOKENS
     )
     prefill = np.array(evaluate(sm.params, grid).prefill_s, dtype=float)
     if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
