@@ -127,6 +127,21 @@ class ServingPoint:
     (one sentence each; empty: nothing)."""
 
 
+def _catalog_model(m: Mapping[str, Any], avg_output_tokens: float) -> CatalogModel:
+    """A catalog entry from its toml table (serving_model.toml's `[models.*]`, or
+    llm_shapes.toml's `[catalog.*]`)."""
+    spec = ModelSpec(
+        m["total_params_b"],
+        m["active_params_b"],
+        m["precision"],
+        m["architecture"],
+        m["kv_bytes_per_token"],
+    )
+    return CatalogModel(
+        spec, m["hf_id"], m["expert_share"], m["layers"], m["moe_layers"], avg_output_tokens
+    )
+
+
 def load_serving_model(path: Path | None = None) -> ServingModel:
     """The serving model from `path` (default: the shipped serving_model.toml), its catalog
     completed by the models the calibration data lack (`sim/data/llm_shapes.toml`
@@ -136,45 +151,12 @@ def load_serving_model(path: Path | None = None) -> ServingModel:
     else:
         text = path.read_text("utf-8")
     raw = tomllib.loads(text)
-    models = {}
-    for mid, m in raw["models"].items():
-        spec = ModelSpec(
-            m["total_params_b"],
-            m["active_params_b"],
-            m["precision"],
-            m["architecture"],
-            m["kv_bytes_per_token"],
-        )
-        models[mid] = CatalogModel(
-            spec,
-            m["hf_id"],
-            m["expert_share"],
-            m["layers"],
-            m["moe_layers"],
-            m["avg_output_tokens"],
-        )
+    models = {mid: _catalog_model(m, m["avg_output_tokens"]) for mid, m in raw["models"].items()}
     extra = tomllib.loads(
         resources.files("sim").joinpath("data/llm_shapes.toml").read_text("utf-8")
     )["catalog"]
     for mid, m in extra.items():
-        spec = ModelSpec(
-            m["total_params_b"],
-            m["active_params_b"],
-            m["precision"],
-            m["architecture"],
-            m["kv_bytes_per_token"],
-        )
-        models.setdefault(
-            mid,
-            CatalogModel(
-                spec,
-                m["hf_id"],
-                m["expert_share"],
-                m["layers"],
-                m["moe_layers"],
-                raw["rules"]["default_output_tokens"],
-            ),
-        )
+        models.setdefault(mid, _catalog_model(m, raw["rules"]["default_output_tokens"]))
     gpus = {
         gid: ServingGpu(
             gid,

@@ -14,7 +14,8 @@ import sim
 from sim.models.llm_parallel import SHAPES, Layout, layout_for, plan
 from sim.models.llm_performance import performance, serving_model
 from sim.models.scaling import interconnect, ring_allreduce_s
-from tests.conftest import BASE, make_scenario, one_line_cli_error
+from tests.conftest import make_scenario, one_line_cli_error
+from tests.serving.conftest import service, service_toml, sites
 
 LLAMA_8B, LLAMA_70B = "Llama-3.1-8B-Instruct", "Llama-3.1-70B-Instruct"
 QWEN_MOE = "Qwen3-235B-A22B-Instruct-2507"
@@ -110,50 +111,29 @@ def test_a_replica_across_nodes_of_a_gpu_without_a_network_is_refused(catalog_re
 # --- scenarios ---------------------------------------------------------------------------
 
 
-def service(gpu: str, gpus: int, **extra) -> dict:
-    return {
-        "name": "chat",
-        "model": LLAMA_8B,
-        "gpu": gpu,
-        "gpus_per_replica": gpus,
-        "sites": ["a"],
-        "slo": {"ttft_ms": 2000, "tpot_ms": 100},
-        "requests": {"rate_per_s": 0.5},
-        **extra,
-    }
-
-
 def test_a_scenario_refuses_an_unusable_tensor_parallel_degree():
-    sites = [{**BASE["sites"][0], "gpus": [{"model": "H100-SXM", "count": 8}]}]
+    h100 = sites("H100-SXM")
     with pytest.raises(sim.ScenarioError, match=r"services\[0\]: gpus_per_replica = 3: Llama"):
-        make_scenario(sites=sites, services=[service("H100-SXM", 3)])
+        make_scenario(sites=h100, services=[service("H100-SXM", gpus_per_replica=3)])
     with pytest.raises(sim.ScenarioError, match=r"services\[0\]: parallel.tp = 2 must divide"):
-        make_scenario(sites=sites, services=[service("H100-SXM", 3, parallel={"tp": 2})])
+        make_scenario(
+            sites=h100, services=[service("H100-SXM", gpus_per_replica=3, parallel={"tp": 2})]
+        )
 
 
 def test_the_cli_refuses_an_unusable_tensor_parallel_degree_with_exit_2(tmp_path, capsys):
-    extra = """
-[[services]]
-name = "chat"
-model = "Llama-3.1-8B-Instruct"
-gpu = "A100-80GB"
-gpus_per_replica = 3
-sites = ["a"]
-slo = { ttft_ms = 2000, tpot_ms = 100 }
-requests = { rate_per_s = 0.5 }
-"""
+    extra = service_toml("A100-80GB", gpus_per_replica=3)
     line = one_line_cli_error(tmp_path, capsys, {}, extra)
     assert "services[0]: gpus_per_replica = 3: Llama-3.1-8B-Instruct has 32 attention" in line
 
 
 def test_a_service_spanning_the_sites_nodes_pays_the_network():
     """The site's gpus_per_node decides whether a replica spans nodes."""
-    sites = [{**BASE["sites"][0], "gpus": [{"model": "H100-SXM", "count": 16}]}]
     runs = {}
     for per_node in (8, 16):
         scenario = make_scenario(
-            sites=[{**sites[0], "gpus_per_node": per_node}],
-            services=[{**service("H100-SXM", 16), "model": LLAMA_70B}],
+            sites=sites("H100-SXM", 16, gpus_per_node=per_node),
+            services=[service("H100-SXM", gpus_per_replica=16, model=LLAMA_70B)],
             duration_h=1.0,
         )
         runs[per_node] = sim.simulate(scenario, "run_now")

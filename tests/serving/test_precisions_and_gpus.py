@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import tomli_w
 
 import sim
 from sim.models.hardware import GPU_CATALOG
@@ -19,25 +20,10 @@ from sim.models.llm import PRECISIONS
 from sim.models.llm_hardware import execution
 from sim.models.llm_performance import performance, serving_model
 from sim.models.llm_replica import replica_model
-from tests.conftest import BASE, SMALL_SCENARIO_TOML, make_scenario, one_line_cli_error, run_cli
+from tests.conftest import SMALL_SCENARIO_TOML, make_scenario, one_line_cli_error, run_cli
+from tests.serving.conftest import service, service_toml, sites
 
 LLAMA_8B = "Llama-3.1-8B-Instruct"
-
-
-def service(gpu: str, **extra) -> dict:
-    return {
-        "name": "chat",
-        "model": LLAMA_8B,
-        "gpu": gpu,
-        "sites": ["a"],
-        "slo": {"ttft_ms": 2000, "tpot_ms": 100},
-        "requests": {"rate_per_s": 0.5},
-        **extra,
-    }
-
-
-def sites(gpu: str) -> list[dict]:
-    return [{**BASE["sites"][0], "gpus": [{"model": gpu, "count": 8}]}]
 
 
 # --- which GPU runs which precision ------------------------------------------------------
@@ -173,28 +159,12 @@ def test_a_scenario_refuses_a_precision_its_gpu_cannot_run_naming_the_key():
 
 
 def test_the_cli_refuses_a_precision_its_gpu_cannot_run_with_one_line_and_exit_2(tmp_path, capsys):
-    extra = """
-[[services]]
-name = "chat"
-model = "Llama-3.1-8B-Instruct"
-gpu = "A100-80GB"
-precision = "mxfp4"
-sites = ["a"]
-slo = { ttft_ms = 2000, tpot_ms = 100 }
-requests = { rate_per_s = 0.5 }
-variants = [{ model = "Llama-3.1-8B-Instruct", name = "w8", gpu = "A100-80GB", precision = "int8" }]
-"""
+    variant = {"model": LLAMA_8B, "name": "w8", "gpu": "A100-80GB", "precision": "int8"}
+    extra = service_toml("A100-80GB", precision="mxfp4", variants=[variant])
     ok = one_line_cli_error(tmp_path, capsys, {}, extra.replace('"mxfp4"', '"fp8"') + "x = 1\n")
     assert "x: unknown key" in ok  # fp8 (weight-only on Ampere) and int8 load
-    volta_site = """
-[[sites]]
-name = "b"
-lat = 50.1
-lon = 8.7
-carbon = { constant_g_per_kwh = 300 }
-gpus = [{ model = "V100", count = 8 }]
-"""
-    on_volta = extra.replace("A100-80GB", "V100").replace('sites = ["a"]', 'sites = ["b"]')
+    volta_site = tomli_w.dumps({"sites": [{**sites("V100")[0], "name": "b"}]})
+    on_volta = service_toml("V100", precision="mxfp4", sites=["b"])
     line = one_line_cli_error(tmp_path, capsys, {}, volta_site + on_volta)
     assert "services[0]: precision 'mxfp4' cannot run on V100 (Volta)" in line
 
@@ -210,16 +180,7 @@ def test_b200_serves_in_a_scenario():
 
 
 def test_extrapolated_reaches_meta_json_and_the_printout_per_service_and_variant(tmp_path, capsys):
-    extra = """
-[[services]]
-name = "chat"
-model = "Llama-3.1-8B-Instruct"
-gpu = "A100-80GB"
-precision = "fp8"
-sites = ["a"]
-slo = { ttft_ms = 2000, tpot_ms = 100 }
-requests = { rate_per_s = 0.2 }
-"""
+    extra = service_toml("A100-80GB", precision="fp8")
     path = tmp_path / "study.toml"
     path.write_text(SMALL_SCENARIO_TOML.replace("duration_h = 24", "duration_h = 1") + extra)
     code, out = run_cli(["run", str(path), "--out", str(tmp_path / "out")], capsys)
