@@ -17,12 +17,18 @@ all data on one NVLink node). A replica larger than a node adds, per iteration, 
 inter-node part of its collectives over the site's network (`sim/data/interconnects.toml`):
 
     tensor parallel across m nodes: 2 all-reduces per layer of the tokens' activations,
-        2 L ring_allreduce_s(m, B/dp x hidden x 2 bytes, network, NICs per node)
+        2 L ring_allreduce_s(m, B/dp x hidden x 2 bytes, network), at one NIC's bandwidth
     expert parallel across m nodes, per MoE layer: the tokens' dispatch (FP8, 1 byte per
         value) and combine (BF16, 2 bytes) to the k experts of each, the share (m - 1)/m of
         them off the node, over the m nodes' NICs at the link's achieved bandwidth:
         L_moe (B k hidden (1 + 2) (m - 1)/m / (m NICs bw) + 2 latency)
 
+One NIC, not the node's NICs together: Vidur's measured NCCL all-reduce on two DGX A100
+nodes (../shared/data/vidur-profiling, `network/a100_dgx/all_reduce`, 16 workers, 8 per
+node) exceeds the one-node all-reduce by about the tensor's size / 20-24 GB/s from 48 MB
+up, one HDR NIC's achieved 21 GB/s, within 25%; between 0.5 and 4 MB (a decode step's
+activations) the measured excess is 3.4-5.5 times the model's, which is a lower bound
+there (`tests/validation/test_parallel_vidur.py`).
 DeepEP (deepseek-ai/DeepEP README) measured its inter-node dispatch and combine at 43-47
 GB/s per H800 over one 400 Gb/s (~50 GB/s) RDMA NIC each, 0.86-0.94 of the nominal: the
 catalog's achieved share of InfiniBand (0.85) is used, and FP8 dispatch with BF16 combine
@@ -187,8 +193,8 @@ def plan(model: str, moe: bool, layers: int, moe_layers: int, gpus: int, layout:
     fixed = per_token = 0.0
     tp_nodes = math.ceil(tp / layout.gpus_per_node)
     if tp_nodes > 1 and shape is not None:
-        one = ring_allreduce_s(tp_nodes, 1.0, link, layout.nics_per_node)
-        latency = ring_allreduce_s(tp_nodes, 0.0, link, layout.nics_per_node)
+        one = ring_allreduce_s(tp_nodes, 1.0, link)
+        latency = ring_allreduce_s(tp_nodes, 0.0, link)
         dp = gpus // tp
         fixed += 2 * layers * latency
         per_token += 2 * layers * (one - latency) * shape.hidden_size * _ACTIVATION_BYTES / dp
