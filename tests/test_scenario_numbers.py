@@ -156,6 +156,7 @@ requests = { rate_per_s = 1.0, daily_amplitude = 0.3, weekly_amplitude = 0.1 }
 quality = 48.3
 quality_floor = 40
 budget_per_h = 10
+parallel = { tp = 1, ep = 1 }
 variants = [{ name = "s", model = "Qwen3-8B", gpus_per_replica = 1, max_batch = 32, quality = 45 }]
 directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
 
