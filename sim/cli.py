@@ -805,6 +805,14 @@ def _print_summary(
         )
     for sub in meta.get("years", {}).get("substitutions", []):
         out_console.print(_year_substitution(sub), markup=False, highlight=False)
+    for service, variants in meta.get("serving", {}).items():
+        for variant, said in variants.items():
+            if said["extrapolated"]:
+                out_console.print(
+                    f"serving model extrapolates {service} ({variant}): {'; '.join(said['why'])}",
+                    markup=False,
+                    highlight=False,
+                )
 
 
 def _year_substitution(sub: Mapping[str, Any]) -> str:

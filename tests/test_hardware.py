@@ -26,7 +26,7 @@ from tests.conftest import REPO, SHARED_DATA, make_scenario, site
 
 GPU_IDS = [
     "P100", "V100", "T4", "RTX6000", "A40", "A100-40GB", "A100-80GB",
-    "L4", "L40S", "H100-SXM", "H100-PCIe", "H200",
+    "L4", "L40S", "H100-SXM", "H100-PCIe", "H200", "B200",
 ]  # fmt: skip
 PROFILE_IDS = [
     "shufflenetv2", "resnet50", "deepspeech2", "ncf", "bert-squad", "bert-sentiment140",
@@ -94,7 +94,7 @@ def test_catalog_and_profile_ids_are_exactly_the_documented_ones():
 def test_every_catalog_number_names_its_source():
     groups = {
         "tdp_w", "min_cap_w", "max_cap_w", "idle_w", "memory", "memory_devices",
-        "throughput", "die", "release_year", "embodied",
+        "throughput", "die", "release_year", "embodied", "architecture", "formats",
     }  # fmt: skip
     raw = tomllib.loads((REPO / "sim" / "data" / "gpus.toml").read_text("utf-8"))
     header = (REPO / "sim" / "data" / "gpus.toml").read_text("utf-8").split("\n[")[0]
@@ -103,15 +103,20 @@ def test_every_catalog_number_names_its_source():
         assert set(sources) == groups, gid
         for what, ref in sources.items():
             key = ref.split(":")[0].split(" ")[0]
-            assert key == "rule" or f"[{key}]" in header, (gid, what, ref)
+            assert key in ("rule", "none") or f"[{key}]" in header, (gid, what, ref)
         assert raw[gid]["sources"] == dict(sources)
 
 
 def test_catalog_numbers_are_physically_consistent():
     for spec in GPU_CATALOG.values():
-        assert 0 < spec.min_cap_w < spec.max_cap_w, spec.id
+        assert 0 < spec.min_cap_w < spec.max_cap_w or not spec.min_cap_sourced, spec.id
         assert spec.max_cap_w >= spec.tdp_w, spec.id
         assert 0 < spec.idle_w < spec.min_cap_w, spec.id
+        # low-precision tensor rates: FP8 and INT8 at twice FP16, FP4 at twice FP8 (dense)
+        for rate in (spec.int8_tops, spec.fp8_tflops):
+            assert rate is None or 1.9 < rate / spec.fp16_tflops < 2.1, spec.id
+        assert spec.fp4_tflops is None or spec.fp4_tflops == 2 * spec.fp8_tflops, spec.id
+        assert spec.architecture in hw.ARCHITECTURES, spec.id
         assert spec.fp16_tflops > spec.fp32_tflops > 0, spec.id
         assert spec.memory_gb > 0 and spec.mem_bw_gbps > 0 and spec.memory_devices > 0
         assert 2016 <= spec.release_year <= 2024
@@ -382,5 +387,40 @@ def test_a_scenario_can_add_a_gpu_model_to_the_catalog(tmp_path, catalog_restore
 def test_a_scenario_gpu_model_may_not_redefine_a_built_in_one(catalog_restored):
     with pytest.raises(sim.ScenarioError, match="gpu_models.A100-80GB: .*built-in GPU"):
         make_scenario(gpu_models={"A100-80GB": MI250X})
-    with pytest.raises(sim.ScenarioError, match="gpu_models.X: .*missing fields"):
+    with pytest.raises(sim.ScenarioError, match=r"gpu_models\.X\.die_mm2: missing"):
         make_scenario(gpu_models={"X": {"name": "half a GPU"}})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "process_nm",
+            4,
+            r"gpu_models\.MI-test\.process_nm: expected one of \[5, 7, 8, 12, 16\] .*got 4$",
+        ),
+        ("memory_gb", "192", r"\.memory_gb: expected a positive number, got '192'$"),
+        ("memory_devices", 8.5, r"\.memory_devices: expected a positive integer, got 8\.5$"),
+        ("tdp_w", -1, r"\.tdp_w: expected a positive number, got -1$"),
+        ("min_cap_w", 900, r"\.min_cap_w: expected at most max_cap_w \(560\), got 900$"),
+        ("fp8_tflops", True, r"\.fp8_tflops: expected a positive number, got True$"),
+        ("name", "", r"\.name: expected a non-empty string, got ''$"),
+        ("tensor_cores", 1, r"\.tensor_cores: unknown field; expected fields: \["),
+    ],
+)
+def test_a_bad_field_of_a_scenario_gpu_model_is_named_with_what_it_expects(
+    catalog_restored, field, value, message
+):
+    with pytest.raises(sim.ScenarioError, match=message) as e:
+        make_scenario(gpu_models={"MI-test": {**MI250X, field: value}})
+    assert "\n" not in str(e.value)
+
+
+def test_a_gpu_without_a_sourced_lowest_power_limit_takes_only_its_default_limit():
+    b200 = GPU_CATALOG["B200"]
+    assert not b200.min_cap_sourced and b200.min_cap_w == b200.max_cap_w == 1000
+    assert b200.cap_error(1000) is None
+    assert "B200 has no sourced lowest power limit" in str(b200.cap_error(800))
+    assert GPU_CATALOG["H100-SXM"].cap_error(150) == (
+        "cap 150 W is outside H100-SXM's settable range 200-700 W"
+    )

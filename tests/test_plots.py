@@ -156,7 +156,9 @@ def test_figures_refuse_what_they_cannot_draw(without_dr, with_dr):
         plots.dr_event_closeup(with_dr, event=5)
     with pytest.raises(ValueError, match="no site 'tokyo' in this run"):
         plots.power_and_carbon(with_dr, sites=["tokyo"])
-    with pytest.raises(ValueError, match="unknown GPU model 'B200'"):
+    with pytest.raises(ValueError, match="unknown GPU model 'X200'"):
+        plots.energy_time_curve("X200")
+    with pytest.raises(ValueError, match="B200 has no sourced lowest power limit"):
         plots.energy_time_curve("B200")
     with pytest.raises(ValueError, match="no runs to draw"):
         plots.cumulative_carbon({})

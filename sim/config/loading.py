@@ -22,7 +22,7 @@ from sim.config.base import check_numbers
 from sim.config.overrides import apply_override
 from sim.config.scenario import Scenario
 from sim.errors import ScenarioError
-from sim.models.hardware import gpu_spec_from_dict, register_gpu
+from sim.models.hardware import GpuFieldError, gpu_spec_from_dict, register_gpu
 
 
 def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
@@ -85,6 +85,8 @@ def _register_gpu_models(models: Any, source: Path) -> None:
         try:
             check_numbers(fields, "")
             register_gpu(gpu_spec_from_dict(gid, fields))
+        except GpuFieldError as e:
+            raise ScenarioError(f"{source}: gpu_models.{gid}.{e.field}: {e.reason}") from None
         except (ValueError, TypeError, KeyError) as e:
             raise ScenarioError(f"{source}: gpu_models.{gid}: {e}") from None
 

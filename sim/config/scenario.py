@@ -29,6 +29,7 @@ from sim.config.workload import (
     Workload,
 )
 from sim.models.hardware import speed as roofline_speed
+from sim.models.llm_parallel import layout_for
 from sim.models.llm_replica import replica_model
 from sim.models.pricing import DEFAULT_CURRENCY, Currency
 
@@ -189,6 +190,7 @@ class Scenario(ConfigModel):
         taken: dict[tuple[str, str], int] = {}
         pools = {(s.name, p.model): p.count for s in self.sites for p in s.gpus}
         sliced = {(s.name, p.model): p.mig for s in self.sites for p in s.gpus if p.mig}
+        node_gpus = {s.name: s.gpus_per_node for s in self.sites}
         for i, svc in enumerate(self.services):
             key = f"services[{i}]"
             for site in svc.sites:
@@ -204,7 +206,7 @@ class Scenario(ConfigModel):
                     )
             for k, variant in enumerate(svc.variant_specs()):
                 where = key if k == 0 else f"{key}.variants[{k - 1}]"
-                _check_variant(where, variant, svc.sites, pools, sliced)
+                _check_variant(where, variant, svc.sites, pools, sliced, node_gpus)
             if svc.mig_profile is not None:
                 continue  # its starting replicas take slices: checked as the run starts
             for site, k in svc.initial_replicas().items():
@@ -245,15 +247,20 @@ def _check_variant(
     sites: list[str],
     pools: dict[tuple[str, str], int],
     sliced: dict[tuple[str, str], tuple[str, ...]],
+    node_gpus: dict[str, int],
 ) -> None:
     """ValueError naming `where` unless some site of the service has the variant's GPUs of
-    its kind (a MIG variant: partitioned; else whole) and a replica holds its weights."""
+    its kind (a MIG variant: partitioned; else whole), a replica holds its weights, its
+    GPU runs its precision and its parallel layout suits the model (on the first such
+    site's nodes)."""
     profile = variant.mig_profile
     kind = "partitioned into MIG slices (gpus[].mig)" if profile else "as whole GPUs"
-    if not any(
-        (site, variant.gpu) in pools and ((site, variant.gpu) in sliced) == (profile is not None)
+    fitting = [
+        site
         for site in sites
-    ):
+        if (site, variant.gpu) in pools and ((site, variant.gpu) in sliced) == (profile is not None)
+    ]
+    if not fitting:
         raise ValueError(
             f"{where}.gpu: none of the service's sites {sites} has {variant.gpu!r} GPUs {kind}"
         )
@@ -273,6 +280,8 @@ def _check_variant(
             1.0,
             None,
             profile,
+            variant.precision,
+            layout_for(variant.gpu, variant.tp, variant.ep, node_gpus[fitting[0]]),
         )
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName
 from sim.config.tokens import TokensConfig
+from sim.models.llm import PRECISIONS
 from sim.models.llm_iteration import default_batched_tokens
 from sim.models.llm_memory import BLOCK_SIZE
 from sim.models.llm_performance import serving_model
@@ -29,6 +30,7 @@ from sim.models.llm_quality import default_directives, model_quality
 __all__ = [
     "Directive",
     "DirectiveConfig",
+    "ParallelConfig",
     "RequestSource",
     "SchedulerConfig",
     "ServiceConfig",
@@ -141,6 +143,16 @@ class SchedulerConfig(ConfigModel):
         return self.model_copy(update={"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
 
 
+class ParallelConfig(ConfigModel):
+    """How a replica's GPUs share the model (docs/serving.md "Parallelism"): `tp` GPUs per
+    tensor-parallel group of the attention (the rest are data-parallel attention ranks),
+    `ep` GPUs the experts of an MoE model spread over (1, or every GPU of the replica).
+    Left out: the model's default (dense: tp = GPUs; MoE: tp = 1, ep = GPUs)."""
+
+    tp: int | None = Field(default=None, gt=0, le=1024)
+    ep: int | None = Field(default=None, gt=0, le=1024)
+
+
 class VariantConfig(ConfigModel):
     """One more way to serve a service (`[[services]] variants = [...]`): another model or
     precision, on other GPUs or a MIG slice. `gpu`, `gpus_per_replica` and `max_batch` left
@@ -160,6 +172,9 @@ class VariantConfig(ConfigModel):
     """Quality score, 0-100 (default: the catalog's, `sim.models.llm_quality`)."""
     scheduler: SchedulerConfig | None = None
     """The iteration level's scheduler for this variant (default: the service's)."""
+    precision: str | None = None
+    """The weights' format, a key of `sim.models.llm.PRECISIONS` (None: the model's own);
+    refused when the GPU cannot run it (docs/serving.md "Precisions and GPUs")."""
 
 
 class DirectiveConfig(ConfigModel):
@@ -184,6 +199,11 @@ class Variant:
     quality: float | None
     scheduler: SchedulerConfig
     """Its scheduler (the iteration level resolves it: `SchedulerConfig.resolved`)."""
+    precision: str | None = None
+    """The weights' format (None: the model's own)."""
+    tp: int | None = None
+    ep: int | None = None
+    """Tensor- and expert-parallel degrees (None: the model's default layout)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +239,15 @@ class ServiceConfig(ConfigModel):
     """Each replica of the service's own model on one MIG slice of this profile."""
     quality: float | None = Field(default=None, ge=0, le=100)
     """Quality score of the service's own model, 0-100 (default: the catalog's)."""
+    precision: str | None = None
+    """The weights' format of the service's own model, a key of `sim.models.llm.PRECISIONS`
+    ("bfloat16", "float16", "fp8", "int8", "int4", "fp4", "mxfp4"; None: the catalog
+    model's own); refused naming both when the GPU cannot run it (docs/serving.md
+    "Precisions and GPUs")."""
+    parallel: ParallelConfig | None = None
+    """Tensor/expert-parallel degrees of the service's own model's replicas (None: the
+    model's default layout); checked against its heads and experts (docs/serving.md
+    "Parallelism")."""
     variants: list[VariantConfig] = []
     """More variants a policy may serve (docs/inference-levers.md)."""
     directives: list[DirectiveConfig] | Literal["default"] | None = None
@@ -266,6 +295,14 @@ class ServiceConfig(ConfigModel):
                     f"{where}scheduler.max_num_batched_tokens ({tokens}) must be >= "
                     f"max_num_seqs ({seqs}): each running sequence takes a token of the budget"
                 )
+        for where, precision in (
+            ("precision", self.precision),
+            *((f"variants[{k}].precision", v.precision) for k, v in enumerate(self.variants)),
+        ):
+            if precision is not None and precision not in PRECISIONS:
+                raise ValueError(
+                    f"{where}: unknown precision {precision!r}; known: {sorted(PRECISIONS)}"
+                )
         names = [v.name for v in self.variant_specs()]
         if len(set(names)) != len(names):
             raise ValueError(f"variants: names must be unique, got {names}")
@@ -278,7 +315,12 @@ class ServiceConfig(ConfigModel):
 
     def variant_specs(self) -> tuple[Variant, ...]:
         """The service's own model first, then its `variants`, resolved."""
-        own = VariantConfig(model=self.model, mig_profile=self.mig_profile, quality=self.quality)
+        own = VariantConfig(
+            model=self.model,
+            mig_profile=self.mig_profile,
+            quality=self.quality,
+            precision=self.precision,
+        )
         return tuple(
             Variant(
                 name=v.name or v.model,
@@ -289,8 +331,11 @@ class ServiceConfig(ConfigModel):
                 mig_profile=v.mig_profile,
                 quality=v.quality if v.quality is not None else model_quality(v.model),
                 scheduler=v.scheduler or self.scheduler,
+                precision=v.precision,
+                tp=layout.tp if layout is not None else None,
+                ep=layout.ep if layout is not None else None,
             )
-            for v in (own, *self.variants)
+            for v, layout in ((own, self.parallel), *((v, None) for v in self.variants))
         )
 
     def directive_specs(self) -> tuple[Directive, ...]:

@@ -474,11 +474,9 @@ class Engine:
 
     @staticmethod
     def _check_cap(action: object, spec: hardware.GpuSpec, watts: float) -> None:
-        if not spec.min_cap_w <= watts <= spec.max_cap_w:
-            raise PolicyError(
-                f"{action}: cap {watts} W is outside {spec.id}'s settable range "
-                f"{spec.min_cap_w:g}-{spec.max_cap_w:g} W"
-            )
+        why = spec.cap_error(watts)
+        if why is not None:
+            raise PolicyError(f"{action}: {why}")
 
     def _pool_under_cap(
         self, action: object, j: int, site: Site, model: str | None, cap_w: float | None

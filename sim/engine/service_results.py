@@ -6,7 +6,7 @@ the serving summary keys and their share of `cost_compute` and allocated embodie
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -134,8 +134,22 @@ def write_service_results(
     }
     if imports:
         out.meta["request_imports"] = imports
+    if services.configs:
+        out.meta["serving"] = _extrapolation_meta(services)
     if core.scenario.embodied == "allocated":
         out.summary["carbon_embodied_kg"] += embodied_kg
+
+
+def _extrapolation_meta(services: ServedServices) -> dict[str, dict[str, dict[str, Any]]]:
+    """meta.json's `serving`: per service and variant, whether the serving model
+    extrapolates it and why (`ReplicaModel.extrapolated_why`; docs/serving.md)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for cfg, levels in zip(services.configs, services.levels, strict=True):
+        variants = out.setdefault(cfg.name, {})
+        for level in levels:
+            why = list(level.model.extrapolated_why)
+            variants[level.spec.name] = {"extrapolated": bool(why), "why": why}
+    return out
 
 
 def _served_quality(

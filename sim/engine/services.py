@@ -46,6 +46,7 @@ from sim.engine.service_power import extra_facility_ws
 from sim.engine.service_replicas import Deployment, Replicas, power_callback
 from sim.engine.service_results import SERVICE_COLUMNS, write_service_results
 from sim.errors import PolicyError, ScenarioError
+from sim.models.llm_parallel import layout_for
 from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.results import ResultParts
 from sim.serving.directives import DirectedSource
@@ -144,18 +145,26 @@ class Services(Component):
     def _model(self, i: int, level: Deployment) -> ReplicaModel:
         """The replica model of `level`, under service `i`'s own cap or the site's."""
         cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
-        return self._model_for_cap(i, level.spec, cap_w)
+        return self._model_for_cap(i, level.spec, cap_w, site=level.site.index)
 
     def _model_for_cap(
-        self, i: int, spec: Variant, cap_w: float | None, mean_output: float | None = None
+        self,
+        i: int,
+        spec: Variant,
+        cap_w: float | None,
+        mean_output: float | None = None,
+        site: int | None = None,
     ) -> ReplicaModel:
         """Service `i`'s replica model of variant `spec` under a per-GPU cap `cap_w` (W;
         None: uncapped), at its request source's mean input tokens and `mean_output` tokens
         (None: the mean under its directive); with an output law, that law scaled to this
-        mean (its in-flight context share). ValueError for a cap out of range."""
+        mean (its in-flight context share); on the nodes of site `site` (an index of the
+        scenario's sites; None: the GPU model's default node). ValueError for a cap out of
+        range."""
         tokens = self.sources[i].tokens
         mean = self.mean_output(i) if mean_output is None else mean_output
         law = tokens.output_law
+        node_gpus = None if site is None else self._core.scenario.sites[site].gpus_per_node
         return replica_model(
             spec.model,
             spec.gpu,
@@ -165,6 +174,8 @@ class Services(Component):
             mean if law is None else law.scaled(mean / law.mean),
             cap_w,
             spec.mig_profile,
+            spec.precision,
+            layout_for(spec.gpu, spec.tp, spec.ep, node_gpus),
         )
 
     def mean_output(self, i: int) -> float:
@@ -406,7 +417,7 @@ class Services(Component):
             if cap_w is None:
                 cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
             try:
-                model = self._model_for_cap(i, level.spec, cap_w, mean_out)
+                model = self._model_for_cap(i, level.spec, cap_w, mean_out, level.site.index)
             except ValueError as e:
                 raise PolicyError(f"replica_point: service {self.names[i]}: {e}") from None
         quality = level.spec.quality

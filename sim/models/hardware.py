@@ -45,6 +45,7 @@ import numpy as np
 from sim.models import training
 
 __all__ = [
+    "ARCHITECTURES",
     "GPU_CATALOG",
     "GPU_SOURCES",
     "POWER_MODEL",
@@ -52,6 +53,7 @@ __all__ = [
     "REFERENCE_GPU",
     "CapCurve",
     "Estimate",
+    "GpuFieldError",
     "GpuSpec",
     "Profile",
     "cap_response",
@@ -106,6 +108,34 @@ class GpuSpec:
     host_embodied_kg: float
     """Share of the host server's embodied carbon per GPU, kgCO2e."""
     service_life_years: float
+    architecture: str | None = None
+    """GPU architecture ("Volta", "Ampere", "Hopper", "Blackwell", ...; `ARCHITECTURES`
+    lists the NVIDIA ones the serving model knows kernels for). None: not given (a scenario's
+    own GPU model may leave it out); the serving model then refuses quantised formats."""
+    int8_tops: float | None = None
+    """Dense INT8 tensor-core TOPS (no sparsity); None: no INT8 tensor cores."""
+    fp8_tflops: float | None = None
+    """Dense FP8 tensor-core TFLOPS (no sparsity); None: no FP8 tensor cores."""
+    fp4_tflops: float | None = None
+    """Dense FP4 tensor-core TFLOPS (no sparsity); None: no FP4 tensor cores."""
+    min_cap_sourced: bool = True
+    """False when no source gives the lowest settable power limit (gpus.toml leaves
+    `min_cap_w` out): `min_cap_w` is then `max_cap_w`, and a lower cap is refused."""
+
+    def cap_error(self, watts: float) -> str | None:
+        """Why a power limit of `watts` W cannot be set on this GPU (None: it can)."""
+        if not self.min_cap_sourced and watts < self.max_cap_w:
+            return (
+                f"{self.id} has no sourced lowest power limit (min_cap_w is missing from its "
+                f"catalog entry), so only its default limit {self.max_cap_w:g} W can be set; "
+                f"got {watts:g} W"
+            )
+        if not self.min_cap_w <= watts <= self.max_cap_w:
+            return (
+                f"cap {watts} W is outside {self.id}'s settable range "
+                f"{self.min_cap_w:g}-{self.max_cap_w:g} W"
+            )
+        return None
 
     @property
     def embodied_kg_per_gpu_h(self) -> float:
@@ -156,7 +186,52 @@ class Estimate:
 
 # --- catalog -------------------------------------------------------------------------------
 
-_SPEC_FIELDS = frozenset(GpuSpec.__slots__) - {"id", "embodied_kg"}
+_OPTIONAL_FIELDS = frozenset(
+    {"embodied_kg", "architecture", "int8_tops", "fp8_tflops", "fp4_tflops", "min_cap_w"}
+)
+"""Catalog fields an entry may leave out (`min_cap_w`: when no source gives it)."""
+_SPEC_FIELDS = frozenset(GpuSpec.__slots__) - {"id", "min_cap_sourced"} - _OPTIONAL_FIELDS
+"""Catalog fields every entry gives."""
+_INT_FIELDS = ("memory_devices", "release_year", "process_nm")
+_TEXT_FIELDS = ("name", "memory_type", "architecture")
+ARCHITECTURES = ("Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
+"""The NVIDIA architectures of the catalog, oldest first (docs/serving.md "Precisions and
+GPUs"). A scenario's own GPU model may name another (e.g. "CDNA3"): the serving model then
+calls it outside its calibrated families."""
+
+
+class GpuFieldError(ValueError):
+    """A bad field of a GPU catalog entry: `field` and what was expected of it."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def _check_fields(fields: Mapping[str, Any]) -> None:
+    """GpuFieldError naming the first field of a catalog entry of the wrong type or range."""
+    for key, value in fields.items():
+        if key in _TEXT_FIELDS:
+            if not isinstance(value, str) or not value:
+                raise GpuFieldError(key, f"expected a non-empty string, got {value!r}")
+        elif key in _INT_FIELDS:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise GpuFieldError(key, f"expected a positive integer, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise GpuFieldError(key, f"expected a positive number, got {value!r}")
+    nm = fields.get("process_nm")
+    if nm is not None and nm not in _CPA_KG_PER_CM2:
+        raise GpuFieldError(
+            "process_nm",
+            f"expected one of {sorted(_CPA_KG_PER_CM2)} (the process nodes of the "
+            f"embodied-carbon rule; a 4 nm class node is 5, as the H100's TSMC 4N), got {nm!r}",
+        )
+    if "min_cap_w" in fields and not fields["min_cap_w"] <= fields["max_cap_w"]:
+        raise GpuFieldError(
+            "min_cap_w",
+            f"expected at most max_cap_w ({fields['max_cap_w']!r}), got {fields['min_cap_w']!r}",
+        )
 
 
 def embodied_kg_rule(tdp_w: float, die_mm2: float, process_nm: int, memory_gb: float) -> float:
@@ -169,17 +244,26 @@ def embodied_kg_rule(tdp_w: float, die_mm2: float, process_nm: int, memory_gb: f
 
 
 def gpu_spec_from_dict(gid: str, fields: Mapping[str, Any]) -> GpuSpec:
-    """A GpuSpec from catalog fields (as in gpus.toml); `embodied_kg` defaults to the rule."""
+    """A GpuSpec from catalog fields (as in gpus.toml); `embodied_kg` defaults to the rule,
+    a `min_cap_w` left out (no source) to `max_cap_w` with `min_cap_sourced` False.
+    GpuFieldError naming the first unknown, missing or bad field and what it expects."""
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"expected a table of fields as in sim/data/gpus.toml, got {fields!r}")
     fields = dict(fields)
     fields.pop("sources", None)
-    unknown = set(fields) - _SPEC_FIELDS - {"embodied_kg"}
-    missing = _SPEC_FIELDS - set(fields)
-    if unknown or missing:
-        raise ValueError(
-            f"GPU {gid!r}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}"
+    unknown = sorted(set(fields) - _SPEC_FIELDS - _OPTIONAL_FIELDS)
+    if unknown:
+        raise GpuFieldError(
+            unknown[0],
+            f"unknown field; expected fields: {sorted(_SPEC_FIELDS | _OPTIONAL_FIELDS)}",
         )
-    if not 0 < fields["min_cap_w"] <= fields["max_cap_w"]:
-        raise ValueError(f"GPU {gid!r}: need 0 < min_cap_w <= max_cap_w")
+    missing = sorted(_SPEC_FIELDS - set(fields))
+    if missing:
+        raise GpuFieldError(missing[0], "missing (fields as in sim/data/gpus.toml)")
+    _check_fields(fields)
+    if "min_cap_w" not in fields:
+        fields["min_cap_w"] = fields["max_cap_w"]
+        fields["min_cap_sourced"] = False
     if "embodied_kg" not in fields:
         fields["embodied_kg"] = embodied_kg_rule(
             fields["tdp_w"], fields["die_mm2"], fields["process_nm"], fields["memory_gb"]

@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from sim.models.hardware import GPU_CATALOG
-from sim.models.llm import PRECISION_BYTES, ModelSpec, check_model_spec, finite_real
+from sim.models.hardware import ARCHITECTURES, GPU_CATALOG
+from sim.models.llm import PRECISION_BYTES, PRECISIONS, ModelSpec, check_model_spec, finite_real
+from sim.models.llm_hardware import execution
+from sim.models.llm_parallel import Layout, Plan, layout_for, plan
 from sim.models.llm_roofline import Inputs, Params, capped_clock, evaluate
 from sim.models.token_laws import TokenLaw
 
@@ -117,38 +119,48 @@ class ServingPoint:
     energy_per_token_j: float
     """GPU energy per output token, J."""
     extrapolated: bool
-    """True when the GPU was not measured (only H100 SXM and B200 were): the figures come
-    from its specifications through the fitted constants."""
+    """True when the calibration data did not see this configuration (`extrapolated_why`
+    says what): the figures come from the specifications through the fitted constants."""
     gpu_cap_w: float | None = None
     """The per-GPU power limit the point is at, W (None: the GPU's default, maximum limit).
     Below the maximum, power and speed follow the SM clock that meets it (decode iterations
     and `prefill_s` each at their own clock)."""
+    extrapolated_why: tuple[str, ...] = ()
+    """What the calibration data did not see: a GPU not measured, an architecture outside
+    the calibrated families, a precision not measured or run weight-only, a parallel layout
+    (one sentence each; empty: nothing)."""
+
+
+def _catalog_model(m: Mapping[str, Any], avg_output_tokens: float) -> CatalogModel:
+    """A catalog entry from its toml table (serving_model.toml's `[models.*]`, or
+    llm_shapes.toml's `[catalog.*]`)."""
+    spec = ModelSpec(
+        m["total_params_b"],
+        m["active_params_b"],
+        m["precision"],
+        m["architecture"],
+        m["kv_bytes_per_token"],
+    )
+    return CatalogModel(
+        spec, m["hf_id"], m["expert_share"], m["layers"], m["moe_layers"], avg_output_tokens
+    )
 
 
 def load_serving_model(path: Path | None = None) -> ServingModel:
-    """The serving model from `path` (default: the shipped serving_model.toml)."""
+    """The serving model from `path` (default: the shipped serving_model.toml), its catalog
+    completed by the models the calibration data lack (`sim/data/llm_shapes.toml`
+    `[catalog]`: gpt-oss, at the default output length)."""
     if path is None:
         text = resources.files("sim").joinpath("data/serving_model.toml").read_text("utf-8")
     else:
         text = path.read_text("utf-8")
     raw = tomllib.loads(text)
-    models = {}
-    for mid, m in raw["models"].items():
-        spec = ModelSpec(
-            m["total_params_b"],
-            m["active_params_b"],
-            m["precision"],
-            m["architecture"],
-            m["kv_bytes_per_token"],
-        )
-        models[mid] = CatalogModel(
-            spec,
-            m["hf_id"],
-            m["expert_share"],
-            m["layers"],
-            m["moe_layers"],
-            m["avg_output_tokens"],
-        )
+    models = {mid: _catalog_model(m, m["avg_output_tokens"]) for mid, m in raw["models"].items()}
+    extra = tomllib.loads(
+        resources.files("sim").joinpath("data/llm_shapes.toml").read_text("utf-8")
+    )["catalog"]
+    for mid, m in extra.items():
+        models.setdefault(mid, _catalog_model(m, raw["rules"]["default_output_tokens"]))
     gpus = {
         gid: ServingGpu(
             gid,
@@ -197,12 +209,26 @@ def _gpu(sm: ServingModel, gpu: str) -> ServingGpu:
             g.tdp_w,
             g.idle_w,
             gid in sm.measured_gpus,
+            g.architecture == "Blackwell",
         )
     raise ValueError(f"gpu must be one of {known}, got {gpu!r}")
 
 
-def _catalog_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, CatalogModel]:
-    """The model's name and its catalog entry (rules fill in what a ModelSpec lacks)."""
+def _catalog_entry(
+    sm: ServingModel, model: str | ModelSpec, precision: str | None = None
+) -> tuple[str, CatalogModel]:
+    """The model's name and its catalog entry (rules fill in what a ModelSpec lacks), its
+    weights in `precision` (None: the model's own)."""
+    if precision is not None and (not isinstance(precision, str) or precision not in PRECISIONS):
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    name, entry = _named_entry(sm, model)
+    if precision is None or precision == entry.spec.precision:
+        return name, entry
+    return name, replace(entry, spec=replace(entry.spec, precision=precision))
+
+
+def _named_entry(sm: ServingModel, model: str | ModelSpec) -> tuple[str, CatalogModel]:
+    """The model's name and its catalog entry, in the model's own precision."""
     if isinstance(model, str):
         if model not in sm.models:
             raise ValueError(
@@ -253,6 +279,8 @@ def _cap(g: ServingGpu, cap_w: Any) -> float:
         )
     spec = GPU_CATALOG[g.id]
     cap = finite_real(cap_w)
+    if cap is not None and not spec.min_cap_sourced and cap < spec.max_cap_w:
+        raise ValueError(f"cap_w={cap_w!r}: {spec.cap_error(cap)}")
     if cap is None or not spec.min_cap_w <= cap <= spec.max_cap_w:
         raise ValueError(
             f"cap_w must be within {g.id}'s settable power-limit range "
@@ -269,11 +297,15 @@ def _resolve(
     max_batch: int,
     avg_input_tokens: float | TokenLaw | None,
     avg_output_tokens: float | TokenLaw | None,
+    precision: str | None = None,
 ) -> tuple[str, CatalogModel, ServingGpu, float, float, float, float]:
     """The arguments of `performance`, checked: (model name, catalog entry, GPU, GPUs,
-    maximum batch, mean input tokens, mean output tokens)."""
-    name, entry = _catalog_entry(sm, model)
+    maximum batch, mean input tokens, mean output tokens). ValueError naming the precision
+    and the GPU when the GPU cannot run the model's precision
+    (`sim.models.llm_hardware.execution`)."""
+    name, entry = _catalog_entry(sm, model, precision)
     g = _gpu(sm, gpu)
+    execution(g.id, entry.spec.precision)
     n = _positive("num_gpus", num_gpus, integer=True)
     b = _positive("max_batch", max_batch, integer=True)
     l_in = sm.params.input_tokens if avg_input_tokens is None else _mean(avg_input_tokens)
@@ -296,6 +328,12 @@ def _kappa(output_tokens: float | TokenLaw | None) -> np.ndarray | None:
     )
 
 
+def _plan(name: str, entry: CatalogModel, n: float, layout: Layout) -> Plan:
+    """The checked parallel layout of `entry` on `n` GPUs (`sim.models.llm_parallel.plan`)."""
+    moe = entry.spec.architecture == "MoE"
+    return plan(name, moe, entry.layers, entry.moe_layers, int(n), layout)
+
+
 def _inputs(
     entry: CatalogModel,
     g: ServingGpu,
@@ -304,9 +342,11 @@ def _inputs(
     l_in: float,
     l_out: float,
     kappa: np.ndarray | None = None,
+    comm: Plan | None = None,
 ) -> Inputs:
     """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes
-    (`kappa`: the output law's, None for the calibrated constant)."""
+    (`kappa`: the output law's, None for the calibrated constant), with `comm`'s
+    inter-node collectives (None: none)."""
     spec = entry.spec
     assert spec.kv_bytes_per_token is not None
     return Inputs(
@@ -321,7 +361,7 @@ def _inputs(
         num_gpus=np.asarray(n),
         memory_gb=np.asarray(g.memory_gb),
         mem_bw_gbps=np.asarray(g.mem_bw_gbps),
-        fp16_tflops=np.asarray(g.fp16_tflops),
+        fp16_tflops=np.asarray(g.fp16_tflops * execution(g.id, spec.precision).compute_factor),
         tdp_w=np.asarray(g.tdp_w),
         idle_w=np.asarray(g.idle_w),
         blackwell=np.asarray(float(g.blackwell)),
@@ -329,7 +369,33 @@ def _inputs(
         input_tokens=np.asarray(l_in),
         output_tokens=np.asarray(l_out),
         kappa=kappa,
+        comm_fixed_s=0.0 if comm is None else comm.comm_fixed_s,
+        comm_per_token_s=0.0 if comm is None else comm.comm_per_token_s,
     )
+
+
+def extrapolation(
+    sm: ServingModel, entry: CatalogModel, g: ServingGpu, layout: Plan
+) -> tuple[str, ...]:
+    """What the calibration data did not see of `entry` on `g` in `layout`
+    (`ServingPoint.extrapolated_why`): the GPU, its architecture family, the precision and
+    how it runs there, the parallel layout."""
+    why = []
+    if not g.measured:
+        why.append(
+            f"GPU {g.id} not measured (the fit saw {', '.join(sm.measured_gpus)}): from its "
+            f"specifications"
+        )
+    arch = GPU_CATALOG[g.id].architecture
+    families = sorted({str(GPU_CATALOG[m].architecture) for m in sm.measured_gpus})
+    if arch not in ARCHITECTURES:
+        why.append(
+            f"GPU {g.id} ({arch or 'no architecture given'}) is outside the calibrated "
+            f"families ({', '.join(families)}): modelled as an NVIDIA GPU running vLLM on CUDA"
+        )
+    why.extend(execution(g.id, entry.spec.precision).notes)
+    why.extend(layout.notes)
+    return tuple(why)
 
 
 def performance(
@@ -340,6 +406,8 @@ def performance(
     avg_input_tokens: float | TokenLaw | None = None,
     avg_output_tokens: float | TokenLaw | None = None,
     cap_w: float | None = None,
+    precision: str | None = None,
+    layout: Layout | None = None,
 ) -> ServingPoint:
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
@@ -353,18 +421,25 @@ def performance(
     calibrated constant; docs/serving.md "Lengths as distributions"). `cap_w`: a per-GPU
     power limit, W, within the GPU's settable range (None: the default, maximum limit; a
     catalog GPU only, not B200): power, throughput, ITL, prefill and energy per token follow
-    the SM clock that meets it; a cap at the maximum gives the uncapped figures
-    exactly. Raises ValueError naming a bad argument (`avg_output_tokens` must be >= 1: a
-    request generates at least one token), when the weights do not fit in the replica's
-    memory (`num_gpus` too small), and when they fit but one sequence's context does not fit
-    the KV cache (naming the token counts).
+    the SM clock that meets it; a cap at the maximum gives the uncapped figures exactly.
+    `precision`: the weights' format, a key of `sim.models.llm.PRECISIONS` (None: the
+    model's own), refused naming both when the GPU cannot run it (docs/serving.md
+    "Precisions and GPUs"). `layout`: tensor/expert-parallel degrees and the node (None:
+    the model's default layout on the GPU's default node, `sim.models.llm_parallel.layout_for`),
+    checked against the model's heads and experts; a replica larger than a node pays
+    inter-node collectives (docs/serving.md "Parallelism"). Raises ValueError naming a bad
+    argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
+    when the weights do not fit in the replica's memory (`num_gpus` too small), and when
+    they fit but one sequence's context does not fit the KV cache (naming the token counts).
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
-        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
+        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
     cap = None if cap_w is None else _cap(g, cap_w)
-    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out, _kappa(avg_output_tokens))
+    comm = _plan(name, entry, n, layout_for(g.id) if layout is None else layout)
+    why = extrapolation(sm, entry, g, comm)
+    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out, _kappa(avg_output_tokens), comm)
     prefill_x = x  # the prefill alone runs at its own clock under a cap
     if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
         prefill_x = replace(x, sm_clock=capped_clock(sm.params, x, cap, phase="prefill"))
@@ -400,6 +475,7 @@ def performance(
         prefill_s=prefill_s,
         power_w=power,
         energy_per_token_j=power / throughput,
-        extrapolated=not g.measured,
+        extrapolated=bool(why),
+        extrapolated_why=why,
         gpu_cap_w=cap,
     )

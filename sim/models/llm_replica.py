@@ -28,12 +28,15 @@ import numpy as np
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
 from sim.models.llm import PRECISION_BYTES
+from sim.models.llm_parallel import Layout, layout_for
 from sim.models.llm_performance import (
     ServingGpu,
     _cap,
     _inputs,
     _kappa,
+    _plan,
     _resolve,
+    extrapolation,
     serving_model,
 )
 from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, capped_clock, evaluate
@@ -75,6 +78,14 @@ class ReplicaModel:
     mig_profile: str | None = None
     """The MIG profile of the slice the replica runs on (None: whole GPUs). Its power
     figures are then the slice's: its SM share of the GPU's idle and active draw."""
+    extrapolated_why: tuple[str, ...] = ()
+    """What the calibration data did not see of this replica (`ServingPoint.extrapolated_why`;
+    empty: nothing): reported per service and variant in meta.json's `serving`."""
+
+    @property
+    def extrapolated(self) -> bool:
+        """True when the calibration data did not see this replica's configuration."""
+        return bool(self.extrapolated_why)
 
     def prefill_s(self, input_tokens: np.ndarray | float) -> np.ndarray:
         """Prefill time of prompts of `input_tokens` tokens, each alone on the replica, s."""
@@ -97,6 +108,8 @@ def replica_model(
     avg_output_tokens: float | TokenLaw,
     cap_w: float | None = None,
     mig_profile: str | None = None,
+    precision: str | None = None,
+    layout: Layout | None = None,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
     `sim.models.llm_performance`: token counts as means or laws); cached. ValueError as
@@ -107,11 +120,15 @@ def replica_model(
     slice's SM share of the whole GPU's at that load, a cap `cap_w` the whole GPU's (the cap
     model sees the draw of the GPU with every slice like this one, as for jobs on slices).
     ValueError naming the profile and the sizes if the weights do not fit the slice.
+    `precision`: the weights' format (None: the model's own), `layout`: the parallel
+    layout and node (None: the default), as in `performance`.
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
-        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens
+        sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
+    comm = _plan(name, entry, n, layout_for(g.id) if layout is None else layout)
+    why = extrapolation(sm, entry, g, comm)
     cap = None if cap_w is None else _cap(g, cap_w)
     share = 1.0
     if mig_profile is not None:
@@ -120,9 +137,10 @@ def replica_model(
         g, share = slice_gpu(g, mig_profile), mig.sm_share(g.id, mig_profile)
     batches = np.arange(1, int(b) + 1, dtype=float)
     kappa = _kappa(avg_output_tokens)
-    x = _inputs(entry, g, n, batches, l_in, l_out, kappa)
+    x = _inputs(entry, g, n, batches, l_in, l_out, kappa, comm)
     grid = replace(
-        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out, kappa), input_tokens=_PREFILL_GRID_TOKENS
+        _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out, kappa, comm),
+        input_tokens=_PREFILL_GRID_TOKENS,
     )
     if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
         x = replace(x, sm_clock=capped_clock(sm.params, x, cap))
@@ -159,6 +177,7 @@ def replica_model(
         weights_gb=weights_gb,
         _prefill_grid_s=prefill,
         mig_profile=mig_profile,
+        extrapolated_why=why,
     )
 
 

@@ -15,6 +15,11 @@ batch `B`:
     t_coll     = (tau_coll L + tau_ep L_moe) log2(n)         collectives: per layer (tensor
                                                              parallel) and per MoE layer
                                                              (expert-parallel dispatch/combine)
+    t_net      = c_0 + c_tok tokens                          a replica spanning nodes: the
+                                                             inter-node collectives
+                                                             (sim.models.llm_parallel; 0 on
+                                                             one node), added to t_step with
+                                                             B tokens, to the prefill with L_in
     t_step     = tau_step + t_coll + (tau_seq + h tau_ssm) B + |t_mem, t_compute|_2
     t_prefill  = 2 A L_in / (n F eta_prefill)               per request, compute only
     t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
@@ -158,6 +163,11 @@ class Inputs:
     (`sim.models.token_laws`); None: the calibrated `Params.kappa`."""
     sm_clock: np.ndarray | None = None
     """SM clock as a share of its maximum under a power limit (`capped_clock`); None: 1."""
+    comm_fixed_s: np.ndarray | float = 0.0
+    """Inter-node collective time per iteration of a replica spanning nodes, s (0: one
+    node; `sim.models.llm_parallel.plan`)."""
+    comm_per_token_s: np.ndarray | float = 0.0
+    """Inter-node collective time per token of an iteration (decode or prefill), s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,16 +231,19 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     t_seq = 1e-6 * (p.tau_seq_us + p.tau_ssm_seq_us * np.asarray(x.hybrid)) * batch
     moe_layers = np.asarray(x.moe_layers, dtype=float)
     t_coll = 1e-6 * (layers * p.tau_collective_us + moe_layers * p.tau_expert_parallel_us)
+    comm_fixed = np.asarray(x.comm_fixed_s, dtype=float)
+    comm_per_token = np.asarray(x.comm_per_token_s, dtype=float)
     t_step = (
         1e-3 * p.tau_step_ms
         + t_coll * np.log2(n)
         + t_seq
         + (t_mem**ROOFLINE_POWER + t_compute**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
+        + (comm_fixed + comm_per_token * batch)
     )
     flop_prefill = 2.0 * active * l_in
     t_prefill = flop_prefill / (flops * p.eta_prefill * clock)
     joins = batch / l_out  # prompts joining the batch per iteration, in steady state
-    t_iter = t_step + joins * t_prefill
+    t_iter = t_step + joins * (t_prefill + comm_per_token * l_in)
     # One prompt alone: a step of its own that reads the weights its L_in tokens touch and
     # writes their KV, against the prefill FLOPs (t_iter above keeps the fitted,
     # compute-only prefill term: in a full batch the weights are read by the decode anyway).
@@ -241,6 +254,7 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         1e-3 * p.tau_step_ms
         + t_coll * np.log2(n)
         + (t_mem_prefill**ROOFLINE_POWER + t_prefill**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
+        + (comm_fixed + comm_per_token * l_in)
     )
 
     u_mem = bytes_read / (bw * t_iter)

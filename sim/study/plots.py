@@ -482,6 +482,10 @@ def energy_time_curve(
     for m in models:
         if m not in hardware.GPU_CATALOG:
             raise ValueError(f"unknown GPU model {m!r}")
+        if caps_w is None and not hardware.GPU_CATALOG[m].min_cap_sourced:
+            raise ValueError(
+                f"{m} has no sourced lowest power limit (min_cap_w): give caps_w to draw its curve"
+            )
     if profile not in hardware.PROFILES:
         raise ValueError(f"unknown profile {profile!r} (known: {hardware.profile_choices()})")
     curves: list[tuple[list[str], np.ndarray, np.ndarray, float]] = []

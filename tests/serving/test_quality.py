@@ -27,7 +27,7 @@ def test_every_score_is_a_percentage_of_a_catalog_model_with_a_source():
         assert entry.source.strip() and entry.note.strip()
 
 
-def test_the_models_without_a_score_are_the_nemotron_nanos_and_the_fim_coders():
+def test_the_models_without_a_score_are_the_nemotron_nanos_gpt_oss_and_the_fim_coders():
     missing = sorted(m for m in MODELS if model_quality(m) is None)
     assert missing == [
         "NVIDIA-Nemotron-Nano-12B-v2",
@@ -36,6 +36,8 @@ def test_the_models_without_a_score_are_the_nemotron_nanos_and_the_fim_coders():
         "Qwen3-Coder-30B-A3B-Instruct",
         "Qwen3-Coder-480B-A35B-Instruct",
         "Qwen3-Coder-480B-A35B-Instruct-FP8",
+        "gpt-oss-120b",  # its model card reports MMLU, not MMLU-Pro
+        "gpt-oss-20b",
     ]
 
 
