@@ -241,7 +241,7 @@ class _BatchPass:
                 it = iter_l[1] if m < 1 else iter_l[j] + (m - j) * (iter_l[j + 1] - iter_l[j])
                 h = min(t1 - t, _PASS_TOKENS * it)
                 if busy > 1e-12:
-                    m = max(m / busy, 1.0)
+                    m = max(n / busy, 1.0) / r
                     j = min(int(m), s - 1)
                     power = power_l[j] + (m - j) * (power_l[j + 1] - power_l[j]) - power_l[0]
                     energy += r * busy * power * h
