@@ -20,6 +20,7 @@ bin (`_BatchPass`; times in s, tokens, power in W).
 from __future__ import annotations
 
 import math
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -51,56 +52,149 @@ _PASS_LEVELS = np.array([0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0
 """Probability levels between which a piece's waits from the fine pass are uniform."""
 _PASS_NODES = 32
 """Quantile nodes of the output tokens a request's time per token is taken at."""
+_ATOM_S = 1e-3
+"""A wait uniform over less than this (the latency grid's first point, s) is an atom."""
+
+
+class _Replica:
+    """One replica in the fine pass (`_BatchPass`): its sequences in flight as items on a
+    heap of the token counts at which they finish, its counter u (tokens each sequence has
+    received, brought up to `tv_s`), its pace and power at its batch, and when its next
+    item finishes."""
+
+    __slots__ = (
+        "extra_w",
+        "forced",
+        "heap",
+        "iter_s",
+        "log_p0",
+        "n",
+        "next_s",
+        "pace_s",
+        "power_w",
+        "slots",
+        "tv_s",
+        "u",
+    )
+
+    def __init__(self, model: ReplicaModel, t_s: float):
+        self.u = 0.0
+        """Tokens each sequence in flight has received since the replica started."""
+        self.tv_s = t_s
+        """Time `u` was brought up to, s."""
+        self.n = 0.0
+        """Sequences in flight (expected)."""
+        self.forced = 0
+        """Cohorts certain to hold a sequence in flight."""
+        self.log_p0 = 0.0
+        """log P(no sequence in flight) over the other cohorts."""
+        self.heap: list[tuple[float, int, list, int]] = []
+        """(u at which it finishes, order, cohort, node) of each item in flight."""
+        self.iter_s: list[float] = []
+        self.power_w: list[float] = []
+        self.slots = 0
+        self.pace_s = 0.0
+        """Time per token now, s."""
+        self.extra_w = 0.0
+        """Power over idle now, W."""
+        self.next_s = math.inf
+        """When its next item finishes, s."""
+        self.use(model)
+
+    def use(self, model: ReplicaModel) -> None:
+        """Serve from now (`tv_s`) with `model`'s tables (a cap)."""
+        self.iter_s, self.power_w = model.iter_s.tolist(), model.power_w.tolist()
+        self.slots = model.slots
+        self.refresh()
+
+    def at(self, t_s: float) -> None:
+        """Bring the counter up to `t_s`."""
+        self.u += (t_s - self.tv_s) / self.pace_s
+        self.tv_s = t_s
+
+    def refresh(self) -> None:
+        """Pace, power and next finish after the batch changed (at `tv_s`)."""
+        it, pw = self.iter_s, self.power_w
+        if not self.heap or self.n < 1e-12:
+            self.n, self.forced, self.log_p0 = 0.0, 0, 0.0
+            self.pace_s, self.extra_w, self.next_s = it[1], 0.0, math.inf
+            return
+        n, s = self.n, self.slots
+        j = min(int(n), s - 1)
+        self.pace_s = it[1] if n < 1 else it[j] + (n - j) * (it[j + 1] - it[j])
+        busy = 1.0 if self.forced else -math.expm1(self.log_p0)
+        if busy > 1e-12:
+            m = max(n / busy, 1.0)
+            j = min(int(m), s - 1)
+            self.extra_w = busy * (pw[j] + (m - j) * (pw[j + 1] - pw[j]) - pw[0])
+        else:
+            self.extra_w = 0.0
+        self.next_s = self.tv_s + (self.heap[0][0] - self.u) * self.pace_s
+
+    def hold(self, q: float, sign: int) -> None:
+        """Add (sign 1) or remove (-1) a cohort holding a sequence with probability q."""
+        if q >= 1.0 - 1e-12:
+            self.forced += sign
+        elif q > 0.0:
+            self.log_p0 += sign * math.log1p(-q)
+
+    def drain_end_s(self) -> float:
+        """When its last item finishes with no more admitted, s."""
+        t, u, n = self.tv_s, self.u, self.n
+        it, s = self.iter_s, self.slots
+        for u_f, _, c, _ in sorted(self.heap):
+            j = min(int(n), s - 1)
+            t += (u_f - u) * (it[1] if n < 1 else it[j] + (n - j) * (it[j + 1] - it[j]))
+            u = u_f
+            n -= c[0] / c[2]
+        return t
 
 
 class _BatchPass:
-    """One site's batch and queue under bursty arrivals, followed bin by bin.
+    """One site's replicas and queue under bursty arrivals, followed event by event.
 
-    Processor sharing makes the fluid limit exact in one variable: every sequence in
-    flight gets a token per iteration, so all of them have received the same number of
-    tokens u(t) since any earlier instant (du/dt = 1 / iter_s[n / R], n in flight over R
-    replicas). A cohort of k requests admitted when the counter read u_i still holds
-    k P(out > u - u_i) of them, so the batch n = sum_i k_i P(out > u - u_i): the short
-    requests of a burst leave first, as in the request level. A cohort is the requests
-    of one bin admitted together; their mean output mu is known (the bin's tokens over
-    its requests) and, k draws of the token sample given their mean, each spreads about
-    it as the sample does about its mean, by sqrt((k - 1) / k) (one request: exactly mu).
-    Per bin (`_fine_bins` makes them `_PASS_BIN_S` long, split down to one
-    request where it can), in substeps that give at most `_PASS_TOKENS` tokens, the
-    queue, FIFO, fills the free slots c - n (c = R x slots) from its head (a bin's
-    arrivals from its start); a request still queued `timeout_s` after its arrival is
-    dropped. The bin's arrivals are spread evenly over it, so a request's wait is the
-    time the cumulative admissions (and drops) reach its place in the queue minus the
-    time the cumulative arrivals did. Later arrivals never delay earlier ones, so the
-    waits of those queued at the end of a block are found by going on without arrivals
-    until the queue is empty (and the batch too, or `_PASS_AHEAD_S` has passed, for the
-    times in service of those admitted late); the state carried to the next block is
-    the one at its end.
+    Each replica is a processor-sharing server: every sequence in its batch gets a token
+    per iteration, so all of them have received the same number of tokens u since any
+    earlier instant (du/dt = 1 / iter_s[n], n in flight on it), and a request admitted at
+    u_i with `out` output tokens leaves when u reaches u_i + out. Requests are admitted
+    from one FIFO queue, at most one at a time, to the replica with the fewest in flight
+    (the request level's dispatcher) while it has a free slot; a bin's requests (the bins
+    of `_fine_bins`, split down to one request where it can) are admitted from its start,
+    and a request still queued `timeout_s` after its arrival is dropped (checked at bin
+    ends). An admitted unit (one request, or a fraction: the site's share) of a bin of
+    one request or less (its output tokens known: the bin's tokens over its requests)
+    is one item; of a bin of k > 1 requests of mean output mu, `_PASS_NODES` items of
+    equal weight, outputs mu (1 - g + g x) at the quantile nodes x of the sample over its
+    mean, g = sqrt((k - 1) / k) (k draws spread about their mean that much less than the
+    sample). Between two events (a bin edge, an item finishing) every replica's batch is
+    constant, so the pass jumps from event to event: its cost is a few heap operations
+    per item, not per unit of busy time.
 
-    Power is concave (idle to one sequence is most of it): with the requests leaving
-    independently, E[power(N)] is taken as P(N > 0) power(E[N | N > 0]), P(N = 0) the
-    product over cohorts of P(none of its k left in flight) ((1 - p)^floor(k) (1 -
-    frac(k) p), p = P(out > u - u_i)).
+    Power is concave (idle to one sequence is most of it): with items of weight w < 1
+    present independently, E[power(N)] on a replica is taken as P(N > 0) power(E[N | N >
+    0]), P(N = 0) the product over its cohorts of 1 - w a / nodes (a of its items still
+    in flight).
+
+    Fewer replicas (`resize`): those with the fewest in flight (ties: the newest) stop
+    admitting and drain their batch, as at the request level; their GPUs are free when
+    their last item finishes. More: empty replicas.
+
+    The waits of the requests queued at the end of a block and the times in service of
+    those in flight come from going on without arrivals until the queue is empty (and
+    the batch too, or `_PASS_AHEAD_S` has passed: the rest at the pace then); the state
+    carried to the next block is the one at its end.
 
     Units: times s, u and output tokens in tokens, counts in requests (fractional)."""
 
     def __init__(self, output_sample: np.ndarray):
         out = np.sort(np.asarray(output_sample, dtype=float))
-        self._mean = float(out.mean())
-        self._rel = out / self._mean
-        """The sample over its mean, sorted."""
-        self._top = float(self._rel[-1])
-        self.nodes = np.quantile(self._rel, (np.arange(_PASS_NODES) + 0.5) / _PASS_NODES)
+        self.nodes = np.quantile(out / out.mean(), (np.arange(_PASS_NODES) + 0.5) / _PASS_NODES)
         """Outputs over their mean at the mid-levels of `_PASS_NODES` quantile bins."""
-        self.k = np.zeros(0)
-        """Requests per cohort."""
-        self.cu = np.zeros(0)
-        """The token counter u when each cohort was admitted."""
-        self.mu = np.zeros(0)
-        """Each cohort's mean output tokens."""
-        self.g = np.zeros(0)
-        """Each cohort's spread about its mean relative to the sample's."""
-        self.u = 0.0
+        self.reps: list[_Replica] = []
+        """Replicas admitting, oldest first."""
+        self.draining: list[_Replica] = []
+        """Replicas out of admission still serving their batch."""
+        self._order = 0
         self.q_t = np.zeros(0)
         self.q_w = np.zeros(0)
         self.q_n = np.zeros(0)
@@ -108,32 +202,40 @@ class _BatchPass:
         """Requests queued: the start (s) and width (s) of the bin they arrived in, count,
         output tokens."""
 
-    def left(self, done: np.ndarray, mu: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """P(out > done) for cohorts of mean mu and spread g (out = mu (1 - g + g X), X
-        the sample over its mean)."""
-        x = (done / mu - 1.0 + g) / np.maximum(g, 1e-9)
-        rel = self._rel
-        return 1.0 - np.searchsorted(rel, x, side="right") / len(rel)
-
     @staticmethod
     def spread(k: np.ndarray) -> np.ndarray:
         """The spread of k draws about their mean relative to the sample's."""
         return np.sqrt(np.maximum(k - 1.0, 0.0) / np.maximum(k, 1e-300))
 
     def in_flight(self) -> float:
-        return float(self.k @ self.left(self.u - self.cu, self.mu, self.g))
+        return float(sum(r.n for r in self.reps) + sum(r.n for r in self.draining))
 
     def queued(self) -> float:
         return float(self.q_n.sum())
-
-    def scale(self, keep: float) -> None:
-        """Keep this share of the requests in flight (fewer replicas)."""
-        self.k = self.k * keep
 
     def shed(self, keep: float) -> None:
         """Keep this share of the queued requests."""
         self.q_n = self.q_n * keep
         self.q_o = self.q_o * keep
+
+    def resize(self, t_s: float, ready: int, model: ReplicaModel) -> float:
+        """From `t_s`, `ready` replicas of `model` admit (module docstring); returns when
+        the replicas taken out of admission have drained, s (`t_s`: none). With none
+        left, the site's batch is dropped at once (nothing would report its power)."""
+        for r in self.reps + self.draining:
+            r.at(t_s)
+        if ready == 0:
+            self.reps, self.draining = [], []
+            return t_s
+        out = sorted(range(len(self.reps)), key=lambda i: (self.reps[i].n, -i))
+        out = out[: max(len(self.reps) - ready, 0)]
+        leaving = [self.reps[i] for i in sorted(out)]
+        self.reps = [r for i, r in enumerate(self.reps) if i not in out]
+        self.draining += [r for r in leaving if r.heap]
+        self.reps += [_Replica(model, t_s) for _ in range(ready - len(self.reps))]
+        for r in self.reps:
+            r.use(model)
+        return max([t_s] + [r.drain_end_s() for r in leaving if r.heap])
 
     def run(
         self,
@@ -144,137 +246,217 @@ class _BatchPass:
         tokens: np.ndarray,
         timeout_s: float,
     ) -> dict[str, np.ndarray]:
-        """Bins [edges[j], edges[j + 1]) with `arrivals` each, of `tokens` output tokens.
+        """Bins [edges[j], edges[j + 1]) with `arrivals` each, of `tokens` output tokens,
+        served by `replicas` replicas of `model` admitting (those missing added).
         Per bin: mean sequences in flight `n`, mean extra power `extra_w` (W over idle,
         all replicas); per bin's arrivals: `dropped`, waits `v0` of the first and `v1` of
         the last served (s) and, per output node (`nodes` x the bin's mean output `out`),
         time in service `service_s` (s)."""
-        r, s = replicas, model.slots
-        c = float(r * s)
-        iter_l, power_l = model.iter_s.tolist(), model.power_w.tolist()
+        t0 = float(edges[0])
+        if len(self.reps) != replicas:
+            self.resize(t0, replicas, model)
         nb = len(arrivals)
         start = len(self.q_n)
         times = np.concatenate([self.q_t, edges[:-1]])
         counts = np.concatenate([self.q_n, arrivals])
         widths = np.concatenate([self.q_w, np.diff(edges)])
-        outs = np.concatenate([self.q_o, tokens])
         cum_a = np.concatenate([[0.0], np.cumsum(counts)])
-        mean_out = np.where(counts > 0, outs / np.maximum(counts, 1e-300), self._mean)
+        mean_out = np.where(
+            counts > 0, np.concatenate([self.q_o, tokens]) / np.maximum(counts, 1e-300), 0.0
+        )
         knots_t = np.stack([times, times + widths], axis=1).ravel()
         knots_a = np.stack([cum_a[:-1], cum_a[1:]], axis=1).ravel()
         total = float(cum_a[-1])
-        spread_in = self.spread(counts)
-        cohorts = [self.k, self.cu, self.mu, self.g]
-        fresh: list[list[float]] = []
-        """Cohorts admitted since the last `batch` (k, u_i, mu, g)."""
-        u = self.u
-        reach = self._top
-
-        def batch(u: float) -> tuple[float, float]:
-            """Sequences in flight (mean) and P(none) at counter u; prunes the cohorts."""
-            nonlocal cohorts
-            if fresh:
-                cohorts = [
-                    np.append(a, b) for a, b in zip(cohorts, zip(*fresh, strict=True), strict=True)
-                ]
-                fresh.clear()
-            ka, ca, ma, ga = cohorts
-            alive = u - ca < ma * (1.0 - ga + ga * reach)
-            if not alive.all():
-                cohorts = [v[alive] for v in cohorts]
-                ka, ca, ma, ga = cohorts
-            if not len(ka):
-                return 0.0, 1.0
-            p = np.ones(len(ka))  # one request, or several of one output: in flight
-            spread = ga > 0
-            if spread.any():
-                p[spread] = self.left(u - ca[spread], ma[spread], ga[spread])
-            whole = np.floor(ka)
-            if ((p >= 1.0) & (whole >= 1.0)).any():
-                return float(ka @ p), 0.0
-            log_p0 = whole @ np.log1p(-np.minimum(p, 1.0 - 1e-16))
-            log_p0 += np.log1p(-(ka - whole) * p).sum()
-            return float(ka @ p), math.exp(float(log_p0))
-
+        end = float(edges[-1])
+        cum_l, mean_l = cum_a.tolist(), mean_out.tolist()
+        spread_l = self.spread(counts).tolist()
+        nodes = self.nodes.tolist()
+        n_nodes = len(nodes)
+        edge_l = edges.tolist()
+        arrived_by = np.interp(edges[1:], knots_t, knots_a, left=0.0, right=total).tolist()
+        late_l = np.interp(edges[1:] - timeout_s, knots_t, knots_a, left=0.0, right=total)
+        late_l = late_l.tolist()
+        # times in service of this block's items: weighted sums per bin (one item for
+        # every node) and per bin and node
+        one_d, one_w = [0.0] * nb, [0.0] * nb
+        node_d, node_w = np.zeros((nb, n_nodes)), np.zeros((nb, n_nodes))
+        reps = self.reps
+        everyone = reps + self.draining
+        order = self._order
         removed = 0.0
-        t_l = [float(edges[0])]
-        d_l = [0.0]  # cumulative admitted or dropped at each bin's end
+        head = 0  # the queue's first bin with requests left
+        t_l, d_l = [t0], [0.0]  # cumulative admitted or dropped, knots
         drop_knots = [(0.0, 0.0)]  # (queue position, cumulative dropped)
         dropped = 0.0
-        u_l: list[float] = []
-        n_mean, w_mean = np.zeros(nb), np.zeros(nb)
-        snapshot: tuple[list[np.ndarray], float, float] | None = None
+        # integrals over time of the sequences in flight and the power, knots at changes
+        pool_n = sum(r.n for r in everyone)
+        pool_w = sum(r.extra_w for r in everyone)
+        k_t, k_n, k_w = [t0], [0.0], [0.0]
+        snapshot: tuple | None = None
+
+        def changed(t: float) -> None:
+            """The pool's batch or power changes at t: a knot of the integrals."""
+            k_n.append(k_n[-1] + pool_n * (t - k_t[-1]))
+            k_w.append(k_w[-1] + pool_w * (t - k_t[-1]))
+            k_t.append(t)
+
+        def finished(r: _Replica) -> None:
+            """Items of `r` at the head of its heap leave (at its `tv_s`)."""
+            nonlocal pool_n, pool_w
+            heap = r.heap
+            top = heap[0][0]
+            r.u = top
+            pool_n -= r.n
+            pool_w -= r.extra_w
+            while heap and heap[0][0] <= top + 1e-9:
+                _, _, c, j = heappop(heap)
+                w, a, nn = c[0], c[1], c[2]
+                r.hold(w * a / nn, -1)
+                c[1] = a - 1
+                r.hold(w * (a - 1) / nn, 1)
+                r.n -= w / nn
+                b = c[3]
+                if b >= 0:
+                    d = (r.tv_s - c[4]) * w
+                    if nn == 1:
+                        one_d[b] += d
+                        one_w[b] += w
+                    else:
+                        node_d[b, j] += d / nn
+                        node_w[b, j] += w / nn
+            r.refresh()
+            pool_n += r.n
+            pool_w += r.extra_w
+
+        def admit(t: float, arrived: float) -> None:
+            """Requests from the queue's head to the replicas with a free slot, one at a
+            time, each to the one with the fewest in flight."""
+            nonlocal removed, head, order, pool_n, pool_w
+            before = removed
+            while removed < arrived - 1e-12 and reps:
+                r = min(reps, key=_in_flight)
+                room = r.slots - r.n
+                if room < 1e-9:
+                    break
+                while cum_l[head + 1] <= removed + 1e-12:
+                    head += 1
+                part = min(cum_l[head + 1] - removed, room, 1.0)
+                r.at(t)
+                mu, g = mean_l[head], spread_l[head]
+                cohort: list = [part, 1, 1, head - start, t]
+                if g > 0.0:
+                    cohort[1] = cohort[2] = n_nodes
+                    for j, x in enumerate(nodes):
+                        order += 1
+                        heappush(r.heap, (r.u + mu * (1.0 - g + g * x), order, cohort, j))
+                else:
+                    order += 1
+                    heappush(r.heap, (r.u + mu, order, cohort, 0))
+                pool_n -= r.n
+                pool_w -= r.extra_w
+                r.hold(part, 1)
+                r.n += part
+                removed += part
+                r.refresh()
+                pool_n += r.n
+                pool_w += r.extra_w
+            if removed > before:
+                t_l.append(t)
+                d_l.append(before)
+                t_l.append(t)
+                d_l.append(removed)
+
+        def first() -> _Replica | None:
+            return min(everyone, key=_next_s, default=None)
+
+        nxt = first()
         b = 0
-        t = float(edges[0])
-        end = float(edges[-1])
-        arrived_by = np.interp(edges[1:], knots_t, knots_a, left=0.0, right=total).tolist()
+        t = t0
         while True:
             if b == nb:
-                batch(u)
-                snapshot = (list(cohorts), u, removed)
-            t1 = float(edges[b + 1]) if b < nb else t + _PASS_QUIET_S
+                snapshot = (
+                    [(r, r.u, r.tv_s, r.n, r.forced, r.log_p0, list(r.heap)) for r in everyone],
+                    [(c, c[1]) for r in everyone for _, _, c, _ in r.heap],
+                    removed,
+                    pool_n,
+                    pool_w,
+                )
+            t1 = edge_l[b + 1] if b < nb else t + _PASS_QUIET_S
             arrived = arrived_by[b] if b < nb else total
-            n, p0 = batch(u)
-            u_l.append(u)
-            seq_s = energy = 0.0
-            while t < t1 - 1e-12:
-                want = arrived - removed
-                if n < 1e-9 and want < 1e-9:
-                    cohorts = [v[:0] for v in cohorts]
-                    t = t1
-                    break
-                if want > 1e-12 and n < c:
-                    adm = min(want, c - n)
-                    i = int(np.searchsorted(cum_a, removed, side="right")) - 1
-                    while adm > 1e-12 and i < len(counts):  # one cohort per bin of arrivals
-                        part = min(float(cum_a[i + 1]) - removed, adm)
-                        if part > 1e-12:
-                            fresh.append([part, u, float(mean_out[i]), float(spread_in[i])])
-                            removed += part
-                            n += part
-                            adm -= part
-                            p0 *= max(1.0 - part, 0.0)
-                        i += 1
-                busy = 1.0 - p0
-                m = n / r
-                j = min(int(m), s - 1)
-                it = iter_l[1] if m < 1 else iter_l[j] + (m - j) * (iter_l[j + 1] - iter_l[j])
-                h = min(t1 - t, _PASS_TOKENS * it)
-                if busy > 1e-12:
-                    m = max(n / busy, 1.0) / r
-                    j = min(int(m), s - 1)
-                    power = power_l[j] + (m - j) * (power_l[j + 1] - power_l[j]) - power_l[0]
-                    energy += r * busy * power * h
-                seq_s += n * h
-                u += h / it
-                t += h
-                n, p0 = batch(u)
-            late = float(np.interp(t1 - timeout_s, knots_t, knots_a, left=0.0, right=total))
+            if removed < arrived - 1e-12:
+                changed(t)
+                admit(t, arrived)
+                nxt = first()
+            while nxt is not None and nxt.next_s <= t1:
+                r = nxt
+                t = r.next_s
+                changed(t)
+                r.tv_s = t
+                finished(r)
+                if not r.heap and r in self.draining:
+                    self.draining.remove(r)
+                    everyone.remove(r)
+                if removed < arrived - 1e-12:
+                    admit(t, arrived)
+                nxt = first()
+            t = t1
+            late = (
+                late_l[b]
+                if b < nb
+                else float(np.interp(t1 - timeout_s, knots_t, knots_a, left=0.0, right=total))
+            )
             if late > removed:
                 drop_knots.append((removed, dropped))
+                t_l.append(t)
+                d_l.append(removed)
                 dropped += late - removed
                 removed = late
                 drop_knots.append((removed, dropped))
-            if b < nb:
-                n_mean[b] = seq_s / (t1 - float(edges[b]))
-                w_mean[b] = energy / (t1 - float(edges[b]))
-            t = t1
-            t_l.append(t)
-            d_l.append(removed)
+                t_l.append(t)
+                d_l.append(removed)
             b += 1
             if b >= nb and removed >= total - 1e-9:
-                if t >= end + _PASS_AHEAD_S or not len(cohorts[0]):
+                if t >= end + _PASS_AHEAD_S or nxt is None or nxt.next_s == math.inf:
                     break
+        changed(max(t, end))
+        # the items of this block still in flight: the rest at the pace now
+        for r in everyone:
+            for u_f, _, c, j in r.heap:
+                if c[3] >= 0:
+                    done = r.tv_s + (u_f - r.u) * r.pace_s
+                    w, nn = c[0], c[2]
+                    if nn == 1:
+                        one_d[c[3]] += (done - c[4]) * w
+                        one_w[c[3]] += w
+                    else:
+                        node_d[c[3], j] += (done - c[4]) * w / nn
+                        node_w[c[3], j] += w / nn
         if snapshot is None:
-            batch(u)
-            snapshot = (list(cohorts), u, removed)
-        state, self.u, removed0 = snapshot
-        self.k, self.cu, self.mu, self.g = state
+            snapshot = (
+                [(r, r.u, r.tv_s, r.n, r.forced, r.log_p0, list(r.heap)) for r in everyone],
+                [(c, c[1]) for r in everyone for _, _, c, _ in r.heap],
+                removed,
+                pool_n,
+                pool_w,
+            )
+        states, alive, removed0, _, _ = snapshot
+        for r, u, tv_s, n, forced, log_p0, heap in states:
+            r.u, r.tv_s, r.n, r.forced, r.log_p0, r.heap = u, tv_s, n, forced, log_p0, heap
+            r.refresh()
+        for c, a in alive:
+            c[1] = a
+            c[3] = -1  # carried: its times in service are this block's
+        self.draining = [r for r, *_ in states if r not in reps and r.heap]
+        self._order = order
         left = np.maximum(cum_a[1:] - np.maximum(cum_a[:-1], removed0), 0.0)
         keep = left > 1e-12
         self.q_t, self.q_w = times[keep], widths[keep]
         self.q_n = np.minimum(left, counts)[keep]
         self.q_o = self.q_n * mean_out[keep]
+        # per bin: the mean batch and power
+        width = np.diff(edges)
+        n_mean = np.diff(np.interp(edges, k_t, k_n)) / width
+        w_mean = np.diff(np.interp(edges, k_t, k_w)) / width
         # the waits of the block's arrivals
         t_a, d_a = np.array(t_l), np.array(d_l)
         pos_lo, pos_hi = cum_a[start:-1], cum_a[start + 1 :]
@@ -284,31 +466,28 @@ class _BatchPass:
         dp, dc = np.array(drop_knots).T
         lost = np.interp(pos_hi, dp, dc) - np.interp(pos_lo, dp, dc)
         v0, v1 = np.minimum(v0, timeout_s), np.minimum(v1, timeout_s)
-        admit_s = (edges[:-1] + edges[1:]) / 2 + (v0 + v1) / 2
-        # time in service of each output node: the counter's times, then its last pace
-        u_a = np.array(u_l + [u])
-        t_u = t_a[: len(u_a)]
-        u_adm = np.interp(admit_s, t_u, u_a)
         spread = self.spread(arrivals)[:, None]
         out = mean_out[start:, None] * (1.0 - spread + spread * self.nodes[None, :])
-        goal = u_adm[:, None] + out
-        pace = iter_l[1]
-        if len(u_a) > 1 and u_a[-1] > u_a[-2]:
-            pace = (t_u[-1] - t_u[-2]) / (u_a[-1] - u_a[-2])
-        done = np.where(
-            goal <= u_a[-1],
-            _first_reach(t_u, u_a, goal.ravel()).reshape(goal.shape),
-            t_u[-1] + (goal - u_a[-1]) * pace,
-        )
+        sum_d = np.asarray(one_d)[:, None] + node_d
+        sum_w = np.asarray(one_w)[:, None] + node_w
+        service_s = np.divide(sum_d, sum_w, out=np.zeros_like(sum_d), where=sum_w > 1e-12)
         return {
             "n": n_mean,
             "extra_w": w_mean,
             "dropped": lost,
             "v0": v0,
             "v1": v1,
-            "service_s": done - admit_s[:, None],
+            "service_s": service_s,
             "out": out,
         }
+
+
+def _in_flight(r: _Replica) -> float:
+    return r.n
+
+
+def _next_s(r: _Replica) -> float:
+    return r.next_s
 
 
 def _fine_bins(
@@ -325,27 +504,30 @@ def _fine_bins(
     within = np.arange(len(piece)) - np.repeat(np.cumsum(per) - per, per)
     points = edges[piece] + within * (dur / per)[piece]
     anchor = within % max(int(round(_PASS_QUIET_S / _PASS_BIN_S)), 1) == 0
+    counts = source.step_sums(np.append(points, edges[-1]))[0]
+    inner = np.arange(_PASS_SPLIT + 1) / _PASS_SPLIT
     for _ in range(_PASS_SPLITS):  # a bin of several requests split (if they are apart)
-        crowded = source.step_sums(np.append(points, edges[-1]))[0] > 1
-        if not crowded.any():
+        crowded = np.flatnonzero(counts > 1)
+        if not len(crowded):
             break
         lo = points[crowded]
-        width = (np.append(points[1:], edges[-1]) - points)[crowded]
-        inner = np.arange(1, _PASS_SPLIT) / _PASS_SPLIT
-        points = np.concatenate([points, (lo[:, None] + width[:, None] * inner).ravel()])
-        anchor = np.concatenate([anchor, np.zeros(len(lo) * len(inner), dtype=bool)])
+        hi = np.append(points[1:], edges[-1])[crowded]
+        sub = lo[:, None] + (hi - lo)[:, None] * inner[None, :]  # each bin's edges
+        sub_counts = np.append(source.step_sums(sub.ravel())[0], 0.0)
+        sub_counts = sub_counts.reshape(len(crowded), _PASS_SPLIT + 1)[:, :_PASS_SPLIT]
+        counts[crowded] = sub_counts[:, 0]
+        points = np.concatenate([points, sub[:, 1:-1].ravel()])
+        counts = np.concatenate([counts, sub_counts[:, 1:].ravel()])
+        anchor = np.concatenate([anchor, np.zeros(sub[:, 1:-1].size, dtype=bool)])
         order = np.argsort(points, kind="stable")
-        points, anchor = points[order], anchor[order]
+        points, anchor, counts = points[order], anchor[order], counts[order]
     piece = np.minimum(np.searchsorted(edges, points, side="right") - 1, count - 1)
-    fine = np.append(points, edges[-1])
-    arrivals, _, tokens = source.step_sums(fine)
     # bins without arrivals merged, up to _PASS_QUIET_S
-    some = arrivals > 0
+    some = counts > 0
     starts = np.flatnonzero(anchor | some | np.concatenate([[True], some[:-1]]))
-    fine = np.append(fine[starts], edges[-1])
-    arrivals = share * np.add.reduceat(arrivals, starts)
-    tokens = share * np.add.reduceat(tokens, starts)
-    return fine, arrivals, tokens, piece[starts]
+    fine = np.append(points[starts], edges[-1])
+    arrivals, _, tokens = source.step_sums(fine)
+    return fine, share * arrivals, share * tokens, piece[starts]
 
 
 def _first_reach(t: np.ndarray, v: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -357,24 +539,58 @@ def _first_reach(t: np.ndarray, v: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _uniform_mixture_quantiles(
-    n: np.ndarray, v0: np.ndarray, v1: np.ndarray, levels: np.ndarray
+    group: np.ndarray,
+    count: int,
+    n: np.ndarray,
+    v0: np.ndarray,
+    v1: np.ndarray,
+    levels: np.ndarray,
 ) -> np.ndarray:
-    """The quantiles at `levels` (0 and 1: the least and most) of a mixture of uniforms on
-    [v0, v1] (an atom where they meet) weighted by n, s: its CDF on 0 and
-    LATENCY_GRID_S, linear in between."""
+    """Per group of `count` (item j in group `group[j]`), the quantiles at `levels` (0 and
+    1: the least and most) of the mixture of uniforms on [v0, v1] weighted by n, s: its
+    CDF on 0 and LATENCY_GRID_S (exact there: sums of steps and ramps accumulated over
+    the grid), linear in between; a uniform narrower than `_ATOM_S` is an atom at its
+    middle. Returns [level, group] (0 for a group of no weight)."""
+    out = np.zeros((len(levels), count))
     has = n > 0
+    if not has.any():
+        return out
+    ids, group = np.unique(group[has], return_inverse=True)
     n, lo, hi = n[has], np.minimum(v0, v1)[has], np.maximum(v0, v1)[has]
     g = np.concatenate([[0.0], LATENCY_GRID_S])
-    width = hi - lo
-    f = np.where(
-        width[:, None] > 1e-9,
-        np.clip((g[None, :] - lo[:, None]) / np.maximum(width, 1e-9)[:, None], 0.0, 1.0),
-        (g[None, :] >= lo[:, None]).astype(float),
-    )
-    cdf = np.maximum.accumulate(n @ f / n.sum())
-    least, most = float(lo.min()), float(hi.max())
-    out = np.interp(levels, cdf, g)
-    return np.clip(out, least, most)
+    size = len(g) + 1
+    cells = len(ids) * size
+
+    def on_grid(at: np.ndarray, weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per group, the cumulative sum over the grid of `weight` placed at the first
+        grid point >= `at`."""
+        col = np.searchsorted(g, at, side="left")
+        acc = np.bincount(rows * size + col, weight, cells).reshape(len(ids), size)
+        return np.cumsum(acc, axis=1)[:, :-1]
+
+    atom = hi - lo < _ATOM_S
+    mid = (lo + hi) / 2
+    mass = on_grid(mid[atom], n[atom], group[atom])
+    ramp = ~atom
+    if ramp.any():  # n (g - lo)+ / width - n (g - hi)+ / width
+        rows = np.concatenate([group[ramp], group[ramp]])
+        at = np.concatenate([lo[ramp], hi[ramp]])
+        slope = n[ramp] / (hi - lo)[ramp]
+        slope = np.concatenate([slope, -slope])
+        mass += g[None, :] * on_grid(at, slope, rows) - on_grid(at, slope * at, rows)
+    total = np.bincount(group, n, len(ids))[:, None]
+    cdf = np.maximum.accumulate(np.clip(mass / total, 0.0, 1.0), axis=1)
+    i = np.clip((cdf[:, None, :] < levels[None, :, None]).sum(axis=2), 1, len(g) - 1)
+    rows = np.arange(len(ids))[:, None]
+    c0, c1 = cdf[rows, i - 1], cdf[rows, i]
+    x = np.clip((levels[None, :] - c0) / np.maximum(c1 - c0, 1e-300), 0.0, 1.0)
+    q = g[i - 1] + x * (g[i] - g[i - 1])
+    least = np.full(len(ids), np.inf)
+    most = np.full(len(ids), -np.inf)
+    np.minimum.at(least, group, np.where(atom, mid, lo))
+    np.maximum.at(most, group, np.where(atom, mid, hi))
+    out[:, ids] = np.clip(q, least[:, None], most[:, None]).T
+    return out
 
 
 def _excess_dispersion(

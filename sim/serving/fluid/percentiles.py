@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.serving.fluid.chain import PoolTable, _lerp
-from sim.serving.fluid.latency import _Latency
+from sim.serving.fluid.latency import LATENCY_GRID_S, _Latency
 
 _MIN_WAIT_PROB = 1e-9
 """A wait probability below this is taken as no wait at all."""
@@ -139,6 +139,8 @@ def _bisect(
 def _mixture_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) -> np.ndarray:
     """The p-quantile (s) of each row's mixture of `parts` (weights, component); NaN where
     all weights are 0."""
+    if all(isinstance(c, _Passed) for _, c in parts):
+        return _passed_pct(parts, p, ttft)
     weights = np.array([w for w, _ in parts])
     has = weights > 0
     own = np.zeros(weights.shape)
@@ -163,3 +165,32 @@ def _mixture_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) ->
 
         out[mixed] = _bisect(cdf, p, lo[mixed], hi[mixed])
     return out
+
+
+def _passed_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) -> np.ndarray:
+    """`_mixture_pct` of the fine pass's components (`_Passed`) without bisection: TTFT
+    from the mixture's CDF on LATENCY_GRID_S (linear in log latency in between), TPOT the
+    weighted quantile of the components' times per token."""
+    weights = np.array([w for w, _ in parts])
+    total = weights.sum(axis=0)
+    share = weights / np.maximum(total, 1e-300)
+    if ttft:
+        g = LATENCY_GRID_S[None, :]
+        cdf = np.zeros((weights.shape[1], len(LATENCY_GRID_S)))
+        for f, (_, c) in zip(share, parts, strict=True):
+            assert isinstance(c, _Passed)
+            cdf += f[:, None] * c.lat.uniform_wait_cdf(g, c.v0[:, None], c.v1[:, None])
+        cdf = np.maximum.accumulate(cdf, axis=1)
+        i = np.clip((cdf < p).sum(axis=1), 1, len(LATENCY_GRID_S) - 1)
+        rows = np.arange(len(i))
+        lo, hi = cdf[rows, i - 1], cdf[rows, i]
+        f = np.clip((p - lo) / np.maximum(hi - lo, 1e-300), 0.0, 1.0)
+        log_g = np.log(LATENCY_GRID_S)
+        out = np.exp(log_g[i - 1] + f * (log_g[i] - log_g[i - 1]))
+    else:
+        values = np.array([c.tpot_s for _, c in parts if isinstance(c, _Passed)])
+        order = np.argsort(values, axis=0, kind="stable")
+        cum = np.cumsum(np.take_along_axis(share, order, axis=0), axis=0)
+        at = np.minimum((cum < p * cum[-1:] - 1e-12).sum(axis=0), len(values) - 1)
+        out = np.take_along_axis(values, order, axis=0)[at, np.arange(values.shape[1])]
+    return np.where(total > 0, out, np.nan)
