@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from heapq import heappop, heappush
+from operator import attrgetter
 
 import numpy as np
 
@@ -288,17 +289,13 @@ class _BatchPass:
         t_l, d_l = [t0], [0.0]  # cumulative admitted or dropped, knots
         drop_knots = [(0.0, 0.0)]  # (queue position, cumulative dropped)
         dropped = 0.0
-        # integrals over time of the sequences in flight and the power, knots at changes
+        # the sequences in flight and the power over all replicas, and their integrals over
+        # time within the current bin
         pool_n = sum(r.n for r in everyone)
         pool_w = sum(r.extra_w for r in everyone)
-        k_t, k_n, k_w = [t0], [0.0], [0.0]
+        acc_n = acc_w = 0.0
+        n_mean, w_mean = np.zeros(nb), np.zeros(nb)
         snapshot: tuple | None = None
-
-        def changed(t: float) -> None:
-            """The pool's batch or power changes at t: a knot of the integrals."""
-            k_n.append(k_n[-1] + pool_n * (t - k_t[-1]))
-            k_w.append(k_w[-1] + pool_w * (t - k_t[-1]))
-            k_t.append(t)
 
         def finished(r: _Replica) -> None:
             """Items of `r` at the head of its heap leave (at its `tv_s`)."""
@@ -311,9 +308,15 @@ class _BatchPass:
             while heap and heap[0][0] <= top + 1e-9:
                 _, _, c, j = heappop(heap)
                 w, a, nn = c[0], c[1], c[2]
-                r.hold(w * a / nn, -1)
+                if nn == 1:  # one item: certain (w = 1) or present with probability w
+                    if w >= 1.0 - 1e-12:
+                        r.forced -= 1
+                    else:
+                        r.log_p0 -= math.log1p(-w)
+                else:
+                    r.hold(w * a / nn, -1)
+                    r.hold(w * (a - 1) / nn, 1)
                 c[1] = a - 1
-                r.hold(w * (a - 1) / nn, 1)
                 r.n -= w / nn
                 b = c[3]
                 if b >= 0:
@@ -334,14 +337,15 @@ class _BatchPass:
             nonlocal removed, head, order, pool_n, pool_w
             before = removed
             while removed < arrived - 1e-12 and reps:
-                r = min(reps, key=_in_flight)
+                r = min(reps, key=_IN_FLIGHT) if len(reps) > 1 else reps[0]
                 room = r.slots - r.n
                 if room < 1e-9:
                     break
                 while cum_l[head + 1] <= removed + 1e-12:
                     head += 1
                 part = min(cum_l[head + 1] - removed, room, 1.0)
-                r.at(t)
+                r.u += (t - r.tv_s) / r.pace_s
+                r.tv_s = t
                 mu, g = mean_l[head], spread_l[head]
                 cohort: list = [part, 1, 1, head - start, t]
                 if g > 0.0:
@@ -354,7 +358,10 @@ class _BatchPass:
                     heappush(r.heap, (r.u + mu, order, cohort, 0))
                 pool_n -= r.n
                 pool_w -= r.extra_w
-                r.hold(part, 1)
+                if part >= 1.0 - 1e-12:
+                    r.forced += 1
+                else:
+                    r.log_p0 += math.log1p(-part)
                 r.n += part
                 removed += part
                 r.refresh()
@@ -367,7 +374,11 @@ class _BatchPass:
                 d_l.append(removed)
 
         def first() -> _Replica | None:
-            return min(everyone, key=_next_s, default=None)
+            return (
+                min(everyone, key=_NEXT_S, default=None)
+                if len(everyone) > 1
+                else (everyone[0] if everyone else None)
+            )
 
         nxt = first()
         b = 0
@@ -384,21 +395,27 @@ class _BatchPass:
             t1 = edge_l[b + 1] if b < nb else t + _PASS_QUIET_S
             arrived = arrived_by[b] if b < nb else total
             if removed < arrived - 1e-12:
-                changed(t)
                 admit(t, arrived)
                 nxt = first()
             while nxt is not None and nxt.next_s <= t1:
                 r = nxt
-                t = r.next_s
-                changed(t)
-                r.tv_s = t
+                t_e = r.next_s
+                acc_n += pool_n * (t_e - t)
+                acc_w += pool_w * (t_e - t)
+                t = r.tv_s = t_e
                 finished(r)
-                if not r.heap and r in self.draining:
+                if self.draining and not r.heap and r in self.draining:
                     self.draining.remove(r)
                     everyone.remove(r)
                 if removed < arrived - 1e-12:
                     admit(t, arrived)
                 nxt = first()
+            acc_n += pool_n * (t1 - t)
+            acc_w += pool_w * (t1 - t)
+            if b < nb:
+                n_mean[b] = acc_n / (t1 - edge_l[b])
+                w_mean[b] = acc_w / (t1 - edge_l[b])
+            acc_n = acc_w = 0.0
             t = t1
             late = (
                 late_l[b]
@@ -418,7 +435,6 @@ class _BatchPass:
             if b >= nb and removed >= total - 1e-9:
                 if t >= end + _PASS_AHEAD_S or nxt is None or nxt.next_s == math.inf:
                     break
-        changed(max(t, end))
         # the items of this block still in flight: the rest at the pace now
         for r in everyone:
             for u_f, _, c, j in r.heap:
@@ -453,10 +469,6 @@ class _BatchPass:
         self.q_t, self.q_w = times[keep], widths[keep]
         self.q_n = np.minimum(left, counts)[keep]
         self.q_o = self.q_n * mean_out[keep]
-        # per bin: the mean batch and power
-        width = np.diff(edges)
-        n_mean = np.diff(np.interp(edges, k_t, k_n)) / width
-        w_mean = np.diff(np.interp(edges, k_t, k_w)) / width
         # the waits of the block's arrivals
         t_a, d_a = np.array(t_l), np.array(d_l)
         pos_lo, pos_hi = cum_a[start:-1], cum_a[start + 1 :]
@@ -482,12 +494,8 @@ class _BatchPass:
         }
 
 
-def _in_flight(r: _Replica) -> float:
-    return r.n
-
-
-def _next_s(r: _Replica) -> float:
-    return r.next_s
+_IN_FLIGHT = attrgetter("n")
+_NEXT_S = attrgetter("next_s")
 
 
 def _fine_bins(
