@@ -333,17 +333,16 @@ class _BatchPass:
 
         def admit(t: float, arrived: float) -> None:
             """Requests from the queue's head to the replicas with a free slot, one at a
-            time, each to the one with the fewest in flight."""
+            time (a unit whole), each to the one with the fewest in flight."""
             nonlocal removed, head, order, pool_n, pool_w
             before = removed
             while removed < arrived - 1e-12 and reps:
                 r = min(reps, key=_IN_FLIGHT) if len(reps) > 1 else reps[0]
-                room = r.slots - r.n
-                if room < 1e-9:
-                    break
                 while cum_l[head + 1] <= removed + 1e-12:
                     head += 1
-                part = min(cum_l[head + 1] - removed, room, 1.0)
+                part = min(cum_l[head + 1] - removed, 1.0)
+                if part > r.slots - r.n + 1e-9:  # whole units only: no fragments
+                    break
                 r.u += (t - r.tv_s) / r.pace_s
                 r.tv_s = t
                 mu, g = mean_l[head], spread_l[head]
