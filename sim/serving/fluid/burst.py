@@ -46,13 +46,12 @@ _PASS_QUIET_S = 1.0
 """Bins without arrivals are merged up to this length, s."""
 _PASS_TOKENS = 4.0
 """A substep of the fine pass gives each sequence at most this many tokens."""
-_PASS_AHEAD_S = 120.0
-"""The fine pass looks this far past its block at least (no further arrivals), s: the
-waits of the requests still queued and the times in service of those in flight."""
 _PASS_LEVELS = np.array([0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0])
 """Probability levels between which a piece's waits from the fine pass are uniform."""
 _PASS_NODES = 32
 """Quantile nodes of the output tokens a request's time per token is taken at."""
+_PASS_STRATA = 1024
+"""Quantile levels a request of a bin of several is given its output tokens at."""
 _ATOM_S = 1e-3
 """A wait uniform over less than this (the latency grid's first point, s) is an atom."""
 
@@ -90,7 +89,8 @@ class _Replica:
         self.log_p0 = 0.0
         """log P(no sequence in flight) over the other cohorts."""
         self.heap: list[tuple[float, int, list, int]] = []
-        """(u at which it finishes, order, cohort, node) of each item in flight."""
+        """(u at which it finishes, order, [weight, bin, admitted at s], node (-1: every
+        node)) of each item in flight."""
         self.iter_s: list[float] = []
         self.power_w: list[float] = []
         self.slots = 0
@@ -132,23 +132,22 @@ class _Replica:
             self.extra_w = 0.0
         self.next_s = self.tv_s + (self.heap[0][0] - self.u) * self.pace_s
 
-    def hold(self, q: float, sign: int) -> None:
-        """Add (sign 1) or remove (-1) a cohort holding a sequence with probability q."""
-        if q >= 1.0 - 1e-12:
-            self.forced += sign
-        elif q > 0.0:
-            self.log_p0 += sign * math.log1p(-q)
+    def drain(self) -> list[tuple[float, list, int]]:
+        """(time s, cohort, node) each item finishes if no more are admitted, in order."""
+        t, u, n = self.tv_s, self.u, self.n
+        it, s = self.iter_s, self.slots
+        out = []
+        for u_f, _, c, j in sorted(self.heap):
+            k = min(int(n), s - 1)
+            t += (u_f - u) * (it[1] if n < 1 else it[k] + (n - k) * (it[k + 1] - it[k]))
+            u = u_f
+            n -= c[0]
+            out.append((t, c, j))
+        return out
 
     def drain_end_s(self) -> float:
         """When its last item finishes with no more admitted, s."""
-        t, u, n = self.tv_s, self.u, self.n
-        it, s = self.iter_s, self.slots
-        for u_f, _, c, _ in sorted(self.heap):
-            j = min(int(n), s - 1)
-            t += (u_f - u) * (it[1] if n < 1 else it[j] + (n - j) * (it[j + 1] - it[j]))
-            u = u_f
-            n -= c[0] / c[2]
-        return t
+        return self.drain()[-1][0] if self.heap else self.tv_s
 
 
 class _BatchPass:
@@ -162,28 +161,27 @@ class _BatchPass:
     (the request level's dispatcher) while it has a free slot; a bin's requests (the bins
     of `_fine_bins`, split down to one request where it can) are admitted from its start,
     and a request still queued `timeout_s` after its arrival is dropped (checked at bin
-    ends). An admitted unit (one request, or a fraction: the site's share) of a bin of
-    one request or less (its output tokens known: the bin's tokens over its requests)
-    is one item; of a bin of k > 1 requests of mean output mu, `_PASS_NODES` items of
-    equal weight, outputs mu (1 - g + g x) at the quantile nodes x of the sample over its
-    mean, g = sqrt((k - 1) / k) (k draws spread about their mean that much less than the
-    sample). Between two events (a bin edge, an item finishing) every replica's batch is
-    constant, so the pass jumps from event to event: its cost is a few heap operations
-    per item, not per unit of busy time.
+    ends). An admitted unit (one request, or a fraction: the site's share) is one item:
+    of a bin of one request or less, of the bin's output tokens (its tokens over its
+    requests); of a bin of k > 1 requests of mean output mu, of mu (1 - g + g x), x the
+    sample over its mean at the unit's stratum (its place among the bin's requests), g =
+    sqrt((k - 1) / k) (k draws spread about their mean that much less than the sample).
+    Between two events (a bin with arrivals, an item finishing) every replica's batch is
+    constant, so the pass jumps from event to event: a few heap operations per request,
+    as at the request level.
 
     Power is concave (idle to one sequence is most of it): with items of weight w < 1
     present independently, E[power(N)] on a replica is taken as P(N > 0) power(E[N | N >
-    0]), P(N = 0) the product over its cohorts of 1 - w a / nodes (a of its items still
-    in flight).
+    0]), P(N = 0) the product over its items of 1 - w.
 
     Fewer replicas (`resize`): those with the fewest in flight (ties: the newest) stop
     admitting and drain their batch, as at the request level; their GPUs are free when
     their last item finishes. More: empty replicas.
 
-    The waits of the requests queued at the end of a block and the times in service of
-    those in flight come from going on without arrivals until the queue is empty (and
-    the batch too, or `_PASS_AHEAD_S` has passed: the rest at the pace then); the state
-    carried to the next block is the one at its end.
+    The waits of the requests queued at the end of a block come from going on without
+    arrivals until the queue is empty, and the times in service of those still in flight
+    then from each replica's drain (`_Replica.drain`); the state carried to the next
+    block is the one at its end.
 
     Units: times s, u and output tokens in tokens, counts in requests (fractional)."""
 
@@ -191,6 +189,10 @@ class _BatchPass:
         out = np.sort(np.asarray(output_sample, dtype=float))
         self.nodes = np.quantile(out / out.mean(), (np.arange(_PASS_NODES) + 0.5) / _PASS_NODES)
         """Outputs over their mean at the mid-levels of `_PASS_NODES` quantile bins."""
+        self._strata = np.quantile(
+            out / out.mean(), (np.arange(_PASS_STRATA) + 0.5) / _PASS_STRATA
+        ).tolist()
+        """Outputs over their mean at the mid-levels of `_PASS_STRATA` quantile bins."""
         self.reps: list[_Replica] = []
         """Replicas admitting, oldest first."""
         self.draining: list[_Replica] = []
@@ -268,11 +270,11 @@ class _BatchPass:
         knots_t = np.stack([times, times + widths], axis=1).ravel()
         knots_a = np.stack([cum_a[:-1], cum_a[1:]], axis=1).ravel()
         total = float(cum_a[-1])
-        end = float(edges[-1])
         cum_l, mean_l = cum_a.tolist(), mean_out.tolist()
         spread_l = self.spread(counts).tolist()
-        nodes = self.nodes.tolist()
-        n_nodes = len(nodes)
+        n_nodes = len(self.nodes)
+        strata = self._strata
+        n_strata = len(strata)
         edge_l = edges.tolist()
         arrived_by = np.interp(edges[1:], knots_t, knots_a, left=0.0, right=total).tolist()
         late_l = np.interp(edges[1:] - timeout_s, knots_t, knots_a, left=0.0, right=total)
@@ -297,6 +299,24 @@ class _BatchPass:
         n_mean, w_mean = np.zeros(nb), np.zeros(nb)
         snapshot: tuple | None = None
 
+        def spent(c: list, j: int, done_s: float) -> None:
+            """An item of this block's bin c[1] (node j, -1: all) finished at done_s."""
+            w, b = c[0], c[1]
+            if j < 0:
+                one_d[b] += (done_s - c[2]) * w
+                one_w[b] += w
+            else:
+                node_d[b, j] += (done_s - c[2]) * w
+                node_w[b, j] += w
+
+        def snap() -> tuple:
+            """The state at the block's end."""
+            return (
+                [(r, r.u, r.tv_s, r.n, r.forced, r.log_p0, list(r.heap)) for r in everyone],
+                [c for r in everyone for _, _, c, _ in r.heap],
+                removed,
+            )
+
         def finished(r: _Replica) -> None:
             """Items of `r` at the head of its heap leave (at its `tv_s`)."""
             nonlocal pool_n, pool_w
@@ -307,26 +327,14 @@ class _BatchPass:
             pool_w -= r.extra_w
             while heap and heap[0][0] <= top + 1e-9:
                 _, _, c, j = heappop(heap)
-                w, a, nn = c[0], c[1], c[2]
-                if nn == 1:  # one item: certain (w = 1) or present with probability w
-                    if w >= 1.0 - 1e-12:
-                        r.forced -= 1
-                    else:
-                        r.log_p0 -= math.log1p(-w)
+                w = c[0]
+                if w >= 1.0 - 1e-12:  # certain, or present with probability w
+                    r.forced -= 1
                 else:
-                    r.hold(w * a / nn, -1)
-                    r.hold(w * (a - 1) / nn, 1)
-                c[1] = a - 1
-                r.n -= w / nn
-                b = c[3]
-                if b >= 0:
-                    d = (r.tv_s - c[4]) * w
-                    if nn == 1:
-                        one_d[b] += d
-                        one_w[b] += w
-                    else:
-                        node_d[b, j] += d / nn
-                        node_w[b, j] += w / nn
+                    r.log_p0 -= math.log1p(-w)
+                r.n -= w
+                if c[1] >= 0:
+                    spent(c, j, r.tv_s)
             r.refresh()
             pool_n += r.n
             pool_w += r.extra_w
@@ -346,15 +354,15 @@ class _BatchPass:
                 r.u += (t - r.tv_s) / r.pace_s
                 r.tv_s = t
                 mu, g = mean_l[head], spread_l[head]
-                cohort: list = [part, 1, 1, head - start, t]
-                if g > 0.0:
-                    cohort[1] = cohort[2] = n_nodes
-                    for j, x in enumerate(nodes):
-                        order += 1
-                        heappush(r.heap, (r.u + mu * (1.0 - g + g * x), order, cohort, j))
+                order += 1
+                if g > 0.0:  # the bin's requests at its strata of the sample
+                    q = (removed - cum_l[head] + part / 2) / (cum_l[head + 1] - cum_l[head])
+                    x = strata[min(int(q * n_strata), n_strata - 1)]
+                    j = min(int(q * n_nodes), n_nodes - 1)
+                    item = (r.u + mu * (1.0 - g + g * x), order, [part, head - start, t], j)
                 else:
-                    order += 1
-                    heappush(r.heap, (r.u + mu, order, cohort, 0))
+                    item = (r.u + mu, order, [part, head - start, t], -1)
+                heappush(r.heap, item)
                 pool_n -= r.n
                 pool_w -= r.extra_w
                 if part >= 1.0 - 1e-12:
@@ -384,13 +392,7 @@ class _BatchPass:
         t = t0
         while True:
             if b == nb:
-                snapshot = (
-                    [(r, r.u, r.tv_s, r.n, r.forced, r.log_p0, list(r.heap)) for r in everyone],
-                    [(c, c[1]) for r in everyone for _, _, c, _ in r.heap],
-                    removed,
-                    pool_n,
-                    pool_w,
-                )
+                snapshot = snap()
             t1 = edge_l[b + 1] if b < nb else t + _PASS_QUIET_S
             arrived = arrived_by[b] if b < nb else total
             if removed < arrived - 1e-12:
@@ -432,35 +434,20 @@ class _BatchPass:
                 d_l.append(removed)
             b += 1
             if b >= nb and removed >= total - 1e-9:
-                if t >= end + _PASS_AHEAD_S or nxt is None or nxt.next_s == math.inf:
-                    break
-        # the items of this block still in flight: the rest at the pace now
+                break
+        # the items of this block still in flight: their drain without more admitted
         for r in everyone:
-            for u_f, _, c, j in r.heap:
-                if c[3] >= 0:
-                    done = r.tv_s + (u_f - r.u) * r.pace_s
-                    w, nn = c[0], c[2]
-                    if nn == 1:
-                        one_d[c[3]] += (done - c[4]) * w
-                        one_w[c[3]] += w
-                    else:
-                        node_d[c[3], j] += (done - c[4]) * w / nn
-                        node_w[c[3], j] += w / nn
+            for done, c, j in r.drain():
+                if c[1] >= 0:
+                    spent(c, j, done)
         if snapshot is None:
-            snapshot = (
-                [(r, r.u, r.tv_s, r.n, r.forced, r.log_p0, list(r.heap)) for r in everyone],
-                [(c, c[1]) for r in everyone for _, _, c, _ in r.heap],
-                removed,
-                pool_n,
-                pool_w,
-            )
-        states, alive, removed0, _, _ = snapshot
+            snapshot = snap()
+        states, alive, removed0 = snapshot
         for r, u, tv_s, n, forced, log_p0, heap in states:
             r.u, r.tv_s, r.n, r.forced, r.log_p0, r.heap = u, tv_s, n, forced, log_p0, heap
             r.refresh()
-        for c, a in alive:
-            c[1] = a
-            c[3] = -1  # carried: its times in service are this block's
+        for c in alive:
+            c[1] = -1  # carried: its times in service are this block's
         self.draining = [r for r, *_ in states if r not in reps and r.heap]
         self._order = order
         left = np.maximum(cum_a[1:] - np.maximum(cum_a[:-1], removed0), 0.0)
@@ -482,6 +469,12 @@ class _BatchPass:
         sum_d = np.asarray(one_d)[:, None] + node_d
         sum_w = np.asarray(one_w)[:, None] + node_w
         service_s = np.divide(sum_d, sum_w, out=np.zeros_like(sum_d), where=sum_w > 1e-12)
+        # a node no request of a bin of several fell on takes the nearest one's
+        hit = sum_w > 1e-12
+        at = np.where(hit, np.arange(n_nodes)[None, :], -1)
+        at = np.maximum.accumulate(at, axis=1)
+        at = np.where(at < 0, np.argmax(hit, axis=1)[:, None], at)
+        service_s = np.take_along_axis(service_s, at, axis=1)
         return {
             "n": n_mean,
             "extra_w": w_mean,
@@ -572,7 +565,8 @@ def _uniform_mixture_quantiles(
         """Per group, the cumulative sum over the grid of `weight` placed at the first
         grid point >= `at`."""
         col = np.searchsorted(g, at, side="left")
-        acc = np.bincount(rows * size + col, weight, cells).reshape(len(ids), size)
+        acc = np.bincount(rows * size + col, weight, cells).astype(float)
+        acc = acc.reshape(len(ids), size)
         return np.cumsum(acc, axis=1)[:, :-1]
 
     atom = hi - lo < _ATOM_S

@@ -303,7 +303,9 @@ class _Flows:
         dur = np.diff(edges)
         count = len(dur)
         fine, arrivals, tokens, piece = _fine_bins(self.source, edges, share)
-        fpass = self._passes.setdefault(site, _BatchPass(self.source.tokens.output_sample))
+        fpass = self._passes.get(site)
+        if fpass is None:
+            fpass = self._passes[site] = _BatchPass(self.source.tokens.output_sample)
         out = fpass.run(model, r, fine, arrivals, tokens, self.timeout_s)
         self.in_flight[site] = fpass.in_flight()
         self.backlog[site] = fpass.queued()
