@@ -8,13 +8,12 @@ bin (`_BatchPass`; times in s, tokens, power in W).
   synthetic generator) fill and drain the slots within seconds, which no stationary law
   sees. Such a source is followed by a fine pass instead (`_BatchPass`), block by block
   (one `advance_to`), its state carried between blocks: bins of 50 ms, split down to one
-  request where its arrivals are apart (their output tokens are then known), the batch
-  the cohorts still in flight (processor sharing: each has received the same number of
-  tokens since its admission), the queue FIFO with its timeout. From it come each
-  piece's power and mean batch, and its arrivals' waits (uniform between the quantiles
-  `_PASS_LEVELS` of the pass's waits) and times per token (their times in service over
-  their output tokens). Its cost grows with the requests and the busy time (a Python loop
-  over bins and substeps of at most `_PASS_TOKENS` tokens): seconds per hour of trace.
+  request where its arrivals are apart (their output tokens are then known), each
+  replica a processor-sharing server of the requests admitted to it, the queue FIFO with
+  its timeout, followed event by event. From it come each piece's power and mean batch,
+  and its arrivals' waits (uniform between the quantiles `_PASS_LEVELS` of the pass's
+  waits) and times per token (their times in service over their output tokens). Its
+  cost grows with the requests: a few heap operations each, and the bins.
 """
 
 from __future__ import annotations
@@ -44,8 +43,6 @@ _PASS_SPLITS = 4
 times (down to 12 us): one request per bin, whose output tokens are known."""
 _PASS_QUIET_S = 1.0
 """Bins without arrivals are merged up to this length, s."""
-_PASS_TOKENS = 4.0
-"""A substep of the fine pass gives each sequence at most this many tokens."""
 _PASS_LEVELS = np.array([0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0])
 """Probability levels between which a piece's waits from the fine pass are uniform."""
 _PASS_NODES = 32
