@@ -293,7 +293,7 @@ class _BatchPass:
         pool_n = sum(r.n for r in everyone)
         pool_w = sum(r.extra_w for r in everyone)
         acc_n = acc_w = 0.0
-        n_mean, w_mean = np.zeros(nb), np.zeros(nb)
+        n_mean, w_mean = [0.0] * nb, [0.0] * nb
         snapshot: tuple | None = None
 
         def spent(c: list, j: int, done_s: float) -> None:
@@ -473,8 +473,8 @@ class _BatchPass:
         at = np.where(at < 0, np.argmax(hit, axis=1)[:, None], at)
         service_s = np.take_along_axis(service_s, at, axis=1)
         return {
-            "n": n_mean,
-            "extra_w": w_mean,
+            "n": np.array(n_mean),
+            "extra_w": np.array(w_mean),
             "dropped": lost,
             "v0": v0,
             "v1": v1,
