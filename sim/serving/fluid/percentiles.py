@@ -189,9 +189,14 @@ def _passed_pcts(
         g = LATENCY_GRID_S[None, :]
         log_g = np.log(LATENCY_GRID_S)
         cdf = np.zeros((weights.shape[1], len(LATENCY_GRID_S)))
-        for f, (_, c) in zip(share, parts, strict=True):
-            assert isinstance(c, _Passed)
-            cdf += f[:, None] * c.lat.uniform_wait_cdf(g, c.v0[:, None], c.v1[:, None])
+        comps = [c for _, c in parts if isinstance(c, _Passed)]
+        groups: dict[_Latency, list[int]] = {}  # the components of each site, in one call
+        for k, c in enumerate(comps):
+            groups.setdefault(c.lat, []).append(k)
+        for lat, ks in groups.items():
+            v0 = np.stack([comps[k].v0 for k in ks])[:, :, None]
+            v1 = np.stack([comps[k].v1 for k in ks])[:, :, None]
+            cdf += np.einsum("kr,krg->rg", share[ks], lat.uniform_wait_cdf(g[None], v0, v1))
         cdf = np.maximum.accumulate(cdf, axis=1)
         for p in ps:
             i = np.clip((cdf < p).sum(axis=1), 1, len(LATENCY_GRID_S) - 1)
