@@ -9,19 +9,71 @@ another; at 0.6 the peaks overload the replicas every day (a backlog at each pea
     python benchmarks/serving_fluid.py [--services N] [--days D] [--load L]
 
 Prints steps per second (all services' steps over the wall time); no assertion.
+
+    python benchmarks/serving_fluid.py --traces [--hours H]
+
+The fine pass of bursty arrivals (`sim.serving.fluid.burst._BatchPass`) against the
+request level on the same replay: each Azure LLM inference trace (2023, read from
+../shared/data) at its own pace, repeated for H hours (default 24), on Llama-3.1-70B-
+Instruct replicas of four H100s (max_batch 128, scenarios/serving.toml's `code` service),
+two replicas then one from the middle of the run (a drain), advanced in 60 s steps with
+`live()` read at each (the engine's busiest use), then closed. Prints each level's CPU
+and wall time and the fluid's CPU time over the request level's.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
 from sim.config.services import SloConfig
 from sim.models.llm_replica import replica_model
 from sim.serving.fluid import Fluid
-from sim.serving.sources import SyntheticSource
+from sim.serving.importers import import_azure_llm
+from sim.serving.request_level import RequestLevel
+from sim.serving.service_sim import ServiceSim
+from sim.serving.sources import FileSource, SyntheticSource
+
+TRACES = Path(__file__).resolve().parents[2] / "shared/data/azure-llm-inference-2023"
+
+
+def fine_pass(hours: float) -> None:
+    """The `--traces` benchmark (module docstring)."""
+    slo = SloConfig(ttft_ms=2000.0, tpot_ms=200.0)
+    horizon_s, step_s = hours * 3600.0, 60.0
+    for name in ("conv", "code"):
+        table, _ = import_azure_llm(TRACES / f"AzureLLMInferenceTrace_{name}.csv.gz")
+        model = replica_model(
+            "Llama-3.1-70B-Instruct",
+            "H100",
+            4,
+            128,
+            float(table.input_tokens.mean()),
+            float(table.output_tokens.mean()),
+        )
+        source = FileSource(table, horizon_s, 1.0, True)
+        cpu: dict[str, float] = {}
+        for cls in (RequestLevel, Fluid):
+            sim: ServiceSim = cls(
+                "s", source, np.zeros(1), slo, 60.0, step_s, horizon_s, lambda *a: None
+            )
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            sim.configure(0.0, 0, 2, model)
+            for t in np.arange(step_s, horizon_s, step_s):
+                if t == horizon_s // 2:
+                    sim.configure(float(t), 0, 1, model)
+                sim.advance_to(float(t))
+                sim.live()
+            sim.close(horizon_s)
+            cpu[cls.__name__] = time.process_time() - cpu0
+            print(
+                f"{name} {hours:g} h, {cls.__name__}: {cpu[cls.__name__]:.2f} s CPU, "
+                f"{time.perf_counter() - wall0:.2f} s wall"
+            )
+        print(f"{name}: fluid / request CPU time {cpu['Fluid'] / cpu['RequestLevel']:.2f}")
 
 
 def main() -> None:
@@ -30,7 +82,12 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=365.0)
     parser.add_argument("--calls", type=int, default=12, help="advance_to calls per service")
     parser.add_argument("--load", type=float, default=0.5, help="mean load / capacity")
+    parser.add_argument("--traces", action="store_true", help="the fine pass on the traces")
+    parser.add_argument("--hours", type=float, default=24.0, help="with --traces")
     args = parser.parse_args()
+    if args.traces:
+        fine_pass(args.hours)
+        return
     horizon_s, step_s = args.days * 86400.0, 60.0
     slo = SloConfig(ttft_ms=2000.0, tpot_ms=100.0)
     services = []

@@ -380,3 +380,40 @@ def test_bursty_arrivals_conserve_requests_across_blocks():
     one, many = summaries
     for key in ("requests_served", "requests_dropped", "slo_met"):
         assert many[key] == pytest.approx(one[key], abs=0.002 * n)
+
+
+def test_the_fine_pass_charges_only_the_replicas_a_burst_occupies():
+    """Three replicas and two requests at once: two replicas hold one sequence each (the
+    dispatcher sends each to an empty replica) and the third stays idle, so the pass's
+    power above idle is 2 x (power_w[1] - power_w[0]) while they run, not that of three
+    busy replicas."""
+    m = model()
+    out, bin_s = 50.0, 0.01
+    run_s = out * m.iter_s[1]
+    edges = np.arange(0.0, run_s + 1.0, bin_s)
+    arrivals = np.zeros(len(edges) - 1)
+    arrivals[0] = 2.0
+    res = _BatchPass(np.full(1000, out)).run(m, 3, edges, arrivals, arrivals * out, 60.0)
+    energy_j = float(res["extra_w"] @ np.diff(edges))
+    assert energy_j == pytest.approx(2 * (m.power_w[1] - m.power_w[0]) * run_s, rel=0.02)
+
+
+def test_the_fine_pass_drains_the_replicas_it_loses():
+    """Four requests of 50 tokens at once on two replicas (two each); one replica taken
+    away just after stops admitting and serves its two to the end: `resize` says its GPUs
+    are free at 50 x iter_s[2], as the request level's drain would, and its power counts
+    until then."""
+    m = model()
+    out, bin_s = 50.0, 0.01
+    run_s = out * m.iter_s[2]
+    passing = _BatchPass(np.full(1000, out))
+    first = np.array([0.0, bin_s])
+    passing.run(m, 2, first, np.array([4.0]), np.array([4 * out]), 60.0)
+    assert passing.resize(bin_s, 1, m) == pytest.approx(run_s, rel=1e-9)
+    assert passing.in_flight() == pytest.approx(4.0)
+    rest = np.arange(bin_s, run_s + 1.0, bin_s)
+    res = passing.run(m, 1, rest, np.zeros(len(rest) - 1), np.zeros(len(rest) - 1), 60.0)
+    energy_j = float(res["extra_w"] @ np.diff(rest))
+    per_replica_w = m.power_w[2] - m.power_w[0]
+    assert energy_j == pytest.approx(2 * per_replica_w * (run_s - bin_s), rel=0.01)
+    assert passing.in_flight() == pytest.approx(0.0, abs=1e-9)

@@ -29,7 +29,6 @@ from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel
 from sim.serving.fluid.burst import (
     _PASS_LEVELS,
-    _PASS_NODES,
     _BatchPass,
     _excess_dispersion,
     _fine_bins,
@@ -107,25 +106,32 @@ class _Flows:
         """The fine pass of each site (bursty arrivals)."""
         self._latencies: dict[tuple[ReplicaModel, float], _Latency] = {}
 
-    def resize(self, site: int, before: int, ready: int, model: ReplicaModel) -> float:
-        """`site` goes from `before` to `ready` replicas of `model`: the surplus replicas
-        are freed at once with their share of the batch; the backlog past what the new
-        capacity admits within `timeout_s` is shed. Returns the requests shed."""
-        if ready < before:
+    def resize(
+        self, t_s: float, site: int, before: int, ready: int, model: ReplicaModel
+    ) -> tuple[float, float]:
+        """From `t_s`, `site` goes from `before` to `ready` replicas of `model`. Followed
+        by the chain, the surplus replicas are freed at once with their share of the
+        batch; by the fine pass, they drain theirs (`_BatchPass.resize`). The backlog past
+        what the new capacity admits within `timeout_s` is shed. Returns the requests
+        shed and when the GPUs of the replicas taken away are free, s."""
+        free_s = t_s
+        fpass = self._passes.get(site)
+        if fpass is not None:
+            free_s = fpass.resize(t_s, ready, model)
+            self.in_flight[site] = fpass.in_flight()
+        elif ready < before:
             self.in_flight[site] *= ready / before
-            if site in self._passes:
-                self._passes[site].scale(ready / before)
         self.in_flight[site] = min(self.in_flight[site], ready * model.slots)
         most = pool_table(model, ready).capacity_tokens_per_s * self.timeout_s if ready else 0.0
         excess = max(self.backlog_tokens[site] - most, 0.0)
         if excess > 0:
             shed = self.backlog[site] * excess / self.backlog_tokens[site]
-            if site in self._passes:
-                self._passes[site].shed(1.0 - excess / self.backlog_tokens[site])
+            if fpass is not None:
+                fpass.shed(1.0 - excess / self.backlog_tokens[site])
             self.backlog[site] -= shed
             self.backlog_tokens[site] -= excess
-            return float(shed)
-        return 0.0
+            return float(shed), free_s
+        return 0.0, free_s
 
     def clear(self) -> float:
         """Empty every queue and batch (the horizon); returns the requests they held."""
@@ -297,7 +303,9 @@ class _Flows:
         dur = np.diff(edges)
         count = len(dur)
         fine, arrivals, tokens, piece = _fine_bins(self.source, edges, share)
-        fpass = self._passes.setdefault(site, _BatchPass(self.source.tokens.output_sample))
+        fpass = self._passes.get(site)
+        if fpass is None:
+            fpass = self._passes[site] = _BatchPass(self.source.tokens.output_sample)
         out = fpass.run(model, r, fine, arrivals, tokens, self.timeout_s)
         self.in_flight[site] = fpass.in_flight()
         self.backlog[site] = fpass.queued()
@@ -312,27 +320,13 @@ class _Flows:
         ok = (tpot <= self.slo.tpot_ms / 1e3).mean(axis=1)
         v0, v1 = out["v0"], out["v1"]
         met_b = served_b * ok * lat.uniform_wait_cdf(np.asarray(lat.ttft_target_s), v0, v1)
-        levels = len(_PASS_LEVELS) - 1
-        w_lo, w_hi = np.zeros((levels, count)), np.zeros((levels, count))
-        t_lvl = np.zeros((levels, count))
-        bounds = np.searchsorted(piece, np.arange(count + 1))
-        mid = (_PASS_LEVELS[:-1] + _PASS_LEVELS[1:]) / 2
-        for j in np.flatnonzero(served > 0):
-            lo_b, hi_b = bounds[j], bounds[j + 1]
-            n_b = served_b[lo_b:hi_b]
-            q = _uniform_mixture_quantiles(n_b, v0[lo_b:hi_b], v1[lo_b:hi_b], _PASS_LEVELS)
-            w_lo[:, j], w_hi[:, j] = q[:-1], q[1:]
-            t_j = tpot[lo_b:hi_b].ravel()
-            order = np.argsort(t_j, kind="stable")
-            cum = np.cumsum(np.repeat(n_b, _PASS_NODES)[order])
-            at = np.minimum(np.searchsorted(cum, mid * cum[-1]), len(cum) - 1)
-            t_lvl[:, j] = t_j[order][at]
+        w_lo, w_hi, t_lvl = _pass_levels(piece, count, served_b, v0, v1, tpot)
         parts: list[tuple[np.ndarray, _Part]] = [
             (
                 served * (_PASS_LEVELS[k + 1] - _PASS_LEVELS[k]),
                 _Passed(lat, pool, w_lo[k], w_hi[k], t_lvl[k]),
             )
-            for k in range(levels)
+            for k in range(len(_PASS_LEVELS) - 1)
         ]
         return _SiteResult(
             site=site,
@@ -371,3 +365,40 @@ def _nodes(pool: PoolTable, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         over, pool.model.power_w[s] - pool.model.power_w[0], _lerp(pool.extra_w, i, w)
     )
     return extra_w, np.where(over, s, _lerp(pool.in_flight, i, w))
+
+
+def _pass_levels(
+    piece: np.ndarray,
+    count: int,
+    served_b: np.ndarray,
+    v0: np.ndarray,
+    v1: np.ndarray,
+    tpot_s: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per piece of `count` (bins in piece `piece`, `served_b` requests each, waits
+    uniform on [v0, v1] s, times per token `tpot_s` [bin, node] s): its waits' quantiles
+    at the lower and upper `_PASS_LEVELS` of each band and the time per token at the
+    band's middle level (arrays [band, piece]; 0 for a piece that serves none)."""
+    bands = len(_PASS_LEVELS) - 1
+    w_lo, w_hi, t_lvl = np.zeros((3, bands, count))
+    q = _uniform_mixture_quantiles(piece, count, served_b, v0, v1, _PASS_LEVELS)
+    w_lo[:], w_hi[:] = q[:-1], q[1:]
+    # the time per token at the middle of each band: a weighted quantile per piece, over
+    # the bins' nodes sorted by piece then value (key: piece + cumulative share)
+    nodes = tpot_s.shape[1]
+    same = (tpot_s == tpot_s[:, :1]).all(axis=1)  # one request's bin: its nodes agree
+    owner = np.concatenate([piece[same], np.repeat(piece[~same], nodes)])
+    values = np.concatenate([tpot_s[same, 0], tpot_s[~same].ravel()])
+    weight = np.concatenate([served_b[same] * nodes, np.repeat(served_b[~same], nodes)])
+    order = np.lexsort((values, owner))
+    owner, values, weight = owner[order], values[order], weight[order]
+    total = np.bincount(owner, weight, count)
+    cum = np.cumsum(weight)
+    before = np.concatenate([[0.0], np.cumsum(total)])[owner]
+    key = owner + (cum - before) / np.maximum(total[owner], 1e-300)
+    has = np.flatnonzero(total > 0)
+    mid = (_PASS_LEVELS[:-1] + _PASS_LEVELS[1:]) / 2
+    at = np.searchsorted(key, has[None, :] + mid[:, None], side="left")
+    last = np.searchsorted(owner, has, side="right") - 1
+    t_lvl[:, has] = values[np.minimum(at, last[None, :])]
+    return w_lo, w_hi, t_lvl

@@ -54,10 +54,10 @@ class Fluid(ServiceSim):
         before = int(self._ready[site])
         self._ready[site] = int(ready)
         self._models[site] = model
-        shed = self._flows.resize(site, before, int(ready), model)
+        shed, free_s = self._flows.resize(t_s, site, before, int(ready), model)
         if shed > 0:
             self._totals.take_back(self._latest_step(), shed, to_dropped=True, site=site)
-        return t_s
+        return free_s
 
     def set_shares(self, t_s: float, shares: np.ndarray | None) -> None:
         self.advance_to(t_s)
