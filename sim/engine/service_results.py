@@ -15,7 +15,7 @@ from sim.config.services import Directive, ServiceConfig
 from sim.engine.service_power import per_step, with_extra_power
 from sim.engine.service_quality import QualityTally, directive_mix, tally_requests, tally_steps
 from sim.results import ResultParts
-from sim.serving.service_sim import STEP_COLUMNS, ServiceSim
+from sim.serving.service_sim import STEP_COLUMNS, ServiceSim, served_latencies
 from sim.util.percentile import weighted_percentile
 
 if TYPE_CHECKING:
@@ -77,6 +77,8 @@ def write_service_results(
     columns: dict[str, list[np.ndarray]] = {c: [] for c in SERVICE_COLUMNS}
     energy_kwh = carbon_kg = gpu_s = embodied_kg = idle_kwh = loading_kwh = 0.0
     tallies: list[QualityTally] = []
+    # each service's served latencies: at the request level from its table, built once
+    mixtures: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
     requests: list[pd.DataFrame] = []
     for i in range(len(services.configs)):
         steps = services.sims[i].step_table()
@@ -96,6 +98,8 @@ def write_service_results(
         tallies.append(tally)
         if frame is not None:
             requests.append(frame)
+        sim = services.sims[i]
+        mixtures.append(sim.latency_mixtures() if frame is None else served_latencies(frame))
         energy_kwh += e_step.sum()
         carbon_kg += c_step.sum()
         gpu_s += g_step.sum()
@@ -118,7 +122,7 @@ def write_service_results(
         frame = pd.concat(requests, ignore_index=True)
         frame["service"] = pd.Categorical(frame["service"], categories=list(services.names))
         out.tables["requests"] = frame
-    out.summary.update(_serving_summary(services.sims, energy_kwh, carbon_kg, gpu_s))
+    out.summary.update(_serving_summary(services.sims, mixtures, energy_kwh, carbon_kg, gpu_s))
     out.summary["energy_serving_idle_kwh"] = idle_kwh
     out.summary["energy_serving_loading_kwh"] = loading_kwh
     out.summary.update(_quality_summary(tallies, services.configs))
@@ -209,10 +213,15 @@ def _quality_summary(tallies: list[QualityTally], configs: list[ServiceConfig]) 
 
 
 def _serving_summary(
-    sims: list[ServiceSim], energy_kwh: float, carbon_kg: float, gpu_s: float
+    sims: list[ServiceSim],
+    mixtures: list[dict[str, tuple[np.ndarray, np.ndarray]]],
+    energy_kwh: float,
+    carbon_kg: float,
+    gpu_s: float,
 ) -> dict:
-    """The requests' summary keys over every service's fidelity, with the services'
-    facility energy `energy_kwh`, carbon `carbon_kg` and GPU-seconds held `gpu_s`."""
+    """The requests' summary keys over every service's fidelity and served latencies
+    (`ServiceSim.latency_mixtures`), with the services' facility energy `energy_kwh`,
+    carbon `carbon_kg` and GPU-seconds held `gpu_s`."""
     sums = [sim.summary() for sim in sims]
     total = sum(s["requests_total"] for s in sums)
     tokens = sum(s["tokens_generated"] for s in sums)
@@ -220,8 +229,6 @@ def _serving_summary(
     def worst(key: str) -> float | None:
         values = [s[key] for s in sums if not math.isnan(s[key])]
         return max(values) if values else None
-
-    mixtures = [sim.latency_mixtures() for sim in sims]
 
     def over_requests(key: str) -> float | None:
         """The 99th percentile of `key` over every served request of every service."""

@@ -65,7 +65,7 @@ from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel
 from sim.serving.sources import RequestSource
 
-__all__ = ["STEP_COLUMNS", "LiveStats", "ServiceSim"]
+__all__ = ["STEP_COLUMNS", "LiveStats", "ServiceSim", "served_latencies"]
 
 STEP_COLUMNS = (
     "step",
@@ -172,11 +172,7 @@ class ServiceSim:
         table = self.request_table()
         if table is None:
             raise NotImplementedError
-        served = (table["state"] == "served").to_numpy()
-        return {
-            key: (table[key].to_numpy()[served], np.ones(int(served.sum())))
-            for key in ("ttft_ms", "tpot_ms")
-        }
+        return served_latencies(table)
 
     def served_by_site(self) -> np.ndarray:
         """float64[n_steps, sites]: requests served per step (of arrival) and site."""
@@ -185,3 +181,13 @@ class ServiceSim:
     def request_table(self) -> pd.DataFrame | None:
         """The request level's per-request records (None for the fluid level)."""
         return None
+
+
+def served_latencies(table: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`ServiceSim.latency_mixtures` of a request table (`request_table`): the served
+    requests' `ttft_ms` and `tpot_ms`, one request each."""
+    served = (table["state"] == "served").to_numpy()
+    return {
+        key: (table[key].to_numpy()[served], np.ones(int(served.sum())))
+        for key in ("ttft_ms", "tpot_ms")
+    }
