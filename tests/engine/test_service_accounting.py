@@ -248,3 +248,13 @@ def test_idle_and_loading_energy_are_parts_of_the_serving_energy(tmp_path):
     # two replicas at a, 0.05 requests/s of a few seconds each: mostly idle
     idle_or_loading = s["energy_serving_idle_kwh"] + s["energy_serving_loading_kwh"]
     assert 0.8 * s["energy_serving_kwh"] < idle_or_loading < s["energy_serving_kwh"]
+
+
+def test_with_one_service_the_fluid_tail_over_requests_is_that_services_own(tmp_path):
+    """One service at the fluid level: its pooled TTFT p99, read from its latency grid, is
+    within 0.2% of its own interpolated p99, and its tpot p99 is its own. (At the request
+    level the pooled p99 is an observed latency, the services' own interpolate between
+    two: `test_tails_are_over_every_request_and_the_worst_service_apart`.)"""
+    s = sim.simulate(serving_only(tmp_path, fidelity="fluid")).summary
+    assert s["ttft_p99_requests_ms"] == pytest.approx(s["ttft_p99_worst_service_ms"], rel=2e-3)
+    assert s["tpot_p99_requests_ms"] == s["tpot_p99_worst_service_ms"]

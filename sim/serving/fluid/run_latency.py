@@ -174,13 +174,24 @@ class _RunLatency:
         return np.concatenate(values), np.concatenate(masses)
 
     def mixtures_ms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """The run's served requests' `ttft_ms` and `tpot_ms` as (latencies ms, requests):
-        the TTFT mixture's mass in each bin of LATENCY_GRID_S put at the bin's upper edge,
-        the tpot mixture as it is (`ServiceSim.latency_mixtures`)."""
+        """The run's served requests' `ttft_ms` and `tpot_ms` as (latencies ms, requests)
+        (`ServiceSim.latency_mixtures`): the TTFT mixture's mass in each bin of
+        LATENCY_GRID_S spread evenly in log latency over `_SUB_BINS` points inside it (as
+        `_invert_grid` reads it: a pooled percentile is within half a sub-bin, 0.12%, of
+        the interpolated one), the mass at or below the grid's first point on it; the tpot
+        mixture as it is."""
         cdf, _ = self._ttft_cdf()
-        ttft_n = np.diff(np.maximum.accumulate(np.maximum(cdf, 0.0)), prepend=0.0)
+        mass = np.diff(np.maximum.accumulate(np.maximum(cdf, 0.0)), prepend=0.0)
+        inside = (np.arange(_SUB_BINS) + 0.5) / _SUB_BINS
+        log_ms = _LOG_LATENCIES[:-1, None] + inside[None, :] * np.diff(_LOG_LATENCIES)[:, None]
+        ttft_ms = np.concatenate([LATENCY_GRID_S[:1], np.exp(log_ms).ravel()]) * 1e3
+        ttft_n = np.concatenate([mass[:1], np.repeat(mass[1:] / _SUB_BINS, _SUB_BINS)])
         tpot_s, tpot_n = self._tpot_masses()
         return {
-            "ttft_ms": (1e3 * LATENCY_GRID_S, ttft_n),
+            "ttft_ms": (ttft_ms, ttft_n),
             "tpot_ms": (1e3 * tpot_s, np.maximum(tpot_n, 0.0)),
         }
+
+
+_SUB_BINS = 16
+"""Points a bin of LATENCY_GRID_S (3.8% wide) is spread over in `mixtures_ms`."""
