@@ -66,8 +66,9 @@ class _IterRequests(_Requests):
     def columns(
         self, lo: int, hi: int, models: list[ReplicaModel], rtt_s: np.ndarray
     ) -> dict[str, np.ndarray]:
-        """The request level's columns with the iteration level's latencies and records."""
-        rec = super().columns(lo, hi, models, rtt_s)
+        """The request level's records (`_Requests.records`) with the iteration level's
+        latencies and records (`models` unused: the latencies come from the schedule)."""
+        rec = self.records(lo, hi)
 
         def col(a: array, dtype: type) -> np.ndarray:
             return np.frombuffer(a, dtype, hi - lo, lo * a.itemsize).copy()

@@ -343,21 +343,19 @@ class _Replica:
         """The chunks of the iteration ending at boundary `k`, time `t`, are computed: the
         prompts complete join the decodes with their first token (done at once, a request
         whose answer is one token in the heap at `k`)."""
-        rq = self.rq
         for e, c in self.chunks:
             e[2] += c
         self.chunks = []
-        pf = self.pf
-        left = [e for e in pf if e[2] < e[1]]
-        if len(left) == len(pf):
-            return
-        self.pf = left
-        bs = self.lim.block_size
+        # One pass over the prompts (not a filter, then a loop): the common case is one
+        # prompt, completing.
+        rq, bs = self.rq, self.lim.block_size
         heap, bases = self.heap, self.base
         gen, first_s, inp, output = rq.gen, rq.first_s, rq.input, rq.output
+        left = []
         blocks = joined = added = 0
-        for e in pf:
+        for e in self.pf:
             if e[2] < e[1]:
+                left.append(e)
                 continue
             j = e[0]
             blocks += -(-e[2] // bs)
@@ -370,6 +368,9 @@ class _Replica:
             bases[j] = base
             joined += 1
             added += base
+        if not joined:
+            return
+        self.pf = left
         self.pf_blocks -= blocks
         self.b += joined
         self.s += added
