@@ -111,11 +111,9 @@ class _SiteState:
         idle the sum of its replicas' (exactly 0 with none busy)."""
         if not self.t:
             return
-        if (
-            len(self.t) < 64
-            and self.t[-1] <= t_s
-            and all(a <= b for a, b in zip(self.t, self.t[1:], strict=False))
-        ):
+        # In order iff equal to its sorted copy: a sort in C, 0.5 us against 3.7 us for a
+        # generator comparing neighbours (timeit, 35 changes: a 60 s step at 2% load).
+        if len(self.t) < 64 and self.t[-1] <= t_s and self.t == sorted(self.t):
             self._flush_few()
             return
         t = np.asarray(self.t)
