@@ -348,6 +348,20 @@ def test_the_same_input_gives_identical_tables():
     assert a.equals(b)
 
 
+def test_live_statistics_read_the_same_latencies_as_the_tables():
+    # live() reads only the columns it needs (`live_columns`); the tables read them all.
+    m = model(max_batch=16)
+    arrival, out, inp = poisson_chat(30.0, 3000, seed=3)
+    sim, _ = make(TableSource(arrival, out, inp), m, timeout_s=5.0, horizon_s=120.0)
+    sim.configure(0.0, 0, 1, m)
+    sim.advance_to(90.0)
+    live = sim.live()
+    lo, hi = sim._requests.between(0.0, 60.0)
+    full = sim._stats.last_step(sim._columns(lo, hi), live.queued, live.in_flight)
+    assert live.dropped > 0 and math.isfinite(live.tpot_p99_ms)
+    assert live == full
+
+
 # --- from a scenario ----------------------------------------------------------------------
 
 
