@@ -86,6 +86,8 @@ class IterationCost:
     _mem_u: float = 0.0
     _comp_u: float = 0.0
     _n_weights: int = 0
+    _pi_0: float = 0.0
+    _pi_seq: float = 0.0
 
     def __post_init__(self) -> None:
         # Derived constants the hot path reads (`step`, `decode`).
@@ -94,6 +96,8 @@ class IterationCost:
             "_mem_u": pi_mem / self.bw_bytes_per_s,
             "_comp_u": pi_comp * self.flop_per_token / self.flops_per_s,
             "_n_weights": len(self.weights_s),
+            "_pi_0": pi_0,
+            "_pi_seq": pi_seq,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -107,11 +111,11 @@ class IterationCost:
         seq = b * self.seq_s
         t = self.fixed_s + seq + math.hypot(t_mem, b * self.decode_s + p * self.prefill_s)
         z = (
-            self.pi[0]
+            self._pi_0
             + (
                 self._mem_u * (self.weights_bytes[wi] + (c + p) * self.kv_bytes)
                 + self._comp_u * tokens
-                + self.pi[3] * seq
+                + self._pi_seq * seq
             )
             / t
         )
@@ -132,11 +136,11 @@ class IterationCost:
         t = self.fixed_s + seq + h
         g = b * self.kv_s * t_mem / h
         z = (
-            self.pi[0]
+            self._pi_0
             + (
                 self._mem_u * (self.weights_bytes[wi] + c * self.kv_bytes)
                 + self._comp_u * b
-                + self.pi[3] * seq
+                + self._pi_seq * seq
             )
             / t
         )

@@ -304,11 +304,17 @@ def test_without_chunked_prefill_a_prompt_waits_for_a_budget_that_holds_it_whole
 # --- states, drains, power ----------------------------------------------------------------
 
 
-def test_every_request_ends_in_exactly_one_state_and_the_summary_counts_them():
+def overloaded(horizon_s: float):
+    """One replica of 16 sequences under 30 requests/s, a 5 s timeout: drops and queues."""
     m = model(max_batch=16)
     arrival, out, inp = poisson_chat(30.0, 3000, seed=3)
-    sim, log = make(TableSource(arrival, out, inp), m, timeout_s=5.0, horizon_s=60.0)
+    sim, log = make(TableSource(arrival, out, inp), m, timeout_s=5.0, horizon_s=horizon_s)
     sim.configure(0.0, 0, 1, m)
+    return sim, log
+
+
+def test_every_request_ends_in_exactly_one_state_and_the_summary_counts_them():
+    sim, log = overloaded(60.0)
     sim.close(60.0)
     t = sim.request_table()
     s = sim.summary()
@@ -346,6 +352,17 @@ def test_the_same_input_gives_identical_tables():
     a = run(TableSource(*crowded()), m, horizon_s=1e5)[0].request_table()
     b = run(TableSource(*crowded()), m, horizon_s=1e5)[0].request_table()
     assert a.equals(b)
+
+
+def test_live_statistics_read_the_same_latencies_as_the_tables():
+    # live() reads only the columns it needs (`live_columns`); the tables read them all.
+    sim, _ = overloaded(120.0)
+    sim.advance_to(90.0)
+    live = sim.live()
+    lo, hi = sim._requests.between(0.0, 60.0)
+    full = sim._stats.last_step(sim._columns(lo, hi), live.queued, live.in_flight)
+    assert live.dropped > 0 and math.isfinite(live.tpot_p99_ms)
+    assert live == full
 
 
 # --- from a scenario ----------------------------------------------------------------------

@@ -66,22 +66,40 @@ class _IterRequests(_Requests):
     def columns(
         self, lo: int, hi: int, models: list[ReplicaModel], rtt_s: np.ndarray
     ) -> dict[str, np.ndarray]:
-        """The request level's columns with the iteration level's latencies and records."""
-        rec = super().columns(lo, hi, models, rtt_s)
+        """The request level's records (`_Requests.records`) with the iteration level's
+        latencies and records (`models` unused: the latencies come from the schedule)."""
+        rec = self.records(lo, hi)
+        rec["first_token_s"] = self._col(self.first_s, np.float64, lo, hi)
+        rec["preemptions"] = self._col(self.preempted, np.intc, lo, hi)
+        rec["refused"] = self._col(self.refused, np.int8, lo, hi).astype(bool)
+        rec["recomputed_tokens"] = self._col(self.recomputed, np.int64, lo, hi)
+        return _with_latencies(rec, rtt_s)
 
-        def col(a: array, dtype: type) -> np.ndarray:
-            return np.frombuffer(a, dtype, hi - lo, lo * a.itemsize).copy()
+    def live_columns(self, lo: int, hi: int, rtt_s: np.ndarray) -> dict[str, np.ndarray]:
+        """What `_Statistics.last_step` reads of requests lo..hi-1 (arrivals, states,
+        latencies): five columns, not `columns`' twelve (live statistics come every step)."""
+        rec = {
+            "arrival_s": self._col(self.arrival_s, np.float64, lo, hi),
+            "output_tokens": self._col(self.output, np.int64, lo, hi),
+            "site": self._col(self.site, np.intc, lo, hi),
+            "end_s": self._col(self.end_s, np.float64, lo, hi),
+            "state": self._col(self.state, np.int8, lo, hi),
+            "first_token_s": self._col(self.first_s, np.float64, lo, hi),
+        }
+        return _with_latencies(rec, rtt_s)
 
-        first = col(self.first_s, np.float64)
-        rec["first_token_s"] = first
-        rec["preemptions"] = col(self.preempted, np.intc)
-        rec["refused"] = col(self.refused, np.int8).astype(bool)
-        rec["recomputed_tokens"] = col(self.recomputed, np.int64)
-        site_rtt_s = rtt_s[np.maximum(rec["site"], 0)]
-        rec["ttft_ms"] = (first - rec["arrival_s"] + site_rtt_s) * 1e3
-        after_first = np.maximum(rec["output_tokens"] - 1, 1)
-        tpot = (rec["end_s"] - first) / after_first * 1e3
-        rec["tpot_ms"] = np.where(
-            rec["output_tokens"] > 1, tpot, np.where(np.isnan(tpot), np.nan, 0.0)
-        )
-        return rec
+    @staticmethod
+    def _col(a: array, dtype: type, lo: int, hi: int) -> np.ndarray:
+        return np.frombuffer(a, dtype, hi - lo, lo * a.itemsize).copy()
+
+
+def _with_latencies(rec: dict[str, np.ndarray], rtt_s: np.ndarray) -> dict[str, np.ndarray]:
+    """`rec` with `ttft_ms` and `tpot_ms` (module docstring) from its arrivals, sites, first
+    tokens, ends and output tokens; `rtt_s` by site."""
+    first = rec["first_token_s"]
+    site_rtt_s = rtt_s[np.maximum(rec["site"], 0)]
+    rec["ttft_ms"] = (first - rec["arrival_s"] + site_rtt_s) * 1e3
+    after_first = np.maximum(rec["output_tokens"] - 1, 1)
+    tpot = (rec["end_s"] - first) / after_first * 1e3
+    rec["tpot_ms"] = np.where(rec["output_tokens"] > 1, tpot, np.where(np.isnan(tpot), np.nan, 0.0))
+    return rec

@@ -111,11 +111,9 @@ class _SiteState:
         idle the sum of its replicas' (exactly 0 with none busy)."""
         if not self.t:
             return
-        if (
-            len(self.t) < 64
-            and self.t[-1] <= t_s
-            and all(a <= b for a, b in zip(self.t, self.t[1:], strict=False))
-        ):
+        # In order iff equal to its sorted copy: a sort in C, 0.5 us against 3.7 us for a
+        # generator comparing neighbours (timeit, 35 changes: a 60 s step at 2% load).
+        if len(self.t) < 64 and self.t[-1] <= t_s and self.t == sorted(self.t):
             self._flush_few()
             return
         t = np.asarray(self.t)
@@ -343,21 +341,19 @@ class _Replica:
         """The chunks of the iteration ending at boundary `k`, time `t`, are computed: the
         prompts complete join the decodes with their first token (done at once, a request
         whose answer is one token in the heap at `k`)."""
-        rq = self.rq
         for e, c in self.chunks:
             e[2] += c
         self.chunks = []
-        pf = self.pf
-        left = [e for e in pf if e[2] < e[1]]
-        if len(left) == len(pf):
-            return
-        self.pf = left
-        bs = self.lim.block_size
+        # One pass over the prompts (not a filter, then a loop): the common case is one
+        # prompt, completing.
+        rq, bs = self.rq, self.lim.block_size
         heap, bases = self.heap, self.base
         gen, first_s, inp, output = rq.gen, rq.first_s, rq.input, rq.output
+        left = []
         blocks = joined = added = 0
-        for e in pf:
+        for e in self.pf:
             if e[2] < e[1]:
+                left.append(e)
                 continue
             j = e[0]
             blocks += -(-e[2] // bs)
@@ -370,6 +366,9 @@ class _Replica:
             bases[j] = base
             joined += 1
             added += base
+        if not joined:
+            return
+        self.pf = left
         self.pf_blocks -= blocks
         self.b += joined
         self.s += added

@@ -167,7 +167,8 @@ class IterationLevel(ServiceSim):
         if k < 0:
             return LiveStats(0.0, queued, in_flight, math.nan, math.nan, math.nan, 0.0)
         lo, hi = self._requests.between(k * self.step_s, (k + 1) * self.step_s)
-        return self._stats.last_step(self._columns(lo, hi), queued, in_flight)
+        rec = self._requests.live_columns(lo, hi, self.rtt_s)
+        return self._stats.last_step(rec, queued, in_flight)
 
     def close(self, horizon_s: float) -> None:
         self.advance_to(horizon_s)

@@ -110,11 +110,23 @@ class _Requests:
     ) -> dict[str, np.ndarray]:
         """Copies of the records of requests lo..hi-1 and their latencies, ms (`models` by
         the records' model index, `rtt_s` by site)."""
+        rec = self.records(lo, hi)
+        prefill_s = np.full(hi - lo, np.nan)
+        for mi in np.unique(rec["mid"][rec["mid"] >= 0]):
+            sel = rec["mid"] == mi
+            prefill_s[sel] = models[mi].prefill_s(rec["input_tokens"][sel])
+        site_rtt_s = rtt_s[np.maximum(rec["site"], 0)]
+        rec["ttft_ms"] = (rec["admit_s"] - rec["arrival_s"] + prefill_s + site_rtt_s) * 1e3
+        rec["tpot_ms"] = (rec["end_s"] - rec["admit_s"]) / rec["output_tokens"] * 1e3
+        return rec
+
+    def records(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Copies of the records of requests lo..hi-1 (no latencies)."""
 
         def col(a: array, dtype: type) -> np.ndarray:
             return np.frombuffer(a, dtype, hi - lo, lo * a.itemsize).copy()
 
-        rec = {
+        return {
             "arrival_s": col(self.arrival_s, np.float64),
             "input_tokens": col(self.input, np.int64),
             "output_tokens": col(self.output, np.int64),
@@ -124,11 +136,3 @@ class _Requests:
             "state": col(self.state, np.int8),
             "mid": col(self.mid, np.intc),
         }
-        prefill_s = np.full(hi - lo, np.nan)
-        for mi in np.unique(rec["mid"][rec["mid"] >= 0]):
-            sel = rec["mid"] == mi
-            prefill_s[sel] = models[mi].prefill_s(rec["input_tokens"][sel])
-        site_rtt_s = rtt_s[np.maximum(rec["site"], 0)]
-        rec["ttft_ms"] = (rec["admit_s"] - rec["arrival_s"] + prefill_s + site_rtt_s) * 1e3
-        rec["tpot_ms"] = (rec["end_s"] - rec["admit_s"]) / rec["output_tokens"] * 1e3
-        return rec
