@@ -23,11 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from serving_requests import CASES, LOAD, STEP_S, TRACE  # noqa: E402
+from serving_requests import STEP_S, print_tables_time, trace_cases  # noqa: E402
 
 from sim.config.services import SchedulerConfig, SloConfig  # noqa: E402
-from sim.models.llm_replica import replica_model  # noqa: E402
-from sim.serving.importers import import_azure_llm  # noqa: E402
 from sim.serving.iteration_level import IterationLevel  # noqa: E402
 from sim.serving.sources import FileSource  # noqa: E402
 
@@ -69,26 +67,7 @@ def run(source: FileSource, model, replicas: int, horizon_s: float, stepped: boo
 
 
 def main() -> None:
-    table, _ = import_azure_llm(TRACE)
-    model = replica_model(
-        "Llama-3.1-8B-Instruct",
-        "H100-SXM",
-        1,
-        256,
-        float(np.mean(table.input_tokens)),
-        float(np.mean(table.output_tokens)),
-    )
-    full_batch_tokens_per_s = float(model.tokens_per_s(model.slots))
-    span_s = float(table.arrival_s[-1] - table.arrival_s[0])
-    print(f"{model.model} on {model.gpu}: {full_batch_tokens_per_s:.0f} tok/s at full batch")
-    for time_scale, horizon_s in CASES:
-        offered = float(np.sum(table.output_tokens)) / (span_s * time_scale)
-        replicas = math.ceil(offered / (LOAD * full_batch_tokens_per_s))
-        source = FileSource(table, horizon_s, time_scale, True)
-        print(
-            f"time_scale {time_scale:g} over {horizon_s / 3600:g} h, {replicas} replica(s) at "
-            f"{offered / (replicas * full_batch_tokens_per_s):.0%} of full-batch tokens:"
-        )
+    for source, model, replicas, horizon_s in trace_cases():
         for stepped in (True, False):
             sim, wall_s, cpu_s = run(source, model, replicas, horizon_s, stepped)
             s = sim.summary()
@@ -100,10 +79,7 @@ def main() -> None:
                 f"{n / cpu_s:>9,.0f}/s CPU (target {TARGET_PER_S:,.0f}: {verdict}); "
                 f"TTFT p99 {s['ttft_p99_ms']:.0f} ms, preempted {s['requests_preempted']:.0f}"
             )
-        start = time.perf_counter()
-        sim.step_table()
-        sim.request_table()
-        print(f"  {'tables':>24}: {time.perf_counter() - start:6.2f} s")
+        print_tables_time(sim)
 
 
 if __name__ == "__main__":

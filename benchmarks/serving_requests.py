@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from sim.config.services import SloConfig
-from sim.models.llm_replica import replica_model
+from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
+from sim.serving.service_sim import ServiceSim
 from sim.serving.sources import FileSource
 
 TRACE = (
@@ -68,7 +70,9 @@ def run(source: FileSource, model, replicas: int, horizon_s: float, stepped: boo
     return sim, time.perf_counter() - start
 
 
-def main() -> None:
+def trace_cases() -> Iterator[tuple[FileSource, ReplicaModel, int, float]]:
+    """The benchmark's cases on the conversation trace, each announced on stdout: (source,
+    replica model, replicas, horizon s). Shared with `benchmarks/serving_iterations.py`."""
     table, _ = import_azure_llm(TRACE)
     model = replica_model(
         "Llama-3.1-8B-Instruct",
@@ -84,11 +88,23 @@ def main() -> None:
     for time_scale, horizon_s in CASES:
         offered = float(np.sum(table.output_tokens)) / (span_s * time_scale)
         replicas = math.ceil(offered / (LOAD * full_batch_tokens_per_s))
-        source = FileSource(table, horizon_s, time_scale, True)
         print(
             f"time_scale {time_scale:g} over {horizon_s / 3600:g} h, {replicas} replica(s) at "
             f"{offered / (replicas * full_batch_tokens_per_s):.0%} of full-batch tokens:"
         )
+        yield FileSource(table, horizon_s, time_scale, True), model, replicas, horizon_s
+
+
+def print_tables_time(sim: ServiceSim) -> None:
+    """Time to build the step and request tables of `sim`, on stdout."""
+    start = time.perf_counter()
+    sim.step_table()
+    sim.request_table()
+    print(f"  {'tables':>24}: {time.perf_counter() - start:6.2f} s")
+
+
+def main() -> None:
+    for source, model, replicas, horizon_s in trace_cases():
         for stepped in (True, False):
             sim, wall_s = run(source, model, replicas, horizon_s, stepped)
             n = sim.summary()["requests_total"]
@@ -98,10 +114,7 @@ def main() -> None:
                 f"  {how:>24}: {n:>9,.0f} requests in {wall_s:6.2f} s = "
                 f"{n / wall_s:>9,.0f} requests/s (target {TARGET_PER_S:,.0f}: {verdict})"
             )
-        start = time.perf_counter()
-        sim.step_table()
-        sim.request_table()
-        print(f"  {'tables':>24}: {time.perf_counter() - start:6.2f} s")
+        print_tables_time(sim)
 
 
 if __name__ == "__main__":
