@@ -258,6 +258,11 @@ class ServiceConfig(ConfigModel):
     """Served quality below this counts in `served_below_floor_share`; policies keep to it."""
     budget_per_h: float | None = Field(default=None, ge=0)
     """Most the service's GPUs may cost per hour, in the scenario's currency (policies)."""
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
+    """Share of each prompt's tokens found in the prefix cache (vLLM's automatic prefix
+    caching, SGLang's RadixAttention), the same for every prompt and every variant: prefill
+    computes only the others, the KV cache holds the whole prompt (docs/serving.md "Prefix
+    caching"). 0: no prefix caching."""
     scheduler: SchedulerConfig = SchedulerConfig()
     """The engine's scheduler at the iteration level (docs/serving.md "Iteration level")."""
 

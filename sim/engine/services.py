@@ -176,6 +176,7 @@ class Services(Component):
             spec.mig_profile,
             spec.precision,
             layout_for(spec.gpu, spec.tp, spec.ep, node_gpus),
+            self.configs[i].prefix_cache_hit_rate,
         )
 
     def mean_output(self, i: int) -> float:

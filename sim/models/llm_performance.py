@@ -129,6 +129,10 @@ class ServingPoint:
     """What the calibration data did not see: a GPU not measured, an architecture outside
     the calibrated families, a precision not measured or run weight-only, a parallel layout
     (one sentence each; empty: nothing)."""
+    prefix_hit_rate: float = 0.0
+    """Share of each prompt's tokens found in the prefix cache (0: no prefix caching): the
+    prefill computes the others (`prefill_s`, the amortised prefill in the throughput), the
+    context holds them all (`context_tokens`, `kv_capacity_seqs`)."""
 
 
 def _catalog_model(m: Mapping[str, Any], avg_output_tokens: float) -> CatalogModel:
@@ -328,6 +332,15 @@ def _kappa(output_tokens: float | TokenLaw | None) -> np.ndarray | None:
     )
 
 
+def _hit_rate(prefix_hit_rate: Any) -> float:
+    """`prefix_hit_rate` checked: a share of a prompt's tokens, 0 <= rate < 1 (a prompt's
+    last token is always computed, to give the first output token)."""
+    x = finite_real(prefix_hit_rate)
+    if x is None or not 0.0 <= x < 1.0:
+        raise ValueError(f"prefix_hit_rate must be a number in [0, 1), got {prefix_hit_rate!r}")
+    return x
+
+
 def _plan(name: str, entry: CatalogModel, n: float, layout: Layout) -> Plan:
     """The checked parallel layout of `entry` on `n` GPUs (`sim.models.llm_parallel.plan`)."""
     moe = entry.spec.architecture == "MoE"
@@ -343,10 +356,12 @@ def _inputs(
     l_out: float,
     kappa: np.ndarray | None = None,
     comm: Plan | None = None,
+    cached_tokens: float = 0.0,
 ) -> Inputs:
     """The roofline's inputs for `entry` on `n` x `g`, at one or many maximum batch sizes
     (`kappa`: the output law's, None for the calibrated constant), with `comm`'s
-    inter-node collectives (None: none)."""
+    inter-node collectives (None: none) and `cached_tokens` of each prompt in the prefix
+    cache."""
     spec = entry.spec
     assert spec.kv_bytes_per_token is not None
     return Inputs(
@@ -371,6 +386,7 @@ def _inputs(
         kappa=kappa,
         comm_fixed_s=0.0 if comm is None else comm.comm_fixed_s,
         comm_per_token_s=0.0 if comm is None else comm.comm_per_token_s,
+        cached_tokens=cached_tokens,
     )
 
 
@@ -408,6 +424,7 @@ def performance(
     cap_w: float | None = None,
     precision: str | None = None,
     layout: Layout | None = None,
+    prefix_hit_rate: float = 0.0,
 ) -> ServingPoint:
     """Throughput, latency and power of one replica saturated at `max_batch`.
 
@@ -427,7 +444,10 @@ def performance(
     "Precisions and GPUs"). `layout`: tensor/expert-parallel degrees and the node (None:
     the model's default layout on the GPU's default node, `sim.models.llm_parallel.layout_for`),
     checked against the model's heads and experts; a replica larger than a node pays
-    inter-node collectives (docs/serving.md "Parallelism"). Raises ValueError naming a bad
+    inter-node collectives (docs/serving.md "Parallelism"). `prefix_hit_rate`: the share of
+    each prompt's tokens found in the prefix cache, 0 <= rate < 1 (docs/serving.md "Prefix
+    caching"): prefill computes only the others, the KV cache holds the whole prompt.
+    Raises ValueError naming a bad
     argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
     when the weights do not fit in the replica's memory (`num_gpus` too small), and when
     they fit but one sequence's context does not fit the KV cache (naming the token counts).
@@ -437,9 +457,11 @@ def performance(
         sm, model, gpu, num_gpus, max_batch, avg_input_tokens, avg_output_tokens, precision
     )
     cap = None if cap_w is None else _cap(g, cap_w)
+    hit = _hit_rate(prefix_hit_rate)
     comm = _plan(name, entry, n, layout_for(g.id) if layout is None else layout)
     why = extrapolation(sm, entry, g, comm)
-    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out, _kappa(avg_output_tokens), comm)
+    kappa = _kappa(avg_output_tokens)
+    x = _inputs(entry, g, n, np.asarray(b), l_in, l_out, kappa, comm, hit * l_in)
     prefill_x = x  # the prefill alone runs at its own clock under a cap
     if cap is not None and cap < GPU_CATALOG[g.id].max_cap_w:
         prefill_x = replace(x, sm_clock=capped_clock(sm.params, x, cap, phase="prefill"))
@@ -478,4 +500,5 @@ def performance(
         extrapolated=bool(why),
         extrapolated_why=why,
         gpu_cap_w=cap,
+        prefix_hit_rate=hit,
     )

@@ -8,6 +8,10 @@ calibrated roofline (`sim.models.llm_roofline.evaluate`) at a maximum batch of `
 decode step with the prefill of the batch's prompts amortised over their output tokens,
 at the service's mean input and output lengths. A prompt's own prefill (the time to its
 first token, `prefill_s`) is the roofline's prefill of that many input tokens alone.
+With prefix caching (`prefix_hit_rate` h, docs/serving.md "Prefix caching") a prompt of
+`L` tokens finds `cached_tokens(L, h)` = floor(h L) of them in the cache: its prefill, and
+the amortised prefill in `iter_s` (h times the mean prompt), compute only the others,
+while its context (KV cache, slots) holds all `L`.
 A power cap lowers the SM clock until the replica's draw is within it, separately for the
 decode iterations (memory-bound: little slower) and for a prompt's prefill (compute-bound:
 slower in proportion), as in `performance` (`sim.models.llm_roofline.capped_clock`).
@@ -32,6 +36,7 @@ from sim.models.llm_parallel import Layout, layout_for
 from sim.models.llm_performance import (
     ServingGpu,
     _cap,
+    _hit_rate,
     _inputs,
     _kappa,
     _plan,
@@ -42,7 +47,7 @@ from sim.models.llm_performance import (
 from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, capped_clock, evaluate
 from sim.models.token_laws import TokenLaw
 
-__all__ = ["ReplicaModel", "replica_model", "slice_gpu"]
+__all__ = ["ReplicaModel", "cached_tokens", "replica_model", "slice_gpu"]
 
 _PREFILL_GRID_TOKENS = np.unique(np.rint(np.geomspace(1, 4e6, 160)))
 """Input lengths the prefill time is tabulated at (interpolated linearly in between)."""
@@ -81,6 +86,9 @@ class ReplicaModel:
     extrapolated_why: tuple[str, ...] = ()
     """What the calibration data did not see of this replica (`ServingPoint.extrapolated_why`;
     empty: nothing): reported per service and variant in meta.json's `serving`."""
+    prefix_hit_rate: float = 0.0
+    """Share of each prompt's tokens found in the prefix cache (0: no prefix caching;
+    `cached_tokens`): `iter_s`, `power_w` and `prefill_s` compute only the others."""
 
     @property
     def extrapolated(self) -> bool:
@@ -88,8 +96,10 @@ class ReplicaModel:
         return bool(self.extrapolated_why)
 
     def prefill_s(self, input_tokens: np.ndarray | float) -> np.ndarray:
-        """Prefill time of prompts of `input_tokens` tokens, each alone on the replica, s."""
+        """Prefill time of prompts of `input_tokens` tokens, each alone on the replica, s:
+        of their tokens not in the prefix cache (`cached_tokens`)."""
         x = np.asarray(input_tokens, dtype=float)
+        x = x - cached_tokens(x, self.prefix_hit_rate)
         return np.interp(x, _PREFILL_GRID_TOKENS, self._prefill_grid_s)
 
     def tokens_per_s(self, n: np.ndarray | int) -> np.ndarray:
@@ -110,6 +120,7 @@ def replica_model(
     mig_profile: str | None = None,
     precision: str | None = None,
     layout: Layout | None = None,
+    prefix_hit_rate: float = 0.0,
 ) -> ReplicaModel:
     """The `ReplicaModel` of `model` on `num_gpus` x `gpu` (arguments as in
     `sim.models.llm_performance`: token counts as means or laws); cached. ValueError as
@@ -121,7 +132,8 @@ def replica_model(
     model sees the draw of the GPU with every slice like this one, as for jobs on slices).
     ValueError naming the profile and the sizes if the weights do not fit the slice.
     `precision`: the weights' format (None: the model's own), `layout`: the parallel
-    layout and node (None: the default), as in `performance`.
+    layout and node (None: the default), `prefix_hit_rate`: the share of each prompt's
+    tokens in the prefix cache (module docstring), as in `performance`.
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(
@@ -130,6 +142,7 @@ def replica_model(
     comm = _plan(name, entry, n, layout_for(g.id) if layout is None else layout)
     why = extrapolation(sm, entry, g, comm)
     cap = None if cap_w is None else _cap(g, cap_w)
+    hit = _hit_rate(prefix_hit_rate)
     share = 1.0
     if mig_profile is not None:
         if n != 1:
@@ -137,7 +150,7 @@ def replica_model(
         g, share = slice_gpu(g, mig_profile), mig.sm_share(g.id, mig_profile)
     batches = np.arange(1, int(b) + 1, dtype=float)
     kappa = _kappa(avg_output_tokens)
-    x = _inputs(entry, g, n, batches, l_in, l_out, kappa, comm)
+    x = _inputs(entry, g, n, batches, l_in, l_out, kappa, comm, hit * l_in)
     grid = replace(
         _inputs(entry, g, n, np.asarray(1.0), 1.0, l_out, kappa, comm),
         input_tokens=_PREFILL_GRID_TOKENS,
@@ -178,7 +191,16 @@ def replica_model(
         _prefill_grid_s=prefill,
         mig_profile=mig_profile,
         extrapolated_why=why,
+        prefix_hit_rate=hit,
     )
+
+
+def cached_tokens(input_tokens: np.ndarray | float, prefix_hit_rate: float) -> np.ndarray:
+    """Tokens of prompts of `input_tokens` tokens found in the prefix cache at a hit rate
+    `prefix_hit_rate` (0 <= rate < 1): floor(rate x tokens), whole tokens, so a prompt of
+    at least one token computes at least one (its last, which gives the first output
+    token)."""
+    return np.floor(prefix_hit_rate * np.asarray(input_tokens, dtype=float))
 
 
 def slice_gpu(g: ServingGpu, mig_profile: str) -> ServingGpu:

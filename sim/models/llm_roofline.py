@@ -19,9 +19,11 @@ batch `B`:
                                                              inter-node collectives
                                                              (sim.models.llm_parallel; 0 on
                                                              one node), added to t_step with
-                                                             B tokens, to the prefill with L_in
+                                                             B tokens, to the prefill with L_pf
     t_step     = tau_step + t_coll + (tau_seq + h tau_ssm) B + |t_mem, t_compute|_2
-    t_prefill  = 2 A L_in / (n F eta_prefill)               per request, compute only
+    t_prefill  = 2 A L_pf / (n F eta_prefill)               per request, compute only;
+                                                            L_pf = L_in - cached: the prompt's
+                                                            tokens not in the prefix cache
     t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
     throughput = B / t_iter,   ITL median = t_step
     ITL p90    = t_step + max(1, B / L_out) t_prefill  if B / L_out > 0.1, else t_step
@@ -29,9 +31,9 @@ batch `B`:
                                                             iteration: a share min(1, B / L_out)
                                                             of the iterations carries them)
     prefill_s  = tau_step + t_coll + |t_mem_pf, t_prefill|_2   one prompt alone (reported)
-    t_mem_pf   = (f8 bpp weights(L_in) + L_in kv) / (n BW eta_mem)
-                                                            weights(L_in): the weights term
-                                                            above with L_in tokens for B
+    t_mem_pf   = (f8 bpp weights(L_pf) + L_pf kv) / (n BW eta_mem)
+                                                            weights(L_pf): the weights term
+                                                            above with L_pf tokens for B
     P_gpu      = P_idle + (TDP - P_idle) (1 - exp(-z)),  z = pi_0 + pi_mem u_mem
                  + pi_compute u_compute + pi_seq u_seq      (pi_0_blackwell on Blackwell)
     P_prefill  = the same with the utilisations of one prompt alone (prefill_s)
@@ -168,6 +170,10 @@ class Inputs:
     node; `sim.models.llm_parallel.plan`)."""
     comm_per_token_s: np.ndarray | float = 0.0
     """Inter-node collective time per token of an iteration (decode or prefill), s."""
+    cached_tokens: np.ndarray | float = 0.0
+    """Tokens of each prompt found in the prefix cache (automatic prefix caching), at most
+    `input_tokens`: in the context (the KV cache holds and reads them), not computed in
+    prefill (no FLOPs, no KV written, no inter-node traffic). 0: no prefix caching."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,21 +246,22 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         + (t_mem**ROOFLINE_POWER + t_compute**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
         + (comm_fixed + comm_per_token * batch)
     )
-    flop_prefill = 2.0 * active * l_in
+    l_pf = l_in - np.asarray(x.cached_tokens, dtype=float)  # the prompt's tokens computed
+    flop_prefill = 2.0 * active * l_pf
     t_prefill = flop_prefill / (flops * p.eta_prefill * clock)
     joins = batch / l_out  # prompts joining the batch per iteration, in steady state
-    t_iter = t_step + joins * (t_prefill + comm_per_token * l_in)
-    # One prompt alone: a step of its own that reads the weights its L_in tokens touch and
-    # writes their KV, against the prefill FLOPs (t_iter above keeps the fitted,
+    t_iter = t_step + joins * (t_prefill + comm_per_token * l_pf)
+    # One prompt alone: a step of its own that reads the weights its computed tokens touch
+    # and writes their KV, against the prefill FLOPs (t_iter above keeps the fitted,
     # compute-only prefill term: in a full batch the weights are read by the decode anyway).
-    touched_prefill = routed * (1.0 - (1.0 - share) ** l_in)
+    touched_prefill = routed * (1.0 - (1.0 - share) ** l_pf)
     weights_prefill = active - routed * share + touched_prefill
-    t_mem_prefill = (read_bpp * weights_prefill + l_in * kv) / (bw * eta_mem)
+    t_mem_prefill = (read_bpp * weights_prefill + l_pf * kv) / (bw * eta_mem)
     prefill_alone = (
         1e-3 * p.tau_step_ms
         + t_coll * np.log2(n)
         + (t_mem_prefill**ROOFLINE_POWER + t_prefill**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
-        + (comm_fixed + comm_per_token * l_in)
+        + (comm_fixed + comm_per_token * l_pf)
     )
 
     u_mem = bytes_read / (bw * t_iter)
@@ -267,7 +274,7 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
         return n * (idle + (np.asarray(x.tdp_w) - idle) * (1.0 - np.exp(-z)))
 
     power = power_of(u_mem, u_compute, t_seq / t_iter)
-    bytes_prefill = bpp * weights_prefill + l_in * kv
+    bytes_prefill = bpp * weights_prefill + l_pf * kv
     prefill_power = power_of(
         bytes_prefill / (bw * prefill_alone), flop_prefill / (flops * prefill_alone), 0.0
     )

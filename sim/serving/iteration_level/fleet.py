@@ -177,6 +177,7 @@ def _limits(sched: SchedulerConfig, model: ReplicaModel, cost: IterationCost) ->
         blocks,
         max_len,
         swap_s,
+        model.prefix_hit_rate,
     )
 
 

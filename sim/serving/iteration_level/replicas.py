@@ -31,6 +31,10 @@ readmission prefills its prompt and the tokens it had generated again (counted i
 the host and back instead, each transfer lengthening the iteration scheduled with it.
 A request whose prompt plus output exceeds the replica's `max_model_len`, or (chunked
 prefill off) whose prompt exceeds the token budget, is refused at arrival.
+
+Prefix caching (`_Limits.prefix_hit_rate`): at each admission a prompt finds
+`_Limits.cached` of its tokens in the cache; it holds their KV blocks (not shared with
+other requests) but computes, and takes budget for, only the others.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class _Limits:
         "blocks",
         "max_len",
         "swap_s",
+        "prefix_hit_rate",
     )
 
     def __init__(
@@ -71,6 +76,7 @@ class _Limits:
         blocks: int,
         max_len: int,
         swap_s: float = 0.0,
+        prefix_hit_rate: float = 0.0,
     ):
         self.batched_tokens = batched_tokens
         self.max_seqs = max_seqs
@@ -83,6 +89,14 @@ class _Limits:
         self.swap_s = swap_s
         """Swap preemption: time to move one token's KV between GPU and host, s (0: a
         preempted request is recomputed)."""
+        self.prefix_hit_rate = prefix_hit_rate
+        """Share of each prompt's tokens in the prefix cache (`cached`)."""
+
+    def cached(self, input_tokens: int) -> int:
+        """Tokens of a prompt of `input_tokens` found in the prefix cache at each admission:
+        `sim.models.llm_replica.cached_tokens` for one prompt (their KV blocks held, not
+        computed)."""
+        return int(self.prefix_hit_rate * input_tokens)
 
 
 class _SiteState:
@@ -263,7 +277,7 @@ class _Replica:
         rq = self.rq
         lim = self.lim
         if rq.input[j] + rq.output[j] > lim.max_len or (
-            not lim.chunked and rq.input[j] > lim.batched_tokens
+            not lim.chunked and rq.input[j] - lim.cached(rq.input[j]) > lim.batched_tokens
         ):
             rq.refused[j] = 1
             rq.state[j] = _DROPPED
@@ -509,17 +523,18 @@ class _Replica:
                 seqs += 1
                 continue
             need = rq.input[j] + rq.gen[j]
-            c = min(need, budget)
-            if c <= 0 or (c < need and not lim.chunked):
+            hit = lim.cached(rq.input[j])
+            c = min(need - hit, budget)
+            if c <= 0 or (c < need - hit and not lim.chunked):
                 return p, True, partial
-            nb = -(-c // bs)
+            nb = -(-(hit + c) // bs)
             if nb > free:
                 break
             waiting.popleft()
             if not started:
                 rq.admit_s[j] = t
                 rq.mid[j] = self.mi
-            e = [j, need, 0]
+            e = [j, need, hit]
             self.pf.append(e)
             self.n_admitted += 1
             self.order[j] = self.n_admitted
@@ -529,7 +544,7 @@ class _Replica:
             budget -= c
             seqs += 1
             p += c
-            partial = partial or c < need
+            partial = partial or c < need - hit
         return p, False, partial
 
     def _exact_blocks(self, k: int) -> int:
@@ -574,7 +589,7 @@ class _Replica:
                 self.pf.remove(e)
                 freed = -(-e[2] // bs)
                 self.pf_blocks -= freed
-                rq.recomputed[j] += e[2]
+                rq.recomputed[j] += e[2] - self.lim.cached(rq.input[j])
                 return freed
         x = next(x for x, (_, jj) in enumerate(self.heap) if jj == j)
         kf = self.heap[x][0]
@@ -589,7 +604,7 @@ class _Replica:
             rq.swapped[j] = base + k
             self.extra_s += (base + k) * self.lim.swap_s
         else:
-            rq.recomputed[j] += base + k
+            rq.recomputed[j] += base + k - self.lim.cached(rq.input[j])
         return -(-(base + k + 1) // bs)
 
     # -- state ---------------------------------------------------------------------------
