@@ -155,6 +155,7 @@ slo = { ttft_ms = 500, tpot_ms = 100, percentile = 99 }
 quality = 48.3
 quality_floor = 40
 budget_per_h = 10
+prefix_cache_hit_rate = 0.5
 parallel = { tp = 1, ep = 1 }
 directives = [{ name = "normal", output_factor = 1.0, quality_penalty = 0.0 }]
 scheduler = { max_num_batched_tokens = 2048, max_num_seqs = 64, max_model_len = 8192 }

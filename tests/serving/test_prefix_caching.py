@@ -129,6 +129,7 @@ def test_within_the_budget_and_the_cache_the_work_is_the_uncached_prompts(monkey
 def test_a_hit_rate_of_zero_gives_the_run_without_the_option_bit_for_bit(tmp_path, fidelity):
     plain = sim.simulate(serving_only(tmp_path, services=[with_rate(None)], fidelity=fidelity))
     zero = sim.simulate(serving_only(tmp_path, services=[with_rate(0.0)], fidelity=fidelity))
+
     def measured(r: sim.Results) -> dict:
         return {k: v for k, v in r.summary.items() if k not in SKIPPED_SUMMARY_KEYS}
 
