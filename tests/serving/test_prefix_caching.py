@@ -4,8 +4,9 @@ computes only the others (floor(h L) of a prompt of L tokens are cached), the KV
 still holds the whole prompt. At h = 0 a run is bit for bit a run without the option; time
 to first token and serving energy fall with h at every fidelity; at the iteration level
 no iteration exceeds its token budget, the KV blocks count the whole context, and the
-tokens computed are the uncached prompts, the outputs and the recomputed tokens; a bad
-rate is a one-line error naming the key (exit status 2 from the CLI)."""
+tokens computed are the uncached prompts, the outputs and the recomputed tokens; policies
+see the capacity the cache gives; a bad rate is a one-line error naming the key (exit
+status 2 from the CLI)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import sim
+from sim.api import Policy
 from sim.errors import ScenarioError
 from sim.models.llm_iteration import iteration_cost
 from sim.models.llm_replica import cached_tokens, replica_model
@@ -149,6 +151,27 @@ def test_time_to_first_token_and_serving_energy_fall_with_the_hit_rate(tmp_path,
     energy = [r["energy_serving_kwh"] for r in runs]
     assert ttft[0] > ttft[1] > ttft[2]
     assert energy[0] > energy[1] > energy[2]
+
+
+class CapacityProbe(Policy):
+    """Reads the service's capacity per replica at time 0."""
+
+    tick_s = 60.0
+    capacity_rps: float | None = None
+
+    def decide(self, state):
+        if self.capacity_rps is None:
+            self.capacity_rps = state.service("chat").capacity_rps("a")
+        return []
+
+
+def test_policies_see_the_capacity_the_cache_gives(tmp_path):
+    capacity = []
+    for h in (0.0, 0.5):
+        probe = CapacityProbe()
+        sim.simulate(serving_only(tmp_path, services=[with_rate(h)], fidelity="fluid"), probe)
+        capacity.append(probe.capacity_rps)
+    assert capacity[1] > 1.5 * capacity[0]
 
 
 @pytest.mark.parametrize("bad", [1.0, -0.2, "high"])
