@@ -447,10 +447,10 @@ def performance(
     inter-node collectives (docs/serving.md "Parallelism"). `prefix_hit_rate`: the share of
     each prompt's tokens found in the prefix cache, 0 <= rate < 1 (docs/serving.md "Prefix
     caching"): prefill computes only the others, the KV cache holds the whole prompt.
-    Raises ValueError naming a bad
-    argument (`avg_output_tokens` must be >= 1: a request generates at least one token),
-    when the weights do not fit in the replica's memory (`num_gpus` too small), and when
-    they fit but one sequence's context does not fit the KV cache (naming the token counts).
+    Raises ValueError naming a bad argument (`avg_output_tokens` must be >= 1: a request
+    generates at least one token), when the weights do not fit in the replica's memory
+    (`num_gpus` too small), and when they fit but one sequence's context does not fit the KV
+    cache (naming the token counts).
     """
     sm = serving_model()
     name, entry, g, n, b, l_in, l_out = _resolve(

@@ -25,7 +25,7 @@ from tests.conftest import run_cli
 from tests.engine.test_service_accounting import serving_only
 from tests.engine.test_services import CHAT
 from tests.golden.cases import SKIPPED_SUMMARY_KEYS
-from tests.serving.test_iteration_level import Checked, crowded, run
+from tests.serving.test_iteration_level import Checked, crowded, make, run
 from tests.serving.test_request_level import TableSource
 
 MODEL = "Llama-3.1-8B-Instruct"
@@ -103,6 +103,27 @@ def test_an_iteration_prefills_the_uncached_tokens_and_its_decodes_read_the_whol
     t3 = t1 + cost.step(1, 1001, 0)[0] + cost.step(1, 1002, 0)[0]  # decodes over all 1,001
     assert t["first_token_s"][0] == pytest.approx(t1, rel=1e-12)
     assert t["end_s"][0] == pytest.approx(t3, rel=1e-12)
+
+
+def test_a_prompt_holds_the_kv_blocks_of_its_whole_context_cached_tokens_included():
+    m = replica_model(MODEL, "H100-SXM", 1, 256, 1000.0, 200.0, prefix_hit_rate=0.5)
+    # A 20,001-token prompt: 10,000 cached, 10,001 to compute, over the budget of 8,192.
+    sim_, _ = make(TableSource([0.0], [3], [20_001]), m)
+    sim_.configure(0.0, 0, 1, m)
+    sim_.advance_to(1e-6)  # the request arrived: its first chunk is being computed
+    replica = sim_._fleet.sites[0].adm[0]
+    assert replica.first == (0, 8192)  # (decodes, prefill tokens): a full budget
+    assert replica.pf_blocks == math.ceil((10_000 + 8192) / 16)  # cached blocks held too
+    sim_.close(1e3)
+    t = sim_.request_table()
+    # Its decodes read all 20,001 tokens of the prompt: the second chunk (1,809 tokens),
+    # then one decode over the prompt and the first output token.
+    cost = iteration_cost(m, 8192)
+    first = cost.step(0, 0, 8192)[0] + cost.step(0, 0, 1809)[0]
+    assert t["first_token_s"][0] == pytest.approx(first, rel=1e-12)
+    assert t["end_s"][0] == pytest.approx(
+        first + cost.step(1, 20_001, 0)[0] + cost.step(1, 20_002, 0)[0], rel=1e-12
+    )
 
 
 def test_within_the_budget_and_the_cache_the_work_is_the_uncached_prompts(monkeypatch):
