@@ -12,13 +12,14 @@ Prints steps per second (all services' steps over the wall time); no assertion.
 
     python benchmarks/serving_fluid.py --traces [--hours H]
 
-The fine pass of bursty arrivals (`sim.serving.fluid.burst._BatchPass`) against the
-request level on the same replay: each Azure LLM inference trace (2023, read from
-../shared/data) at its own pace, repeated for H hours (default 24), on Llama-3.1-70B-
-Instruct replicas of four H100s (max_batch 128, scenarios/serving.toml's `code` service),
-two replicas then one from the middle of the run (a drain), advanced in 60 s steps with
-`live()` read at each (the engine's busiest use), then closed. Prints each level's CPU
-and wall time and the fluid's CPU time over the request level's.
+The fluid fidelity of a bursty source (`sim.serving.fluid.fluid`: the request level's
+engine, after measuring the source's burstiness) against the request level on the same
+replay: each Azure LLM inference trace (2023, read from ../shared/data) at its own pace,
+repeated for H hours (default 24), on Llama-3.1-70B-Instruct replicas of four H100s
+(max_batch 128, scenarios/serving.toml's `code` service), two replicas then one from the
+middle of the run (a drain), advanced in 60 s steps with `live()` read at each (the
+engine's busiest use), then closed. Prints each level's CPU time (building the fidelity
+included) and wall time and the fluid's CPU time over the request level's.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 
 from sim.config.services import SloConfig
 from sim.models.llm_replica import replica_model
-from sim.serving.fluid import Fluid
+from sim.serving.fluid import Fluid, fluid
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
 from sim.serving.service_sim import ServiceSim
@@ -56,11 +57,11 @@ def fine_pass(hours: float) -> None:
         )
         source = FileSource(table, horizon_s, 1.0, True)
         cpu: dict[str, float] = {}
-        for cls in (RequestLevel, Fluid):
-            sim: ServiceSim = cls(
+        for label, build in (("request", RequestLevel), ("fluid", fluid)):
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            sim: ServiceSim = build(
                 "s", source, np.zeros(1), slo, 60.0, step_s, horizon_s, lambda *a: None
             )
-            wall0, cpu0 = time.perf_counter(), time.process_time()
             sim.configure(0.0, 0, 2, model)
             for t in np.arange(step_s, horizon_s, step_s):
                 if t == horizon_s // 2:
@@ -68,12 +69,12 @@ def fine_pass(hours: float) -> None:
                 sim.advance_to(float(t))
                 sim.live()
             sim.close(horizon_s)
-            cpu[cls.__name__] = time.process_time() - cpu0
+            cpu[label] = time.process_time() - cpu0
             print(
-                f"{name} {hours:g} h, {cls.__name__}: {cpu[cls.__name__]:.2f} s CPU, "
+                f"{name} {hours:g} h, {label} ({type(sim).__name__}): {cpu[label]:.2f} s CPU, "
                 f"{time.perf_counter() - wall0:.2f} s wall"
             )
-        print(f"{name}: fluid / request CPU time {cpu['Fluid'] / cpu['RequestLevel']:.2f}")
+        print(f"{name}: fluid / request CPU time {cpu['fluid'] / cpu['request']:.2f}")
 
 
 def main() -> None:
