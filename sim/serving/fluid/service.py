@@ -56,7 +56,9 @@ def fluid(
 
 
 class Fluid(ServiceSim):
-    """The fluid fidelity (module docstring): per-step flows through queueing formulas."""
+    """The fluid fidelity (module docstring): per-step flows through queueing formulas, for
+    sources whose arrivals are Poisson within a step (`fluid` serves the others with the
+    request level's engine: the formulas miss their bursts)."""
 
     def setup(self) -> None:
         sites = len(self.rtt_s)
