@@ -10,15 +10,17 @@ another; at 0.6 the peaks overload the replicas every day (a backlog at each pea
 
 Prints steps per second (all services' steps over the wall time); no assertion.
 
-    python benchmarks/serving_fluid.py --traces [--hours H]
+    python benchmarks/serving_fluid.py --traces [--hours H] [--repeat N]
 
-The fine pass of bursty arrivals (`sim.serving.fluid.burst._BatchPass`) against the
-request level on the same replay: each Azure LLM inference trace (2023, read from
-../shared/data) at its own pace, repeated for H hours (default 24), on Llama-3.1-70B-
-Instruct replicas of four H100s (max_batch 128, scenarios/serving.toml's `code` service),
-two replicas then one from the middle of the run (a drain), advanced in 60 s steps with
-`live()` read at each (the engine's busiest use), then closed. Prints each level's CPU
-and wall time and the fluid's CPU time over the request level's.
+The fluid fidelity of a bursty source (`sim.serving.fluid.fluid`: the request level's
+engine, after measuring the source's burstiness) against the request level on the same
+replay: each Azure LLM inference trace (2023, read from ../shared/data) at its own pace,
+repeated for H hours (default 24), on Llama-3.1-70B-Instruct replicas of four H100s
+(max_batch 128, scenarios/serving.toml's `code` service), two replicas then one from the
+middle of the run (a drain), advanced in 60 s steps with `live()` read at each (the
+engine's busiest use), then closed. Each level runs N times (default 3), interleaved,
+the first alternating; prints each level's CPU times (building the fidelity included),
+their median and the fluid's median over the request level's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from sim.config.services import SloConfig
 from sim.models.llm_replica import replica_model
-from sim.serving.fluid import Fluid
+from sim.serving.fluid import Fluid, fluid
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
 from sim.serving.service_sim import ServiceSim
@@ -40,8 +42,9 @@ from sim.serving.sources import FileSource, SyntheticSource
 TRACES = Path(__file__).resolve().parents[2] / "shared/data/azure-llm-inference-2023"
 
 
-def fine_pass(hours: float) -> None:
-    """The `--traces` benchmark (module docstring)."""
+def traces(hours: float, repeat: int) -> None:
+    """The `--traces` benchmark (module docstring), each level `repeat` times, interleaved
+    (the first level alternating)."""
     slo = SloConfig(ttft_ms=2000.0, tpot_ms=200.0)
     horizon_s, step_s = hours * 3600.0, 60.0
     for name in ("conv", "code"):
@@ -55,25 +58,29 @@ def fine_pass(hours: float) -> None:
             float(table.output_tokens.mean()),
         )
         source = FileSource(table, horizon_s, 1.0, True)
-        cpu: dict[str, float] = {}
-        for cls in (RequestLevel, Fluid):
-            sim: ServiceSim = cls(
-                "s", source, np.zeros(1), slo, 60.0, step_s, horizon_s, lambda *a: None
-            )
-            wall0, cpu0 = time.perf_counter(), time.process_time()
-            sim.configure(0.0, 0, 2, model)
-            for t in np.arange(step_s, horizon_s, step_s):
-                if t == horizon_s // 2:
-                    sim.configure(float(t), 0, 1, model)
-                sim.advance_to(float(t))
-                sim.live()
-            sim.close(horizon_s)
-            cpu[cls.__name__] = time.process_time() - cpu0
+        cpu: dict[str, list[float]] = {"request": [], "fluid": []}
+        levels = [("request", RequestLevel), ("fluid", fluid)]
+        for k in range(repeat):
+            for label, build in levels[:: 1 if k % 2 == 0 else -1]:
+                cpu0 = time.process_time()
+                sim: ServiceSim = build(
+                    "s", source, np.zeros(1), slo, 60.0, step_s, horizon_s, lambda *a: None
+                )
+                sim.configure(0.0, 0, 2, model)
+                for t in np.arange(step_s, horizon_s, step_s):
+                    if t == horizon_s // 2:
+                        sim.configure(float(t), 0, 1, model)
+                    sim.advance_to(float(t))
+                    sim.live()
+                sim.close(horizon_s)
+                cpu[label].append(time.process_time() - cpu0)
+        for label, runs in cpu.items():
             print(
-                f"{name} {hours:g} h, {cls.__name__}: {cpu[cls.__name__]:.2f} s CPU, "
-                f"{time.perf_counter() - wall0:.2f} s wall"
+                f"{name} {hours:g} h, {label}: median {np.median(runs):.2f} s CPU "
+                f"({', '.join(f'{c:.2f}' for c in runs)})"
             )
-        print(f"{name}: fluid / request CPU time {cpu['Fluid'] / cpu['RequestLevel']:.2f}")
+        ratio = np.median(cpu["fluid"]) / np.median(cpu["request"])
+        print(f"{name}: fluid / request median CPU time {ratio:.2f}")
 
 
 def main() -> None:
@@ -82,11 +89,12 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=365.0)
     parser.add_argument("--calls", type=int, default=12, help="advance_to calls per service")
     parser.add_argument("--load", type=float, default=0.5, help="mean load / capacity")
-    parser.add_argument("--traces", action="store_true", help="the fine pass on the traces")
+    parser.add_argument("--traces", action="store_true", help="both levels on the traces")
     parser.add_argument("--hours", type=float, default=24.0, help="with --traces")
+    parser.add_argument("--repeat", type=int, default=3, help="with --traces")
     args = parser.parse_args()
     if args.traces:
-        fine_pass(args.hours)
+        traces(args.hours, args.repeat)
         return
     horizon_s, step_s = args.days * 86400.0, 60.0
     slo = SloConfig(ttft_ms=2000.0, tpot_ms=100.0)

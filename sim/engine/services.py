@@ -33,6 +33,7 @@ power in `sim.engine.service_power`, the results in `sim.engine.service_results`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -456,8 +457,9 @@ class Services(Component):
         write_service_results(out, self._core, self, self._fleet.sites)
 
 
-def _fidelity(name: str) -> type[ServiceSim]:
-    """The fidelity class called `name` ("request", "iteration" or "fluid")."""
+def _fidelity(name: str) -> Callable[..., ServiceSim]:
+    """What builds the fidelity called `name` ("request", "iteration" or "fluid": `fluid`,
+    the request level for a bursty source)."""
     if name == "request":
         from sim.serving.request_level import RequestLevel
 
@@ -466,9 +468,9 @@ def _fidelity(name: str) -> type[ServiceSim]:
         from sim.serving.iteration_level import IterationLevel
 
         return IterationLevel
-    from sim.serving.fluid import Fluid
+    from sim.serving.fluid import fluid
 
-    return Fluid
+    return fluid
 
 
 def _fidelity_options(name: str, levels: list[Deployment]) -> dict:

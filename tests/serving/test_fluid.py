@@ -3,7 +3,8 @@ light load waits for nothing; an overload builds a backlog that drops what excee
 timeout; the power of a piece lies between idle and the power at the mean batch (power is
 concave); the settled batch obeys Little's law; pieces split by a configure add up to the
 step; one slot with exponential (or deterministic) output is M/M/1 (M/D/1, Pollaczek-
-Khinchine); shares route the load; the same input gives the same tables."""
+Khinchine); shares route the load; the same input gives the same tables; a bursty
+source is served by the request level's engine."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel, replica_model
-from sim.serving.fluid import LOAD_GRID, Fluid, _BatchPass, pool_table
+from sim.serving.fluid import LOAD_GRID, Fluid, pool_table
+from sim.serving.fluid import fluid as fluid_level
+from sim.serving.request_level import RequestLevel
 from sim.serving.requests import RequestTable
-from sim.serving.service_sim import STEP_COLUMNS
+from sim.serving.service_sim import STEP_COLUMNS, ServiceSim
 from sim.serving.sources import FileSource, RequestSource, TokenStats
 
 MODEL = "Llama-3.1-8B-Instruct"
@@ -60,8 +64,9 @@ class PowerLog:
     def __init__(self):
         self.calls: list[tuple[int, float, float]] = []
 
-    def __call__(self, site: int, t_s, extra_w) -> None:
-        """One change (floats) or many (arrays)."""
+    def __call__(self, site: int, t_s, extra_w, idle=None) -> None:
+        """One change (floats) or many (arrays); the idle replicas (the request level's) are
+        not used."""
         times, watts = np.atleast_1d(t_s).tolist(), np.atleast_1d(extra_w).tolist()
         self.calls.extend((site, t, w) for t, w in zip(times, watts, strict=True))
 
@@ -73,8 +78,10 @@ class PowerLog:
         return sum(w * (t1 - t0) for (t0, w), (t1, _) in zip(steps, steps[1:], strict=False))
 
 
-def fluid(source, horizon_s, sites=1, timeout_s=60.0, log=None, slo=SLO) -> Fluid:
-    return Fluid(
+def fluid(source, horizon_s, sites=1, timeout_s=60.0, log=None, slo=SLO) -> ServiceSim:
+    """The fluid fidelity of a service of `source` (`Fluid`, or the request level for a
+    bursty source)."""
+    return fluid_level(
         "svc", source, np.zeros(sites), slo, timeout_s, STEP_S, horizon_s, log or PowerLog()
     )
 
@@ -327,34 +334,6 @@ def test_same_input_same_output():
     assert calls_a == calls_b
 
 
-def test_a_burst_past_the_slots_waits_for_the_first_batch():
-    """The fine pass of bursty arrivals (`_BatchPass`): B > slots requests of equal
-    output at once on an empty replica; the first `slots` run together and leave after
-    out x iter_s[slots], when the others are admitted (they waited that long) and run
-    out x iter_s[B - slots]. Nothing is dropped, nothing is lost."""
-    m = model()
-    c, burst, out, bin_s = m.slots, m.slots + 100, 50.0, 0.01
-    first_s = out * m.iter_s[c]
-    then_s = out * m.iter_s[burst - c]
-    edges = np.arange(0.0, first_s + then_s + 5.0, bin_s)
-    arrivals = np.zeros(len(edges) - 1)
-    arrivals[0] = burst
-    passing = _BatchPass(np.full(1000, out))
-    res = passing.run(m, 1, edges, arrivals, arrivals * out, 60.0)
-    assert res["dropped"].sum() == pytest.approx(0.0, abs=1e-9)
-    # the first of the bin admitted at once, the last when the first batch has left
-    assert res["v0"][0] == pytest.approx(0.0, abs=1e-9)
-    assert res["v1"][0] == pytest.approx(first_s - bin_s, abs=2 * bin_s)
-    # sequence-seconds in flight: c for the first batch, the rest for the second
-    seq_s = float(res["n"].sum() * bin_s)
-    assert seq_s == pytest.approx(c * first_s + (burst - c) * then_s, rel=0.01)
-    assert passing.in_flight() == pytest.approx(0.0, abs=1e-9)
-    assert passing.queued() == 0.0
-    # times in service: the first batch's, then the second's, per request
-    assert res["service_s"][0].min() >= then_s * (1 - 1e-6)
-    assert res["service_s"][0].max() <= first_s * (1 + 1e-6) + bin_s
-
-
 def test_bursty_arrivals_conserve_requests_across_blocks():
     """A bursty file overloading one replica, served in many `advance_to` blocks: every
     request is served, dropped (waits past the timeout) or unfinished; the same file in
@@ -382,38 +361,27 @@ def test_bursty_arrivals_conserve_requests_across_blocks():
         assert many[key] == pytest.approx(one[key], abs=0.002 * n)
 
 
-def test_the_fine_pass_charges_only_the_replicas_a_burst_occupies():
-    """Three replicas and two requests at once: two replicas hold one sequence each (the
-    dispatcher sends each to an empty replica) and the third stays idle, so the pass's
-    power above idle is 2 x (power_w[1] - power_w[0]) while they run, not that of three
-    busy replicas."""
+def test_a_bursty_source_is_served_by_the_request_level():
+    """A file whose requests come in bursts is followed request by request at the fluid
+    level with the request level's engine: the same tables, summary and power as the
+    request level, at its cost; a Poisson-like source stays with the flows (`Fluid`)."""
+    rng = np.random.default_rng(9)
+    n, horizon_s = 4000, 1800.0
+    times = np.sort(np.repeat(rng.uniform(0, 1500.0, n // 100), 100) + rng.uniform(0, 1, n))
+    table = RequestTable(times - times[0], np.full(n, 500), rng.geometric(1 / 100, n))
     m = model()
-    out, bin_s = 50.0, 0.01
-    run_s = out * m.iter_s[1]
-    edges = np.arange(0.0, run_s + 1.0, bin_s)
-    arrivals = np.zeros(len(edges) - 1)
-    arrivals[0] = 2.0
-    res = _BatchPass(np.full(1000, out)).run(m, 3, edges, arrivals, arrivals * out, 60.0)
-    energy_j = float(res["extra_w"] @ np.diff(edges))
-    assert energy_j == pytest.approx(2 * (m.power_w[1] - m.power_w[0]) * run_s, rel=0.02)
-
-
-def test_the_fine_pass_drains_the_replicas_it_loses():
-    """Four requests of 50 tokens at once on two replicas (two each); one replica taken
-    away just after stops admitting and serves its two to the end: `resize` says its GPUs
-    are free at 50 x iter_s[2], as the request level's drain would, and its power counts
-    until then."""
-    m = model()
-    out, bin_s = 50.0, 0.01
-    run_s = out * m.iter_s[2]
-    passing = _BatchPass(np.full(1000, out))
-    first = np.array([0.0, bin_s])
-    passing.run(m, 2, first, np.array([4.0]), np.array([4 * out]), 60.0)
-    assert passing.resize(bin_s, 1, m) == pytest.approx(run_s, rel=1e-9)
-    assert passing.in_flight() == pytest.approx(4.0)
-    rest = np.arange(bin_s, run_s + 1.0, bin_s)
-    res = passing.run(m, 1, rest, np.zeros(len(rest) - 1), np.zeros(len(rest) - 1), 60.0)
-    energy_j = float(res["extra_w"] @ np.diff(rest))
-    per_replica_w = m.power_w[2] - m.power_w[0]
-    assert energy_j == pytest.approx(2 * per_replica_w * (run_s - bin_s), rel=0.01)
-    assert passing.in_flight() == pytest.approx(0.0, abs=1e-9)
+    runs = []
+    for build in (fluid_level, RequestLevel):
+        log = PowerLog()
+        source = FileSource(table, horizon_s, 1.0, False)
+        sim = build("svc", source, np.zeros(2), SLO, 60.0, STEP_S, horizon_s, log)
+        sim.configure(0.0, 0, 2, m)
+        sim.configure(600.0, 1, 1, m)
+        assert sim.configure(900.0, 0, 1, m) >= 900.0
+        sim.close(horizon_s)
+        runs.append((sim.step_table(), sim.summary(), log.calls))
+    (tab_f, sum_f, calls_f), (tab_r, sum_r, calls_r) = runs
+    pd.testing.assert_frame_equal(tab_f, tab_r)
+    assert sum_f == sum_r
+    assert calls_f == calls_r
+    assert isinstance(fluid(steady(10.0), horizon_s), Fluid)

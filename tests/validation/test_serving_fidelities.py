@@ -15,9 +15,10 @@ between interactive chat (500 ms, 30 ms) and batch work. The code trace's long p
 so its time per token passes 100 ms from about 35 sequences in flight on.
 
 The code trace arrives in bursts (70 to 95 requests per second for a few seconds, more
-than a replica's 205 slots can absorb), which the fluid level follows with its fine pass
-(`sim.serving.fluid._BatchPass`). Cases the fluid level does not meet would be xfail
-(strict) with the measured figures; there are none. `python -m
+than a replica's 205 slots can absorb), and both traces are burstier than Poisson within
+a step: the fluid level (`sim.serving.fluid.fluid`) serves them with the request level's
+engine, so the two agree exactly here; this file keeps them so. Cases the fluid level
+does not meet would be xfail (strict) with the measured figures; there are none. `python -m
 tests.validation.test_serving_fidelities` prints the comparison tables (docs/serving.md).
 
 With autoscaling: both traces at their own pace, repeated for `AUTOSCALE_H` hours, served
@@ -36,6 +37,7 @@ loadgen/mlperf.conf: `llama2-70b.Server.ttft_latency = 2000`, `tpot_latency = 20
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -46,7 +48,7 @@ import pytest
 from policies.serve_autoscale import ServeAutoscale
 from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel, replica_model
-from sim.serving.fluid import Fluid
+from sim.serving.fluid import fluid
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
 from sim.serving.service_sim import ServiceSim
@@ -109,7 +111,9 @@ def _trace(name: str):
     return table, m
 
 
-def _run(cls: type[ServiceSim], source: FileSource, m: ReplicaModel, horizon_s: float) -> dict:
+def _run(
+    cls: Callable[..., ServiceSim], source: FileSource, m: ReplicaModel, horizon_s: float
+) -> dict:
     energy = _Energy()
     sim = cls("svc", source, np.zeros(1), SLO, TIMEOUT_S, STEP_S, horizon_s, energy)
     sim.configure(0.0, 0, 1, m)
@@ -135,7 +139,7 @@ def compare(name: str, load: float) -> dict[str, dict]:
     source = FileSource(table, horizon_s, time_scale, False)
     return {
         "request": _run(RequestLevel, source, m, horizon_s),
-        "fluid": _run(Fluid, source, m, horizon_s),
+        "fluid": _run(fluid, source, m, horizon_s),
         "time_scale": time_scale,
     }
 
@@ -163,7 +167,7 @@ def autoscale_schedule(
 
 
 def _run_scaled(
-    cls: type[ServiceSim],
+    cls: Callable[..., ServiceSim],
     source: FileSource,
     m: ReplicaModel,
     horizon_s: float,
@@ -207,7 +211,7 @@ def compare_autoscaled(name: str) -> dict:
     schedule = autoscale_schedule(source, m, horizon_s)
     return {
         "request": _run_scaled(RequestLevel, source, m, horizon_s, schedule),
-        "fluid": _run_scaled(Fluid, source, m, horizon_s, schedule),
+        "fluid": _run_scaled(fluid, source, m, horizon_s, schedule),
         "replicas": [r for _, r in schedule],
     }
 

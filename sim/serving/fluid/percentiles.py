@@ -1,5 +1,5 @@
 """Latency distributions of the fluid level's pieces and their percentiles: the
-components of a step's mixture (the chain, a queued backlog, the fine pass) and a
+components of a step's mixture (the chain, a queued backlog) and a
 mixture's quantiles (latencies in s).
 
 - **Percentiles** of a step invert its mixture of sites, pieces and components (the
@@ -9,12 +9,12 @@ mixture's quantiles (latencies in s).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from sim.serving.fluid.chain import PoolTable, _lerp
-from sim.serving.fluid.latency import LATENCY_GRID_S, _Latency
+from sim.serving.fluid.latency import _Latency
 
 _MIN_WAIT_PROB = 1e-9
 """A wait probability below this is taken as no wait at all."""
@@ -103,23 +103,6 @@ class _Queued:
         return np.broadcast_to(v_s >= full, self.v0.shape).astype(float)
 
 
-@dataclass
-class _Passed(_Queued):
-    """Arrivals of pieces followed by the fine pass (`_BatchPass`): waits uniform on
-    [v0, v1] s, time per token `tpot_s` (arrays over rows)."""
-
-    tpot_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    def rows(self, rows: np.ndarray) -> _Passed:
-        return _Passed(self.lat, self.pool, self.v0[rows], self.v1[rows], self.tpot_s[rows])
-
-    def tpot_pct(self, p: float) -> np.ndarray:
-        return self.tpot_s
-
-    def tpot_cdf(self, v_s: np.ndarray) -> np.ndarray:
-        return (v_s >= self.tpot_s).astype(float)
-
-
 _Part = _Stationary | _Queued
 
 
@@ -134,15 +117,6 @@ def _bisect(
         hi = np.where(above, mid, hi)
         lo = np.where(above, lo, mid)
     return np.sqrt(lo * hi)
-
-
-def _mixture_pcts(
-    parts: list[tuple[np.ndarray, _Part]], ps: tuple[float, ...], ttft: bool
-) -> list[np.ndarray]:
-    """`_mixture_pct` at each of `ps` (the fine pass's components: in one pass)."""
-    if all(isinstance(c, _Passed) for _, c in parts):
-        return _passed_pcts(parts, ps, ttft)
-    return [_mixture_pct(parts, p, ttft) for p in ps]
 
 
 def _mixture_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) -> np.ndarray:
@@ -172,43 +146,3 @@ def _mixture_pct(parts: list[tuple[np.ndarray, _Part]], p: float, ttft: bool) ->
 
         out[mixed] = _bisect(cdf, p, lo[mixed], hi[mixed])
     return out
-
-
-def _passed_pcts(
-    parts: list[tuple[np.ndarray, _Part]], ps: tuple[float, ...], ttft: bool
-) -> list[np.ndarray]:
-    """`_mixture_pct` at each of `ps` for the fine pass's components (`_Passed`), without
-    bisection: TTFT from the mixture's CDF on LATENCY_GRID_S (linear in log latency in
-    between), TPOT the weighted quantile of the components' times per token."""
-    weights = np.array([w for w, _ in parts])
-    total = weights.sum(axis=0)
-    share = weights / np.maximum(total, 1e-300)
-    rows = np.arange(weights.shape[1])
-    out = []
-    if ttft:
-        g = LATENCY_GRID_S[None, :]
-        log_g = np.log(LATENCY_GRID_S)
-        cdf = np.zeros((weights.shape[1], len(LATENCY_GRID_S)))
-        comps = [c for _, c in parts if isinstance(c, _Passed)]
-        groups: dict[_Latency, list[int]] = {}  # the components of each site, in one call
-        for k, c in enumerate(comps):
-            groups.setdefault(c.lat, []).append(k)
-        for lat, ks in groups.items():
-            v0 = np.stack([comps[k].v0 for k in ks])[:, :, None]
-            v1 = np.stack([comps[k].v1 for k in ks])[:, :, None]
-            cdf += np.einsum("kr,krg->rg", share[ks], lat.uniform_wait_cdf(g[None], v0, v1))
-        cdf = np.maximum.accumulate(cdf, axis=1)
-        for p in ps:
-            i = np.clip((cdf < p).sum(axis=1), 1, len(LATENCY_GRID_S) - 1)
-            lo, hi = cdf[rows, i - 1], cdf[rows, i]
-            f = np.clip((p - lo) / np.maximum(hi - lo, 1e-300), 0.0, 1.0)
-            out.append(np.exp(log_g[i - 1] + f * (log_g[i] - log_g[i - 1])))
-    else:
-        values = np.array([c.tpot_s for _, c in parts if isinstance(c, _Passed)])
-        order = np.argsort(values, axis=0, kind="stable")
-        cum = np.cumsum(np.take_along_axis(share, order, axis=0), axis=0)
-        ranked = np.take_along_axis(values, order, axis=0)
-        for p in ps:
-            at = np.minimum((cum < p * cum[-1:] - 1e-12).sum(axis=0), len(values) - 1)
-            out.append(ranked[at, rows])
-    return [np.where(total > 0, q, np.nan) for q in out]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim.serving.fluid.percentiles import _mixture_pcts, _Part
+from sim.serving.fluid.percentiles import _mixture_pct, _Part
 from sim.serving.fluid.run_latency import _RunLatency
 from sim.serving.fluid.serve import _SiteResult
 from sim.serving.service_sim import STEP_COLUMNS
@@ -147,9 +147,8 @@ class _StepRecorder:
         """Write the percentiles of `steps` (rows of `parts`) and add `parts` to the
         run-wide mixtures."""
         for kind in ("ttft", "tpot"):
-            pcts = _mixture_pcts(parts, (0.5, 0.99), ttft=kind == "ttft")
-            for name, q in zip(("p50", "p99"), pcts, strict=True):
-                self.pct[f"{kind}_{name}_ms"][steps] = 1e3 * q
+            for name, p in (("p50", 0.5), ("p99", 0.99)):
+                self.pct[f"{kind}_{name}_ms"][steps] = 1e3 * _mixture_pct(parts, p, kind == "ttft")
         self._run.add(parts)
 
 

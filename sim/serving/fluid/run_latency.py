@@ -4,9 +4,8 @@ output token), and inverted at the end of the run (latencies in s).
 
 - The TTFT mixture is kept on a fixed log grid of latencies (`LATENCY_GRID_S`, 1 ms to
   1 h, 400 bins): the chain's requests by the decay rate of their wait, those with
-  uniform waits (a backlog, the fine pass) as ramps of the waits' CDF; the tpot mixture
-  on the iteration times of the pool's model (the fine pass's times per token as they
-  are).
+  uniform waits (a backlog) as ramps of the waits' CDF; the tpot mixture on the
+  iteration times of the pool's model.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from sim.serving.fluid.latency import (
     _Latency,
     _locate_log,
 )
-from sim.serving.fluid.percentiles import _MIN_WAIT_PROB, _Part, _Passed, _Stationary
+from sim.serving.fluid.percentiles import _MIN_WAIT_PROB, _Part, _Stationary
 
 
 @dataclass
@@ -69,13 +68,11 @@ class _TtftAcc:
 
 @dataclass
 class _TpotAcc:
-    """Run-wide tpot mixture of one `PoolTable`: requests served by the chain by load,
-    requests in full batches and those of the fine pass."""
+    """Run-wide tpot mixture of one `PoolTable`: requests served by the chain by load and
+    requests in full batches."""
 
     by_load: np.ndarray = field(default_factory=lambda: np.zeros(len(LOAD_GRID)))
     full: float = 0.0
-    passed: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    """(time per token s, requests) of the fine pass."""
 
 
 def _invert_grid(cdf: np.ndarray, p: float) -> float:
@@ -117,10 +114,7 @@ class _RunLatency:
                 tpot.by_load += np.bincount(comp.i + 1, n * comp.w, size)
             elif n.any():
                 ttft.add_queued(n, comp.v0, comp.v1)
-                if isinstance(comp, _Passed):
-                    tpot.passed.append((comp.tpot_s, n))
-                else:
-                    tpot.full += float(n.sum())
+                tpot.full += float(n.sum())
 
     def ttft_p99_s(self) -> float:
         """The run's 99th percentile time to first token, s (NaN: nothing served)."""
@@ -168,9 +162,6 @@ class _RunLatency:
             dist[s - 1] += acc.full
             values.append(pool.model.iter_s[1:])
             masses.append(dist)
-            for v, n in acc.passed:
-                values.append(v)
-                masses.append(n)
         return np.concatenate(values), np.concatenate(masses)
 
     def mixtures_ms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:

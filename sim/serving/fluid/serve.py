@@ -1,6 +1,6 @@
 """The fluid level's serving arithmetic: a site's pieces of one `advance_to` through the
-chain (or the fine pass, for bursty arrivals), and the state the flows carry from one
-call to the next (`_Flows`); times in s, token rates in tokens/s, power in W.
+chain, and the state the flows carry from one call to the next (`_Flows`); times in s,
+token rates in tokens/s, power in W.
 
 - **Waiting.** An arrival waits when all c slots are busy, C = P(n >= c) (Erlang C of the
   chain; M/M/1 for one slot and a constant iteration time), then for an exponential time
@@ -13,7 +13,7 @@ call to the next (`_Flows`); times in s, token rates in tokens/s, power in W.
   exp(-theta timeout_s) of the arrivals.
 - **Memory**: `memory`.
 - **Power** of a piece at a site: R x E[power(n / R) - power_w[0]] over the chain (the
-  substeps of a piece computed one after another, the fine pass's bins), not the power at
+  substeps of a piece computed one after another), not the power at
   the mean batch (power is concave); constant over the piece from its start, so the
   model's energy is exact.
 """
@@ -27,17 +27,10 @@ import numpy as np
 
 from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel
-from sim.serving.fluid.burst import (
-    _PASS_LEVELS,
-    _BatchPass,
-    _excess_dispersion,
-    _fine_bins,
-    _uniform_mixture_quantiles,
-)
 from sim.serving.fluid.chain import LOAD_GRID, PoolTable, _lerp, _locate, pool_table
 from sim.serving.fluid.latency import _LOG_RATES, RATE_GRID_PER_S, _Latency, _locate_log
 from sim.serving.fluid.memory import _SETTLED, _Carried, _sequential
-from sim.serving.fluid.percentiles import _MIN_WAIT_PROB, _Part, _Passed, _Queued, _Stationary
+from sim.serving.fluid.percentiles import _MIN_WAIT_PROB, _Part, _Queued, _Stationary
 from sim.serving.sources import RequestSource
 
 _QUEUEING = 1e-3
@@ -62,14 +55,14 @@ class _SiteResult:
     batch is the batch then), the backlog growing or draining, the backlog at its limit
     (waits of timeout_s), the nodes past the slots."""
     mixed: np.ndarray
-    """bool: pieces with more than the first component (sequential, or the fine pass)."""
+    """bool: pieces with more than the first component (computed one after another)."""
 
 
 class _Flows:
     """The service's flows at its sites (module docstring): what each site serves of its
     share of the arrivals in the pieces of an `advance_to` (`serve`), and the state
     carried between calls: sequences in flight, queued output tokens and requests, how
-    long the slots have been near full (s), the fine pass of each site."""
+    long the slots have been near full (s)."""
 
     def __init__(
         self,
@@ -77,8 +70,6 @@ class _Flows:
         slo: SloConfig,
         timeout_s: float,
         rtt_s: np.ndarray,
-        step_s: float,
-        horizon_s: float,
     ):
         self.source = source
         self.slo = slo
@@ -100,38 +91,24 @@ class _Flows:
         """Allen-Cunneen factor (ca^2 + cs^2) / 2, Poisson arrivals (ca^2 = 1)."""
         self.mean_out = float(source.tokens.mean_output)
         """Output tokens a queued request is expected to generate."""
-        self.bursty = _excess_dispersion(source, step_s, horizon_s) is not None
-        """Arrivals burstier than Poisson within a step: followed by the fine pass."""
-        self._passes: dict[int, _BatchPass] = {}
-        """The fine pass of each site (bursty arrivals)."""
         self._latencies: dict[tuple[ReplicaModel, float], _Latency] = {}
 
-    def resize(
-        self, t_s: float, site: int, before: int, ready: int, model: ReplicaModel
-    ) -> tuple[float, float]:
-        """From `t_s`, `site` goes from `before` to `ready` replicas of `model`. Followed
-        by the chain, the surplus replicas are freed at once with their share of the
-        batch; by the fine pass, they drain theirs (`_BatchPass.resize`). The backlog past
+    def resize(self, t_s: float, site: int, before: int, ready: int, model: ReplicaModel) -> float:
+        """From `t_s`, `site` goes from `before` to `ready` replicas of `model`: the surplus
+        replicas are freed at once with their share of the batch, and the backlog past
         what the new capacity admits within `timeout_s` is shed. Returns the requests
-        shed and when the GPUs of the replicas taken away are free, s."""
-        free_s = t_s
-        fpass = self._passes.get(site)
-        if fpass is not None:
-            free_s = fpass.resize(t_s, ready, model)
-            self.in_flight[site] = fpass.in_flight()
-        elif ready < before:
+        shed."""
+        if ready < before:
             self.in_flight[site] *= ready / before
         self.in_flight[site] = min(self.in_flight[site], ready * model.slots)
         most = pool_table(model, ready).capacity_tokens_per_s * self.timeout_s if ready else 0.0
         excess = max(self.backlog_tokens[site] - most, 0.0)
         if excess > 0:
             shed = self.backlog[site] * excess / self.backlog_tokens[site]
-            if fpass is not None:
-                fpass.shed(1.0 - excess / self.backlog_tokens[site])
             self.backlog[site] -= shed
             self.backlog_tokens[site] -= excess
-            return float(shed), free_s
-        return 0.0, free_s
+            return float(shed)
+        return 0.0
 
     def clear(self) -> float:
         """Empty every queue and batch (the horizon); returns the requests they held."""
@@ -141,23 +118,6 @@ class _Flows:
         self.in_flight[:] = 0.0
         return left
 
-    def serve(
-        self,
-        site: int,
-        model: ReplicaModel,
-        ready: int,
-        share: float,
-        edges: np.ndarray,
-        a: np.ndarray,
-        o: np.ndarray,
-    ) -> _SiteResult:
-        """The pieces between `edges` (s) at `site`, served by `ready` replicas of `model`,
-        with `a` arrivals of `o` output tokens per piece (`share` of the source's): by the
-        chain, or by the fine pass for bursty arrivals."""
-        if self.bursty:
-            return self._fine_pass(site, model, ready, share, edges, a, o)
-        return self._chain(site, model, ready, np.diff(edges), a, o)
-
     def _latency(self, site: int, model: ReplicaModel) -> _Latency:
         key = (model, float(self.rtt_s[site]))
         if key not in self._latencies:
@@ -166,7 +126,7 @@ class _Flows:
             )
         return self._latencies[key]
 
-    def _chain(
+    def serve(
         self, site: int, model: ReplicaModel, r: int, dur: np.ndarray, a: np.ndarray, o: np.ndarray
     ) -> _SiteResult:
         """The pieces of length `dur` (s) at `site` with `a` arrivals of `o` output tokens:
@@ -283,63 +243,6 @@ class _Flows:
             mixed=sequential,
         )
 
-    def _fine_pass(
-        self,
-        site: int,
-        model: ReplicaModel,
-        r: int,
-        share: float,
-        edges: np.ndarray,
-        a: np.ndarray,
-        o: np.ndarray,
-    ) -> _SiteResult:
-        """The pieces between `edges` at `site` (`share` of the arrivals, `a` of them with
-        `o` output tokens per piece) followed by the fine pass (`_BatchPass`, bursty
-        arrivals): per piece its mean power and batch, and its arrivals' waits as uniform
-        components between the quantiles `_PASS_LEVELS` of their waits, each with the
-        time per token at the same level (long waits come with full batches)."""
-        pool = pool_table(model, r)
-        lat = self._latency(site, model)
-        dur = np.diff(edges)
-        count = len(dur)
-        fine, arrivals, tokens, piece = _fine_bins(self.source, edges, share)
-        fpass = self._passes.get(site)
-        if fpass is None:
-            fpass = self._passes[site] = _BatchPass(self.source.tokens.output_sample)
-        out = fpass.run(model, r, fine, arrivals, tokens, self.timeout_s)
-        self.in_flight[site] = fpass.in_flight()
-        self.backlog[site] = fpass.queued()
-        self.backlog_tokens[site] = self.backlog[site] * self.mean_out
-        width = np.diff(fine)
-        extra_w = np.bincount(piece, out["extra_w"] * width, count) / dur
-        in_flight = np.bincount(piece, out["n"] * width, count) / dur
-        served_b = np.maximum(arrivals - out["dropped"], 0.0)
-        served = np.bincount(piece, served_b, count)
-        e_out = np.where(a > 0, o / np.maximum(a, 1e-300), self.mean_out)
-        tpot = out["service_s"] / np.maximum(out["out"], 1e-9)
-        ok = (tpot <= self.slo.tpot_ms / 1e3).mean(axis=1)
-        v0, v1 = out["v0"], out["v1"]
-        met_b = served_b * ok * lat.uniform_wait_cdf(np.asarray(lat.ttft_target_s), v0, v1)
-        w_lo, w_hi, t_lvl = _pass_levels(piece, count, served_b, v0, v1, tpot)
-        parts: list[tuple[np.ndarray, _Part]] = [
-            (
-                served * (_PASS_LEVELS[k + 1] - _PASS_LEVELS[k]),
-                _Passed(lat, pool, w_lo[k], w_hi[k], t_lvl[k]),
-            )
-            for k in range(len(_PASS_LEVELS) - 1)
-        ]
-        return _SiteResult(
-            site=site,
-            served=served,
-            dropped=np.bincount(piece, arrivals, count) - served,
-            tokens=served * e_out,
-            slo_met=np.bincount(piece, met_b, count),
-            extra_w=extra_w,
-            in_flight=in_flight,
-            parts=parts,
-            mixed=np.ones(count, dtype=bool),
-        )
-
     def _exposure(self, site: int, c: np.ndarray, dur: np.ndarray) -> np.ndarray:
         """How long, at the middle of each piece, the site's slots have been near full
         (consecutive pieces with a wait probability above _QUEUEING), s."""
@@ -365,40 +268,3 @@ def _nodes(pool: PoolTable, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         over, pool.model.power_w[s] - pool.model.power_w[0], _lerp(pool.extra_w, i, w)
     )
     return extra_w, np.where(over, s, _lerp(pool.in_flight, i, w))
-
-
-def _pass_levels(
-    piece: np.ndarray,
-    count: int,
-    served_b: np.ndarray,
-    v0: np.ndarray,
-    v1: np.ndarray,
-    tpot_s: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per piece of `count` (bins in piece `piece`, `served_b` requests each, waits
-    uniform on [v0, v1] s, times per token `tpot_s` [bin, node] s): its waits' quantiles
-    at the lower and upper `_PASS_LEVELS` of each band and the time per token at the
-    band's middle level (arrays [band, piece]; 0 for a piece that serves none)."""
-    bands = len(_PASS_LEVELS) - 1
-    w_lo, w_hi, t_lvl = np.zeros((3, bands, count))
-    q = _uniform_mixture_quantiles(piece, count, served_b, v0, v1, _PASS_LEVELS)
-    w_lo[:], w_hi[:] = q[:-1], q[1:]
-    # the time per token at the middle of each band: a weighted quantile per piece, over
-    # the bins' nodes sorted by piece then value (key: piece + cumulative share)
-    nodes = tpot_s.shape[1]
-    same = (tpot_s == tpot_s[:, :1]).all(axis=1)  # one request's bin: its nodes agree
-    owner = np.concatenate([piece[same], np.repeat(piece[~same], nodes)])
-    values = np.concatenate([tpot_s[same, 0], tpot_s[~same].ravel()])
-    weight = np.concatenate([served_b[same] * nodes, np.repeat(served_b[~same], nodes)])
-    order = np.lexsort((values, owner))
-    owner, values, weight = owner[order], values[order], weight[order]
-    total = np.bincount(owner, weight, count)
-    cum = np.cumsum(weight)
-    before = np.concatenate([[0.0], np.cumsum(total)])[owner]
-    key = owner + (cum - before) / np.maximum(total[owner], 1e-300)
-    has = np.flatnonzero(total > 0)
-    mid = (_PASS_LEVELS[:-1] + _PASS_LEVELS[1:]) / 2
-    at = np.searchsorted(key, has[None, :] + mid[:, None], side="left")
-    last = np.searchsorted(owner, has, side="right") - 1
-    t_lvl[:, has] = values[np.minimum(at, last[None, :])]
-    return w_lo, w_hi, t_lvl

@@ -1,10 +1,11 @@
 """The fluid fidelity's `ServiceSim`, `Fluid`: a service's requests as flows, a step at a
 time (the definitions: the package docstring); times in s, token rates in tokens/s,
-power in W, energy in kWh as `ServiceSim` reports it.
+power in W, energy in kWh as `ServiceSim` reports it. `fluid` builds the fidelity of a
+service: `Fluid`, or the request level for a source burstier than Poisson within a step.
 
 `Fluid` keeps the replicas ready at each site and the shares, and splits an
 `advance_to` into pieces (a step each, cut at the current time); each site serves its
-share of a piece's arrivals by the chain or the fine pass (`serve`: waiting and power;
+share of a piece's arrivals by the chain (`serve`: waiting and power;
 `memory`: the pieces that carry state), and the pieces are recorded (`record`: the step
 counts, percentiles and power; `run_latency`: the run's p99s). An `advance_to` reports
 the power's changes of a site in one call (arrays).
@@ -13,11 +14,14 @@ the power's changes of a site in one call (arrays).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
+from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel
+from sim.serving.fluid.burst import _excess_dispersion
 from sim.serving.fluid.record import (
     PERCENTILE_COLUMNS,
     _PowerReport,
@@ -26,11 +30,35 @@ from sim.serving.fluid.record import (
 )
 from sim.serving.fluid.run_latency import _RunLatency
 from sim.serving.fluid.serve import _Flows, _SiteResult
+from sim.serving.request_level import RequestLevel
 from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
+from sim.serving.sources import RequestSource
+
+
+def fluid(
+    name: str,
+    source: RequestSource,
+    rtt_s: np.ndarray,
+    slo: SloConfig,
+    timeout_s: float,
+    step_s: float,
+    horizon_s: float,
+    on_power: Callable[..., None],
+) -> ServiceSim:
+    """The fluid fidelity of a service (`ServiceSim`'s arguments): `Fluid`, or, for a
+    source whose arrivals are burstier than Poisson within a step (`_excess_dispersion`:
+    the Azure traces), the request level's engine (`RequestLevel`), every request
+    followed. No stationary law sees such bursts, and following them is the request
+    level's work: its results, at its cost."""
+    bursty = _excess_dispersion(source, step_s, horizon_s) is not None
+    level = RequestLevel if bursty else Fluid
+    return level(name, source, rtt_s, slo, timeout_s, step_s, horizon_s, on_power)
 
 
 class Fluid(ServiceSim):
-    """The fluid fidelity (module docstring): per-step flows through queueing formulas."""
+    """The fluid fidelity (module docstring): per-step flows through queueing formulas, for
+    sources whose arrivals are Poisson within a step (`fluid` serves the others with the
+    request level's engine: the formulas miss their bursts)."""
 
     def setup(self) -> None:
         sites = len(self.rtt_s)
@@ -39,9 +67,7 @@ class Fluid(ServiceSim):
         self._shares: np.ndarray | None = None
         self._t = 0.0
         """Time served up to, s."""
-        self._flows = _Flows(
-            self.source, self.slo, self.timeout_s, self.rtt_s, self.step_s, self.horizon_s
-        )
+        self._flows = _Flows(self.source, self.slo, self.timeout_s, self.rtt_s)
         self._totals = _StepTotals(self.n_steps, sites)
         self._run = _RunLatency()
         self._steps = _StepRecorder(self.n_steps, self.step_s, self.horizon_s, self._run)
@@ -54,10 +80,10 @@ class Fluid(ServiceSim):
         before = int(self._ready[site])
         self._ready[site] = int(ready)
         self._models[site] = model
-        shed, free_s = self._flows.resize(t_s, site, before, int(ready), model)
+        shed = self._flows.resize(t_s, site, before, int(ready), model)
         if shed > 0:
             self._totals.take_back(self._latest_step(), shed, to_dropped=True, site=site)
-        return free_s
+        return t_s
 
     def set_shares(self, t_s: float, shares: np.ndarray | None) -> None:
         self.advance_to(t_s)
@@ -86,8 +112,7 @@ class Fluid(ServiceSim):
                 site,
                 model,
                 int(self._ready[site]),
-                share,
-                edges,
+                np.diff(edges),
                 share * arrivals,
                 share * out_tokens,
             )
