@@ -262,9 +262,10 @@ def test_idle_and_loading_energy_are_parts_of_the_serving_energy(tmp_path):
     s = sim.simulate(scenario, script).summary
     floor_w = GPU_CATALOG["H100-SXM"].idle_w + scenario.sites[1].host_w_per_gpu
     tokens = build_sources(scenario, seed_sequences(scenario.seed)["services"])[0].tokens
-    model = replica_model(
-        "Llama-3.1-8B-Instruct", "H100-SXM", 2, 64, tokens.mean_input, tokens.mean_output, None
-    )
+    law = tokens.output_law  # the azure-conv preset's, at the source's mean
+    assert law is not None
+    out = law.scaled(tokens.mean_output / law.mean)
+    model = replica_model("Llama-3.1-8B-Instruct", "H100-SXM", 2, 64, tokens.mean_input, out)
     # 8 s of cold start (test_services) of 2 GPUs at site b's PUE
     loading_w = 2 * floor_w + model.load_w - model.power_w[0]
     assert s["energy_serving_loading_kwh"] == pytest.approx(
