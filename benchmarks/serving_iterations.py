@@ -41,7 +41,7 @@ class Energy:
         self._t_s = 0.0
         self._w = 0.0
 
-    def __call__(self, site: int, t_s, extra_w) -> None:
+    def __call__(self, site: int, t_s, extra_w, idle=None) -> None:
         t, w = np.atleast_1d(t_s), np.atleast_1d(extra_w)
         edges = np.append(self._t_s, t)
         levels = np.append(self._w, w[:-1])

@@ -768,10 +768,11 @@ class ServiceView:
         directive: str | None = None,
         cap_w: float | None = None,
     ) -> ReplicaPoint:
-        """What one replica of `variant` (None: its own model) at `site` would do with its
-        batch full under `directive` (None: the one in force) and a per-GPU cap of `cap_w`
-        W (None: the cap in force there): requests/s, power, price, quality
-        (`ReplicaPoint`). PolicyError for a cap out of the GPU's range."""
+        """What one replica of `variant` (None: its own model) at `site` would do under
+        `directive` (None: the one in force) and a per-GPU cap of `cap_w` W (None: the cap
+        in force there): requests/s and power with its batch full, its power at a lighter
+        load, price, quality (`ReplicaPoint`). PolicyError for a cap out of the GPU's
+        range."""
         return self._q.service_replica_point(self.name, site, variant, directive, cap_w)
 
     def rtt_s(self, site: str) -> float:
@@ -794,8 +795,8 @@ class ServiceView:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaPoint:
-    """One replica of a service's variant at a site with its batch full
-    (`ServiceView.replica_point`)."""
+    """One replica of a service's variant at a site (`ServiceView.replica_point`): with its
+    batch full (`capacity_rps`, `busy_w`), and at a lighter load (`power_at_w`)."""
 
     capacity_rps: float
     """Requests per second it serves."""
@@ -811,6 +812,19 @@ class ReplicaPoint:
     """Its variant's quality minus the directive's penalty (None: the variant has no score)."""
     mean_output_tokens: float
     """Mean output tokens per request under the directive."""
+    batch_rps: tuple[float, ...]
+    """Requests per second it serves with n = 0, 1, ..., slots sequences in flight (n over
+    the time a request's output takes at that batch; never falling as n grows; the last is
+    `capacity_rps`)."""
+    batch_power_w: tuple[float, ...]
+    """GPU power of the replica with n = 0, 1, ..., slots sequences in flight, W (the first
+    is `idle_w`, the last `busy_w`)."""
+
+    def power_at_w(self, rate_rps: float) -> float:
+        """GPU power of the replica serving `rate_rps` requests/s, W: at the batch that
+        serves that rate (`batch_rps`; linear between whole batches, as the fluid level
+        spreads a load over replicas), `busy_w` at `capacity_rps` and above."""
+        return float(np.interp(rate_rps, self.batch_rps, self.batch_power_w))
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,9 +52,6 @@ class DrServices(DrComplementary):
     """`dr_complementary` for the jobs, then the services' variants, directives and caps
     (module docstring; docs/policies-demand-response.md, "dr_services")."""
 
-    margin_pct: float = 5.0
-    """Safety margin, % of the limit (5, not `dr_complementary`'s 1: a service's saving is
-    predicted at a full batch and over-states what a lightly loaded one frees)."""
     headroom: float = 0.25
     """Spare capacity kept over a service's forecast peak rate (as serve_autoscale's)."""
     lookahead_s: float = 900.0
@@ -143,12 +140,18 @@ class DrServices(DrComplementary):
         )
 
     def _power_w(self, svc: ServiceView, cfg: _Config, site: str) -> float:
-        """GPU power of `svc`'s replicas at `site` under `cfg`, W: each at its full batch (an
-        upper bound, close under load: a replica's power is concave in its batch)."""
+        """GPU power above idle of `svc`'s replicas at `site` under `cfg`, W: each at its
+        share of the service's peak forecast rate (over `lookahead_s`; every replica of
+        `cfg` at the same fraction of its capacity), at the batch that serves it
+        (`ReplicaPoint.power_at_w`), less its idle power (a GPU a replica frees draws that
+        still)."""
+        points = {k: self._point(svc, *k, cfg) for k, n in cfg.replicas.items() if n}
+        capacity_rps = sum(cfg.replicas[k] * p.capacity_rps for k, p in points.items())
+        load = forecast_peak_rps(svc, self.lookahead_s) / capacity_rps if points else 0.0
         return sum(
-            n * self._point(svc, s, v, cfg).busy_w
-            for (s, v), n in cfg.replicas.items()
-            if s == site and n
+            cfg.replicas[k] * (p.power_at_w(load * p.capacity_rps) - p.idle_w)
+            for k, p in points.items()
+            if k[0] == site
         )
 
     def _lead_moves(self, state: SystemState) -> None:
@@ -254,8 +257,9 @@ class DrServices(DrComplementary):
 
     def _cap(self, state: SystemState, svc: ServiceView, site: str, short_w: float) -> float:
         """The highest cap (on the `service_cap_step_w` grid) of `svc`'s GPUs whose power
-        saved covers `short_w` while its capacity (`replica_point` under that cap) stays at
-        least its need (else the lowest such cap); the power saved, W."""
+        saved at the service's load (`_power_w`: a cap saves only where a replica draws more
+        than it) covers `short_w` while its capacity (`replica_point` under that cap) stays
+        at least its need (else the lowest such cap); the power saved, W."""
         cfg = self._config(svc)
         gpus = {
             v.gpu for v in svc.variants if any(cfg.replicas.get((s, v.name), 0) for s in svc.sites)

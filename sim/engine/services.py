@@ -404,8 +404,8 @@ class Services(Component):
     def replica_point(
         self, i: int, level: Deployment, directive: str | None, cap_w: float | None = None
     ) -> ReplicaPoint:
-        """One replica of `level` with its batch full under `directive` (None: in force)
-        and a per-GPU cap `cap_w` W (None: in force)."""
+        """One replica of `level` under `directive` (None: in force) and a per-GPU cap
+        `cap_w` W (None: in force): with its batch full, and its rate and power by batch."""
         names = [d.name for d in self.directives[i]]
         if directive is not None and directive not in names:
             raise PolicyError(
@@ -424,14 +424,17 @@ class Services(Component):
                 raise PolicyError(f"replica_point: service {self.names[i]}: {e}") from None
         quality = level.spec.quality
         gpus = level.gpus_per_replica
+        batch_rps = np.maximum.accumulate(np.arange(model.slots + 1) / (mean_out * model.iter_s))
         return ReplicaPoint(
-            capacity_rps=model.slots / (mean_out * float(model.iter_s[model.slots])),
+            capacity_rps=float(batch_rps[-1]),
             busy_w=float(model.power_w[model.slots]),
             idle_w=float(model.power_w[0]),
             gpus=gpus,
             price_per_h=gpus * self._core.prices.per_gpu_h(level.pool.model),
             quality=None if quality is None else quality - self.directives[i][d].quality_penalty,
             mean_output_tokens=mean_out,
+            batch_rps=tuple(batch_rps.tolist()),
+            batch_power_w=tuple(model.power_w.tolist()),
         )
 
     def rtt_s(self, i: int, level: Deployment) -> float:

@@ -264,6 +264,14 @@ class HistogramLaw(TokenLaw):
             tuple(int(x) for x in c[keep]),
         )
 
+    @classmethod
+    def of_counts(cls, tokens: ArrayLike) -> HistogramLaw:
+        """The exact law of the whole token counts `tokens` (at least one, e.g. a request
+        file's answers): one bin per distinct count, holding how often it occurs."""
+        values, counts = np.unique(np.asarray(tokens, dtype=np.int64), return_counts=True)
+        distinct = tuple(int(x) for x in values)
+        return cls(distinct, distinct, tuple(int(c) for c in counts))
+
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (
             np.asarray(self.lows, dtype=float),

@@ -36,10 +36,10 @@ Definitions both fidelities follow (docs/serving.md):
   Many changes at once may be reported in one call with increasing times `t_s` and their
   powers `extra_w` as numpy arrays. A fidelity that follows each replica's batch also
   reports, as a fourth argument, the replicas at the site with nothing in flight
-  (`on_power(site, t_s, extra_w, idle)`, with every change of it; the request level
-  does): their GPUs are the service's idle ones (`energy_serving_idle_kwh`). Without it
-  (the fluid level) a site's replicas count as idle only while it has nothing in flight
-  at all.
+  (`on_power(site, t_s, extra_w, idle)`, with every change of it; the request and
+  iteration levels do): their GPUs are the service's idle ones
+  (`energy_serving_idle_kwh`). Without it (the fluid level) a site's replicas count as
+  idle only while it has nothing in flight at all.
 - `advance_to(t)` serves the arrivals before `t` and the completions up to and including
   `t` (an arrival at `t` sees a `configure(t)` made after it).
 - A new `model` (a cap) applies to the admitting replicas; draining ones keep theirs, so

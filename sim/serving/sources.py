@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.models.token_laws import TokenLaw
+from sim.models.token_laws import HistogramLaw, TokenLaw
 from sim.serving.requests import (
     DAY_S,
     WEEK_S,
@@ -28,6 +28,7 @@ from sim.serving.requests import (
     read_requests,
     request_presets,
     synthetic_requests,
+    token_law,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ published value (as the training workload's `peak_hour`)."""
 WEEKLY_PEAK_S = 2.5 * DAY_S
 _CHUNK_S = 3600.0
 """The generator draws requests an hour at a time, each hour from its own seed."""
+_DIRECTIONS = ("input_tokens", "output_tokens")
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,11 @@ class TokenStats:
     """int64, up to 100,000 output token counts (paired with `input_sample`)."""
     input_law: TokenLaw | None = None
     output_law: TokenLaw | None = None
-    """The laws the scenario gave for the requests' lengths (None: a preset or a request
-    file). A replica model takes the output law's in-flight context share (kappa) in place
-    of the calibrated constant (docs/serving.md "Lengths as distributions")."""
+    """The laws of the requests' lengths: the generator's (the scenario's laws, a preset's
+    fitted log-normals, a fixed count), a request file's own answers (`output_law` only:
+    their exact histogram); None: means alone. A replica model takes the output law's
+    in-flight context share (kappa) in place of the calibrated constant (docs/serving.md
+    "Lengths as distributions")."""
 
 
 class RequestSource:
@@ -109,6 +113,7 @@ class FileSource(RequestSource):
             float(np.mean(self._out)),
             np.asarray(self._in[:k]),
             np.asarray(self._out[:k]),
+            output_law=HistogramLaw.of_counts(self._out),
         )
 
     def _cumulative(self, t_s: np.ndarray, cum: np.ndarray | None) -> np.ndarray:
@@ -193,7 +198,7 @@ class SyntheticSource(RequestSource):
             input_tokens=tokens[0],
             output_tokens=tokens[1],
         )
-        laws = [spec if isinstance(spec, TokenLaw) else None for spec in tokens]
+        laws = [token_law(spec, key) for spec, key in zip(tokens, _DIRECTIONS, strict=True)]
         self.tokens = TokenStats(
             float(np.mean(sample.input_tokens)),
             float(np.mean(sample.output_tokens)),

@@ -19,6 +19,7 @@ from sim.engine.build import build_sources
 from sim.models.hardware import GPU_CATALOG
 from sim.models.llm_replica import replica_model
 from sim.results import JOB_COLUMNS
+from sim.serving import RequestTable, write_requests
 from sim.util.percentile import weighted_percentile
 from sim.util.streams import seed_sequences
 from tests.conftest import BASE, run_cli
@@ -228,6 +229,30 @@ def test_idle_gpus_held_by_a_service_are_its_energy_and_reported_as_idle(tmp_pat
     assert held["energy_facility_kwh"] == pytest.approx(lean["energy_facility_kwh"], rel=1e-12)
 
 
+@pytest.mark.parametrize("fidelity", ["request", "iteration"])
+def test_a_replica_held_idle_beside_a_serving_one_is_idle_energy_all_along(tmp_path, fidelity):
+    """At the levels that follow each replica's batch: two runs that differ only in a second
+    replica at site b, where requests come one at a time (one a minute, each served in
+    seconds), so the least loaded replica is always the first: the services' idle energy
+    differs by exactly the second replica's idle energy over the run, also while the first
+    serves."""
+    write_requests(
+        RequestTable(np.arange(0.0, 3600.0, 60.0), np.full(60, 100), np.full(60, 50)),
+        tmp_path / "requests.parquet",
+    )
+    runs = {}
+    for n in (1, 2):
+        chat = {**CHAT, "replicas": {"b": n}, "requests": {"file": "requests.parquet"}}
+        scenario = serving_only(tmp_path, services=[chat], fidelity=fidelity)
+        runs[n] = sim.simulate(scenario).summary
+    assert runs[1]["requests_served"] == runs[2]["requests_served"] == 60
+    floor_w = GPU_CATALOG["H100-SXM"].idle_w + scenario.sites[1].host_w_per_gpu
+    idle_kwh = 2 * floor_w * TWO_SITES[1]["pue"] * 3600.0 / 3.6e6
+    assert runs[2]["energy_serving_idle_kwh"] - runs[1]["energy_serving_idle_kwh"] == (
+        pytest.approx(idle_kwh, rel=1e-9)
+    )
+
+
 def test_idle_and_loading_energy_are_parts_of_the_serving_energy(tmp_path):
     """At the request level a replica is idle whenever it has nothing in flight, even
     while another replica of its site serves; a cold start's energy is reported apart."""
@@ -237,9 +262,10 @@ def test_idle_and_loading_energy_are_parts_of_the_serving_energy(tmp_path):
     s = sim.simulate(scenario, script).summary
     floor_w = GPU_CATALOG["H100-SXM"].idle_w + scenario.sites[1].host_w_per_gpu
     tokens = build_sources(scenario, seed_sequences(scenario.seed)["services"])[0].tokens
-    model = replica_model(
-        "Llama-3.1-8B-Instruct", "H100-SXM", 2, 64, tokens.mean_input, tokens.mean_output, None
-    )
+    law = tokens.output_law  # the azure-conv preset's, at the source's mean
+    assert law is not None
+    out = law.scaled(tokens.mean_output / law.mean)
+    model = replica_model("Llama-3.1-8B-Instruct", "H100-SXM", 2, 64, tokens.mean_input, out)
     # 8 s of cold start (test_services) of 2 GPUs at site b's PUE
     loading_w = 2 * floor_w + model.load_w - model.power_w[0]
     assert s["energy_serving_loading_kwh"] == pytest.approx(

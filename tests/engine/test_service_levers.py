@@ -181,6 +181,28 @@ def test_a_replica_point_prices_and_rates_one_replica(tmp_path):
         chat.replica_point("a", cap_w=10.0)
 
 
+def test_a_replica_point_gives_its_power_at_a_lighter_load_where_a_cap_saves_only_above_it(
+    tmp_path,
+):
+    """`power_at_w(rate)`: idle with no requests, `busy_w` at its capacity and above, rising
+    in between; a cap lowers the clock only where the replica would draw more than it, so
+    at one request in flight (below the cap) the capped replica draws what the uncapped
+    one does, and with its batch full less."""
+    chat = PolicyHarness(_two_site_scenario(tmp_path)).state.service("chat")
+    normal = chat.replica_point("a")
+    assert normal.power_at_w(0.0) == normal.idle_w
+    assert normal.power_at_w(normal.capacity_rps) == normal.busy_w
+    assert normal.power_at_w(2.0 * normal.capacity_rps) == normal.busy_w
+    loads = [normal.power_at_w(f * normal.capacity_rps) for f in (0.1, 0.5, 0.9)]
+    assert normal.idle_w < loads[0] < loads[1] < loads[2] < normal.busy_w
+    one = normal.batch_rps[1]  # one request in flight
+    cap_w = 600.0  # H100-SXM: 700 W at the most
+    assert normal.power_at_w(one) < 4 * cap_w < normal.busy_w
+    capped = chat.replica_point("a", cap_w=cap_w)
+    assert capped.power_at_w(one) == pytest.approx(normal.power_at_w(one), rel=1e-12)
+    assert capped.busy_w == pytest.approx(4 * cap_w)
+
+
 def test_compute_cost_is_the_price_of_every_gpu_hour_held(tmp_path):
     """cost_compute = (the jobs' GPU-hours + the services' GPU-hours) x the price, exactly;
     the services' cost per step adds up to theirs."""

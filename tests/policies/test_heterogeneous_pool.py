@@ -26,7 +26,9 @@ PRICES = {"H100-SXM": 4.0, "A100-80GB": 1.5, "L40S": 1.0}
 requests per unit of price and one H100 the most requests: the cheapest-per-request GPU is
 not the fastest, and only 4 L40S are installed."""
 BUDGET_PER_H = 7.0
-"""Under what the cheapest mix covering the forecast peak with headroom costs (7.5 per hour)."""
+"""What the cheapest mix covering the forecast peak with headroom (25 requests/s) costs: 2
+A100 and 4 L40S, 7.0 per hour for 25.2 requests/s; all-H100 would take 3 replicas, 12.0 per
+hour."""
 HORIZON_S = 3600.0
 GPU = {None: "H100-SXM", "a100": "A100-80GB", "l40s": "L40S"}
 
@@ -76,7 +78,7 @@ def brute_force(points: dict[str | None, tuple[str, float, float]], demand_rps: 
     return feasible
 
 
-def test_under_a_binding_budget_it_takes_the_best_mix_of_the_brute_force_enumeration():
+def test_under_a_budget_below_all_h100_it_takes_the_best_mix_of_the_brute_force_enumeration():
     h = PolicyHarness(scenario())
     chat = h.state.service("chat")
     points = {}
@@ -161,7 +163,7 @@ def test_bad_parameters_are_refused_naming_them():
 
 
 def test_a_near_equal_mix_is_not_worth_a_switch_that_drops_requests():
-    """One H100 replica covers the demand (6 requests/s with 25 % headroom, of its 10.4) but
+    """One H100 replica covers the demand (6 requests/s with 25 % headroom, of its 10.7) but
     is "oversized"; two A100 replicas would cover it for 0.5 % less, and the budget cannot
     hold both mixes, so switching would drop requests during the cold start. The policy
     keeps the H100 replica (`min_saving`): no change, no request dropped (it once switched,

@@ -33,9 +33,10 @@ def model(gpu: str = "H100-SXM", max_batch: int = 256) -> ReplicaModel:
 class Power(PowerLog):
     """The `on_power` callback, many changes per call flattened into `calls`."""
 
-    def __call__(self, site, t_s, extra_w) -> None:
-        for t, w in zip(np.atleast_1d(t_s), np.atleast_1d(extra_w), strict=True):
-            super().__call__(site, float(t), float(w))
+    def __call__(self, site, t_s, extra_w, idle) -> None:
+        changes = zip(np.atleast_1d(t_s), np.atleast_1d(extra_w), np.atleast_1d(idle), strict=True)
+        for t, w, i in changes:
+            super().__call__(site, float(t), float(w), int(i))
 
 
 def make(source, m: ReplicaModel, *, sites=1, timeout_s=NEVER_S, horizon_s=1e6, **sched):
@@ -345,6 +346,39 @@ def test_a_scale_down_drains_by_the_time_it_returned():
     # The last request of the replicas that left ends exactly when announced.
     assert np.isclose(t["end_s"][admitted_before], free_s, rtol=0, atol=0).any()
     assert log.calls[-1][2] == 0.0
+
+
+def test_idle_replicas_are_reported_with_every_change_of_them():
+    """As at the request level: two replicas, one request: one replica is idle all along,
+    the other while its request is not in flight; a replica taken out of admission leaves
+    the count."""
+    m = model()
+    sim, log = make(TableSource([10.0], [10]), m)
+    sim.configure(0.0, 0, 2, m)
+    sim.advance_to(50.0)
+    sim.configure(50.0, 0, 1, m)
+    sim.close(100.0)
+    calls = [(t, w, idle) for (_, t, w), idle in zip(log.calls, log.idle, strict=True)]
+    assert calls[0] == (0.0, 0.0, 2)
+    serving, done = calls[1:-2], calls[-2]
+    assert serving[0][0] == 10.0 and all(w > 0.0 and idle == 1 for _, w, idle in serving)
+    assert 10.0 < done[0] < 50.0 and done[1:] == (0.0, 2)
+    # taking one of two idle replicas out changes no power, and is reported all the same
+    assert calls[-1] == (50.0, 0.0, 1)
+
+
+def test_draining_replicas_are_never_idle_ones():
+    """A scale-down from 3 replicas to 1 under load: the replicas that drain are not counted
+    idle, so the idle replicas never exceed the one admitting; it ends idle."""
+    m = model()
+    arrival, out, inp = poisson_chat(20.0, 400, seed=5)
+    sim, log = make(TableSource(arrival, out, inp), m)
+    sim.configure(0.0, 0, 3, m)
+    sim.advance_to(10.0)
+    sim.configure(10.0, 0, 1, m)
+    sim.close(1e4)
+    after = [idle for (_, t, _), idle in zip(log.calls, log.idle, strict=True) if t >= 10.0]
+    assert max(after) == 1 and after[-1] == 1
 
 
 def test_the_same_input_gives_identical_tables():

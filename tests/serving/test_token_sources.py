@@ -13,8 +13,14 @@ import pytest
 from sim.engine.build import build_sources
 from sim.errors import ScenarioError
 from sim.models.llm_replica import replica_model
-from sim.models.token_laws import HistogramLaw, LogNormalLaw
-from sim.serving.requests import LocalPeak, rate_at
+from sim.models.token_laws import FixedLaw, HistogramLaw, LogNormalLaw
+from sim.serving.requests import (
+    LocalPeak,
+    RequestTable,
+    rate_at,
+    request_presets,
+    write_requests,
+)
 from sim.serving.sources import SyntheticSource
 from sim.testing import PolicyHarness
 from sim.util.streams import seed_sequences
@@ -37,10 +43,45 @@ def test_a_histogram_file_is_the_output_law_of_the_requests(tmp_path):
     tokens = {"output": {"law": "histogram", "file": "out.csv"}}
     source, _ = _source(tmp_path, {"rate_per_s": 5.0, "tokens": tokens})
     assert source.tokens.output_law == HISTOGRAM_LAW
-    assert source.tokens.input_law is None  # the azure-conv preset's input
+    assert source.tokens.input_law == request_presets()["azure-conv"].input_tokens
     out = source.requests_between(0.0, 7200.0).output_tokens
     assert out.min() >= 1 and out.max() <= 8000
     assert np.mean(out < 100) == pytest.approx(0.5, abs=0.03)
+
+
+def test_a_preset_is_its_fitted_laws_and_a_fixed_count_a_fixed_law(tmp_path):
+    """The generator draws a preset's lengths from its log-normals, so those are the
+    source's laws (and kappa the output law's, not the calibrated constant)."""
+    source, _ = _source(tmp_path, {"rate_per_s": 5.0, "tokens": "azure-conv"})
+    preset = request_presets()["azure-conv"]
+    assert source.tokens.input_law == preset.input_tokens
+    assert source.tokens.output_law == preset.output_tokens
+    tokens = {"input": {"law": "fixed", "tokens": 512}, "output": {"law": "fixed", "tokens": 64}}
+    source, _ = _source(tmp_path, {"rate_per_s": 5.0, "tokens": tokens})
+    assert source.tokens.output_law == FixedLaw(64)
+    assert source.tokens.output_law.in_flight_share == 0.5
+
+
+def test_a_request_files_own_answers_are_its_output_law(tmp_path):
+    """A request file's answers are the user's data: their exact histogram is the output
+    law, and the replica model takes its kappa (here E[L^2] / (2 E[L]^2) = 1.89 for three
+    answers of 10 tokens and one of 1,000), not the calibrated constant."""
+    out = np.array([10, 1000, 10, 10])
+    write_requests(RequestTable(np.arange(4.0), np.full(4, 100), out), tmp_path / "r.parquet")
+    source, scenario = _source(tmp_path, {"file": "r.parquet"})
+    law = source.tokens.output_law
+    assert law == HistogramLaw((10, 1000), (10, 1000), (3, 1))
+    assert law.in_flight_share == pytest.approx(np.mean(out**2.0) / (2 * np.mean(out) ** 2))
+    assert law.in_flight_share == pytest.approx(1.886, rel=1e-3)
+    h = PolicyHarness(scenario)
+    h.advance(0.0)
+    point = h.state.service("chat").replica_point("a")
+    args = (CHAT["model"], CHAT["gpu"], CHAT["gpus_per_replica"], CHAT["max_batch"], 100.0)
+    with_law = replica_model(*args, law)
+    assert point.capacity_rps == pytest.approx(
+        with_law.slots / (law.mean * float(with_law.iter_s[with_law.slots])), rel=1e-12
+    )
+    assert with_law.iter_s[-1] > replica_model(*args, law.mean).iter_s[-1]
 
 
 def test_a_lognormal_and_a_fixed_law_per_direction(tmp_path):

@@ -82,6 +82,8 @@ class _Fleet:
                     self.push(r, t_next)
         cost, lim = self._runs[st.mi]
         loads = st.state.loads
+        if len(st.adm) < ready:
+            st.state.idle_changed(t_s, ready - len(st.adm))
         while len(st.adm) < ready:
             st.adm.append(
                 _Replica(st.state, len(st.adm), self.rq, cost, lim, st.mi, self.timeout_s, t_s)
@@ -93,6 +95,9 @@ class _Fleet:
             by_load = sorted(range(len(st.adm)), key=lambda p: (loads[p], -p))
             out = set(by_load[:surplus])
             leaving = [r for p, r in enumerate(st.adm) if p in out]
+            idle_out = sum(1 for r in leaving if r.w == 0.0)
+            if idle_out:
+                st.state.idle_changed(t_s, -idle_out)
             st.adm = [r for p, r in enumerate(st.adm) if p not in out]
             st.state.loads = loads = [loads[r.pos] for r in st.adm]
             for p, r in enumerate(st.adm):

@@ -101,10 +101,10 @@ class _Limits:
 
 class _SiteState:
     """What a replica updates of its site: the loads routing reads and its changes of power
-    (times, possibly ahead of the events served, and differences), reported in time order
-    by `flush`."""
+    and of the idle replicas (times, possibly ahead of the events served, and differences),
+    reported in time order by `flush`."""
 
-    __slots__ = ("loads", "index", "on_power", "t", "dw", "dn", "extra_w", "busy")
+    __slots__ = ("loads", "index", "on_power", "t", "dw", "dn", "di", "extra_w", "busy", "idle")
 
     def __init__(self, index: int, on_power: Callable[..., None]):
         self.index = index
@@ -116,13 +116,24 @@ class _SiteState:
         """Changes of a replica's power over idle, W, from the times `t`."""
         self.dn: list[int] = []
         """Changes of the number of busy replicas (power over idle exactly 0 with none)."""
+        self.di: list[int] = []
+        """Changes of the number of idle replicas: admitting ones with nothing in flight
+        (power over idle 0; draining ones always have some)."""
         self.extra_w = 0.0
         self.busy = 0
-        """Power over idle and busy replicas as last reported."""
+        self.idle = 0
+        """Power over idle, busy and idle replicas as last reported."""
+
+    def idle_changed(self, t_s: float, di: int) -> None:
+        """`di` more idle replicas from `t_s` (replicas added or taken out of admission)."""
+        self.t.append(t_s)
+        self.dw.append(0.0)
+        self.dn.append(0)
+        self.di.append(di)
 
     def flush(self, t_s: float) -> None:
         """Report the changes up to `t_s` (included) in time order, the site's power over
-        idle the sum of its replicas' (exactly 0 with none busy)."""
+        idle the sum of its replicas' (exactly 0 with none busy), and its idle replicas."""
         if not self.t:
             return
         # In order iff equal to its sorted copy: a sort in C, 0.5 us against 3.7 us for a
@@ -134,40 +145,46 @@ class _SiteState:
         now = t <= t_s
         order = np.argsort(t[now], kind="stable")
         dw, dn = np.asarray(self.dw)[now][order], np.asarray(self.dn)[now][order]
+        di = np.asarray(self.di)[now][order]
         times = t[now][order]
         if len(times) < len(t):
             later = ~now
             self.t, self.dw = t[later].tolist(), np.asarray(self.dw)[later].tolist()
             self.dn = np.asarray(self.dn)[later].tolist()
+            self.di = np.asarray(self.di)[later].tolist()
         else:
-            self.t, self.dw, self.dn = [], [], []
+            self.t, self.dw, self.dn, self.di = [], [], [], []
         if not len(times):
             return
         extra = self.extra_w + np.cumsum(dw)
         busy = self.busy + np.cumsum(dn)
+        idle = self.idle + np.cumsum(di)
         extra[busy == 0] = 0.0
         last = np.append(times[1:] != times[:-1], True)
-        self.extra_w, self.busy = float(extra[-1]), int(busy[-1])
-        self.on_power(self.index, times[last], extra[last])
+        self.extra_w, self.busy, self.idle = float(extra[-1]), int(busy[-1]), int(idle[-1])
+        self.on_power(self.index, times[last], extra[last], idle[last])
 
     def _flush_few(self) -> None:
         """`flush` of a few changes, all due and in order (the same arithmetic, in Python)."""
         times: list[float] = []
         levels: list[float] = []
-        e, n = self.extra_w, self.busy
-        for t, dw, dn in zip(self.t, self.dw, self.dn, strict=True):
+        idles: list[int] = []
+        e, n, i = self.extra_w, self.busy, self.idle
+        for t, dw, dn, di in zip(self.t, self.dw, self.dn, self.di, strict=True):
             e += dw
             n += dn
+            i += di
             if not n:
                 e = 0.0
             if times and times[-1] == t:
-                levels[-1] = e
+                levels[-1], idles[-1] = e, i
             else:
                 times.append(t)
                 levels.append(e)
-        self.t, self.dw, self.dn = [], [], []
-        self.extra_w, self.busy = e, n
-        self.on_power(self.index, np.array(times), np.array(levels))
+                idles.append(i)
+        self.t, self.dw, self.dn, self.di = [], [], [], []
+        self.extra_w, self.busy, self.idle = e, n, i
+        self.on_power(self.index, np.array(times), np.array(levels), np.array(idles))
 
 
 class _Replica:
@@ -425,6 +442,7 @@ class _Replica:
                 st.t.append(t)
                 st.dw.append(w - w_old)
                 st.dn.append(0 if w_old > 0.0 else 1)
+                st.di.append(0 if w_old > 0.0 or self.pos < 0 else -1)
                 w_old = self.w = w
             if partial:
                 self.mode = _MIXED
@@ -450,12 +468,14 @@ class _Replica:
                 st.t.append(t)
                 st.dw.append(-w_old)
                 st.dn.append(-1)
+                st.di.append(0 if self.pos < 0 else 1)
                 self.w = 0.0
             return -1.0
         if w != w_old:
             st.t.append(t1)
             st.dw.append(w - w_old)
             st.dn.append(0 if w_old > 0.0 else 1)
+            st.di.append(0 if w_old > 0.0 or self.pos < 0 else -1)
             self.w = w
         # The epoch: its event is the first finish, or the first boundary where the decodes'
         # blocks may exceed the cache by a bound (exact when it comes first), or the next
