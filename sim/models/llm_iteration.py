@@ -8,7 +8,8 @@ Nothing is refitted: it is the calibrated roofline (`sim.models.llm_roofline`, i
 lengths:
 
     t_mem  = (f8 bpp weights(B + P) + (C + P) kv) / (n BW eta_mem)
-    t_comp = 2 A B / (n F eta_compute) + 2 A P / (n F eta_prefill)
+    t_comp = 2 A B / (n F eta_compute) + 2 A P / (n F eta_pf)   (eta_pf: the roofline's
+                                                              `prefill_share`)
     t      = tau_step + t_coll + (tau_seq + h tau_ssm) B + |t_mem, t_comp|_2
 
 With P = 0 it is the roofline's decode step of B sequences of C / B context; with B = 0
@@ -36,7 +37,7 @@ from sim.models.llm import PRECISION_BYTES
 from sim.models.llm_memory import KvCache, kv_cache, memory_bytes
 from sim.models.llm_performance import _gpu, _resolve, serving_model
 from sim.models.llm_replica import ReplicaModel, slice_gpu
-from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, ROOFLINE_POWER
+from sim.models.llm_roofline import GPU_MEMORY_UTILIZATION, ROOFLINE_POWER, prefill_share
 
 __all__ = ["IterationCost", "default_batched_tokens", "iteration_cost"]
 
@@ -216,7 +217,7 @@ def iteration_cost(rm: ReplicaModel, max_tokens: int) -> IterationCost:
         seq_s=1e-6 * (p.tau_seq_us + (p.tau_ssm_seq_us if hybrid else 0.0)),
         kv_s=spec.kv_bytes_per_token / (bw * eta_mem),
         decode_s=2.0 * active / (flops * p.eta_compute),
-        prefill_s=2.0 * active / (flops * p.eta_prefill),
+        prefill_s=2.0 * active / (flops * float(prefill_share(p, entry.moe_layers))),
         weights_s=tuple((read_bpp * weights / (bw * eta_mem)).tolist()),
         weights_bytes=tuple((bpp * weights).tolist()),
         kv_bytes=float(spec.kv_bytes_per_token),

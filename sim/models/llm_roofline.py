@@ -21,9 +21,11 @@ batch `B`:
                                                              one node), added to t_step with
                                                              B tokens, to the prefill with L_pf
     t_step     = tau_step + t_coll + (tau_seq + h tau_ssm) B + |t_mem, t_compute|_2
-    t_prefill  = 2 A L_pf / (n F eta_prefill)               per request, compute only;
+    t_prefill  = 2 A L_pf / (n F eta_pf)                    per request, compute only;
                                                             L_pf = L_in - cached: the prompt's
                                                             tokens not in the prefix cache
+                                                            (eta_pf: eta_prefill_moe for
+                                                            an MoE, else eta_prefill)
     t_iter     = t_step + (B / L_out) t_prefill             prefill interleaved (chunked)
     throughput = B / t_iter,   ITL median = t_step
     ITL p90    = t_step + max(1, B / L_out) t_prefill  if B / L_out > 0.1, else t_step
@@ -59,7 +61,16 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-__all__ = ["FITTED", "Inputs", "Outputs", "Params", "capped_clock", "evaluate"]
+__all__ = [
+    "ASSUMED",
+    "FITTED",
+    "Inputs",
+    "Outputs",
+    "Params",
+    "capped_clock",
+    "evaluate",
+    "prefill_share",
+]
 
 SOFTMIN_POWER = 8.0
 """Sharpness of the soft minimum between the maximum batch and the KV-cache capacity.
@@ -93,7 +104,10 @@ class Params:
     eta_compute: float
     """Achieved share of dense FP16 peak in the decode GEMMs."""
     eta_prefill: float
-    """Achieved share of dense FP16 peak in prefill."""
+    """Achieved share of dense FP16 peak in prefill (dense and hybrid models)."""
+    eta_prefill_moe: float
+    """The same for an MoE (routed experts: grouped expert GEMMs and, over several GPUs,
+    the expert dispatch and combine of every prompt token)."""
     tau_step_ms: float
     """Fixed time per decode iteration (scheduling, kernel launches, sampling), ms."""
     tau_collective_us: float
@@ -127,7 +141,9 @@ class Params:
     """Mean input tokens of an lm-arena-chat request (the default prompt length)."""
 
 
-FITTED = tuple(f.name for f in fields(Params) if f.name not in ("kappa", "eta_prefill"))
+ASSUMED = ("kappa", "eta_prefill", "eta_prefill_moe")
+"""The parameters set from the data or a source, not fitted."""
+FITTED = tuple(f.name for f in fields(Params) if f.name not in ASSUMED)
 """The parameters the calibration fits, in the order of its parameter vector."""
 
 
@@ -200,6 +216,12 @@ class Outputs:
     compute_utilization: np.ndarray
 
 
+def prefill_share(p: Params, moe_layers: np.ndarray | float) -> np.ndarray:
+    """The share of dense FP16 peak a prefill reaches: `eta_prefill_moe` for a model
+    with routed experts (`moe_layers` > 0), else `eta_prefill`."""
+    return np.where(np.asarray(moe_layers, dtype=float) > 0, p.eta_prefill_moe, p.eta_prefill)
+
+
 def evaluate(p: Params, x: Inputs) -> Outputs:
     """The model's throughput, latency and power for each configuration of `x`."""
     n = np.asarray(x.num_gpus, dtype=float)
@@ -248,7 +270,7 @@ def evaluate(p: Params, x: Inputs) -> Outputs:
     )
     l_pf = l_in - np.asarray(x.cached_tokens, dtype=float)  # the prompt's tokens computed
     flop_prefill = 2.0 * active * l_pf
-    t_prefill = flop_prefill / (flops * p.eta_prefill * clock)
+    t_prefill = flop_prefill / (flops * prefill_share(p, moe_layers) * clock)
     joins = batch / l_out  # prompts joining the batch per iteration, in steady state
     t_iter = t_step + joins * (t_prefill + comm_per_token * l_pf)
     # One prompt alone: a step of its own that reads the weights its computed tokens touch

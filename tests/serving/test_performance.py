@@ -187,15 +187,9 @@ def test_blackwell_has_its_own_constants_and_other_gpus_take_hoppers():
     assert all(not performance("Qwen3-8B", g, 1, 8).extrapolated for g in ("H100", "B200"))
 
 
-def test_expert_parallel_moe_layers_pay_dispatch_time():
-    """On several GPUs every MoE layer pays a token dispatch and combine (per doubling of
-    the GPU count) on top of the per-layer collectives; Maverick has routed experts in
-    every other layer only."""
-    sm = serving_model()
-    assert sm.models["Llama-4-Maverick-17B-128E-Instruct-FP8"].moe_layers == 24
-    assert sm.models["Llama-4-Scout-17B-16E-Instruct"].moe_layers == 48
-    assert sm.models["Qwen3-32B"].moe_layers == 0
-    p = sm.params
+def _toy_moe(num_gpus: float, input_tokens: float) -> dict[str, np.ndarray]:
+    """`Inputs` fields of a 100B-total, 10B-active MoE (1 of 16 experts, 48 layers) on
+    H100s on one node, without `moe_layers` (the caller sets it)."""
     base = {f.name: np.asarray(1.0) for f in fields(Inputs)}
     base.update(
         total_params_b=np.asarray(100.0),
@@ -205,7 +199,7 @@ def test_expert_parallel_moe_layers_pay_dispatch_time():
         expert_share=np.asarray(1 / 16),
         layers=np.asarray(48.0),
         hybrid=np.asarray(0.0),
-        num_gpus=np.asarray(8.0),
+        num_gpus=np.asarray(num_gpus),
         memory_gb=np.asarray(80.0),
         mem_bw_gbps=np.asarray(3350.0),
         fp16_tflops=np.asarray(989.0),
@@ -213,9 +207,24 @@ def test_expert_parallel_moe_layers_pay_dispatch_time():
         idle_w=np.asarray(70.0),
         blackwell=np.asarray(0.0),
         max_batch=np.asarray(64.0),
-        input_tokens=np.asarray(10.0),
+        input_tokens=np.asarray(input_tokens),
         output_tokens=np.asarray(500.0),
+        comm_fixed_s=np.asarray(0.0),
+        comm_per_token_s=np.asarray(0.0),
     )
+    return base
+
+
+def test_expert_parallel_moe_layers_pay_dispatch_time():
+    """On several GPUs every MoE layer pays a token dispatch and combine (per doubling of
+    the GPU count) on top of the per-layer collectives; Maverick has routed experts in
+    every other layer only."""
+    sm = serving_model()
+    assert sm.models["Llama-4-Maverick-17B-128E-Instruct-FP8"].moe_layers == 24
+    assert sm.models["Llama-4-Scout-17B-16E-Instruct"].moe_layers == 48
+    assert sm.models["Qwen3-32B"].moe_layers == 0
+    p = sm.params
+    base = _toy_moe(num_gpus=8.0, input_tokens=10.0)
     itl = {
         moe: float(evaluate(p, Inputs(**{**base, "moe_layers": np.asarray(moe)})).itl_median_ms)
         for moe in (0.0, 24.0, 48.0)
@@ -223,6 +232,19 @@ def test_expert_parallel_moe_layers_pay_dispatch_time():
     step = 1e-3 * p.tau_expert_parallel_us * 24 * 3  # 24 MoE layers, log2(8) = 3, ms
     assert itl[24.0] - itl[0.0] == pytest.approx(step)
     assert itl[48.0] - itl[24.0] == pytest.approx(step)
+
+
+def test_an_moe_prefill_runs_at_its_own_share_of_peak():
+    """A long prompt alone is compute-bound: an MoE's takes eta_prefill / eta_prefill_moe
+    (0.5 / 0.25, docs/serving.md) times as long as the same FLOPs of a dense model."""
+    p = serving_model().params
+    assert (p.eta_prefill, p.eta_prefill_moe) == (0.5, 0.25)
+    base = _toy_moe(num_gpus=1.0, input_tokens=16384.0)
+    prefill = {
+        moe: float(evaluate(p, Inputs(**{**base, "moe_layers": np.asarray(moe)})).prefill_s)
+        for moe in (0.0, 48.0)
+    }
+    assert prefill[48.0] / prefill[0.0] == pytest.approx(2.0, rel=0.02)
 
 
 def test_other_gpus_are_extrapolated_from_their_specs():

@@ -2,9 +2,9 @@
 (skipped without it), recomputed from the data, not read from serving_model.toml:
 
 - leave one task out: constants fitted on lm-arena-chat predict sourcegraph-fim within 15%
-  MAPE on throughput and energy per token (docs/serving.md "Leave one task out"); its
-  median ITL is a documented miss; the reverse direction (3 MoE models predicting 18) is
-  reported, not asserted;
+  MAPE on throughput, energy per token and median ITL (docs/serving.md "Leave one task
+  out"), with the FIM prompt length the benchmark's own (1,374 tokens), not fitted; the
+  reverse direction (2 MoE models predicting 18) is reported, not asserted;
 - leave one model out over both tasks: throughput, energy per token and median ITL within
   15% MAPE.
 """
@@ -55,20 +55,10 @@ def test_every_fim_configuration_is_predicted_and_only_attention_dp_is_out_of_sc
     assert fim["prompt_tokens"].eq(cs.PROMPT_TOKENS[cs.FIM]).all()  # from a source, not fitted
 
 
-@pytest.mark.parametrize("score", ["throughput_ape", "energy_ape"])
+@pytest.mark.parametrize("score", ["throughput_ape", "energy_ape", "itl_ape"])
 def test_chat_fit_predicts_fim_within_15_percent(chat_to_fim, score):
     assert len(chat_to_fim) == 34
     assert chat_to_fim[score].mean() <= 0.15
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented miss (docs/serving.md, Leave one task out): median ITL 17.5%, the "
-    "decode step with 2,048-token FIM prompts in flight is too slow at mid batch and "
-    "saturates at the modelled KV capacity at the largest batches",
-)
-def test_chat_fit_predicts_fim_median_itl_within_15_percent(chat_to_fim):
-    assert chat_to_fim["itl_ape"].mean() <= 0.15
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +71,14 @@ def lomo(calibration):
 def test_leave_one_model_out_within_15_percent(lomo, score):
     assert lomo["model"].nunique() == 20
     assert lomo[score].mean() <= 0.15
+
+
+def test_fim_runs_alone_leave_the_dense_gemm_share_to_a_prior(calibration):
+    """fim -> chat (reported, not asserted): fitted freely on the two FIM MoE models,
+    eta_compute stands for their grouped expert GEMMs (below 0.1) and would make every
+    dense chat model compute-bound; the fit holds it at Vidur's 0.70 instead."""
+    cs, f, catalog = calibration
+    fim = f[(f["task"] == cs.FIM) & cs.in_scope(f)]
+    assert cs.fit(fim, catalog, kappa=0.9753).eta_compute < 0.1
+    held = cs.UNIDENTIFIED_BY[cs.CHAT]
+    assert cs.fit(fim, catalog, kappa=0.9753, held=held).eta_compute == held["eta_compute"]
