@@ -146,11 +146,17 @@ class Services(Component):
             )
 
     def _model(self, i: int, level: Deployment) -> ReplicaModel:
-        """The replica model of `level`, under service `i`'s own cap or the site's."""
-        cap_w = self.cap_w[i]
-        if cap_w is None:
-            cap_w = level.spec.cap_w if level.spec.cap_w is not None else level.site.cap_w
-        return self._model_for_cap(i, level.spec, cap_w, site=level.site.index)
+        """The replica model of `level`, under the cap in force (`_cap_in_force_w`)."""
+        return self._model_for_cap(
+            i, level.spec, self._cap_in_force_w(i, level), site=level.site.index
+        )
+
+    def _cap_in_force_w(self, i: int, level: Deployment) -> float | None:
+        """The per-GPU cap on `level`'s GPUs, W: service `i`'s own (a policy's `SetCap`),
+        else its variant's (a disaggregated pool's `cap_w`), else the site's."""
+        if self.cap_w[i] is not None:
+            return self.cap_w[i]
+        return level.spec.cap_w if level.spec.cap_w is not None else level.site.cap_w
 
     def _model_for_cap(
         self,
@@ -420,9 +426,7 @@ class Services(Component):
         mean_out = self.sources[i].tokens.mean_output * self.directives[i][d].output_factor
         if d != in_force or cap_w is not None:
             if cap_w is None:
-                cap_w = self.cap_w[i]
-        if cap_w is None:
-            cap_w = level.spec.cap_w if level.spec.cap_w is not None else level.site.cap_w
+                cap_w = self._cap_in_force_w(i, level)
             try:
                 model = self._model_for_cap(i, level.spec, cap_w, mean_out, level.site.index)
             except ValueError as e:
