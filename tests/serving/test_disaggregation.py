@@ -119,10 +119,19 @@ def test_at_equal_gpus_a_prefill_heavy_load_decodes_faster_and_prefills_slower_d
     assert p99["disaggregated"]["ttft_ms"] > 1.5 * p99["co-located"]["ttft_ms"]
 
 
-def test_a_scale_down_of_the_decode_pool_drains_and_serves_every_request():
+@pytest.mark.parametrize("pool", [0, 1], ids=["prefill", "decode"])
+def test_a_pool_scaled_down_drains_by_the_time_it_returned_and_serves_every_request(pool):
+    """Two replicas of the pool, one taken away at 150 s: every request is still served,
+    each KV cache crossing once, and the replica taken away is empty by the time
+    `configure` returned (its look-ahead hands nothing to the link twice)."""
     arrival, out, inp = poisson_chat(4.0, 1500, seed=2)
+    # a burst of long prompts just before 150 s keeps both replicas of either pool busy
+    order = np.argsort(np.r_[arrival, np.full(20, 149.9)], kind="stable")
+    arrival = np.r_[arrival, np.full(20, 149.9)][order]
+    out, inp = np.r_[out, np.full(20, 300)][order], np.r_[inp, np.full(20, 8000)][order]
     m = model()
     sched = [SchedulerConfig().resolved(m.gpu, None, 256)] * 2
+    pools = [("prefill", 0), ("decode", 0)]
     sim_ = DisaggregatedLevel(
         "chat",
         TableSource(arrival, out, inp),
@@ -133,13 +142,18 @@ def test_a_scale_down_of_the_decode_pool_drains_and_serves_every_request():
         1e6,
         Power(),
         sched,
-        [("prefill", 0), ("decode", 0)],
+        pools,
         LINK,
     )
-    sim_.configure(0.0, 0, 1, m)
-    sim_.configure(0.0, 1, 2, m)
-    free_s = sim_.configure(150.0, 1, 1, m)
+    sim_.configure(0.0, 0, 2 if pool == 0 else 1, m)
+    sim_.configure(0.0, 1, 2 if pool == 1 else 1, m)
+    free_s = sim_.configure(150.0, pool, 1, m)
     assert free_s >= 150.0
+    fleet = sim_._fleet if pool == 0 else sim_._decode
+    (leaving,) = fleet.sites[pool].draining
+    assert free_s > 150.0
+    sim_.advance_to(free_s)
+    assert leaving.mode == 0 and not leaving.waiting and not leaving.pf
     sim_.close(1e6)
     t = sim_.request_table()
     assert (t["state"] == "served").all()
