@@ -33,6 +33,7 @@ CHECKED_BY_VALIDATORS = {
     "SyntheticWorkload.gpus": "_gpu_mix: counts at most MAX_POOL_GPUS, probabilities sum to 1",
     "SyntheticWorkload.origin_sites": "relative weights; only their ratios matter",
     "ServiceConfig.replicas": "Scenario._check_services: replicas must fit the site's pool",
+    "PoolConfig.replicas": "Scenario._check_services: a pool's replicas must fit the site's",
     "PredictionErrorConfig.sigma_frac": "PredictionSigma: 0 <= sigma <= MAX_PREDICTION_SIGMA",
     "VirtualClustersConfig.quota_gpus": "each quota: 1 <= GPUs <= 1,048,576 (Annotated Field)",
 }
@@ -176,6 +177,19 @@ daily_peak_hour = 14
 tokens.input = { law = "fixed", tokens = 200 }
 tokens.output = { law = "lognormal", median = 300, sigma = 1.0, min = 1, max = 8000 }
 
+[[services]]
+name = "split"
+model = "Llama-3.1-8B-Instruct"
+gpu = "A100-80GB"
+sites = ["a"]
+slo = { ttft_ms = 500, tpot_ms = 100 }
+requests = { rate_per_s = 1.0 }
+
+[services.disaggregation]
+link = "IB-HDR"
+prefill = { gpus_per_replica = 1, max_batch = 64, cap_w = 300, replicas = { a = 1 } }
+decode = { gpus_per_replica = 1, max_batch = 64, cap_w = 300, replicas = { a = 1 } }
+
 [prices]
 per_gpu_h = { "A100-80GB" = 3.0 }
 spot_per_gpu_h = { "A100-80GB" = 0.6 }
@@ -187,6 +201,7 @@ notice_s = 120
 unavailable_h = 1
 
 [serving]
+fidelity = "iteration"
 step_s = 60
 
 [failures]
@@ -236,6 +251,16 @@ ALTERNATIVE_KEYS = {
     "LogNormalTokens.sigma": "services[0].requests.tokens.output.sigma",
     "LogNormalTokens.min": "services[0].requests.tokens.output.min",
     "LogNormalTokens.max": "services[0].requests.tokens.output.max",
+    # a disaggregated service (services[1]) has no variants: its pools' keys there, and
+    # every scheduler's at the service's own (one class: the same checks)
+    **{
+        f"PoolConfig.{k}": f"services[1].disaggregation.prefill.{k}"
+        for k in ("gpus_per_replica", "max_batch", "cap_w", "replicas")
+    },
+    **{
+        f"SchedulerConfig.{k}": f"services[0].scheduler.{k}"
+        for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len")
+    },
 }
 """Fields the kitchen sink cannot hold next to their alternatives; their key paths."""
 

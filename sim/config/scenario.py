@@ -32,6 +32,7 @@ from sim.models.hardware import speed as roofline_speed
 from sim.models.llm_parallel import layout_for
 from sim.models.llm_replica import replica_model
 from sim.models.pricing import DEFAULT_CURRENCY, Currency
+from sim.models.scaling import default_node, interconnect
 
 SCHEMA_VERSION: Final = 1
 
@@ -204,19 +205,43 @@ class Scenario(ConfigModel):
                         f"{key}.gpu: the service's own model needs {kind} {svc.gpu} GPUs at "
                         f"each of its sites; site {site}'s are not"
                     )
-            for k, variant in enumerate(svc.variant_specs()):
+            specs = {v.name: v for v in svc.variant_specs()}
+            for k, variant in enumerate(specs.values()):
                 where = key if k == 0 else f"{key}.variants[{k - 1}]"
+                if svc.disaggregation is not None:
+                    where = f"{key}.disaggregation.{variant.name}"
                 _check_variant(where, variant, svc.sites, pools, sliced, node_gpus)
+            if svc.disaggregation is not None:
+                self._check_disaggregated(key, svc)
             if svc.mig_profile is not None:
                 continue  # its starting replicas take slices: checked as the run starts
-            for site, k in svc.initial_replicas().items():
-                taken[site, svc.gpu] = taken.get((site, svc.gpu), 0) + k * svc.gpus_per_replica
-                if taken[site, svc.gpu] > pools[site, svc.gpu]:
+            for where, site, name, k in svc.initial_deployments():
+                v = specs[name] if name is not None else next(iter(specs.values()))
+                need = k * v.gpus_per_replica
+                taken[site, v.gpu] = taken.get((site, v.gpu), 0) + need
+                if taken[site, v.gpu] > pools.get((site, v.gpu), 0):
                     raise ValueError(
-                        f"{key}.replicas.{site}: {k} replicas of {svc.gpus_per_replica} GPUs "
-                        f"do not fit {site}'s {pools[site, svc.gpu]} {svc.gpu} GPUs "
-                        f"(with the services before it: {taken[site, svc.gpu]} needed)"
+                        f"{key}.{where}: {k} replicas of {v.gpus_per_replica} GPUs "
+                        f"do not fit {site}'s {pools.get((site, v.gpu), 0)} {v.gpu} GPUs "
+                        f"(with the services before it: {taken[site, v.gpu]} needed)"
                     )
+
+    def _check_disaggregated(self, key: str, svc: ServiceConfig) -> None:
+        """A disaggregated service runs at the iteration level, over a link of the catalog."""
+        d = svc.disaggregation
+        assert d is not None
+        if self.serving.fidelity != "iteration":
+            raise ValueError(
+                f'{key}.disaggregation: needs [serving] fidelity = "iteration", got '
+                f"{self.serving.fidelity!r}"
+            )
+        try:
+            if d.link is None:
+                default_node(svc.variant_specs()[0].gpu)
+            else:
+                interconnect(d.link)
+        except ValueError as e:
+            raise ValueError(f"{key}.disaggregation.link: {e}") from None
 
     @property
     def end(self) -> datetime:
@@ -278,7 +303,7 @@ def _check_variant(
             variant.max_batch,
             1.0,
             1.0,
-            None,
+            variant.cap_w,
             profile,
             variant.precision,
             layout_for(variant.gpu, variant.tp, variant.ep, node_gpus[fitting[0]]),

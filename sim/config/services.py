@@ -30,7 +30,9 @@ from sim.models.llm_quality import default_directives, model_quality
 __all__ = [
     "Directive",
     "DirectiveConfig",
+    "DisaggregationConfig",
     "ParallelConfig",
+    "PoolConfig",
     "RequestSource",
     "SchedulerConfig",
     "ServiceConfig",
@@ -177,6 +179,37 @@ class VariantConfig(ConfigModel):
     refused when the GPU cannot run it (docs/serving.md "Precisions and GPUs")."""
 
 
+class PoolConfig(ConfigModel):
+    """The prefill or the decode replicas of a disaggregated service
+    (`[services.disaggregation.prefill]`, `.decode`): keys left out take the service's own."""
+
+    gpu: str | None = None
+    gpus_per_replica: int | None = Field(default=None, gt=0, le=1024)
+    max_batch: int | None = Field(default=None, gt=0, le=100_000)
+    cap_w: float | None = Field(default=None, gt=0)
+    """Per-GPU power cap of the pool's GPUs, W (None: the site's; a policy's `SetCap` on
+    the service overrides it)."""
+    replicas: dict[str, int] = {}
+    """The pool's replicas per site at the start (default: one on the service's first
+    site); the two pools' counts are the prefill:decode ratio."""
+    scheduler: SchedulerConfig | None = None
+    """The pool's scheduler (default: the service's)."""
+
+
+class DisaggregationConfig(ConfigModel):
+    """Prefill/decode disaggregation (Splitwise, DistServe; docs/serving.md
+    "Disaggregation"): prompts are prefilled on the `prefill` replicas, then each
+    request's KV cache crosses `link` to a `decode` replica at the same site, which
+    generates the rest of its answer. Only at `[serving] fidelity = "iteration"`."""
+
+    prefill: PoolConfig = PoolConfig()
+    decode: PoolConfig = PoolConfig()
+    link: str | None = None
+    """The link the KV caches cross, an interconnect id (`sim/data/interconnects.toml`):
+    "NVLink4" within a node, "IB-NDR" or "Eth-400G" between nodes of the site. None: the
+    network of the prefill GPU's default node (`sim.models.scaling.default_node`)."""
+
+
 class DirectiveConfig(ConfigModel):
     """A generation directive level (Sprout): the service's answers are `output_factor` times
     as long on average, at `quality_penalty` points of quality."""
@@ -204,6 +237,8 @@ class Variant:
     tp: int | None = None
     ep: int | None = None
     """Tensor- and expert-parallel degrees (None: the model's default layout)."""
+    cap_w: float | None = None
+    """Its GPUs' own power cap, W (a disaggregated pool's `cap_w`; None: the site's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +300,9 @@ class ServiceConfig(ConfigModel):
     caching"). 0: no prefix caching."""
     scheduler: SchedulerConfig = SchedulerConfig()
     """The engine's scheduler at the iteration level (docs/serving.md "Iteration level")."""
+    disaggregation: DisaggregationConfig | None = None
+    """Prefill and decode on separate replicas (None: each replica does both). Its pools are
+    the service's variants "prefill" and "decode" (a policy scales them apart)."""
 
     @model_validator(mode="after")
     def _check(self) -> ServiceConfig:
@@ -289,6 +327,8 @@ class ServiceConfig(ConfigModel):
                 raise ValueError(
                     f"variants[{k}].model: unknown serving model {v.model!r}; known: {known}"
                 )
+        if self.disaggregation is not None:
+            self._check_disaggregation(self.disaggregation)
         own: list[VariantConfig | None] = [None]
         for k, vc in enumerate(own + list(self.variants)):
             sched = (vc.scheduler if vc else None) or self.scheduler
@@ -318,8 +358,55 @@ class ServiceConfig(ConfigModel):
             raise ValueError(f"directives: names must be unique, got {levels}")
         return self
 
+    def _check_disaggregation(self, d: DisaggregationConfig) -> None:
+        if self.variants or self.mig_profile is not None or self.replicas:
+            raise ValueError(
+                "disaggregation: not with variants, mig_profile or replicas (the pools are "
+                "the service's variants; give each pool its replicas)"
+            )
+        for role, pool in (("prefill", d.prefill), ("decode", d.decode)):
+            for site in pool.replicas:
+                if site not in self.sites:
+                    raise ValueError(
+                        f"disaggregation.{role}.replicas.{site}: not one of the service's "
+                        f"sites {self.sites}"
+                    )
+            sched = pool.scheduler or self.scheduler
+            seqs = sched.max_num_seqs or pool.max_batch or self.max_batch
+            tokens = sched.max_num_batched_tokens
+            if tokens is not None and tokens < seqs:
+                raise ValueError(
+                    f"disaggregation.{role}.scheduler.max_num_batched_tokens ({tokens}) must "
+                    f"be >= max_num_seqs ({seqs})"
+                )
+        if (d.decode.scheduler or self.scheduler).preemption == "swap":
+            raise ValueError(
+                'disaggregation.decode.scheduler.preemption: "swap" is not modelled on '
+                'decode replicas (use "recompute")'
+            )
+
     def variant_specs(self) -> tuple[Variant, ...]:
-        """The service's own model first, then its `variants`, resolved."""
+        """The service's own model first, then its `variants`, resolved; a disaggregated
+        service's are its pools, "prefill" then "decode"."""
+        if self.disaggregation is not None:
+            d = self.disaggregation
+            return tuple(
+                Variant(
+                    name=role,
+                    model=self.model,
+                    gpu=pool.gpu or self.gpu,
+                    gpus_per_replica=pool.gpus_per_replica or self.gpus_per_replica,
+                    max_batch=pool.max_batch or self.max_batch,
+                    mig_profile=None,
+                    quality=self.quality if self.quality is not None else model_quality(self.model),
+                    scheduler=pool.scheduler or self.scheduler,
+                    precision=self.precision,
+                    tp=self.parallel.tp if self.parallel is not None else None,
+                    ep=self.parallel.ep if self.parallel is not None else None,
+                    cap_w=pool.cap_w,
+                )
+                for role, pool in (("prefill", d.prefill), ("decode", d.decode))
+            )
         own = VariantConfig(
             model=self.model,
             mig_profile=self.mig_profile,
@@ -360,6 +447,18 @@ class ServiceConfig(ConfigModel):
     def initial_replicas(self) -> dict[str, int]:
         """Replicas per site at the start."""
         return dict(self.replicas) if self.replicas else {self.sites[0]: 1}
+
+    def initial_deployments(self) -> list[tuple[str, str, str | None, int]]:
+        """(key naming it, site, variant: None for the service's own model, replicas) of
+        every deployment with replicas at the start: a disaggregated service's pools'."""
+        if self.disaggregation is None:
+            return [(f"replicas.{s}", s, None, n) for s, n in self.initial_replicas().items()]
+        d = self.disaggregation
+        return [
+            (f"disaggregation.{role}.replicas.{s}", s, role, n)
+            for role, pool in (("prefill", d.prefill), ("decode", d.decode))
+            for s, n in (pool.replicas or {self.sites[0]: 1}).items()
+        ]
 
 
 class ServingConfig(ConfigModel):

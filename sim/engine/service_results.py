@@ -254,4 +254,13 @@ def _serving_summary(
         "carbon_serving_kg": carbon_kg,
         "carbon_per_1k_tokens_g": carbon_kg * 1e6 / tokens if tokens else None,
         "serving_gpu_h": gpu_s / 3600.0,
+        "kv_transfer_gb": _sum_or_none(sums, "kv_transfer_gb"),
+        "kv_transfer_energy_kwh": _sum_or_none(sums, "kv_transfer_energy_kwh"),
     }
+
+
+def _sum_or_none(sums: list[dict[str, float]], key: str) -> float | None:
+    """The sum of `key` over the services whose fidelity reports it (None: none does: no
+    service is disaggregated)."""
+    values = [s[key] for s in sums if key in s]
+    return sum(values) if values else None

@@ -47,8 +47,10 @@ from sim.engine.service_power import extra_facility_ws
 from sim.engine.service_replicas import Deployment, Replicas, power_callback
 from sim.engine.service_results import SERVICE_COLUMNS, write_service_results
 from sim.errors import PolicyError, ScenarioError
+from sim.models.kv_transfer import kv_link
 from sim.models.llm_parallel import layout_for
 from sim.models.llm_replica import ReplicaModel, replica_model
+from sim.models.scaling import default_node
 from sim.results import ResultParts
 from sim.serving.directives import DirectedSource
 from sim.serving.service_sim import LiveStats, ServiceSim
@@ -130,7 +132,7 @@ class Services(Component):
                 [_round_trip_s(wan, origin, scenario.sites[lv.site.index]) for lv in levels]
             )
             self.sims.append(
-                fidelity(
+                (fidelity if cfg.disaggregation is None else _disaggregated())(
                     cfg.name,
                     self.sources[i],
                     rtt_s,
@@ -140,13 +142,22 @@ class Services(Component):
                     core.horizon_s,
                     power_callback(levels),
                     **_fidelity_options(scenario.serving.fidelity, levels),
+                    **_disaggregation_options(cfg, levels),
                 )
             )
 
     def _model(self, i: int, level: Deployment) -> ReplicaModel:
-        """The replica model of `level`, under service `i`'s own cap or the site's."""
-        cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
-        return self._model_for_cap(i, level.spec, cap_w, site=level.site.index)
+        """The replica model of `level`, under the cap in force (`_cap_in_force_w`)."""
+        return self._model_for_cap(
+            i, level.spec, self._cap_in_force_w(i, level), site=level.site.index
+        )
+
+    def _cap_in_force_w(self, i: int, level: Deployment) -> float | None:
+        """The per-GPU cap on `level`'s GPUs, W: service `i`'s own (a policy's `SetCap`),
+        else its variant's (a disaggregated pool's `cap_w`), else the site's."""
+        if self.cap_w[i] is not None:
+            return self.cap_w[i]
+        return level.spec.cap_w if level.spec.cap_w is not None else level.site.cap_w
 
     def _model_for_cap(
         self,
@@ -193,11 +204,11 @@ class Services(Component):
         if self.configs:
             self._core.request_decision()
         for i, cfg in enumerate(self.configs):
-            for site_name, n in cfg.initial_replicas().items():
-                level = self.level(i, site_name, "replicas")
+            for key, site_name, variant, n in cfg.initial_deployments():
+                level = self.level(i, site_name, "replicas", variant)
                 why = self.replicas.room(level, n)
                 if why is not None:
-                    raise ScenarioError(f"services[{i}].replicas.{site_name}: {why}")
+                    raise ScenarioError(f"services[{i}].{key}: {why}")
                 if n:
                     self.replicas.take_gpus(level, n)
                     level.ready = n
@@ -417,7 +428,7 @@ class Services(Component):
         mean_out = self.sources[i].tokens.mean_output * self.directives[i][d].output_factor
         if d != in_force or cap_w is not None:
             if cap_w is None:
-                cap_w = self.cap_w[i] if self.cap_w[i] is not None else level.site.cap_w
+                cap_w = self._cap_in_force_w(i, level)
             try:
                 model = self._model_for_cap(i, level.spec, cap_w, mean_out, level.site.index)
             except ValueError as e:
@@ -486,6 +497,29 @@ def _fidelity_options(name: str, levels: list[Deployment]) -> dict:
             lv.spec.scheduler.resolved(lv.spec.gpu, lv.spec.mig_profile, lv.spec.max_batch)
             for lv in levels
         ]
+    }
+
+
+def _disaggregated() -> type[ServiceSim]:
+    """The iteration level with prefill and decode on separate replicas."""
+    from sim.serving.iteration_level.disaggregated import DisaggregatedLevel
+
+    return DisaggregatedLevel
+
+
+def _disaggregation_options(cfg: ServiceConfig, levels: list[Deployment]) -> dict:
+    """What a disaggregated service's fidelity takes beyond the iteration level's: each
+    deployment's role ("prefill" or "decode": its variant's name) and site, and the link its KV
+    caches cross (`sim.models.kv_transfer`), used by as many GPUs as the smaller pool's
+    replica has."""
+    d = cfg.disaggregation
+    if d is None:
+        return {}
+    prefill, decode = cfg.variant_specs()
+    link = d.link or default_node(prefill.gpu).inter_node
+    return {
+        "pools": [(lv.spec.name, lv.site_k) for lv in levels],
+        "link": kv_link(link, min(prefill.gpus_per_replica, decode.gpus_per_replica)),
     }
 
 

@@ -70,6 +70,8 @@ SUMMARY_KEYS = (
     "energy_serving_kwh",
     "energy_serving_idle_kwh",
     "energy_serving_loading_kwh",
+    "kv_transfer_gb",
+    "kv_transfer_energy_kwh",
     "carbon_serving_kg",
     "carbon_per_1k_tokens_g",
     "serving_gpu_h",

@@ -47,8 +47,11 @@ class _Fleet:
         requests: _IterRequests,
         timeout_s: float,
         on_power: Callable[..., None],
+        replica: type[_Replica] = _Replica,
     ):
         self.sites = [_Site(k, on_power) for k in range(len(schedulers))]
+        self.replica = replica
+        """The class of its replicas (a prefill pool's: `disaggregated._PrefillReplica`)."""
         self.schedulers = schedulers
         self.models: list[ReplicaModel] = []
         self._runs: list[tuple[IterationCost, _Limits]] = []
@@ -86,7 +89,7 @@ class _Fleet:
             st.state.idle_changed(t_s, ready - len(st.adm))
         while len(st.adm) < ready:
             st.adm.append(
-                _Replica(st.state, len(st.adm), self.rq, cost, lim, st.mi, self.timeout_s, t_s)
+                self.replica(st.state, len(st.adm), self.rq, cost, lim, st.mi, self.timeout_s, t_s)
             )
             loads.append(0)
         free_s = t_s
@@ -130,6 +133,11 @@ class _Fleet:
         t_next = r.arrive(j, t_s)
         if t_next >= 0.0:
             self.push(r, t_next)
+
+    def kv_bytes_per_token(self, mi: int) -> float:
+        """Bytes of KV cache one token of context holds on a replica of model `mi` (its
+        copies over the tensor-parallel GPUs included: `sim.models.llm_memory`)."""
+        return self._runs[mi][0].kv.bytes_per_token
 
     def admitting(self) -> list[int]:
         return [len(st.adm) for st in self.sites]
