@@ -354,7 +354,10 @@ def test_a_backlog_shed_at_one_deployment_is_taken_from_its_own_served_requests(
         .to_numpy()
         for f in ("fluid", "request")
     ]
-    assert np.nanmax(np.abs(quality[0] - quality[1])) < 0.5
+    # The request level's step means scatter about the fluid level's expectation by the
+    # sampling of which variant serves each request: ~0.2 points over the steady steps.
+    noise = np.nanstd(quality[1][1:48])
+    assert np.nanmax(np.abs(quality[0] - quality[1])) < 5.0 * noise
 
 
 def test_the_printed_summary_says_which_gpus_had_no_price(tmp_path, capsys):

@@ -248,6 +248,7 @@ class DisaggregatedLevel(IterationLevel):
                 st.t += (t0, t1)
                 st.dw += (watts, -watts)
                 st.dn += (1, -1)
+                st.di += (0, 0)
             heappush(self._pending, (t1, j))
         rq.prefilled.clear()
 
