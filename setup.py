@@ -9,16 +9,41 @@ import runpy
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 NATIVE = runpy.run_path(str(HERE / "sim" / "util" / "native.py"), run_name="dcsim_native")
 
 
-class OptionalBuildExt(build_ext):
-    """`build_ext` that leaves the package pure Python (no extension at all: the modules of
-    one mypyc group import each other's code) when any extension fails to build."""
+def _pure(why: str) -> list[Extension]:
+    print(f"dcsim: {why}, pure Python instead", file=sys.stderr)
+    return []
+
+
+def mypyc_extensions() -> list[Extension]:
+    """The mypyc extensions of `COMPILED`, or none (pure Python)."""
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        return _pure("mypyc not found")
+    paths = [name.replace(".", "/") + ".py" for name in NATIVE["COMPILED"]]
+    # The build's environment lacks the run's libraries (numpy, pydantic): their types are
+    # Any to mypyc, which calls them as Python does either way.
+    try:
+        return mypycify(["--ignore-missing-imports", *paths], opt_level="3", group_name="dcsim")
+    except (Exception, SystemExit) as e:  # mypy reports type errors by exiting
+        return _pure(f"mypyc failed ({e})")
+
+
+class MypycBuildExt(build_ext):
+    """`build_ext` that runs mypyc when it builds (not for the metadata), and leaves the
+    package pure Python, without any extension (the modules of one mypyc group import each
+    other's code), when any fails to build."""
+
+    def finalize_options(self) -> None:
+        self.distribution.ext_modules = mypyc_extensions()
+        super().finalize_options()
 
     def run(self) -> None:
         try:
@@ -26,28 +51,12 @@ class OptionalBuildExt(build_ext):
         except Exception as e:  # the compiler's errors vary by platform
             for path in self.get_outputs():
                 Path(path).unlink(missing_ok=True)
-            print(f"dcsim: compiling with mypyc failed, pure Python instead ({e})", file=sys.stderr)
-            self.extensions = []
+            self.extensions = _pure(f"compiling failed ({e})")
 
 
-def extensions() -> list:
-    """The mypyc extensions, or none (pure Python)."""
-    if os.environ.get(NATIVE["PURE_ENV"]) == "1":
-        return []
-    try:
-        from mypyc.build import mypycify
-    except ImportError:
-        print("dcsim: mypyc not found, pure Python", file=sys.stderr)
-        return []
-    paths = [name.replace(".", "/") + ".py" for name in NATIVE["COMPILED"]]
-    # The build's environment lacks the run's libraries (numpy, pydantic): their types are
-    # Any to mypyc, which calls them as Python does either way.
-    flags = ["--ignore-missing-imports"]
-    try:
-        return mypycify(flags + paths, opt_level="3", group_name="dcsim")
-    except (Exception, SystemExit) as e:  # mypy reports type errors by exiting
-        print(f"dcsim: mypyc failed, pure Python instead ({e})", file=sys.stderr)
-        return []
-
-
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+# A placeholder, so that the wheel is built for the platform; `MypycBuildExt` replaces it.
+PLACEHOLDER = [Extension("dcsim__mypyc", sources=[])]
+setup(
+    ext_modules=[] if os.environ.get(NATIVE["PURE_ENV"]) == "1" else PLACEHOLDER,
+    cmdclass={"build_ext": MypycBuildExt},
+)

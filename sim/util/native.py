@@ -3,8 +3,9 @@
 A wheel or editable install built with mypyc (the default where a C compiler is present)
 holds an extension module beside each of `COMPILED`'s sources; Python imports the extension
 first. `DCSIM_PURE=1` in the environment before `import sim` imports the sources instead
-(the same results, about 1.5x slower on the iteration level: docs/serving.md "Iteration
-level"). Only the standard library here: `setup.py` reads `COMPILED` from this file.
+(the same results, slower: docs/serving.md "Iteration level"), as does a source edited
+after its extension was built (with a warning: rebuild with `pip install -e .`). Only the
+standard library here: `setup.py` reads `COMPILED` from this file.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Sequence
-from importlib.machinery import ModuleSpec
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
@@ -39,8 +41,19 @@ def _source_spec(name: str, as_name: str, folders: Iterable[str]) -> ModuleSpec:
     raise ImportError(f"{name}: no source file {leaf}.py in {package}")
 
 
+def _stale(source: Path) -> bool:
+    """Whether the module's source was edited after its extension was built (by more than
+    a second: an install writes both at once), so that the extension runs older code."""
+    for suffix in EXTENSION_SUFFIXES:
+        built = source.with_name(source.stem + suffix)
+        if built.exists():
+            return source.stat().st_mtime > built.stat().st_mtime + 1.0
+    return False
+
+
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds `COMPILED`'s modules as their source files (ahead of their extensions)."""
+    """Finds `COMPILED`'s modules as their source files (ahead of their extensions) with
+    `DCSIM_PURE=1`, or when an extension is older than its source (warned)."""
 
     def find_spec(
         self,
@@ -50,15 +63,24 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
     ) -> ModuleSpec | None:
         if fullname not in COMPILED or path is None:
             return None
-        return _source_spec(fullname, fullname, path)
+        spec = _source_spec(fullname, fullname, path)
+        if os.environ.get(PURE_ENV) == "1":
+            return spec
+        if spec.origin is not None and _stale(Path(spec.origin)):
+            warnings.warn(
+                f"{fullname}: the source is newer than its compiled extension (rebuild: pip "
+                "install -e .); running the source",
+                stacklevel=2,
+            )
+            return spec
+        return None
 
 
 def use_sources_if_asked() -> None:
-    """With `DCSIM_PURE=1`, import `COMPILED`'s sources from now on (called when this
-    module is imported, which `sim/__init__.py` does first)."""
-    if os.environ.get(PURE_ENV) == "1" and not any(
-        isinstance(f, _SourceFinder) for f in sys.meta_path
-    ):
+    """Import `COMPILED`'s sources instead of their extensions with `DCSIM_PURE=1` or when
+    stale (`_SourceFinder`), from now on: called when this module is imported, which
+    `sim/__init__.py` does first."""
+    if not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _SourceFinder())
 
 
