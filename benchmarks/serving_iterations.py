@@ -9,7 +9,8 @@ max_num_seqs 256, vLLM's default budget of 8,192 tokens on an H100, the trace ti
 time scales, as many replicas as put it at ~60% of the full-batch token rate), each timed
 the same two ways. Both wall and CPU time (of this process) are printed: the machines are
 shared, and the CPU time is what the simulation itself costs. Measured here, never
-asserted in tests.
+asserted in tests. The first line says whether the replica ran compiled (mypyc, as
+`pip install` builds it) or as pure Python (`DCSIM_PURE=1`, or a build without a compiler).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from serving_requests import STEP_S, print_tables_time, trace_cases  # noqa: E40
 from sim.config.services import SchedulerConfig, SloConfig  # noqa: E402
 from sim.serving.iteration_level import IterationLevel  # noqa: E402
 from sim.serving.sources import FileSource  # noqa: E402
+from sim.util.native import compiled  # noqa: E402
 
 TARGET_PER_S = 150_000.0
 
@@ -67,6 +69,8 @@ def run(source: FileSource, model, replicas: int, horizon_s: float, stepped: boo
 
 
 def main() -> None:
+    native = compiled()
+    print(f"compiled (mypyc): {', '.join(native)}" if native else "pure Python (none compiled)")
     for source, model, replicas, horizon_s in trace_cases():
         for stepped in (True, False):
             sim, wall_s, cpu_s = run(source, model, replicas, horizon_s, stepped)

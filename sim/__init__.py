@@ -23,6 +23,7 @@ import sys
 import types
 import warnings
 
+import sim.util.native  # noqa: F401  first: DCSIM_PURE=1 imports the compiled modules' sources
 from sim.config import Scenario, load_scenario
 from sim.engine.build import simulate
 from sim.errors import DcsimError, PolicyError, ScenarioError, TraceError

@@ -91,17 +91,14 @@ class IterationCost:
     _pi_seq: float = 0.0
 
     def __post_init__(self) -> None:
-        # Derived constants the hot path reads (`step`, `decode`).
+        # Derived constants the hot path reads (`step`, `decode`), one by one: compiled
+        # (mypyc), a dict of them would hold `_n_weights` as a float.
         pi_0, pi_mem, pi_comp, pi_seq = self.pi
-        derived = {
-            "_mem_u": pi_mem / self.bw_bytes_per_s,
-            "_comp_u": pi_comp * self.flop_per_token / self.flops_per_s,
-            "_n_weights": len(self.weights_s),
-            "_pi_0": pi_0,
-            "_pi_seq": pi_seq,
-        }
-        for name, value in derived.items():
-            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_mem_u", pi_mem / self.bw_bytes_per_s)
+        object.__setattr__(self, "_comp_u", pi_comp * self.flop_per_token / self.flops_per_s)
+        object.__setattr__(self, "_n_weights", len(self.weights_s))
+        object.__setattr__(self, "_pi_0", pi_0)
+        object.__setattr__(self, "_pi_seq", pi_seq)
 
     def step(self, b: int, c: float, p: int) -> tuple[float, float]:
         """(duration s, extra power W) of an iteration with `b` decodes reading `c` tokens of

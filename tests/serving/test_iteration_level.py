@@ -18,8 +18,9 @@ from scipy import stats
 from sim.config.services import SchedulerConfig, SloConfig
 from sim.models.llm_iteration import iteration_cost
 from sim.models.llm_replica import ReplicaModel, replica_model
-from sim.serving.iteration_level import IterationLevel
-from sim.serving.iteration_level.replicas import _DECODE, _Replica
+from sim.serving.iteration_level import IterationLevel, fleet
+from sim.serving.iteration_level.replicas import _DECODE
+from sim.util.native import pure_module
 from tests.serving.test_request_level import NEVER_S, PowerLog, TableSource
 
 MODEL = "Llama-3.1-8B-Instruct"
@@ -122,7 +123,7 @@ def test_one_sequence_at_a_time_is_an_mg1_queue_with_the_pollaczek_khinchine_mea
     rng0 = np.random.default_rng(99)
     inp0 = rng0.integers(100, 2000, 10_000)
     out0 = rng0.integers(1, 200, 10_000)
-    mean_s = float(np.mean([cost.step(0, 0, i)[0] for i in inp0[:500]]))
+    mean_s = float(np.mean([cost.step(0, 0, int(i))[0] for i in inp0[:500]]))
     mean_s += float(np.mean(out0)) * cost.step(1, 1100, 0)[0]
     lam = 0.6 / mean_s
     gaps = []
@@ -178,14 +179,17 @@ def test_ttft_rises_with_load_below_saturation_and_falls_with_more_replicas():
 class Checked:
     """Wraps `_Replica.schedule`: every iteration a schedule starts within the token budget
     and the sequences, and the KV blocks of the epoch's last iteration within the cache;
-    counts the tokens computed (prefill chunks and decodes) iteration by iteration."""
+    counts the tokens computed (prefill chunks and decodes) iteration by iteration. The
+    replicas are a pure-Python copy's (a compiled class's methods cannot be wrapped)."""
 
     def __init__(self, monkeypatch):
         self.iterations = 0
         self.tokens = 0
         self.open: dict[int, tuple[int, int, int, int]] = {}
-        original = _Replica.schedule
-        original_event = _Replica.event
+        replica = pure_module("sim.serving.iteration_level.replicas")._Replica
+        monkeypatch.setattr(fleet, "_Replica", replica)
+        original = replica.schedule
+        original_event = replica.event
         checked = self
 
         def event(r, t):
@@ -207,8 +211,8 @@ class Checked:
                 checked.open[id(r)] = (r.k, b, p, r.b)
             return out
 
-        monkeypatch.setattr(_Replica, "schedule", schedule)
-        monkeypatch.setattr(_Replica, "event", event)
+        monkeypatch.setattr(replica, "schedule", schedule)
+        monkeypatch.setattr(replica, "event", event)
 
     def close(self, r, k_end: int) -> None:
         """The epoch opened at `k` ends at boundary `k_end`: its iterations' tokens."""
@@ -479,3 +483,36 @@ def test_a_cap_change_applies_from_the_next_iteration_boundary():
     assert t["first_token_s"][0] == pytest.approx(t1, rel=1e-12)
     assert t["end_s"][0] == pytest.approx(t1 + 2 * d[0] + d[1], rel=1e-12)
     assert cost_capped.step(1, 100, 0)[0] > cost.step(1, 100, 0)[0]
+
+
+# --- compiled ------------------------------------------------------------------------------
+
+
+def test_a_drains_ghost_copies_every_field_of_the_replica_and_shares_no_container():
+    sim, _ = run(TableSource(*crowded()), model("L4"), horizon_s=2.0)
+    r = sim._fleet.sites[0].adm[0]
+    assert r.b and r.waiting and r.pf  # decodes, a queue and a prompt in prefill
+    site, rq = fleet._SiteState(-1, lambda *a: None), r.rq
+    g = r.ghost(site, rq)
+    for name in pure_module("sim.serving.iteration_level.replicas")._Replica.__slots__:
+        mine, its = getattr(r, name), getattr(g, name)
+        if name == "site":
+            assert its is site
+        elif name in ("heap", "base", "order", "waiting", "pf", "chunks"):
+            assert its == mine and its is not mine, name
+        else:
+            assert its == mine, name
+    assert all(e is not f for e, f in zip(g.pf, r.pf, strict=True))
+    assert [e for e, _ in g.chunks] == [e for e, _ in r.chunks]
+    assert all(any(e is f for f in g.pf) for e, _ in g.chunks)
+
+
+def test_the_compiled_replica_gives_the_pure_python_ones_results_bit_for_bit(monkeypatch):
+    # Compiled (setup.py, mypyc) or not, the tables are the same to the last bit; with
+    # DCSIM_PURE=1 both runs are pure Python.
+    m = model("L4")
+    compiled = run(TableSource(*crowded()), m, horizon_s=1e5)[0].request_table()
+    replica = pure_module("sim.serving.iteration_level.replicas")._Replica
+    monkeypatch.setattr(fleet, "_Replica", replica)
+    pure = run(TableSource(*crowded()), m, horizon_s=1e5)[0].request_table()
+    assert compiled.equals(pure)

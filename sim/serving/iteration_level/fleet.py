@@ -197,20 +197,11 @@ def _limits(sched: SchedulerConfig, model: ReplicaModel, cost: IterationCost) ->
 def _drain_end_s(r: _Replica) -> float:
     """When the replica, admitting no more, will be empty, s: a copy of it (its own copies
     of the records it writes; no power reported) run ahead through its events."""
-    ghost = copy.copy(r)
     rq = copy.copy(r.rq)
     written = ("first_s", "gen", "preempted", "recomputed", "swapped", "admit_s", "end_s")
     for name in (*written, "state", "mid"):
         setattr(rq, name, copy.copy(getattr(r.rq, name)))
-    ghost.rq = rq
-    ghost.site = _SiteState(-1, lambda *a: None)
-    ghost.heap = list(r.heap)
-    ghost.base = dict(r.base)
-    ghost.order = dict(r.order)
-    ghost.waiting = copy.copy(r.waiting)
-    ghost.pf = [list(e) for e in r.pf]
-    index = {id(e): x for x, e in enumerate(r.pf)}
-    ghost.chunks = [(ghost.pf[index[id(e)]], c) for e, c in r.chunks]
+    ghost = r.ghost(_SiteState(-1, lambda *a: None), rq)
     end, t_next = r.t, r.next_t
     while t_next >= 0.0:
         end = t_next

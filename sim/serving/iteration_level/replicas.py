@@ -286,6 +286,26 @@ class _Replica:
         self.extra_s = 0.0
         """KV swapped out and in while scheduling the iteration from `k`: its time, s."""
 
+    def ghost(self, site: _SiteState, rq: _IterRequests) -> _Replica:
+        """A copy of the replica that writes to `site` and `rq` instead, with its own
+        calendar of finishes, queue and prompt entries, to run ahead (a drain's end)."""
+        g = _Replica(site, self.pos, rq, self.cost, self.lim, self.mi, self.timeout_s, self.t)
+        g.mode, g.k, g.b, g.s = self.mode, self.k, self.b, self.s
+        g.d1, g.d0, g.g, g.ev_k = self.d1, self.d0, self.g, self.ev_k
+        g.heap, g.base, g.order = list(self.heap), dict(self.base), dict(self.order)
+        g.waiting = deque(self.waiting)
+        g.pf = [list(e) for e in self.pf]
+        index = {id(e): x for x, e in enumerate(self.pf)}
+        g.chunks = [(g.pf[index[id(e)]], c) for e, c in self.chunks]
+        g.pf_blocks, g.w, g.ver, g.n_admitted = self.pf_blocks, self.w, self.ver, self.n_admitted
+        g.pending, g.next_t, g.first, g.extra_s = (
+            self.pending,
+            self.next_t,
+            self.first,
+            self.extra_s,
+        )
+        return g
+
     # -- events ------------------------------------------------------------------------
 
     def arrive(self, j: int, t: float) -> float:
