@@ -128,3 +128,13 @@ def test_the_wheel_check_runs_in_ci():
     ci = (REPO / ".ci" / "run").read_text()
     assert "bash scripts/wheel-check" in ci
     assert Path(REPO / "scripts" / "wheel-check").is_file()
+
+
+def test_the_build_compiles_with_the_locked_mypy():
+    """The build's mypyc (setup.py) is the mypy of constraints.txt, so an install compiles
+    the iteration level with the version CI checks the types with: pip's constraints do
+    not reach the isolated build environment, so pyproject.toml pins it itself."""
+    build = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    locked = re.search(r"^mypy==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE)
+    assert locked, "constraints.txt pins no mypy"
+    assert f"mypy=={locked.group(1)}" in build

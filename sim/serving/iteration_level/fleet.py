@@ -47,11 +47,12 @@ class _Fleet:
         requests: _IterRequests,
         timeout_s: float,
         on_power: Callable[..., None],
-        replica: type[_Replica] = _Replica,
+        replica: type[_Replica] | None = None,
     ):
         self.sites = [_Site(k, on_power) for k in range(len(schedulers))]
-        self.replica = replica
-        """The class of its replicas (a prefill pool's: `disaggregated._PrefillReplica`)."""
+        self.replica = _Replica if replica is None else replica
+        """The class of its replicas (`_Replica`, read when the fleet is made; a prefill
+        pool's: `disaggregated._PrefillReplica`)."""
         self.schedulers = schedulers
         self.models: list[ReplicaModel] = []
         self._runs: list[tuple[IterationCost, _Limits]] = []

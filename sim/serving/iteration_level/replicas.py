@@ -45,6 +45,7 @@ from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from sim.models.llm_iteration import IterationCost
 from sim.serving.iteration_level.records import _IterRequests
@@ -187,6 +188,7 @@ class _SiteState:
         self.on_power(self.index, np.array(times), np.array(levels), np.array(idles))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the prefill-only replica of disaggregated.py
 class _Replica:
     """One replica's scheduler state (module docstring)."""
 
@@ -288,8 +290,9 @@ class _Replica:
 
     def ghost(self, site: _SiteState, rq: _IterRequests) -> _Replica:
         """A copy of the replica that writes to `site` and `rq` instead, with its own
-        calendar of finishes, queue and prompt entries, to run ahead (a drain's end)."""
-        g = _Replica(site, self.pos, rq, self.cost, self.lim, self.mi, self.timeout_s, self.t)
+        calendar of finishes, queue and prompt entries, to run ahead (a drain's end), of the
+        replica's own class (a prefill-only replica's copy only prefills)."""
+        g = type(self)(site, self.pos, rq, self.cost, self.lim, self.mi, self.timeout_s, self.t)
         g.mode, g.k, g.b, g.s = self.mode, self.k, self.b, self.s
         g.d1, g.d0, g.g, g.ev_k = self.d1, self.d0, self.g, self.ev_k
         g.heap, g.base, g.order = list(self.heap), dict(self.base), dict(self.order)
