@@ -9,6 +9,9 @@
   log2 n) lies below Vidur's two NCCL all-reduces per layer at decode sizes on H100 DGX
   (between 0.1 and 1 x): vLLM's end-to-end collective cost is below a standalone NCCL call
   (docs/serving.md "Vidur profiles").
+- Prefill share of peak: a Llama-2-70B layer's profiled operators (no attention kernel in the
+  data), one GPU, 512-4,096 tokens, reach 0.60-0.75 of dense FP16 peak; the shipped
+  eta_prefill 0.5 lies below (strict xfail, not refitted).
 """
 
 from __future__ import annotations
@@ -68,3 +71,36 @@ def test_fitted_collective_below_standalone_nccl_all_reduce(vidur, workers):
         one_ms = np.interp(elements, x["size"], x["time_stats.all_reduce.median"])
         nccl_us = 2 * 1e3 * one_ms  # two all-reduces per layer (attention, MLP)
         assert 0.1 <= model_us / nccl_us <= 1.0, (workers, batch, model_us, nccl_us)
+
+
+# The operators one layer's prefill runs that Vidur profiles (its block sum, one residual add);
+# the attention prefill kernel is not in the shared data (README), so it is left out.
+PREFILL_OPS = LINEAR_OPS + (
+    "input_layernorm",
+    "attn_rope",
+    "post_attention_layernorm",
+    "mlp_act",
+    "add",
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="eta_prefill 0.5 lies below Vidur's measured prefill share of dense FP16 peak "
+    "(Llama-2-70B layer without the attention kernel, one GPU, 512-4,096 tokens): "
+    "0.66-0.73 A100-80GB, 0.62-0.75 A40, 0.60-0.71 H100-SXM; not refitted",
+)
+@pytest.mark.parametrize("vidur_gpu", sorted(VIDUR_GPUS))
+def test_eta_prefill_within_vidur_prefill_share(vidur, vidur_gpu):
+    d = pd.read_csv(vidur / "compute" / vidur_gpu / "meta-llama/Llama-2-70b-hf/mlp.csv.gz")
+    d = d[d["num_tensor_parallel_workers"] == 1]
+    h, ffn = int(d["n_embd"].iloc[0]), int(d["n_expanded_embd"].iloc[0])
+    heads, kv_heads = int(d["n_head"].iloc[0]), int(d["n_kv_head"].iloc[0])
+    params = h * (heads + 2 * kv_heads) * (h // heads) + h * h + 3 * h * ffn
+    peak = GPU_CATALOG[VIDUR_GPUS[vidur_gpu]].fp16_tflops * 1e12
+    shares = []
+    for tokens in (512, 1024, 2048, 4096):
+        row = d[d["num_tokens"] == tokens]
+        ms = sum(float(row[f"time_stats.{op}.median"].iloc[0]) for op in PREFILL_OPS)
+        shares.append(2.0 * params * tokens / (ms * 1e-3) / peak)
+    assert min(shares) <= serving_model().params.eta_prefill <= max(shares), (vidur_gpu, shares)
