@@ -19,7 +19,7 @@ from sim.config.services import SchedulerConfig, SloConfig
 from sim.models.llm_iteration import iteration_cost
 from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.iteration_level import IterationLevel, fleet
-from sim.serving.iteration_level.replicas import _DECODE
+from sim.serving.iteration_level.replicas import _DECODE, _IDLE
 from sim.util.native import pure_module
 from tests.serving.test_request_level import NEVER_S, PowerLog, TableSource
 
@@ -228,6 +228,24 @@ def crowded(n: int = 120, seed: int = 4):
     inp = rng.integers(500, 3000, n)
     out = rng.integers(200, 1500, n)
     return arrival, out, inp
+
+
+def test_no_event_reaches_an_idle_replica(monkeypatch):
+    """A replica that an arrival wakes and that empties before the next arrival leaves no
+    calendar entry behind (once, a stale entry served an idle replica an event)."""
+    replica = pure_module("sim.serving.iteration_level.replicas")._Replica
+    monkeypatch.setattr(fleet, "_Replica", replica)
+    original_event = replica.event
+
+    def event(r, t):
+        assert r.mode != _IDLE, t
+        return original_event(r, t)
+
+    monkeypatch.setattr(replica, "event", event)
+    m = replica_model(MODEL, "L4", 1, 256, 1000.0, 200.0, prefix_hit_rate=0.6)
+    arrival, out, inp = crowded()
+    sim, _ = run(TableSource(arrival, out, inp), m, horizon_s=1e5)
+    assert (sim.request_table()["state"] == "served").all()
 
 
 def test_no_iteration_exceeds_its_budget_and_kv_blocks_never_exceed_the_cache(monkeypatch):

@@ -140,15 +140,18 @@ class IterationLevel(ServiceSim):
             r = st.adm[p]
             t_next = r.arrive(i, ta)
             if t_next >= 0.0:
+                # The event moved: served up to the next arrival, then the calendar entry
+                # renewed as `_Fleet.push` does (inline in the hot loop); the old entry is
+                # void even when the replica went idle.
                 nxt = ct[k] if k < n_chunk else req.fetched_s
                 upto = nxt if nxt < t_s else t_s
                 while 0.0 <= t_next <= upto and t_next < nxt:
                     t_next = r.event(t_next)
-            if t_next >= 0.0:
                 fleet.seq += 1
                 r.ver = fleet.seq
                 r.next_t = t_next
-                heappush(cal, (t_next, fleet.seq, r))
+                if t_next >= 0.0:
+                    heappush(cal, (t_next, fleet.seq, r))
         req.k = k
         req.n = base + k
         for st in sites:
