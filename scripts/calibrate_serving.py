@@ -175,12 +175,15 @@ B200 = {
     },
 }
 GPU_ALIASES = {"H100": "H100-SXM"}  # the leaderboard's H100 is the 80 GB HBM3 SXM5
-# EST: share of dense FP16 peak reached by prefill (large GEMMs over the prompt's tokens).
-# Not identifiable from these runs (lm-arena prompts are short and their length is not in
-# the data: the fit drives the prompt to its 10-token bound, docs/serving.md Limits). 0.5 is
-# a round estimate: prefill GEMMs are compute-bound and run at or above the fitted decode
-# GEMMs' eta_compute (~0.5), below peak for attention, layer norms and launch overheads.
-ETA_PREFILL = 0.5
+# Share of dense FP16 peak reached by the prefill of a dense (or hybrid) model. Not
+# identifiable from these runs (lm-arena prompts are short; their length is fitted), so
+# taken from measurements: Vidur's profiled operators (microsoft/vidur @ 7d47513, in the
+# shared data) give one layer's prefill time for 8 dense models on A100, A40 and H100, at
+# tensor parallelism 1-8 and 512-4,096 prompt tokens; with the causal attention kernel the
+# data lack charged at FlashAttention-2's 0.5 of peak, 2 x layer weights x tokens / time /
+# peak has median 0.61 over the 426 cells (per GPU: A100 0.62, A40 0.64, H100 0.58).
+# Recomputed and asserted in tests/validation/test_serving_vidur.py.
+ETA_PREFILL = 0.61
 # Share of dense FP16 peak reached by the prefill of an MoE (not identifiable from the chat
 # runs either; the FIM runs are held out in "chat -> fim"). MoE-Prefill (Su et al., arXiv
 # 2605.02960, abstract): on Qwen3-235B-A22B over four hardware/precision configurations

@@ -21,14 +21,14 @@ from tests.conftest import make_scenario, site
 
 MODEL = "Llama-3.1-8B-Instruct"
 POOLS = {"H100-SXM": 8, "A100-80GB": 8, "L40S": 4}
-PRICES = {"H100-SXM": 4.0, "A100-80GB": 1.5, "L40S": 1.0}
+PRICES = {"H100-SXM": 4.0, "A100-80GB": 1.6, "L40S": 1.0}
 """Per GPU-hour, overriding the shipped table. With these, one L40S replica serves the most
 requests per unit of price and one H100 the most requests: the cheapest-per-request GPU is
 not the fastest, and only 4 L40S are installed."""
-BUDGET_PER_H = 7.0
+BUDGET_PER_H = 7.2
 """What the cheapest mix covering the forecast peak with headroom (25 requests/s) costs: 2
-A100 and 4 L40S, 7.0 per hour for 25.2 requests/s; all-H100 would take 3 replicas, 12.0 per
-hour."""
+A100 and 4 L40S, 7.2 per hour for 27.6 requests/s (no other mix within it covers the peak:
+the A100's price keeps ties away); all-H100 would take 3 replicas, 12.0 per hour."""
 HORIZON_S = 3600.0
 GPU = {None: "H100-SXM", "a100": "A100-80GB", "l40s": "L40S"}
 
@@ -64,7 +64,8 @@ def scenario(budget_per_h: float | None = BUDGET_PER_H, h100_replicas: int = 0):
 
 def brute_force(points: dict[str | None, tuple[str, float, float]], demand_rps: float):
     """Every mix of replicas (variant -> count) within the pools and the budget, best first
-    by (served load min(capacity, demand), then lower price): the policy's objective."""
+    by served load min(capacity, demand), then lower price, then fewer GPUs (one per
+    replica here): the policy's objective and its first tie-break."""
     names = list(points)
     ranges = [range(POOLS[points[v][0]] + 1) for v in names]
     feasible = []
@@ -73,8 +74,9 @@ def brute_force(points: dict[str | None, tuple[str, float, float]], demand_rps: 
         if cost > BUDGET_PER_H + 1e-9 or sum(counts) == 0:
             continue
         capacity = sum(n * points[v][1] for v, n in zip(names, counts, strict=True))
-        feasible.append((-min(capacity, demand_rps), cost, dict(zip(names, counts, strict=True))))
-    feasible.sort(key=lambda f: f[:2])
+        mix = dict(zip(names, counts, strict=True))
+        feasible.append((-min(capacity, demand_rps), cost, sum(counts), mix))
+    feasible.sort(key=lambda f: f[:3])
     return feasible
 
 
@@ -97,8 +99,8 @@ def test_under_a_budget_below_all_h100_it_takes_the_best_mix_of_the_brute_force_
 
     mix = {a.variant: a.replicas for a in actions if isinstance(a, Scale)}
     best = brute_force(points, demand)
-    (served, cost, want), runner_up = best[0], best[1]
-    assert runner_up[:2] != (served, cost)  # the optimum is unique here
+    (served, cost, gpus, want), runner_up = best[0], best[1]
+    assert runner_up[:3] != (served, cost, gpus)  # the optimum is unique here
     assert {v: mix.get(v, 0) for v in points} == want
     assert len([n for n in want.values() if n]) > 1  # a mix, not one GPU type
 

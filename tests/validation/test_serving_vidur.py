@@ -9,9 +9,10 @@
   log2 n) lies below Vidur's two NCCL all-reduces per layer at decode sizes on H100 DGX
   (between 0.1 and 1 x): vLLM's end-to-end collective cost is below a standalone NCCL call
   (docs/serving.md "Vidur profiles").
-- Prefill share of peak: a Llama-2-70B layer's profiled operators (no attention kernel in the
-  data), one GPU, 512-4,096 tokens, reach 0.60-0.75 of dense FP16 peak; the shipped
-  eta_prefill 0.5 lies below (strict xfail, not refitted).
+- Prefill share of peak: `eta_prefill` is the median, over every profiled dense model, GPU,
+  tensor-parallel degree (1-8) and prompt (512-4,096 tokens), of the share of dense FP16
+  peak a layer's prefill reaches: Vidur's profiled operators plus the causal attention
+  kernel the shared data lack, charged at FlashAttention-2's 0.5 of peak.
 """
 
 from __future__ import annotations
@@ -45,19 +46,31 @@ def linear_layer_ms(gpu: str, tokens: int, params: float) -> float:
     return 1e3 * (t_mem**ROOFLINE_POWER + t_compute**ROOFLINE_POWER) ** (1.0 / ROOFLINE_POWER)
 
 
+def layer_profile(vidur_gpu: str, model: str = "meta-llama/Llama-2-70b-hf") -> pd.DataFrame:
+    """Vidur's per-operator times of one layer of `model` on `vidur_gpu` (a100, a40,
+    h100), one row per (tokens, tensor-parallel degree), with `layer_params`: the weights
+    of the QKV, output and MLP projections one GPU of the group holds."""
+    d = pd.read_csv(VIDUR / "compute" / vidur_gpu / model / "mlp.csv.gz")
+    h, ffn = d["n_embd"], d["n_expanded_embd"]
+    attention = h * (d["n_head"] + 2 * d["n_kv_head"]) * (h // d["n_head"]) + h * h
+    mlp = np.where(d["use_gated_mlp"], 3, 2) * h * ffn
+    return d.assign(layer_params=(attention + mlp) / d["num_tensor_parallel_workers"])
+
+
+def operators_ms(row: pd.Series, ops: tuple[str, ...]) -> float:
+    """The summed median times of the operators `ops` a profile row has, ms."""
+    times = (row.get(f"time_stats.{op}.median") for op in ops)
+    return sum(float(t) for t in times if t is not None and not pd.isna(t))
+
+
 @pytest.mark.parametrize("vidur_gpu", sorted(VIDUR_GPUS))
 def test_linear_layers_within_band_of_vidur_profiles(vidur, vidur_gpu):
-    d = pd.read_csv(vidur / "compute" / vidur_gpu / "meta-llama/Llama-2-70b-hf/mlp.csv.gz")
+    d = layer_profile(vidur_gpu)
     d = d[d["num_tensor_parallel_workers"] == 1]
-    h, ffn = int(d["n_embd"].iloc[0]), int(d["n_expanded_embd"].iloc[0])
-    heads, kv_heads = int(d["n_head"].iloc[0]), int(d["n_kv_head"].iloc[0])
-    head_dim = h // heads
-    # QKV, output projection, gated MLP up (gate and up) and down
-    params = h * (heads + 2 * kv_heads) * head_dim + h * h + 2 * h * ffn + ffn * h
     for tokens in (1, 16, 64, 256, 1024, 4096):
-        row = d[d["num_tokens"] == tokens]
-        measured = sum(float(row[f"time_stats.{op}.median"].iloc[0]) for op in LINEAR_OPS)
-        ratio = linear_layer_ms(VIDUR_GPUS[vidur_gpu], tokens, params) / measured
+        row = d[d["num_tokens"] == tokens].iloc[0]
+        model_ms = linear_layer_ms(VIDUR_GPUS[vidur_gpu], tokens, row["layer_params"])
+        ratio = model_ms / operators_ms(row, LINEAR_OPS)
         assert 0.85 <= ratio <= 1.3, (vidur_gpu, tokens, ratio)
 
 
@@ -74,7 +87,7 @@ def test_fitted_collective_below_standalone_nccl_all_reduce(vidur, workers):
 
 
 # The operators one layer's prefill runs that Vidur profiles (its block sum, one residual add);
-# the attention prefill kernel is not in the shared data (README), so it is left out.
+# the attention prefill kernel is not in the shared data (README): it is charged apart.
 PREFILL_OPS = LINEAR_OPS + (
     "input_layernorm",
     "attn_rope",
@@ -82,25 +95,44 @@ PREFILL_OPS = LINEAR_OPS + (
     "mlp_act",
     "add",
 )
+PROMPT_TOKENS = (512, 1024, 2048, 4096)
+# FlashAttention-2 (Dao, arXiv 2307.08691, abstract): 50-73% of the theoretical maximum
+# FLOP/s on A100; its low end, so that the missing kernel is not undercharged.
+ATTENTION_SHARE_OF_PEAK = 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eta_prefill 0.5 lies below Vidur's measured prefill share of dense FP16 peak "
-    "(Llama-2-70B layer without the attention kernel, one GPU, 512-4,096 tokens): "
-    "0.66-0.73 A100-80GB, 0.62-0.75 A40, 0.60-0.71 H100-SXM; not refitted",
-)
+def prefill_shares() -> pd.DataFrame:
+    """One row per profiled dense model, GPU, tensor-parallel degree and prompt length
+    (`PROMPT_TOKENS`): `share`, the share of dense FP16 peak one layer's prefill reaches,
+    2 x layer weights x tokens / time / peak. The time is Vidur's `PREFILL_OPS` plus the
+    causal attention kernel's 2 x tokens^2 x hidden size FLOPs (QK^T and AV over the lower
+    triangle; split over the group's GPUs) at `ATTENTION_SHARE_OF_PEAK`."""
+    parts = []
+    for vidur_gpu, gpu in VIDUR_GPUS.items():
+        peak = GPU_CATALOG[gpu].fp16_tflops * 1e12
+        for path in sorted((VIDUR / "compute" / vidur_gpu).glob("*/*/mlp.csv.gz")):
+            d = layer_profile(vidur_gpu, str(path.parent.relative_to(path.parents[2])))
+            d = d[d["num_tokens"].isin(PROMPT_TOKENS)]
+            tokens, n = d["num_tokens"], d["num_tensor_parallel_workers"]
+            ops_s = 1e-3 * d.apply(operators_ms, axis=1, ops=PREFILL_OPS)
+            attention_s = 2.0 * tokens**2 * d["n_embd"] / n / (peak * ATTENTION_SHARE_OF_PEAK)
+            share = 2.0 * d["layer_params"] * tokens / (ops_s + attention_s) / peak
+            parts.append(
+                pd.DataFrame({"gpu": vidur_gpu, "model": path.parent.name, "share": share})
+            )
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_eta_prefill_is_the_median_vidur_prefill_share(vidur):
+    shares = prefill_shares()
+    assert shares["model"].nunique() == 8 and len(shares) == 426
+    assert serving_model().params.eta_prefill == pytest.approx(shares["share"].median(), abs=0.005)
+
+
 @pytest.mark.parametrize("vidur_gpu", sorted(VIDUR_GPUS))
-def test_eta_prefill_within_vidur_prefill_share(vidur, vidur_gpu):
-    d = pd.read_csv(vidur / "compute" / vidur_gpu / "meta-llama/Llama-2-70b-hf/mlp.csv.gz")
-    d = d[d["num_tensor_parallel_workers"] == 1]
-    h, ffn = int(d["n_embd"].iloc[0]), int(d["n_expanded_embd"].iloc[0])
-    heads, kv_heads = int(d["n_head"].iloc[0]), int(d["n_kv_head"].iloc[0])
-    params = h * (heads + 2 * kv_heads) * (h // heads) + h * h + 3 * h * ffn
-    peak = GPU_CATALOG[VIDUR_GPUS[vidur_gpu]].fp16_tflops * 1e12
-    shares = []
-    for tokens in (512, 1024, 2048, 4096):
-        row = d[d["num_tokens"] == tokens]
-        ms = sum(float(row[f"time_stats.{op}.median"].iloc[0]) for op in PREFILL_OPS)
-        shares.append(2.0 * params * tokens / (ms * 1e-3) / peak)
-    assert min(shares) <= serving_model().params.eta_prefill <= max(shares), (vidur_gpu, shares)
+def test_eta_prefill_within_each_gpus_middle_eighty_percent(vidur, vidur_gpu):
+    """One constant for every GPU: it lies between each GPU's 10th and 90th percentile
+    (A100 0.54-0.68, A40 0.56-0.70, H100 0.44-0.63)."""
+    shares = prefill_shares().query("gpu == @vidur_gpu")["share"]
+    low, high = shares.quantile([0.1, 0.9])
+    assert low <= serving_model().params.eta_prefill <= high, (vidur_gpu, low, high)
