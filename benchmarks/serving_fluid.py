@@ -36,7 +36,7 @@ from sim.models.llm_replica import replica_model
 from sim.serving.fluid import Fluid, fluid
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
-from sim.serving.service_sim import ServiceSim
+from sim.serving.service_sim import ServiceContext, ServiceSim
 from sim.serving.sources import FileSource, SyntheticSource
 
 TRACES = Path(__file__).resolve().parents[2] / "shared/data/azure-llm-inference-2023"
@@ -114,7 +114,10 @@ def main() -> None:
         replicas = 1 + k % 4
         capacity_per_s = replicas * model.slots / (probe.tokens.mean_output * model.iter_s[-1])
         source = SyntheticSource(args.load * capacity_per_s, horizon_s, seed, 0.5, 0.2, preset)
-        sim = Fluid(f"s{k}", source, np.zeros(2), slo, 60.0, step_s, horizon_s, lambda *a: None)
+        ctx = ServiceContext(
+            f"s{k}", source, np.zeros(2), slo, 60.0, step_s, horizon_s, lambda *a: None
+        )
+        sim = Fluid(ctx)
         sim.configure(0.0, 0, replicas, model)
         services.append(sim)
     t0 = time.perf_counter()

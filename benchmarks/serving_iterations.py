@@ -28,6 +28,7 @@ from serving_requests import STEP_S, print_tables_time, trace_cases  # noqa: E40
 
 from sim.config.services import SchedulerConfig, SloConfig  # noqa: E402
 from sim.serving.iteration_level import IterationLevel  # noqa: E402
+from sim.serving.service_sim import ServiceContext
 from sim.serving.sources import FileSource  # noqa: E402
 from sim.util.native import compiled  # noqa: E402
 
@@ -55,9 +56,8 @@ def run(source: FileSource, model, replicas: int, horizon_s: float, stepped: boo
     """One simulation; returns (the simulation, wall time s, CPU time s)."""
     slo = SloConfig(ttft_ms=2_000.0, tpot_ms=100.0)
     sched = SchedulerConfig().resolved(model.gpu, None, 256)
-    sim = IterationLevel(
-        "chat", source, np.zeros(1), slo, 60.0, STEP_S, horizon_s, Energy(), [sched]
-    )
+    ctx = ServiceContext("chat", source, np.zeros(1), slo, 60.0, STEP_S, horizon_s, Energy())
+    sim = IterationLevel(ctx, [sched])
     wall, cpu = time.perf_counter(), time.process_time()
     sim.configure(0.0, 0, replicas, model)
     if stepped:

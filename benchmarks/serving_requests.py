@@ -26,7 +26,7 @@ from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
-from sim.serving.service_sim import ServiceSim
+from sim.serving.service_sim import ServiceContext, ServiceSim
 from sim.serving.sources import FileSource
 
 TRACE = (
@@ -59,7 +59,9 @@ class Energy:
 def run(source: FileSource, model, replicas: int, horizon_s: float, stepped: bool):
     """One simulation; returns (the simulation, wall time s)."""
     slo = SloConfig(ttft_ms=2_000.0, tpot_ms=100.0)
-    sim = RequestLevel("chat", source, np.zeros(1), slo, 60.0, STEP_S, horizon_s, Energy())
+    sim = RequestLevel(
+        ServiceContext("chat", source, np.zeros(1), slo, 60.0, STEP_S, horizon_s, Energy())
+    )
     start = time.perf_counter()
     sim.configure(0.0, 0, replicas, model)
     if stepped:

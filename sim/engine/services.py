@@ -53,7 +53,7 @@ from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.models.scaling import default_node
 from sim.results import ResultParts
 from sim.serving.directives import DirectedSource
-from sim.serving.service_sim import LiveStats, ServiceSim
+from sim.serving.service_sim import LiveStats, ServiceContext, ServiceSim
 from sim.serving.sources import RequestSource
 
 if TYPE_CHECKING:
@@ -133,14 +133,16 @@ class Services(Component):
             )
             self.sims.append(
                 (fidelity if cfg.disaggregation is None else _disaggregated())(
-                    cfg.name,
-                    self.sources[i],
-                    rtt_s,
-                    cfg.slo,
-                    cfg.timeout_s,
-                    scenario.serving.step_s,
-                    core.horizon_s,
-                    power_callback(levels),
+                    ServiceContext(
+                        cfg.name,
+                        self.sources[i],
+                        rtt_s,
+                        cfg.slo,
+                        cfg.timeout_s,
+                        scenario.serving.step_s,
+                        core.horizon_s,
+                        power_callback(levels),
+                    ),
                     **_fidelity_options(scenario.serving.fidelity, levels),
                     **_disaggregation_options(cfg, levels),
                 )

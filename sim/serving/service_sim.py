@@ -65,7 +65,7 @@ from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel
 from sim.serving.sources import RequestSource
 
-__all__ = ["STEP_COLUMNS", "LiveStats", "ServiceSim", "served_latencies"]
+__all__ = ["STEP_COLUMNS", "LiveStats", "ServiceContext", "ServiceSim", "served_latencies"]
 
 STEP_COLUMNS = (
     "step",
@@ -103,30 +103,39 @@ class LiveStats:
     """Requests of the last completed step that were dropped."""
 
 
-class ServiceSim:
-    """One service's requests, served at its sites (the base of both fidelities)."""
+@dataclass(frozen=True)
+class ServiceContext:
+    """What every fidelity is built from: the service, its requests and its run."""
 
-    def __init__(
-        self,
-        name: str,
-        source: RequestSource,
-        rtt_s: np.ndarray,
-        slo: SloConfig,
-        timeout_s: float,
-        step_s: float,
-        horizon_s: float,
-        on_power: Callable[..., None],
-    ):
-        self.name = name
-        self.source = source
-        self.rtt_s = np.asarray(rtt_s, dtype=float)
-        """Round trip from the origin to each of the service's sites, s (0 at the origin)."""
-        self.slo = slo
-        self.timeout_s = timeout_s
-        self.step_s = step_s
-        self.horizon_s = horizon_s
-        self.n_steps = int(np.ceil(horizon_s / step_s))
-        self.on_power = on_power
+    name: str
+    source: RequestSource
+    rtt_s: np.ndarray
+    """Round trip from the origin to each of the service's deployments, s (0 at the origin)."""
+    slo: SloConfig
+    timeout_s: float
+    """A request not admitted within this long is dropped, s."""
+    step_s: float
+    """Length of a step of the services table, s."""
+    horizon_s: float
+    """End of the run, s."""
+    on_power: Callable[..., None]
+    """Where the fidelity reports its replicas' power (module docstring, "Power")."""
+
+
+class ServiceSim:
+    """One service's requests, served at its sites (the base of every fidelity); its
+    arguments are `ServiceContext`'s, kept as attributes of the same names."""
+
+    def __init__(self, ctx: ServiceContext):
+        self.name = ctx.name
+        self.source = ctx.source
+        self.rtt_s = np.asarray(ctx.rtt_s, dtype=float)
+        self.slo = ctx.slo
+        self.timeout_s = ctx.timeout_s
+        self.step_s = ctx.step_s
+        self.horizon_s = ctx.horizon_s
+        self.n_steps = int(np.ceil(ctx.horizon_s / ctx.step_s))
+        self.on_power = ctx.on_power
         self.setup()
 
     def setup(self) -> None:

@@ -22,6 +22,7 @@ from sim.models.kv_transfer import kv_link
 from sim.models.llm_iteration import iteration_cost
 from sim.serving.iteration_level import IterationLevel
 from sim.serving.iteration_level.disaggregated import DisaggregatedLevel
+from sim.serving.service_sim import ServiceContext
 from tests.conftest import site
 from tests.engine.test_service_levers import At
 from tests.engine.test_services import CHAT, serving_scenario
@@ -37,9 +38,8 @@ def disaggregated(source, prefill=None, decode=None, replicas=(1, 1), horizon_s=
     prefill, decode = prefill or model(), decode or model()
     sched = [SchedulerConfig().resolved(m.gpu, None, 256) for m in (prefill, decode)]
     pools = [("prefill", 0), ("decode", 0)]
-    sim_ = DisaggregatedLevel(
-        "chat", source, np.zeros(2), SLO, NEVER_S, 60.0, horizon_s, Power(), sched, pools, LINK
-    )
+    ctx = ServiceContext("chat", source, np.zeros(2), SLO, NEVER_S, 60.0, horizon_s, Power())
+    sim_ = DisaggregatedLevel(ctx, sched, pools, LINK)
     sim_.configure(0.0, 0, replicas[0], prefill)
     sim_.configure(0.0, 1, replicas[1], decode)
     sim_.close(horizon_s)
@@ -49,9 +49,8 @@ def disaggregated(source, prefill=None, decode=None, replicas=(1, 1), horizon_s=
 def co_located(source, replicas=2, horizon_s=1e6):
     m = model()
     sched = SchedulerConfig().resolved(m.gpu, None, 256)
-    sim_ = IterationLevel(
-        "chat", source, np.zeros(1), SLO, NEVER_S, 60.0, horizon_s, Power(), [sched]
-    )
+    ctx = ServiceContext("chat", source, np.zeros(1), SLO, NEVER_S, 60.0, horizon_s, Power())
+    sim_ = IterationLevel(ctx, [sched])
     sim_.configure(0.0, 0, replicas, m)
     sim_.close(horizon_s)
     return sim_
@@ -132,19 +131,9 @@ def test_a_pool_scaled_down_drains_by_the_time_it_returned_and_serves_every_requ
     m = model()
     sched = [SchedulerConfig().resolved(m.gpu, None, 256)] * 2
     pools = [("prefill", 0), ("decode", 0)]
-    sim_ = DisaggregatedLevel(
-        "chat",
-        TableSource(arrival, out, inp),
-        np.zeros(2),
-        SLO,
-        NEVER_S,
-        60.0,
-        1e6,
-        Power(),
-        sched,
-        pools,
-        LINK,
-    )
+    source = TableSource(arrival, out, inp)
+    ctx = ServiceContext("chat", source, np.zeros(2), SLO, NEVER_S, 60.0, 1e6, Power())
+    sim_ = DisaggregatedLevel(ctx, sched, pools, LINK)
     sim_.configure(0.0, 0, 2 if pool == 0 else 1, m)
     sim_.configure(0.0, 1, 2 if pool == 1 else 1, m)
     free_s = sim_.configure(150.0, pool, 1, m)

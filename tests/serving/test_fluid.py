@@ -21,7 +21,7 @@ from sim.serving.fluid import LOAD_GRID, Fluid, pool_table
 from sim.serving.fluid import fluid as fluid_level
 from sim.serving.request_level import RequestLevel
 from sim.serving.requests import RequestTable
-from sim.serving.service_sim import STEP_COLUMNS, ServiceSim
+from sim.serving.service_sim import STEP_COLUMNS, ServiceContext, ServiceSim
 from sim.serving.sources import FileSource, RequestSource, TokenStats
 
 MODEL = "Llama-3.1-8B-Instruct"
@@ -82,7 +82,9 @@ def fluid(source, horizon_s, sites=1, timeout_s=60.0, log=None, slo=SLO) -> Serv
     """The fluid fidelity of a service of `source` (`Fluid`, or the request level for a
     bursty source)."""
     return fluid_level(
-        "svc", source, np.zeros(sites), slo, timeout_s, STEP_S, horizon_s, log or PowerLog()
+        ServiceContext(
+            "svc", source, np.zeros(sites), slo, timeout_s, STEP_S, horizon_s, log or PowerLog()
+        )
     )
 
 
@@ -91,7 +93,9 @@ def test_light_load_waits_for_nothing():
     out = np.random.default_rng(1).geometric(1 / 200, 5000)
     inp = np.random.default_rng(2).integers(10, 4000, 5000)
     src = SteadySource(0.2 * capacity_per_s(m, out.mean()), inp, out)
-    sim = Fluid("svc", src, np.array([0.0, 0.05]), SLO, 60.0, STEP_S, 3600.0, PowerLog())
+    sim = Fluid(
+        ServiceContext("svc", src, np.array([0.0, 0.05]), SLO, 60.0, STEP_S, 3600.0, PowerLog())
+    )
     sim.configure(0.0, 1, 2, m)  # served away from the origin: 50 ms round trip
     sim.close(3600.0)
     tab = sim.step_table()
@@ -374,7 +378,7 @@ def test_a_bursty_source_is_served_by_the_request_level():
     for build in (fluid_level, RequestLevel):
         log = PowerLog()
         source = FileSource(table, horizon_s, 1.0, False)
-        sim = build("svc", source, np.zeros(2), SLO, 60.0, STEP_S, horizon_s, log)
+        sim = build(ServiceContext("svc", source, np.zeros(2), SLO, 60.0, STEP_S, horizon_s, log))
         sim.configure(0.0, 0, 2, m)
         sim.configure(600.0, 1, 1, m)
         assert sim.configure(900.0, 0, 1, m) >= 900.0

@@ -20,6 +20,7 @@ from sim.models.llm_iteration import iteration_cost
 from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.iteration_level import IterationLevel, fleet
 from sim.serving.iteration_level.replicas import _DECODE, _IDLE
+from sim.serving.service_sim import ServiceContext
 from sim.util.native import pure_module
 from tests.serving.test_request_level import NEVER_S, PowerLog, TableSource
 
@@ -44,9 +45,8 @@ def make(source, m: ReplicaModel, *, sites=1, timeout_s=NEVER_S, horizon_s=1e6, 
     """An iteration level over `source` with vLLM's defaults for `m` unless `sched` says."""
     log = Power()
     cfg = SchedulerConfig(**sched).resolved(m.gpu, None, 256)
-    sim = IterationLevel(
-        "chat", source, np.zeros(sites), SLO, timeout_s, 60.0, horizon_s, log, [cfg] * sites
-    )
+    ctx = ServiceContext("chat", source, np.zeros(sites), SLO, timeout_s, 60.0, horizon_s, log)
+    sim = IterationLevel(ctx, [cfg] * sites)
     return sim, log
 
 
@@ -476,7 +476,9 @@ def test_an_isolated_request_has_the_request_levels_time_to_first_token():
     arrival = [0.0, 100.0, 200.0]
     source = TableSource(arrival, [50, 10, 1], [100, 3000, 20_000])
     it, _ = run(source, m)
-    rl = RequestLevel("chat", source, np.zeros(1), SLO, NEVER_S, 60.0, 1e6, PowerLog())
+    rl = RequestLevel(
+        ServiceContext("chat", source, np.zeros(1), SLO, NEVER_S, 60.0, 1e6, PowerLog())
+    )
     rl.configure(0.0, 0, 1, m)
     rl.close(1e6)
     iteration_ttft = it.request_table()["ttft_ms"].to_numpy()

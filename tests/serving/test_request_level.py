@@ -18,7 +18,7 @@ from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.request_level import RequestLevel
 from sim.serving.requests import RequestTable
-from sim.serving.service_sim import STEP_COLUMNS
+from sim.serving.service_sim import STEP_COLUMNS, ServiceContext
 from sim.serving.sources import RequestSource
 
 MODEL = "Llama-3.1-8B-Instruct"
@@ -70,7 +70,7 @@ class PowerLog:
 def make(source, *, sites=1, rtt_s=None, timeout_s=NEVER_S, step_s=60.0, horizon_s=1e6):
     log = PowerLog()
     rtt = np.zeros(sites) if rtt_s is None else np.asarray(rtt_s, float)
-    sim = RequestLevel("chat", source, rtt, SLO, timeout_s, step_s, horizon_s, log)
+    sim = RequestLevel(ServiceContext("chat", source, rtt, SLO, timeout_s, step_s, horizon_s, log))
     return sim, log
 
 

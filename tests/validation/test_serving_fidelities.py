@@ -51,7 +51,7 @@ from sim.models.llm_replica import ReplicaModel, replica_model
 from sim.serving.fluid import fluid
 from sim.serving.importers import import_azure_llm
 from sim.serving.request_level import RequestLevel
-from sim.serving.service_sim import ServiceSim
+from sim.serving.service_sim import ServiceContext, ServiceSim
 from sim.serving.sources import FileSource
 from tests.conftest import SHARED_DATA
 
@@ -115,7 +115,7 @@ def _run(
     cls: Callable[..., ServiceSim], source: FileSource, m: ReplicaModel, horizon_s: float
 ) -> dict:
     energy = _Energy()
-    sim = cls("svc", source, np.zeros(1), SLO, TIMEOUT_S, STEP_S, horizon_s, energy)
+    sim = cls(ServiceContext("svc", source, np.zeros(1), SLO, TIMEOUT_S, STEP_S, horizon_s, energy))
     sim.configure(0.0, 0, 1, m)
     sim.close(horizon_s)
     s = sim.summary()
@@ -176,7 +176,10 @@ def _run_scaled(
     """`_run` with the replicas of `schedule`; the energy adds their idle power while
     held (a drained replica's until `configure` frees it)."""
     energy = _Energy()
-    sim = cls("svc", source, np.zeros(1), AUTOSCALE_SLO, TIMEOUT_S, STEP_S, horizon_s, energy)
+    ctx = ServiceContext(
+        "svc", source, np.zeros(1), AUTOSCALE_SLO, TIMEOUT_S, STEP_S, horizon_s, energy
+    )
+    sim = cls(ctx)
     held_s, last_t, last_r = 0.0, 0.0, 0
     for t, r in schedule:
         free_s = sim.configure(t, 0, r, m)

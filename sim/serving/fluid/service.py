@@ -14,12 +14,10 @@ the power's changes of a site in one call (arrays).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from sim.config.services import SloConfig
 from sim.models.llm_replica import ReplicaModel
 from sim.serving.fluid.burst import _excess_dispersion
 from sim.serving.fluid.record import (
@@ -31,28 +29,17 @@ from sim.serving.fluid.record import (
 from sim.serving.fluid.run_latency import _RunLatency
 from sim.serving.fluid.serve import _Flows, _SiteResult
 from sim.serving.request_level import RequestLevel
-from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceSim
-from sim.serving.sources import RequestSource
+from sim.serving.service_sim import STEP_COLUMNS, LiveStats, ServiceContext, ServiceSim
 
 
-def fluid(
-    name: str,
-    source: RequestSource,
-    rtt_s: np.ndarray,
-    slo: SloConfig,
-    timeout_s: float,
-    step_s: float,
-    horizon_s: float,
-    on_power: Callable[..., None],
-) -> ServiceSim:
-    """The fluid fidelity of a service (`ServiceSim`'s arguments): `Fluid`, or, for a
-    source whose arrivals are burstier than Poisson within a step (`_excess_dispersion`:
-    the Azure traces), the request level's engine (`RequestLevel`), every request
-    followed. No stationary law sees such bursts, and following them is the request
-    level's work: its results, at its cost."""
-    bursty = _excess_dispersion(source, step_s, horizon_s) is not None
-    level = RequestLevel if bursty else Fluid
-    return level(name, source, rtt_s, slo, timeout_s, step_s, horizon_s, on_power)
+def fluid(ctx: ServiceContext) -> ServiceSim:
+    """The fluid fidelity of a service: `Fluid`, or, for a source whose arrivals are
+    burstier than Poisson within a step (`_excess_dispersion`: the Azure traces), the
+    request level's engine (`RequestLevel`), every request followed. No stationary law
+    sees such bursts, and following them is the request level's work: its results, at its
+    cost."""
+    bursty = _excess_dispersion(ctx.source, ctx.step_s, ctx.horizon_s) is not None
+    return (RequestLevel if bursty else Fluid)(ctx)
 
 
 class Fluid(ServiceSim):

@@ -32,13 +32,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from heapq import heappop, heappush
 
 import numpy as np
 import pandas as pd
 
-from sim.config.services import SchedulerConfig, SloConfig
+from sim.config.services import SchedulerConfig
 from sim.models.kv_transfer import KvLink
 from sim.models.llm_replica import ReplicaModel
 from sim.serving.iteration_level.fleet import _Fleet
@@ -46,7 +46,7 @@ from sim.serving.iteration_level.records import _IterRequests
 from sim.serving.iteration_level.replicas import _Replica
 from sim.serving.iteration_level.service import IterationLevel
 from sim.serving.request_level.records import _DROPPED, _SERVED
-from sim.serving.service_sim import LiveStats
+from sim.serving.service_sim import LiveStats, ServiceContext
 from sim.serving.sources import RequestSource
 
 __all__ = ["DisaggregatedLevel"]
@@ -137,23 +137,14 @@ class DisaggregatedLevel(IterationLevel):
 
     def __init__(
         self,
-        name: str,
-        source: RequestSource,
-        rtt_s: np.ndarray,
-        slo: SloConfig,
-        timeout_s: float,
-        step_s: float,
-        horizon_s: float,
-        on_power: Callable[..., None],
+        ctx: ServiceContext,
         schedulers: Sequence[SchedulerConfig],
         pools: Sequence[tuple[str, int]],
         link: KvLink,
     ):
         self._pools = list(pools)
         self._link = link
-        super().__init__(
-            name, source, rtt_s, slo, timeout_s, step_s, horizon_s, on_power, schedulers
-        )
+        super().__init__(ctx, schedulers)
 
     def setup(self) -> None:
         super().setup()

@@ -11,67 +11,42 @@ event earlier (to the end of the iteration in progress).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from heapq import heappop, heappush
 
 import numpy as np
 import pandas as pd
 
-from sim.config.services import SchedulerConfig, SloConfig
-from sim.models.llm_replica import ReplicaModel
+from sim.config.services import SchedulerConfig
 from sim.serving.iteration_level.fleet import _Fleet
 from sim.serving.iteration_level.records import _IterRequests
+from sim.serving.request_level.per_request import PerRequestSim
 from sim.serving.request_level.records import _DROPPED
-from sim.serving.request_level.routing import _Router
-from sim.serving.request_level.stats import _request_table, _Statistics
-from sim.serving.service_sim import LiveStats, ServiceSim
-from sim.serving.sources import RequestSource
+from sim.serving.request_level.stats import _request_table
+from sim.serving.service_sim import ServiceContext
 
 
-class IterationLevel(ServiceSim):
+class IterationLevel(PerRequestSim):
     """Every request through vLLM V1's iteration schedule (package docstring).
 
     `schedulers`: each deployment's (index `site` of `configure`) scheduler, resolved
     (`SchedulerConfig.resolved`)."""
 
-    def __init__(
-        self,
-        name: str,
-        source: RequestSource,
-        rtt_s: np.ndarray,
-        slo: SloConfig,
-        timeout_s: float,
-        step_s: float,
-        horizon_s: float,
-        on_power: Callable[..., None],
-        schedulers: Sequence[SchedulerConfig],
-    ):
+    _requests: _IterRequests
+    _fleet: _Fleet
+
+    def __init__(self, ctx: ServiceContext, schedulers: Sequence[SchedulerConfig]):
         self._schedulers = list(schedulers)
-        super().__init__(name, source, rtt_s, slo, timeout_s, step_s, horizon_s, on_power)
+        super().__init__(ctx)
 
     def setup(self) -> None:
         if len(self._schedulers) != len(self.rtt_s):
             raise ValueError(
                 f"schedulers: one per deployment ({len(self.rtt_s)}), got {len(self._schedulers)}"
             )
+        super().setup()
         self._requests = _IterRequests()
         self._fleet = _Fleet(self._schedulers, self._requests, self.timeout_s, self.on_power)
-        self._router = _Router(len(self.rtt_s))
-        self._stats = _Statistics(self.slo, self.step_s, self.n_steps)
-        self._now_s = 0.0
-
-    # -- the contract --------------------------------------------------------------------
-
-    def configure(self, t_s: float, site: int, ready: int, model: ReplicaModel) -> float:
-        self.advance_to(t_s)
-        free_s = self._fleet.configure(t_s, site, ready, model)
-        self._router.reweight(self._fleet.admitting())
-        return free_s
-
-    def set_shares(self, t_s: float, shares: np.ndarray | None) -> None:
-        self.advance_to(t_s)
-        self._router.set_shares(shares)
-        self._router.reweight(self._fleet.admitting())
 
     def advance_to(self, t_s: float) -> None:
         """Serve up to `t_s`: arrivals before it, events up to it."""
@@ -158,28 +133,6 @@ class IterationLevel(ServiceSim):
             st.state.flush(t_s)
         self._now_s = max(self._now_s, t_s)
 
-    def source_changed(self, t_s: float) -> None:
-        """Forget the arrivals read ahead from `t_s` on (their records too)."""
-        self.advance_to(t_s)
-        self._requests.forget_from(t_s)
-
-    def live(self) -> LiveStats:
-        queued = float(self._fleet.queued())
-        in_flight = float(self._fleet.in_flight())
-        k = math.floor(self._now_s / self.step_s) - 1
-        if k < 0:
-            return LiveStats(0.0, queued, in_flight, math.nan, math.nan, math.nan, 0.0)
-        lo, hi = self._requests.between(k * self.step_s, (k + 1) * self.step_s)
-        rec = self._requests.live_columns(lo, hi, self.rtt_s)
-        return self._stats.last_step(rec, queued, in_flight)
-
-    def close(self, horizon_s: float) -> None:
-        self.advance_to(horizon_s)
-        self._fleet.drop_overdue(horizon_s)
-
-    def step_table(self) -> pd.DataFrame:
-        return self._stats.step_table(self._columns(0, self._requests.n))
-
     def summary(self) -> dict[str, float]:
         """The request level's totals plus `requests_preempted` (requests preempted at least
         once) and `requests_refused` (refused at arrival; counted in the dropped too)."""
@@ -189,12 +142,8 @@ class IterationLevel(ServiceSim):
         out["requests_refused"] = float(np.count_nonzero(rec["refused"]))
         return out
 
-    def served_by_site(self) -> np.ndarray:
-        rec = self._columns(0, self._requests.n)
-        return self._stats.served_by_site(rec, len(self.rtt_s))
-
     def request_table(self) -> pd.DataFrame:
-        """The request level's table (`RequestLevel.request_table`, with this level's
+        """The request level's table (`PerRequestSim.request_table`, with this level's
         latencies) plus `first_token_s`, `preemptions`, `recomputed_tokens` and `refused`
         (a refused request is also 'dropped')."""
         rec = self._columns(0, self._requests.n)
@@ -203,5 +152,6 @@ class IterationLevel(ServiceSim):
             table[key] = rec[key]
         return table
 
-    def _columns(self, lo: int, hi: int) -> dict[str, np.ndarray]:
-        return self._requests.columns(lo, hi, self._fleet.models, self.rtt_s)
+    def _live_columns(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """The five columns `live` reads (`_IterRequests.live_columns`)."""
+        return self._requests.live_columns(lo, hi, self.rtt_s)

@@ -15,42 +15,21 @@ from __future__ import annotations
 import math
 from heapq import heappop, heappush
 
-import numpy as np
-import pandas as pd
-
-from sim.models.llm_replica import ReplicaModel
+from sim.serving.request_level.per_request import PerRequestSim
 from sim.serving.request_level.records import _DROPPED, _SERVED, _Requests
 from sim.serving.request_level.replicas import _Fleet
-from sim.serving.request_level.routing import _Router
-from sim.serving.request_level.stats import _request_table, _Statistics
-from sim.serving.service_sim import LiveStats, ServiceSim
 
 
-class RequestLevel(ServiceSim):
+class RequestLevel(PerRequestSim):
     """Every request simulated: queues, continuous batching as processor sharing, timeouts,
     draining replicas (package docstring)."""
 
+    _fleet: _Fleet
+
     def setup(self) -> None:
-        sites = len(self.rtt_s)
+        super().setup()
         self._requests = _Requests()
-        self._fleet = _Fleet(sites, self._requests, self.timeout_s, self.on_power)
-        self._router = _Router(sites)
-        self._stats = _Statistics(self.slo, self.step_s, self.n_steps)
-        self._now_s = 0.0
-        """Time served up to, s."""
-
-    # -- the contract --------------------------------------------------------------------
-
-    def configure(self, t_s: float, site: int, ready: int, model: ReplicaModel) -> float:
-        self.advance_to(t_s)
-        free_s = self._fleet.configure(t_s, site, ready, model)
-        self._router.reweight(self._fleet.admitting())
-        return free_s
-
-    def set_shares(self, t_s: float, shares: np.ndarray | None) -> None:
-        self.advance_to(t_s)
-        self._router.set_shares(shares)
-        self._router.reweight(self._fleet.admitting())
+        self._fleet = _Fleet(len(self.rtt_s), self._requests, self.timeout_s, self.on_power)
 
     def advance_to(self, t_s: float) -> None:
         """Serve up to `t_s`: arrivals before it, completions up to it."""
@@ -185,45 +164,3 @@ class RequestLevel(ServiceSim):
         req.n = base + k
         fleet.seq = seq
         self._now_s = max(self._now_s, t_s)
-
-    def source_changed(self, t_s: float) -> None:
-        """Forget the arrivals read ahead from `t_s` on (their records too), to read them
-        again from the source."""
-        self.advance_to(t_s)
-        self._requests.forget_from(t_s)
-
-    def live(self) -> LiveStats:
-        """The last completed step's requests as far as known now (`_Statistics.last_step`);
-        queue and batch now."""
-        queued = float(self._fleet.queued())
-        in_flight = float(self._fleet.in_flight())
-        k = math.floor(self._now_s / self.step_s) - 1
-        if k < 0:
-            return LiveStats(0.0, queued, in_flight, math.nan, math.nan, math.nan, 0.0)
-        lo, hi = self._requests.between(k * self.step_s, (k + 1) * self.step_s)
-        return self._stats.last_step(self._columns(lo, hi), queued, in_flight)
-
-    def close(self, horizon_s: float) -> None:
-        self.advance_to(horizon_s)
-        self._fleet.drop_overdue(horizon_s)
-
-    def step_table(self) -> pd.DataFrame:
-        return self._stats.step_table(self._columns(0, self._requests.n))
-
-    def summary(self) -> dict[str, float]:
-        return self._stats.summary(self._columns(0, self._requests.n))
-
-    def served_by_site(self) -> np.ndarray:
-        rec = self._columns(0, self._requests.n)
-        return self._stats.served_by_site(rec, len(self.rtt_s))
-
-    def request_table(self) -> pd.DataFrame:
-        """One row per arrived request: `service`, `arrival_s`, `site` (-1: none), token
-        counts, `state` ('served', 'dropped', 'unfinished'; before `close`, unfinished means
-        still in progress), `ttft_ms` (NaN if never admitted), `tpot_ms` and `end_s` (NaN
-        unless served)."""
-        return _request_table(self.name, self._columns(0, self._requests.n))
-
-    def _columns(self, lo: int, hi: int) -> dict[str, np.ndarray]:
-        """The records of requests lo..hi-1 and their latencies (`_Requests.columns`)."""
-        return self._requests.columns(lo, hi, self._fleet.models, self.rtt_s)
