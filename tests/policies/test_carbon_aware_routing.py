@@ -83,7 +83,7 @@ def test_with_scale_a_replica_outside_the_residency_serves_nothing():
 
 
 def test_the_cleanest_site_takes_no_more_than_its_capacity_share():
-    """12 requests/s against one replica at b serving 10.7/s with its batch full: b gets
+    """12 requests/s against one replica at b serving 11.6/s with its batch full: b gets
     at most 80 % of that (the utilisation target), a the rest. Sending all to b, the
     cleanest, would overload it."""
     sc = scenario(rate_per_s=12.0, replicas={"a": 1, "b": 1})

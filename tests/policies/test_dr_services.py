@@ -4,8 +4,8 @@ meet the limit, and it keeps its SLO while the site complies.
 
 The site: 20 H100-SXM (PUE 1.2, host 50 W/GPU), two 4-GPU compute-bound jobs and a chat
 service of two Llama-3.1-70B replicas (4 GPUs each) at 5 requests/s, with a Llama-3.1-8B
-variant (1 GPU); fluid fidelity. Uncapped it draws 13.6 kW facility (measured: the event's
-peak under RunNow); with the jobs at their lowest caps 9.1 kW (under DrComplementary). An
+variant (1 GPU); fluid fidelity. Uncapped it draws 13.7 kW facility (measured: the event's
+peak under RunNow); with the jobs at their lowest caps 9.2 kW (under DrComplementary). An
 event from 1 h to 2 h asks for 10 kW (the jobs suffice) or 6 kW (the service must move
 too). A busier chat (below) needs the in-event levers: a shorter directive, then a cap on
 its GPUs."""

@@ -165,7 +165,7 @@ def test_bad_parameters_are_refused_naming_them():
 
 
 def test_a_near_equal_mix_is_not_worth_a_switch_that_drops_requests():
-    """One H100 replica covers the demand (6 requests/s with 25 % headroom, of its 10.7) but
+    """One H100 replica covers the demand (6 requests/s with 25 % headroom, of its 11.6) but
     is "oversized"; two A100 replicas would cover it for 0.5 % less, and the budget cannot
     hold both mixes, so switching would drop requests during the cold start. The policy
     keeps the H100 replica (`min_saving`): no change, no request dropped (it once switched,

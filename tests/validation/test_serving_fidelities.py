@@ -12,7 +12,7 @@ scenario (mlcommons/inference loadgen/mlperf.conf: `llama3_1-8b.Server.ttft_late
 2000`, `tpot_latency = 100`, ms): a datacenter deployment's targets for this model,
 between interactive chat (500 ms, 30 ms) and batch work. The code trace's long prompts
 (2,048 tokens on average for 28 output tokens) make every iteration carry much prefill,
-so its time per token passes 100 ms from about 35 sequences in flight on.
+so its time per token passes 100 ms from about 44 sequences in flight on.
 
 The code trace arrives in bursts (70 to 95 requests per second for a few seconds, more
 than a replica's 205 slots can absorb), and both traces are burstier than Poisson within
