@@ -28,7 +28,7 @@ from serving_requests import STEP_S, print_tables_time, trace_cases  # noqa: E40
 
 from sim.config.services import SchedulerConfig, SloConfig  # noqa: E402
 from sim.serving.iteration_level import IterationLevel  # noqa: E402
-from sim.serving.service_sim import ServiceContext
+from sim.serving.service_sim import ServiceContext  # noqa: E402
 from sim.serving.sources import FileSource  # noqa: E402
 from sim.util.native import compiled  # noqa: E402
 
