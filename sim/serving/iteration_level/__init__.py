@@ -14,9 +14,10 @@ The package, by what its modules hold:
 - `replicas`: one replica's scheduler, KV blocks and clock (`_Replica`).
 - `fleet`: the replicas at the sites, their calendar, scaling, drains and models (`_Fleet`).
 - `service`: `IterationLevel`, the `ServiceSim` whose event loop serves the requests.
+- `disaggregated`: `DisaggregatedLevel`, prefill and decode on separate replicas.
 
-Routing and statistics are the request level's (`sim.serving.request_level.routing`,
-`.stats`).
+Routing, statistics and the rest of the contract are the request level's
+(`sim.serving.request_level.per_request.PerRequestSim`).
 """
 
 from sim.serving.iteration_level.service import IterationLevel

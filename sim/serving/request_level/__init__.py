@@ -14,7 +14,10 @@ The package, by what its modules hold:
 - `routing`: the round-robin's weights and credits over the sites (`_Router`).
 - `stats`: the step table, totals, per-site counts, live statistics and request table
   from the records (`_Statistics`).
-- `service`: `RequestLevel`, the `ServiceSim` whose event loop serves the requests.
+- `per_request`: `PerRequestSim`, the contract's methods of a fidelity with a record per
+  request (routing, scaling, shares, live statistics, tables), shared with the iteration
+  level.
+- `service`: `RequestLevel`, the `PerRequestSim` whose event loop serves the requests.
 """
 
 from sim.serving.request_level.records import STATES
