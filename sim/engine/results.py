@@ -21,6 +21,7 @@ from sim.results import (
     library_versions,
     package_version,
 )
+from sim.util.memory import release_free_memory
 from sim.workload.feasibility import infeasible_deadlines
 from sim.workload.rebound import parent_ids
 from sim.workload.time_to_accuracy import outcome_columns, outcome_summary
@@ -39,10 +40,13 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     names = engine.fleet.names
     jt = engine.jobs
     infeasible = infeasible_deadlines(jt, scenario.sites, scenario.speed)
-    out = ResultParts(
-        power=engine.fleet.power_log.drain_frame(names),
-        events=engine.events.drain_frame(jt.job_id, names),
-    )
+    # Each step below frees what the one before drained; the heap's free pages go back to
+    # the OS in between, so that the steps' peaks do not stack (sim.util.memory).
+    release_free_memory()
+    power = engine.fleet.power_log.drain_frame(names)
+    release_free_memory()
+    out = ResultParts(power=power, events=engine.events.drain_frame(jt.job_id, names))
+    release_free_memory()
     # The workload's own columns; text columns of few distinct values are categoricals.
     out.job_columns.update(
         job_id=jt.job_id,
@@ -51,6 +55,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         deadline_infeasible=infeasible,
     )
     engine.write_results(out)
+    release_free_memory()
     cols = out.job_columns
     training = outcome_columns(
         jt,

@@ -3,6 +3,8 @@ no engine (the engine assembles results: `sim.engine.results.build_results`).
 
 - files.py: `Results` (the tables, the summary, the scenario, meta), `save` / `load`,
   each file written atomically; `FILES`, `OPTIONAL_FILES`.
+- events.py: the events file's `job_index` (a job as its row in the jobs table) and its
+  decoding into job ids on load.
 - columns.py: `SUMMARY_KEYS`, `JOB_COLUMNS` (their order), `TERMINAL_STATES`.
 - parts.py: `ResultParts`, what a finished run's components fill.
 - metrics.py: metrics as pure functions over the tables (energy, carbon, cost,

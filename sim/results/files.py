@@ -13,6 +13,7 @@ import pandas as pd
 
 from sim.config.loading import load_scenario
 from sim.config.scenario import Scenario
+from sim.results.events import events_for_file, events_from_file
 from sim.util.atomic import write_atomic
 
 __all__ = ["FILES", "OPTIONAL_FILES", "Results"]
@@ -62,7 +63,8 @@ class Results:
         write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
         write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
         write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
-        write_atomic(out / "events.parquet", lambda p: self.events.to_parquet(p, index=False))
+        events = events_for_file(self.events, self.jobs["job_id"])
+        write_atomic(out / "events.parquet", lambda p: events.to_parquet(p, index=False))
         write_atomic(out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False))
         write_atomic(out / "services.parquet", lambda p: self.services.to_parquet(p, index=False))
         requests = self.requests
@@ -77,15 +79,17 @@ class Results:
 
     @classmethod
     def load(cls, out_dir: str | Path) -> Results:
-        """Read back what `save` wrote."""
+        """Read back what `save` wrote (or an older dcsim did: the events' `job` column is
+        decoded from `job_index` or read as written, `sim.results.events`)."""
         d = Path(out_dir)
+        jobs = pd.read_parquet(d / "jobs.parquet")
         return cls(
             scenario=load_scenario(d / "scenario.toml"),
             summary=json.loads((d / "summary.json").read_text()),
-            jobs=pd.read_parquet(d / "jobs.parquet"),
+            jobs=jobs,
             sites=pd.read_parquet(d / "sites.parquet"),
             power=pd.read_parquet(d / "power.parquet"),
-            events=pd.read_parquet(d / "events.parquet"),
+            events=events_from_file(pd.read_parquet(d / "events.parquet"), jobs["job_id"]),
             dr_events=pd.read_parquet(d / "dr_events.parquet"),
             meta=json.loads((d / "meta.json").read_text()),
             services=pd.read_parquet(d / "services.parquet")

@@ -163,7 +163,7 @@ class EventLog:
                 "kind": pd.Categorical.from_codes(
                     _take(self, "kind")[order], categories=EVENT_KINDS
                 ),
-                "job": _job_categorical(_take(self, "job")[order], job_ids),
+                "job": job_categorical(_take(self, "job")[order], job_ids),
                 "site": pd.Categorical.from_codes(
                     _take(self, "site")[order], categories=site_names
                 ),
@@ -260,12 +260,13 @@ def in_instants(times_s: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.
     return by_time[within], t[new][instant][within]
 
 
-def _job_categorical(codes: np.ndarray, job_ids: np.ndarray) -> pd.Categorical:
+def job_categorical(codes: np.ndarray, job_ids: np.ndarray | pd.Series) -> pd.Categorical:
     """Job indices (-1: none) as a categorical of the job ids, without the lookup table that
     checking the ids are unique leaves cached on them: for text categories pandas keeps a
     Python string per id and a hash table (about 60 MB at a million jobs), which nothing
-    reads afterwards. The ids are unique (`JobTable` checks it)."""
-    column = pd.Categorical.from_codes(codes, categories=pd.Index(job_ids))
+    reads afterwards. The ids are unique (`JobTable` checks it). The categories are unnamed
+    (a Series' name is not taken over)."""
+    column = pd.Categorical.from_codes(codes, categories=pd.Index(job_ids).rename(None))
     # pandas' private memo of computed properties, rebuilt on use; if a pandas release drops
     # it, nothing is cleared (tests/test_results_memory.py then says so)
     getattr(column.categories, "_cache", {}).clear()
