@@ -151,6 +151,8 @@ class Fluid(ServiceSim):
         self._totals.take_back(self._latest_step(), left, to_dropped=False, site=None)
 
     def step_table(self) -> pd.DataFrame:
+        """`STEP_COLUMNS` per step, the level's own arrays (not copied: a year of steps is
+        read once, at the end)."""
         totals = self._totals
         return pd.DataFrame(
             {
@@ -163,6 +165,7 @@ class Fluid(ServiceSim):
                 "slo_met": totals.slo_met,
             },
             columns=list(STEP_COLUMNS),
+            copy=False,
         )
 
     def summary(self) -> dict[str, float]:
