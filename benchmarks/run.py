@@ -71,6 +71,11 @@ POLICIES = {
         "name": "chain",
         "params": {"policies": [{"name": "space_time"}, {"name": "carbon_aware_cap"}]},
     },
+    # the training jobs as they come, the services' replicas sized at every decision
+    "autoscale": {
+        "name": "chain",
+        "params": {"policies": [{"name": "run_now"}, {"name": "serve_autoscale"}]},
+    },
 }
 
 
@@ -122,8 +127,15 @@ def standard_services(n: int) -> list[dict]:
 
 
 def standard_scenario(
-    jobs: int, policy: str = "run_now", services: int = 0, contention: bool = False
+    jobs: int,
+    policy: str = "run_now",
+    services: int = 0,
+    contention: bool = False,
+    duration_h: float | None = None,
 ):
+    """The standard scenario (module docstring) of `jobs` jobs under `policy` with
+    `services` services; `duration_h` (None: the jobs' arrival time plus a week, at least a
+    year with services) sets the horizon."""
     from sim.config.loading import scenario_from_dict
     from sim.config.workload import SyntheticWorkload
 
@@ -145,7 +157,8 @@ def standard_scenario(
             "seed": 1,
             "start": "2019-01-01T00:00:00Z",
             # with services: at least a year of them (the serving target's setting)
-            "duration_h": max(jobs / rate_per_h + 7 * 24, 8760.0 if services else 0.0),
+            "duration_h": duration_h
+            or max(jobs / rate_per_h + 7 * 24, 8760.0 if services else 0.0),
             # a year of services runs into 2020, which some WAN zones lack: read them aligned
             "years": "align",
             "sites": [

@@ -21,11 +21,27 @@ middle of the run (a drain), advanced in 60 s steps with `live()` read at each (
 engine's busiest use), then closed. Each level runs N times (default 3), interleaved,
 the first alternating; prints each level's CPU times (building the fidelity included),
 their median and the fluid's median over the request level's.
+
+    python benchmarks/serving_fluid.py --chain [--jobs J] [--services N] [--days D]
+
+A run of `benchmarks/run.py`'s standard scenario (8 sites, the Philly-like job trace,
+default 20,000 jobs over 14 days) with N fluid services (default 4) under the chain
+`run_now` + `serve_autoscale`: prints the policy's decisions, how many `advance_to` calls
+moved each service's time forward (in all and per decision), the simulation's wall time
+and that of building the results.
+
+    python benchmarks/serving_fluid.py --results [--jobs J] [--services N] [--days D]
+
+The same scenario under `run_now` (which never reads the services) with a year of N
+fluid services (default 20, 1,000 jobs): the simulation's wall time and, apart, that of
+building the results (`sim.engine.results.build_results`: the 10.5 million rows of the
+`services` table and the services' power in the power table), with the rows of both.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -40,6 +56,53 @@ from sim.serving.service_sim import ServiceContext, ServiceSim
 from sim.serving.sources import FileSource, SyntheticSource
 
 TRACES = Path(__file__).resolve().parents[2] / "shared/data/azure-llm-inference-2023"
+
+
+def in_a_run(jobs: int, services: int, days: float, policy: str) -> None:
+    """The `--chain` and `--results` benchmarks (module docstring): `benchmarks/run.py`'s
+    standard scenario over `days` under `policy`, counting the fluid level's advances."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from run import standard_scenario
+
+    from policies.serve_autoscale import ServeAutoscale
+    from sim.engine.build import build_engine
+    from sim.engine.results import build_results
+
+    moved: dict[str, int] = {}
+    advance_to, amend = Fluid.advance_to, ServeAutoscale.amend
+    decisions = 0
+
+    def counted_advance(sim: Fluid, t_s: float) -> None:
+        if min(t_s, sim.horizon_s) > sim._t:
+            moved[sim.name] = moved.get(sim.name, 0) + 1
+        advance_to(sim, t_s)
+
+    def counted_amend(policy, state, actions):  # type: ignore[no-untyped-def]
+        nonlocal decisions
+        decisions += 1
+        return amend(policy, state, actions)
+
+    Fluid.advance_to = counted_advance  # type: ignore[method-assign]
+    ServeAutoscale.amend = counted_amend  # type: ignore[method-assign]
+    engine = build_engine(standard_scenario(jobs, policy, services, duration_h=days * 24.0))
+    t0 = time.perf_counter()
+    engine.run()
+    run_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    results = build_results(engine, run_s)
+    results_s = time.perf_counter() - t0
+    total = sum(moved.values())
+    print(
+        f"{policy}, {results.summary['jobs_submitted']:,} jobs, {services} fluid services, "
+        f"{days:g} days: {decisions:,} decisions of serve_autoscale; {total:,} advances that "
+        f"moved a service ({total / max(1, services):,.0f} per service"
+        + (f", {total / services / decisions:.2f} per service and decision)" if decisions else ")")
+    )
+    rows = len(results.services) if results.services is not None else 0
+    print(
+        f"simulation {run_s:.2f} s; building the results {results_s:.2f} s "
+        f"(services {rows:,} rows, power {len(results.power):,} rows)"
+    )
 
 
 def traces(hours: float, repeat: int) -> None:
@@ -92,7 +155,16 @@ def main() -> None:
     parser.add_argument("--traces", action="store_true", help="both levels on the traces")
     parser.add_argument("--hours", type=float, default=24.0, help="with --traces")
     parser.add_argument("--repeat", type=int, default=3, help="with --traces")
+    parser.add_argument("--chain", action="store_true", help="run_now + serve_autoscale")
+    parser.add_argument("--results", action="store_true", help="a year under run_now")
+    parser.add_argument("--jobs", type=int, help="with --chain (20,000) or --results (1,000)")
     args = parser.parse_args()
+    if args.chain or args.results:
+        services = args.services if args.results or "--services" in sys.argv else 4
+        days = args.days if args.results or "--days" in sys.argv else 14.0
+        jobs = args.jobs or (20_000 if args.chain else 1_000)
+        in_a_run(jobs, services, days, "autoscale" if args.chain else "run_now")
+        return
     if args.traces:
         traces(args.hours, args.repeat)
         return

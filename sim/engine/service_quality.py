@@ -85,9 +85,15 @@ def directive_mix(
     levels: int,
 ) -> np.ndarray:
     """float64[steps, levels]: each step's share of arrivals under each directive level
-    (steps without arrivals: all in the level in force at their start)."""
+    (steps without arrivals: all in the level in force at their start). Without a change
+    inside the steps, each step's arrivals are all in the level at its start (no arrivals
+    read)."""
     edges = np.asarray(edges_s, dtype=float)
     inner = log_s[(log_s > edges[0]) & (log_s < edges[-1])]
+    if not len(inner):
+        mix = np.zeros((len(edges) - 1, levels))
+        mix[np.arange(len(edges) - 1), _directive_at(log_s, log_level, edges[:-1])] = 1.0
+        return mix
     fine = np.union1d(edges, inner)
     arrivals = source.step_sums(fine)[0]
     piece_level = _directive_at(log_s, log_level, fine[:-1])

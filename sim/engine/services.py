@@ -406,8 +406,10 @@ class Services(Component):
         return energy_ws / (t1_s - t0_s) / 1000.0
 
     def stats(self, i: int) -> LiveStats:
-        """Service `i`'s live statistics, its requests served up to now."""
-        return self.advance(i).live()
+        """Service `i`'s live statistics now (`ServiceSim.live_at`: at the fluid level, its
+        requests served up to the start of the step in progress, so that a read at a job's
+        event does not cut the service's step)."""
+        return self.sims[i].live_at(self._core.env.now)
 
     def capacity_rps(self, i: int, level: Deployment) -> float:
         """Requests/s one replica at `level` serves with its batch full."""

@@ -91,7 +91,8 @@ class LiveStats:
     rate_per_s: float
     """Arrivals per second over the last completed step."""
     queued: float
-    """Requests waiting for a batch slot now (the fluid level's backlog)."""
+    """Requests waiting for a batch slot now (the fluid level's backlog at the start of the
+    step in progress, or at the service's last change within it)."""
     in_flight: float
     """Requests in service now (the fluid level's mean over the last step)."""
     ttft_p99_ms: float
@@ -157,6 +158,13 @@ class ServiceSim:
 
     def live(self) -> LiveStats:
         raise NotImplementedError
+
+    def live_at(self, t_s: float) -> LiveStats:
+        """`live()` as a policy reads it at `t_s` (s): the requests served up to `t_s`
+        first. A fidelity whose statistics need less may advance less (the fluid level: to
+        the start of the step in progress)."""
+        self.advance_to(t_s)
+        return self.live()
 
     def close(self, horizon_s: float) -> None:
         """Finish at the horizon: requests still queued or in service are neither served nor

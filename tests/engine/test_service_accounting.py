@@ -284,3 +284,18 @@ def test_with_one_service_the_fluid_tail_over_requests_is_that_services_own(tmp_
     s = sim.simulate(serving_only(tmp_path, fidelity="fluid")).summary
     assert s["ttft_p99_requests_ms"] == pytest.approx(s["ttft_p99_worst_service_ms"], rel=2e-3)
     assert s["tpot_p99_requests_ms"] == s["tpot_p99_worst_service_ms"]
+
+
+def test_without_a_directive_change_inside_a_step_its_arrivals_are_in_the_level_at_its_start():
+    """`directive_mix` without a change inside the steps reads no arrivals: each step all in
+    the level in force at its start, as the arrivals' own count gives when a change that
+    changes nothing (level 0 again at 1,810.5 s) makes it read them."""
+    from sim.engine.service_quality import directive_mix
+    from sim.serving.sources import SyntheticSource
+
+    source = SyntheticSource(2.0, 7200.0, np.random.SeedSequence(4), 0.5, 0.0, "azure-conv")
+    edges = 60.0 * np.arange(121)
+    at_edges = directive_mix(source, edges, np.array([0.0, 3600.0]), np.array([0, 2]), 3)
+    counted = directive_mix(source, edges, np.array([0.0, 1810.5, 3600.0]), np.array([0, 0, 2]), 3)
+    np.testing.assert_array_equal(at_edges, counted)
+    assert at_edges[:60, 0].all() and at_edges[60:, 2].all()

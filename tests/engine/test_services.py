@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import sim
+from policies import RunNow
 from sim.api import PolicyError, Route, Scale, SetCap
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, run_cli, site
@@ -258,3 +260,34 @@ def test_a_service_without_a_ready_replica_drops_its_requests(tmp_path, fidelity
     r = sim.simulate(serving_scenario(tmp_path, fidelity, services=[svc]), "run_now")
     assert r.summary["requests_served"] == 0
     assert r.summary["requests_dropped"] == pytest.approx(r.summary["requests_total"])
+
+
+class ReadsTheServices(RunNow):
+    """run_now that reads every service's statistics at each of its decisions (the last
+    read kept in `stats`)."""
+
+    def decide(self, state):
+        self.stats = [state.service(name).stats for name in state.services]
+        return super().decide(state)
+
+
+@pytest.mark.parametrize("step_s", [60.0, 45.3])
+def test_reading_a_fluid_service_between_its_steps_leaves_its_results_as_they_were(
+    tmp_path, step_s
+):
+    """A policy that reads a service's statistics at the jobs' events, between the steps,
+    gets the last completed step's and leaves the step in progress whole: the fluid level's
+    results are those of a run that never reads them (a cut would change them: it serves
+    the pieces of a step one by one). Also with steps that are no whole number of seconds
+    (3 x 45.3 // 45.3 == 2)."""
+    jobs = [
+        {"job_id": f"j{i}", "submit_time": 97.3 * i, "gpus": 1, "work_gpu_h": 0.2}
+        for i in range(60)
+    ]
+    svc = {**CHAT, "requests": {"rate_per_s": 40.0, "daily_amplitude": 0.5}}
+    serving = {"fidelity": "fluid", "step_s": step_s}
+    sc = serving_scenario(tmp_path, jobs=jobs, services=[svc], serving=serving)
+    unread, read = (sim.simulate(sc, policy) for policy in (RunNow(), ReadsTheServices()))
+    assert read.services["dropped"].sum() > 0  # the replica overloads: a backlog carries on
+    pd.testing.assert_frame_equal(read.services, unread.services, check_exact=True)
+    pd.testing.assert_frame_equal(read.power, unread.power, check_exact=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 import sim
-from policies import REGISTRY, ServeAutoscale
+from policies import REGISTRY, RunNow, ServeAutoscale
+from policies.chain import Chain
 from sim.api import Scale, Start
 from sim.testing import PolicyHarness
 from tests.conftest import make_scenario, site
@@ -101,3 +103,47 @@ def test_it_chains_after_every_training_policy(tmp_path, name):
     assert r.summary["requests_served"] > 0.9 * r.summary["requests_total"]
     assert r.services["replicas"].max() > 1
     assert r.summary["jobs_completed"] > 0
+
+
+class AdvancesEveryService(ServeAutoscale):
+    """The reference: `serve_autoscale` as it was, every service advanced to now at each
+    decision (reading a site's power does that) before it decides."""
+
+    def amend(self, state, actions):
+        for name in state.sites:
+            state.site_it_power_kw(name)
+        return super().amend(state, actions)
+
+
+@pytest.mark.parametrize("fidelity", ["request", "fluid"])
+def test_its_decisions_are_those_of_advancing_every_service_at_every_decision(tmp_path, fidelity):
+    """Chained after run_now with jobs arriving between the steps, it scales the service
+    up and down at the same instants to the same replicas as the reference, which advances
+    every service to the job's event (the request level: the same results; the fluid
+    level reads the last completed step without cutting the step in progress)."""
+    jobs = [
+        {"job_id": f"j{i}", "submit_time": 97.3 * i, "gpus": 1 + i % 3, "work_gpu_h": 0.4}
+        for i in range(200)
+    ]
+    runs = {}
+    for policy in (ServeAutoscale, AdvancesEveryService):
+        svc = {**CHAT, "max_batch": 8, "requests": {"rate_per_s": 8.0, "daily_amplitude": 0.8}}
+        sc = make_scenario(
+            tmp_path,
+            jobs,
+            sites=SITES,
+            services=[svc],
+            duration_h=6.0,
+            serving={"fidelity": fidelity, "step_s": 60.0},
+        )
+        runs[policy] = sim.simulate(sc, Chain([RunNow(), policy()]))
+    new, old = runs[ServeAutoscale], runs[AdvancesEveryService]
+    scaled = new.events[new.events["kind"].isin(["scale", "replica_ready", "replica_drained"])]
+    assert scaled["kind"].eq("scale").sum() > 3
+    pd.testing.assert_frame_equal(
+        scaled, old.events[old.events["kind"].isin(["scale", "replica_ready", "replica_drained"])]
+    )
+    pd.testing.assert_frame_equal(new.jobs, old.jobs)
+    if fidelity == "request":
+        pd.testing.assert_frame_equal(new.services, old.services)
+        pd.testing.assert_frame_equal(new.power, old.power)

@@ -80,8 +80,9 @@ class Fluid(ServiceSim):
         t_s = min(t_s, self.horizon_s)
         if t_s <= self._t:
             return
-        k0 = int(self._t // self.step_s)
-        k1 = int(math.ceil(t_s / self.step_s))
+        k0 = self._step_of(self._t)
+        k1 = self._step_of(t_s)
+        k1 += k1 * self.step_s < t_s  # the first grid time at or after t_s
         edges = np.concatenate([[self._t], np.arange(k0 + 1, k1) * self.step_s, [t_s]])
         steps = k0 + np.arange(len(edges) - 1)
         self._t = t_s
@@ -119,7 +120,7 @@ class Fluid(ServiceSim):
         return self._totals.served_site.copy()
 
     def live(self) -> LiveStats:
-        k = int(self._t // self.step_s) - 1 if self._t < self.horizon_s else self.n_steps - 1
+        k = self._step_of(self._t) - 1 if self._t < self.horizon_s else self.n_steps - 1
         queued = float(self._flows.backlog.sum())
         if k < 0:
             nan = math.nan
@@ -137,12 +138,21 @@ class Fluid(ServiceSim):
             dropped=float(totals.dropped[k]),
         )
 
+    def live_at(self, t_s: float) -> LiveStats:
+        """`live()` at `t_s`: the last completed step's statistics need the requests served
+        up to the start of the step in progress only, and a read does not cut that step
+        (the pieces of a step are served one by one, so a cut would change its results)."""
+        self.advance_to(t_s if t_s >= self.horizon_s else self._step_of(t_s) * self.step_s)
+        return self.live()
+
     def close(self, horizon_s: float) -> None:
         self.advance_to(horizon_s)
         left = self._flows.clear()
         self._totals.take_back(self._latest_step(), left, to_dropped=False, site=None)
 
     def step_table(self) -> pd.DataFrame:
+        """`STEP_COLUMNS` per step, the level's own arrays (not copied: a year of steps is
+        read once, at the end)."""
         totals = self._totals
         return pd.DataFrame(
             {
@@ -155,6 +165,7 @@ class Fluid(ServiceSim):
                 "slo_met": totals.slo_met,
             },
             columns=list(STEP_COLUMNS),
+            copy=False,
         )
 
     def summary(self) -> dict[str, float]:
@@ -175,9 +186,16 @@ class Fluid(ServiceSim):
 
     # -- helpers ----------------------------------------------------------------------
 
+    def _step_of(self, t_s: float) -> int:
+        """The step `t_s` (s) is in: k with k x step_s <= t_s < (k + 1) x step_s, those
+        products as the step grid has them (`t_s // step_s` may be one off for a step that
+        is no whole number of seconds, 45.3 s: 3 x 45.3 // 45.3 == 2)."""
+        k = int(t_s // self.step_s)
+        return k + 1 if (k + 1) * self.step_s <= t_s else k - 1 if k * self.step_s > t_s else k
+
     def _latest_step(self) -> int:
         """The step the current time is in (the last one at the horizon)."""
-        return min(int(self._t // self.step_s), self.n_steps - 1)
+        return min(self._step_of(self._t), self.n_steps - 1)
 
     def _site_shares(self) -> np.ndarray | None:
         """Each site's share of the arrivals now (None: no ready replica anywhere)."""
