@@ -444,8 +444,9 @@ class PlannedStart(TimeShifter):
 
     def choose_start(self, job: JobView, plan: Planning) -> tuple[float, float]:
         """(start, holds_until_s): the planned start in [now, `plan.latest_s`], s; and, when
-        that start is now, until when planning again from the same forecast and runtime at
-        a later time t answers t (now: no such promise). By default the start of the window
+        that start is now (less than `MIN_DEFER_S` away), until when planning again from the
+        same forecast and runtime at a later time t answers t, or a start less than
+        `MIN_DEFER_S` after t (now: no such promise). By default the start of the window
         of lowest mean forecast intensity, the earliest of ties (`best_window_plan`:
         wait_awhile's and lowest_window's rule)."""
         return best_window_plan(

@@ -39,6 +39,7 @@ __all__ = [
     "cheapest_slots",
     "forecast_slots",
     "prefix_integrals",
+    "start_now_until",
     "time_weighted_percentile",
     "window_candidates",
     "window_means",
@@ -177,6 +178,46 @@ def best_window_plan(
     )
     broken = np.flatnonzero(~holds)
     return float(starts[0]), float(starts[broken[0] if broken.size else -1])
+
+
+def start_now_until(
+    times: np.ndarray,
+    values: np.ndarray,
+    starts: np.ndarray,
+    means: np.ndarray,
+    length_s: float,
+    near_s: float,
+) -> float:
+    """Until when, from `starts[0]` (now) on, no later start `near_s` or more away has a
+    lower window mean than starting at once: for every t in [starts[0], until), the window
+    means of `length_s` computed from t (`window_means` on the same step function from t,
+    cut at the same end) of the candidate starts from t at least `near_s` after t are all
+    at least t's own. `starts`: `window_candidates` from now to the latest start; `means`:
+    their `window_means`, computed from now. starts[0] when nothing is certain.
+
+    The mean f is linear between consecutive candidates c_k < c_k+1, and the candidates
+    from t in [c_k, c_k+1) are t and those after c_k. It is enough that f(t) plus the
+    rounding guard (`_rounding_guard`: its bound on the means from t, and on the
+    interpolation here, with a factor of ten to spare) stays at most f(c_j) for every c_j
+    that may be `near_s` or more after t: all those after c_k while t <= c_k+1 - near_s / 2,
+    those after c_k+1 beyond. The first part ends where f reaches the least later mean
+    less twice the guard (in time: a guard's width before a rise meets it)."""
+    c, f = starts.tolist(), means.tolist()
+    if len(c) < 2 or length_s <= 0.0:
+        return c[0]
+    guard = _rounding_guard(times, values, c[-1] + length_s, length_s)
+    low = [*np.minimum.accumulate(means[::-1])[::-1].tolist(), math.inf]  # least f from c_j on
+    for k in range(len(c) - 1):
+        a, b, fa, fb = c[k], c[k + 1], f[k], f[k + 1]
+        p = max(a, b - 0.5 * near_s)  # until p, c_k+1 may be near_s after t or more
+        fp = fa + (fb - fa) * ((p - a) / (b - a))
+        if fa + guard > low[k + 1]:
+            return a
+        if fp + guard > low[k + 1]:  # f rises to the least later mean in [a, p]: until then
+            return max(a, a + (low[k + 1] - 2.0 * guard - fa) / (fp - fa) * (p - a))
+        if max(fp, fb) + guard > low[k + 2]:
+            return p
+    return c[-1]
 
 
 def _rounding_guard(times: np.ndarray, values: np.ndarray, end_s: float, length_s: float) -> float:
