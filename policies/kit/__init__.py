@@ -19,7 +19,8 @@
   `Run`), to plan starts that fit the installed GPUs (`bookings.py`).
 - Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
   `best_window_start`, `best_window_plan`, `start_now_until`, `window_candidates`,
-  `prefix_integrals`, `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`, `SLIVER_S` (`windows.py`).
+  `prefix_integrals`, `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`,
+  `SLIVER_S` (`windows.py`).
 """
 
 from policies.kit.adjuster import Adjuster, job_of

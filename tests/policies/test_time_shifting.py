@@ -213,13 +213,19 @@ def test_carbon_time_start_now_holds_from_every_later_time_until_the_promised_on
     start, until = _carbon_time_start(times, values, latest, length)
     if start > 0.0:
         assert until == 0.0
-    for now in np.linspace(0.0, until, 200, endpoint=False)[1:] if until > 0.0 else []:
+    # Times spread over the promise, and a quarter of a second before each later
+    # candidate (which may then be near enough to count as now).
+    candidates = window_candidates(times, 0.0, latest, length)
+    spread = np.linspace(0.0, until, 200, endpoint=False)[1:]
+    for now in np.concatenate((spread, candidates - 0.25)) if until > 0.0 else []:
+        if not 0.0 < now < until:
+            continue
         k = np.searchsorted(times, now, side="right") - 1
         later_t = np.concatenate(([now], times[k + 1 :]))
         assert _carbon_time_start(later_t, values[k:], latest, length)[0] - now < MIN_DEFER_S
 
 
-def test_carbon_time_promises_start_now_up_to_a_guard_before_a_later_start_saves_carbon():
+def test_carbon_time_promises_start_now_until_a_later_start_may_save_carbon():
     # Hourly 100, 200, 300, 150: a 1-hour window's mean rises from 100 (now) to 300
     # (starting at 2 h) and falls to 150 at 3 h, which starting now beats until its own
     # mean reaches 150, half an hour in.
@@ -232,6 +238,15 @@ def test_carbon_time_promises_start_now_up_to_a_guard_before_a_later_start_saves
     # A flat start (equal means) or a later start as good as now promises nothing.
     flat = np.array([100.0, 100.0, 300.0, 150.0])
     assert _carbon_time_start(times, flat, 3 * H, H) == (0.0, 0.0)
+    # The mean rises to 200 at 1 h, and the window at 3 h is a hair cleaner (199.99): from
+    # a quarter of a second before 1 h, it saves carbon (starting at 1 h does not, and is
+    # near enough to count as now anyway), so the promise ends before.
+    times = np.array([0.0, H, 2 * H, 3 * H, 4 * H])
+    values = np.array([100.0, 200.0, 300.0, 199.99, 300.0])
+    start, until = _carbon_time_start(times, values, 3 * H, H)
+    assert start == 0.0 and H - MIN_DEFER_S < until < H - 0.25
+    later = H - 0.25
+    assert _carbon_time_start(np.array([later, *times[1:]]), values, 3 * H, H)[0] == 3 * H
 
 
 def test_percentiles_are_weighted_by_how_long_each_value_holds():
