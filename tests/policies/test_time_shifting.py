@@ -176,7 +176,8 @@ def test_a_start_now_answer_holds_from_every_later_time_until_the_promised_one(s
     assert start == best_window_start(times, values, 0.0, latest, length)[0]
     if start > 0.0:
         assert until == 0.0
-    for now in np.linspace(0.0, until, 50, endpoint=False)[1:] if until > 0.0 else []:
+    spread = np.linspace(0.0, until, 50, endpoint=False)[1:]
+    for now in np.append(spread, until * (1.0 - 1e-12)) if until > 0.0 else []:
         k = np.searchsorted(times, now, side="right") - 1
         later_t = np.concatenate(([now], times[k + 1 :]))
         assert best_window_start(later_t, values[k:], now, latest, length)[0] == now
