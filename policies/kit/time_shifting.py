@@ -88,12 +88,14 @@ FIRST_HORIZON_S = 86400.0
 class DecisionForecast:
     """One site's `objective_forecast` (for carbon, `forecast_from_now`) in one decision,
     fetched once for the longest horizon
-    asked (at least twice the last one), with its `prefix_integrals`: `cut(horizon_s)` is
+    asked (at least twice the last one), with its `prefix_integrals` (made when first
+    asked: a forecast fetched only to check that it `extends` another needs none):
+    `cut(horizon_s)` is
     what `forecast_from_now(state, site, horizon_s)` gives, bit for bit (a longer forecast
     extends a shorter one, and the prefix sums of a forecast cut short are the first ones
     of the whole)."""
 
-    __slots__ = ("_mean", "_t", "cum", "horizon_s", "now_s", "times", "values")
+    __slots__ = ("_cum", "_mean", "_t", "horizon_s", "now_s", "times", "values")
 
     def __init__(
         self, state: SystemState, site: str, horizon_s: float, objective: Objective = CARBON
@@ -102,9 +104,16 @@ class DecisionForecast:
         self.horizon_s = horizon_s
         """The horizon it was fetched for, s from now."""
         self.times, self.values = objective_forecast(state, site, horizon_s, objective)
-        self.cum = prefix_integrals(self.times, self.values)
+        self._cum: np.ndarray | None = None
         self._t: list[float] = self.times.tolist()
         self._mean: WindowMean | None = None
+
+    @property
+    def cum(self) -> np.ndarray:
+        """Its `prefix_integrals`, g/kWh x s."""
+        if self._cum is None:
+            self._cum = prefix_integrals(self.times, self.values)
+        return self._cum
 
     def mean_per_kwh(self, start_s: float, length_s: float) -> float:
         """Mean of the forecast objective signal over [start_s, start_s + length_s]
