@@ -40,7 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.kit import PlannedStart, Planning, window_candidates, window_means
+from policies.kit import (
+    MIN_DEFER_S,
+    PlannedStart,
+    Planning,
+    start_now_until,
+)
 from sim.api import JobView, SystemState
 
 __all__ = ["CarbonTime", "LowestWindow"]
@@ -79,19 +84,31 @@ class CarbonTime(LowestWindow):
     def start_costs(self, job: JobView, plan: Planning) -> tuple[np.ndarray, np.ndarray]:
         """(the candidate starts, s; minus their objective: the carbon saved per unit of
         completion time, g/kWh per kW drawn)."""
-        runtime = plan.runtime_s
-        starts = window_candidates(plan.times, plan.now_s, plan.latest_s, runtime)
-        means = window_means(plan.times, plan.values, starts, runtime, plan.cum)  # [0]: now
-        saved = (means[0] - means) * runtime  # g/kWh x s, per kW drawn: same for every start
-        wait = starts - job.submit_s
-        return starts, -saved / np.maximum(runtime + self.weight * wait, 1e-9)
+        starts, means = super().start_costs(job, plan)  # the window means
+        return starts, self._costs(job, plan, starts, means)
 
     def choose_start(self, job: JobView, plan: Planning) -> tuple[float, float]:
+        """The start of most carbon saved per unit of completion time; now if none saves
+        any, with the promise that this holds, up to starts less than `MIN_DEFER_S` later,
+        until a later start may save some (`start_now_until`)."""
         now = plan.now_s
-        starts, costs = self.start_costs(job, plan)
-        score = -costs
+        starts, means = super().start_costs(job, plan)
+        score = -self._costs(job, plan, starts, means)
         best = float(score.max())
         if best <= 0.0:
-            return now, now
+            until = start_now_until(
+                plan.times, plan.values, starts, means, plan.runtime_s, MIN_DEFER_S
+            )
+            return now, until
         k = int(np.argmax(score >= best - 1e-9 * abs(best)))
         return float(starts[k]), now
+
+    def _costs(
+        self, job: JobView, plan: Planning, starts: np.ndarray, means: np.ndarray
+    ) -> np.ndarray:
+        """Minus the carbon saved per unit of completion time of each start, against
+        starting now (`means[0]`), g/kWh per kW drawn."""
+        runtime = plan.runtime_s
+        saved = (means[0] - means) * runtime  # g/kWh x s, per kW drawn: same for every start
+        wait = starts - job.submit_s
+        return -saved / np.maximum(runtime + self.weight * wait, 1e-9)

@@ -18,8 +18,9 @@
 - `Bookings`: the GPUs of a pool over time, running jobs and planned runs (`PlannedRun`,
   `Run`), to plan starts that fit the installed GPUs (`bookings.py`).
 - Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
-  `best_window_start`, `best_window_plan`, `window_candidates`, `prefix_integrals`,
-  `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`, `SLIVER_S` (`windows.py`).
+  `best_window_start`, `best_window_plan`, `start_now_until`, `window_candidates`,
+  `prefix_integrals`, `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`,
+  `SLIVER_S` (`windows.py`).
 """
 
 from policies.kit.adjuster import Adjuster, job_of
@@ -52,6 +53,7 @@ from policies.kit.windows import (
     cheapest_slots,
     forecast_slots,
     prefix_integrals,
+    start_now_until,
     time_weighted_percentile,
     window_candidates,
     window_means,
@@ -88,6 +90,7 @@ __all__ = [
     "prefix_integrals",
     "ranked_starts",
     "runtime_s",
+    "start_now_until",
     "time_weighted_percentile",
     "window_candidates",
     "window_means",

@@ -22,8 +22,10 @@ a time whose run fits the GPUs at its origin site (`Bookings`).
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -86,12 +88,14 @@ FIRST_HORIZON_S = 86400.0
 class DecisionForecast:
     """One site's `objective_forecast` (for carbon, `forecast_from_now`) in one decision,
     fetched once for the longest horizon
-    asked (at least twice the last one), with its `prefix_integrals`: `cut(horizon_s)` is
+    asked (at least twice the last one), with its `prefix_integrals` (made when first
+    asked: a forecast fetched only to check that it `extends` another needs none):
+    `cut(horizon_s)` is
     what `forecast_from_now(state, site, horizon_s)` gives, bit for bit (a longer forecast
     extends a shorter one, and the prefix sums of a forecast cut short are the first ones
     of the whole)."""
 
-    __slots__ = ("_mean", "_t", "cum", "horizon_s", "now_s", "times", "values")
+    __slots__ = ("_cum", "_mean", "_t", "horizon_s", "now_s", "times", "values")
 
     def __init__(
         self, state: SystemState, site: str, horizon_s: float, objective: Objective = CARBON
@@ -100,9 +104,16 @@ class DecisionForecast:
         self.horizon_s = horizon_s
         """The horizon it was fetched for, s from now."""
         self.times, self.values = objective_forecast(state, site, horizon_s, objective)
-        self.cum = prefix_integrals(self.times, self.values)
+        self._cum: np.ndarray | None = None
         self._t: list[float] = self.times.tolist()
         self._mean: WindowMean | None = None
+
+    @property
+    def cum(self) -> np.ndarray:
+        """Its `prefix_integrals`, g/kWh x s."""
+        if self._cum is None:
+            self._cum = prefix_integrals(self.times, self.values)
+        return self._cum
 
     def mean_per_kwh(self, start_s: float, length_s: float) -> float:
         """Mean of the forecast objective signal over [start_s, start_s + length_s]
@@ -133,6 +144,13 @@ class DecisionForecast:
     def breakpoints_before(self, t_s: float) -> int:
         """How many of its times are before `t_s`."""
         return bisect_left(self._t, t_s)
+
+    def clear_around(self, t_s: float, pad_s: float) -> bool:
+        """Whether it reaches past t_s + pad_s with no breakpoint in [t_s - pad_s,
+        t_s + pad_s] (s): cut anywhere there, it is the same."""
+        return t_s + pad_s < self.end_s(self.horizon_s) and bisect_left(
+            self._t, t_s - pad_s
+        ) == bisect_right(self._t, t_s + pad_s)
 
     def extends(self, earlier: DecisionForecast) -> bool:
         """True if this forecast (of a later or the same decision, as long at least) is the
@@ -201,9 +219,12 @@ class TimeShifter(Policy):
         (no deadline, or `start_when_free`): one byte per job."""
         self._mark = 0
         """`state.pending_mark` at the last decision: jobs pending since are new to it."""
-        self._flexible: dict[int, JobView] = {}
-        """Job index -> view of the pending jobs of kind `_FLEXIBLE`, in queue order (and,
-        until the next full walk, some that left the queue)."""
+        self._flexible: dict[int, tuple[int, JobView]] = {}
+        """Job index -> (join number, view) of the pending jobs of kind `_FLEXIBLE` that
+        `_defer_flexible` asks, in queue order (and, until the next full walk, some that left
+        the queue); a subclass may set aside jobs whose answer it knows (`_set_aside`)."""
+        self._joins = 0
+        """How many times jobs have joined `_flexible`: the next join number."""
 
     def defer_until(self, state: SystemState, job: JobView) -> float | None:
         """When pending `job` (which has a deadline) should be looked at again, s; None:
@@ -258,7 +279,7 @@ class TimeShifter(Policy):
             elif not self.backfill:
                 self._defer_flexible(state, asked, actions)
                 return actions
-        self._flexible = {j: job for j, job in self._flexible.items() if _still_flexible(job, kind)}
+        self._flexible = {j: e for j, e in self._flexible.items() if _still_flexible(e[1], kind)}
         return actions
 
     def _see_new_pending(self, state: SystemState) -> None:
@@ -274,8 +295,22 @@ class TimeShifter(Policy):
                 kind[j] = _RUN_NOW if job.deadline_s is None else _FLEXIBLE
             if kind[j] == _FLEXIBLE:
                 self._flexible.pop(j, None)  # back in the queue: at its end
-                self._flexible[j] = job
+                self._flexible[j] = (self._joins, job)
+                self._joins += 1
         self._mark = state.pending_mark
+
+    def _set_aside(self, j: int) -> tuple[int, JobView] | None:
+        """Take job `j` out of the jobs `_defer_flexible` asks (a subclass knows its answer
+        is to start now): its entry there, None if it is not there."""
+        return self._flexible.pop(j, None)
+
+    def _put_back(self, entries: list[tuple[int, tuple[int, JobView]]]) -> None:
+        """Return jobs set aside (job index, entry) to the jobs `_defer_flexible` asks, at
+        their places in queue order."""
+        if entries:
+            merged = [*self._flexible.items(), *entries]
+            merged.sort(key=lambda item: item[1][0])
+            self._flexible = dict(merged)
 
     def _defer_flexible(self, state: SystemState, asked: set[int], actions: list[Action]) -> None:
         """Once a job that should start now has not fit (no backfill), no later job starts:
@@ -283,7 +318,7 @@ class TimeShifter(Policy):
         `_flexible` rather than by walking the whole queue."""
         now = state.now_s
         kind = self._kind
-        for j, job in list(self._flexible.items()):
+        for j, (_, job) in list(self._flexible.items()):
             if j in asked:
                 continue
             if not _still_flexible(job, kind):
@@ -330,6 +365,26 @@ class _StartsNow:
 
 
 @dataclass
+class _Quiet:
+    """The pending jobs from one origin site whose answer is known to be "start now" while
+    the site's `runtime_version` stays `version`, set aside from the jobs `_defer_flexible`
+    asks: jobs past their latest start (it is kept while the version holds), and jobs whose
+    start-now plan holds (`held`), until its promise ends and while the site's forecast
+    extends `forecast`."""
+
+    version: int
+    jobs: dict[int, tuple[int, JobView]] = field(default_factory=dict)
+    """Job index -> its `_flexible` entry, for every job set aside."""
+    held: dict[int, float] = field(default_factory=dict)
+    """Job index -> the end of its start-now promise, s, for those set aside by a plan."""
+    ends: list[tuple[float, int]] = field(default_factory=list)
+    """A heap of (promise end s, job index) over `held` (and entries that have left it)."""
+    forecast: DecisionForecast | None = None
+    """With `held`: the latest forecast they were checked against, reaching all their
+    forecasts' ends."""
+
+
+@dataclass
 class PlannedStart(TimeShifter):
     """Plans a start in [now, latest start] for a flexible job when it first becomes
     pending, from the forecast at its origin site; defers it there; starts it when the
@@ -339,8 +394,12 @@ class PlannedStart(TimeShifter):
     again at the next decision. That plan is not made again while it would give the same
     answer: the job's runtime and latest start are unchanged, the site's forecast now is
     the same step function as the one planned from (from now on), and now is before the
-    time `choose_start` promised the start-now answer for. The plans made are exactly those
-    made from scratch at every decision, at O(1) per decision for a job whose answer holds.
+    time `choose_start` promised the start-now answer for. Such jobs, and the jobs past
+    their latest start, are set aside per origin site (`_Quiet`) while that site's
+    `runtime_version` and forecast hold, and their promises have not ended (a heap by
+    promise end): a decision blocked at the head of the queue does not ask them. The plans
+    made are exactly those made from scratch at every decision, at O(1) per decision and
+    site for the jobs whose answer holds.
 
     With `capacity_aware`, a plan must also fit the GPUs of the job's origin site, on the
     site's first GPU model (where its runtime is estimated): the candidate starts are taken
@@ -382,6 +441,10 @@ class PlannedStart(TimeShifter):
         self._extended: set[int] = set()
         """ids of the earlier forecasts that the current decision's extend (so do its
         longer ones)."""
+        self._quiet: dict[str, _Quiet] = {}
+        """Origin site -> its jobs set aside, their answer known to be "start now"."""
+        self._quiet_site: dict[int, str] = {}
+        """Job index -> origin site, for the jobs set aside in `_quiet`."""
 
     def latest_start(self, state: SystemState, job: JobView, runtime: float) -> float:
         """The latest start this policy allows `job`, s: a function of the job and its
@@ -390,8 +453,9 @@ class PlannedStart(TimeShifter):
 
     def choose_start(self, job: JobView, plan: Planning) -> tuple[float, float]:
         """(start, holds_until_s): the planned start in [now, `plan.latest_s`], s; and, when
-        that start is now, until when planning again from the same forecast and runtime at
-        a later time t answers t (now: no such promise). By default the start of the window
+        that start is now (less than `MIN_DEFER_S` away), until when planning again from the
+        same forecast and runtime at a later time t answers t, or a start less than
+        `MIN_DEFER_S` after t (now: no such promise). By default the start of the window
         of lowest mean forecast intensity, the earliest of ties (`best_window_plan`:
         wait_awhile's and lowest_window's rule)."""
         return best_window_plan(
@@ -414,7 +478,88 @@ class PlannedStart(TimeShifter):
 
     def decide(self, state: SystemState) -> list[Action]:
         self._looked = False  # the bookings are brought up to date when first asked
+        self._wake(state)
         return super().decide(state)
+
+    def _wake(self, state: SystemState) -> None:
+        """Put back the jobs set aside whose answer may no longer be "start now": all of a
+        site's when its `runtime_version` has changed, its held plans when its forecast no
+        longer extends the one they were checked against, and those whose promise has
+        ended. All of them if some have left the queue unseen (rejected)."""
+        if len(self._quiet_site) > len(state.pending):
+            self._wake_all([*self._quiet_site])
+        now = state.now_s
+        for site, q in list(self._quiet.items()):
+            if state.runtime_version(site) != q.version:
+                self._wake_all([*q.jobs])
+                del self._quiet[site]
+                continue
+            if not q.held:
+                continue
+            earlier = q.forecast
+            assert earlier is not None
+            forecast = self.forecast(state, site, earlier.end_s(earlier.horizon_s) - now)
+            if forecast.extends(earlier):
+                q.forecast = forecast
+                ended = []
+                while q.ends and q.ends[0][0] <= now:
+                    until, j = heappop(q.ends)
+                    if q.held.get(j) == until:  # not an entry left by an earlier hold
+                        del q.held[j]
+                        ended.append(j)
+            else:
+                ended = list(q.held)
+            self._wake_all(ended)
+
+    def _wake_all(self, jobs: list[int]) -> None:
+        """Put jobs set aside back among those `_defer_flexible` asks."""
+        self._put_back([(j, self._unquiet(j)) for j in jobs])
+
+    def _set_quiet(
+        self, state: SystemState, job: JobView, site: str, held: _StartsNow | None
+    ) -> None:
+        """Set pending `job` aside (`_Quiet`): its answer, just given, is "start now" because
+        of `held`, or because it is past its latest start (None). A held plan whose window
+        ends within a few units in the last place of a breakpoint is not (its per-job check
+        compares the cuts, which rounding may move across it)."""
+        j = job.index
+        if held is not None:
+            end = held.latest_s + held.runtime_s
+            if not held.forecast.clear_around(end, 16.0 * math.ulp(end)):
+                self._wake_one(j)
+                return
+        entry = self._set_aside(j) or self._unquiet(j)  # or asked again at the queue's head
+        q = self._quiet.get(site)
+        if q is None:
+            q = self._quiet[site] = _Quiet(state.runtime_version(site))
+        q.jobs[j] = entry
+        self._quiet_site[j] = site
+        if held is None:
+            return
+        q.held[j] = held.until_s
+        heappush(q.ends, (held.until_s, j))
+        if len(q.ends) > 2 * len(q.held) + 64:
+            q.ends = [(until, i) for until, i in q.ends if q.held.get(i) == until]
+            heapify(q.ends)
+        forecast = held.forecast  # of this decision; so is q.forecast if it has held plans
+        if (
+            q.forecast is None
+            or q.forecast.now_s != forecast.now_s
+            or q.forecast.horizon_s < forecast.horizon_s
+        ):
+            q.forecast = forecast
+
+    def _unquiet(self, j: int) -> tuple[int, JobView]:
+        """Take job `j` (set aside) out of `_quiet`: its `_flexible` entry."""
+        q = self._quiet[self._quiet_site.pop(j)]
+        q.held.pop(j, None)
+        return q.jobs.pop(j)
+
+    def _wake_one(self, j: int) -> None:
+        """Put job `j` back among those `_defer_flexible` asks if it was set aside (its
+        answer, just given, is not a start now known to hold)."""
+        if j in self._quiet_site:
+            self._put_back([(j, self._unquiet(j))])
 
     def bookings(self, state: SystemState) -> Bookings:
         """This decision's bookings (`capacity_aware`): the running jobs at its first call,
@@ -447,11 +592,14 @@ class PlannedStart(TimeShifter):
         site = job.origin_site
         runtime, latest = self._runtime_and_latest(state, job, site)
         if latest - now < MIN_DEFER_S:
+            self._set_quiet(state, job, site, None)
             return None
         horizon = latest + runtime - now
         held = self._starts_now.get(j)
         if held is not None and self._still_starts_now(state, site, held, runtime, latest, horizon):
+            self._set_quiet(state, job, site, held)
             return None
+        self._wake_one(j)
         forecast = self.forecast(state, site, horizon)
         times, values, cum = forecast.cut(horizon)
         if times.size == 0:
@@ -467,9 +615,10 @@ class PlannedStart(TimeShifter):
             start, until = self.choose_start(job, plan)
             if start - now < MIN_DEFER_S:
                 if until > now:
-                    self._starts_now[j] = _StartsNow(
+                    held = self._starts_now[j] = _StartsNow(
                         forecast, forecast.end_s(horizon), runtime, latest, until
                     )
+                    self._set_quiet(state, job, site, held)
                 return None
         self._starts_now.pop(j, None)
         self._runtimes.pop(j, None)
@@ -557,6 +706,8 @@ class PlannedStart(TimeShifter):
         self._planned.pop(job.index, None)
         self._starts_now.pop(job.index, None)
         self._runtimes.pop(job.index, None)
+        if job.index in self._quiet_site:
+            self._unquiet(job.index)
 
     def queued(self, job: JobView) -> None:
         self._starts_now.pop(job.index, None)  # a requeued job has less work left

@@ -39,6 +39,7 @@ __all__ = [
     "cheapest_slots",
     "forecast_slots",
     "prefix_integrals",
+    "start_now_until",
     "time_weighted_percentile",
     "window_candidates",
     "window_means",
@@ -157,26 +158,57 @@ def best_window_plan(
     """(start, holds_until_s): `best_window_start`'s start, and, when that start is
     `earliest_s`, until when it stays so: for every t in [earliest_s, holds_until_s),
     `best_window_start` on the same step function from t (the forecast cut to [t, the same
-    end]) over [t, latest_s] answers t. `earliest_s` when the start is later (no promise).
-
-    The window mean f is linear between consecutive candidates c_k < c_k+1, and the
-    candidates from t in [c_k, c_k+1) are t and those after c_k; so f(t) <= f(c_k+1) +
-    max(f(c_k) - f(c_k+1), 0) and f(t) <= max(f(c_k), f(c_k+1)). t is the answer while
-    these bounds stay within the tie tolerance of f at every later candidate, by more than
-    what the means, computed from t or from `earliest_s`, may be off by (`_rounding_guard`).
-    That tolerance is `_REL_TIE` x max(1, |best|), best the least mean from t; it is taken
-    at its least: `_REL_TIE` x max(1, the least mean here less the guard)."""
+    end]) over [t, latest_s] answers t (`start_now_until` with its tie tolerance, taken at
+    its least: `_REL_TIE` x max(1, the least mean here less the rounding guard)).
+    `earliest_s` when the start is later (no promise)."""
     starts, means, k = _best_candidate(times, values, earliest_s, latest_s, length_s, cum)
-    if k != 0 or starts.size < 2 or length_s <= 0.0:
+    if k != 0:
         return float(starts[k]), earliest_s
-    guard = _rounding_guard(times, values, latest_s + length_s, length_s)
-    tie = _REL_TIE * max(1.0, float(means.min()) - guard)
-    after_next = np.append(np.minimum.accumulate(means[:1:-1])[::-1], np.inf)
-    holds = (np.maximum(means[:-1] - means[1:], 0.0) + guard <= tie) & (
-        np.maximum(means[:-1], means[1:]) + guard <= after_next + tie
-    )
-    broken = np.flatnonzero(~holds)
-    return float(starts[0]), float(starts[broken[0] if broken.size else -1])
+    return float(starts[0]), start_now_until(times, values, starts, means, length_s, 0.0, _REL_TIE)
+
+
+def start_now_until(
+    times: np.ndarray,
+    values: np.ndarray,
+    starts: np.ndarray,
+    means: np.ndarray,
+    length_s: float,
+    near_s: float,
+    rel_tie: float = 0.0,
+) -> float:
+    """Until when, from `starts[0]` (now) on, no later start `near_s` or more away has a
+    window mean lower than starting at once by more than a tie tolerance: for every t in
+    [starts[0], until), the window means of `length_s` computed from t (`window_means` on
+    the same step function from t, cut at the same end) of the candidate starts from t at
+    least `near_s` after t are all at least t's own less `rel_tie` x max(1, the least mean
+    less the rounding guard). `starts`: `window_candidates` from now to the latest start,
+    `means` their `window_means` computed from now. starts[0] when nothing is certain.
+
+    The mean f is linear between consecutive candidates c_k < c_k+1, and the candidates
+    from t in [c_k, c_k+1) are t and those after c_k. It is enough that f(t) plus the
+    rounding guard (`_rounding_guard`: its bound on the means from t, and on the
+    interpolation here, with a factor of ten to spare) stays within the tolerance of
+    f(c_j) for every c_j that may be `near_s` or more after t: all those after c_k while
+    t <= c_k+1 - near_s / 2, those after c_k+1 beyond. The first part ends where f reaches
+    the least later mean (in time: a guard's width before, where f rises to it)."""
+    c, f = starts.tolist(), means.tolist()
+    if len(c) < 2 or length_s <= 0.0:
+        return c[0]
+    guard = _rounding_guard(times, values, c[-1] + length_s, length_s)
+    tie = rel_tie * max(1.0, min(f) - guard)
+    # The least mean from c_j on, plus the tolerance.
+    low = [*(np.minimum.accumulate(means[::-1])[::-1] + tie).tolist(), math.inf]
+    for k in range(len(c) - 1):
+        a, b, fa, fb = c[k], c[k + 1], f[k], f[k + 1]
+        p = max(a, b - 0.5 * near_s)  # until p, c_k+1 may be near_s after t or more
+        fp = fa + (fb - fa) * ((p - a) / (b - a))
+        if fa + guard > low[k + 1]:
+            return a
+        if fp + guard > low[k + 1]:  # f rises to the least later mean in [a, p]: until then
+            return max(a, a + (low[k + 1] - 2.0 * guard - fa) / (fp - fa) * (p - a))
+        if max(fp, fb) + guard > low[k + 2]:
+            return p
+    return c[-1]
 
 
 def _rounding_guard(times: np.ndarray, values: np.ndarray, end_s: float, length_s: float) -> float:

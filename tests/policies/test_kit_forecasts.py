@@ -109,3 +109,15 @@ def test_a_site_is_fetched_once_per_decision_unless_a_longer_horizon_is_asked() 
     assert longer.times.size > first.times.size
     forecasts.until("b", 200.0)
     assert [site for site, _ in state.asked] == ["a", "a", "b"]
+
+
+def test_a_forecast_is_clear_around_a_time_with_no_breakpoint_near_it() -> None:
+    """`clear_around(t, pad)`: cut anywhere within `pad` of t, the forecast is the same (no
+    breakpoint there, and it reaches past t + pad), so a cut that rounding moves by less
+    than `pad` is the same cut."""
+    times, values = _forecast(0, steps=10)  # breakpoints on the hour, fetched for 6 h
+    forecast = forecast_of(times, values, 6 * 3600.0)
+    assert forecast.clear_around(2.5 * 3600.0, 1.0)
+    assert not forecast.clear_around(3 * 3600.0, 1e-9)  # a breakpoint at t
+    assert not forecast.clear_around(3 * 3600.0 - 0.5, 1.0)  # ... within pad
+    assert not forecast.clear_around(forecast.end_s(6 * 3600.0) - 0.5, 1.0)  # past its end
