@@ -32,7 +32,13 @@ import numpy as np
 
 from policies.kit.bookings import Bookings, Run
 from policies.kit.gpus import FreeGpus
-from policies.kit.objective import CARBON, Objective, forecast_from_now, objective_forecast
+from policies.kit.objective import (
+    CARBON,
+    Objective,
+    forecast_from_now,
+    objective_forecast,
+    objective_now,
+)
 from policies.kit.windows import (
     WindowMean,
     best_window_plan,
@@ -84,6 +90,11 @@ def ranked_starts(starts_s: np.ndarray, costs: np.ndarray, first_s: float) -> np
 FIRST_HORIZON_S = 86400.0
 """The horizon of a site's first forecast in a decision, s (a day: most plans fit in it)."""
 
+REACH_PAST_S = 3600.0
+"""How far past the horizon asked a forecast is fetched at least, s: so that a plan's window
+ends inside the forecast it is made from, which is kept while the site's `forecast_version`
+holds, and the plan can be set aside (`DecisionForecast.clear_around`)."""
+
 
 class DecisionForecast:
     """One site's `objective_forecast` (for carbon, `forecast_from_now`) in one decision,
@@ -95,7 +106,7 @@ class DecisionForecast:
     extends a shorter one, and the prefix sums of a forecast cut short are the first ones
     of the whole)."""
 
-    __slots__ = ("_cum", "_mean", "_t", "horizon_s", "now_s", "times", "values")
+    __slots__ = ("_cum", "_mean", "_t", "horizon_s", "now_s", "times", "values", "version")
 
     def __init__(
         self, state: SystemState, site: str, horizon_s: float, objective: Objective = CARBON
@@ -103,6 +114,8 @@ class DecisionForecast:
         self.now_s = state.now_s
         self.horizon_s = horizon_s
         """The horizon it was fetched for, s from now."""
+        self.version = state.forecast_version(site)
+        """The site's `forecast_version` when it was fetched."""
         self.times, self.values = objective_forecast(state, site, horizon_s, objective)
         self._cum: np.ndarray | None = None
         self._t: list[float] = self.times.tolist()
@@ -152,6 +165,19 @@ class DecisionForecast:
             self._t, t_s - pad_s
         ) == bisect_right(self._t, t_s + pad_s)
 
+    def holds_now(self, state: SystemState, site: str, objective: Objective) -> bool:
+        """True if a forecast of `site` fetched now, as long as this one (of an earlier or
+        the same decision) reaches, would `extend` it, known without fetching it: now is
+        before its end, the site's `forecast_version` is the one it was fetched at (the
+        later steps are the same), and its step in effect now has the objective's value
+        now (the one a fresh forecast starts with)."""
+        now = state.now_s
+        return (
+            now < self.end_s(self.horizon_s)
+            and state.forecast_version(site) == self.version
+            and self.values[bisect_right(self._t, now) - 1] == objective_now(state, site, objective)
+        )
+
     def extends(self, earlier: DecisionForecast) -> bool:
         """True if this forecast (of a later or the same decision, as long at least) is the
         same step function as `earlier` from this one's start to `earlier`'s end: the same
@@ -167,7 +193,8 @@ class DecisionForecast:
 
 class DecisionForecasts:
     """The sites' forecasts of one decision (`DecisionForecast`), each fetched when first
-    needed and again only for a longer horizon: at least twice the last one, a day first.
+    needed and again only for a longer horizon: at least twice the last one, a day first,
+    and an hour past the horizon asked (`REACH_PAST_S`).
     For policies that price many runs in one decision (every site a job may use, for every
     job)."""
 
@@ -183,7 +210,7 @@ class DecisionForecasts:
         """`site`'s forecast of this decision, at least `horizon_s` long (s from now)."""
         got = self._by_site.get(site)
         if got is None or got.horizon_s < horizon_s:
-            longer = max(horizon_s, 2.0 * got.horizon_s if got else FIRST_HORIZON_S)
+            longer = max(horizon_s + REACH_PAST_S, 2.0 * got.horizon_s if got else FIRST_HORIZON_S)
             got = self._by_site[site] = DecisionForecast(self._state, site, longer, self._objective)
         return got
 
@@ -496,10 +523,9 @@ class PlannedStart(TimeShifter):
                 continue
             if not q.held:
                 continue
-            earlier = q.forecast
-            assert earlier is not None
-            forecast = self.forecast(state, site, earlier.end_s(earlier.horizon_s) - now)
-            if forecast.extends(earlier):
+            assert q.forecast is not None
+            forecast = self._still_forecast(state, site, q.forecast)
+            if forecast is not None:
                 q.forecast = forecast
                 ended = []
                 while q.ends and q.ends[0][0] <= now:
@@ -541,11 +567,11 @@ class PlannedStart(TimeShifter):
         if len(q.ends) > 2 * len(q.held) + 64:
             q.ends = [(until, i) for until, i in q.ends if q.held.get(i) == until]
             heapify(q.ends)
-        forecast = held.forecast  # of this decision; so is q.forecast if it has held plans
+        forecast = held.forecast  # the site's now, as is q.forecast if other plans are held
         if (
             q.forecast is None
-            or q.forecast.now_s != forecast.now_s
-            or q.forecast.horizon_s < forecast.horizon_s
+            or len(q.held) == 1
+            or q.forecast.end_s(q.forecast.horizon_s) < forecast.end_s(forecast.horizon_s)
         ):
             q.forecast = forecast
 
@@ -689,18 +715,31 @@ class PlannedStart(TimeShifter):
         now = state.now_s
         if now >= held.until_s or runtime != held.runtime_s or latest != held.latest_s:
             return False
-        earlier = held.forecast
-        forecast = self.forecast(state, site, earlier.now_s + earlier.horizon_s - now)
-        if id(earlier) not in self._extended:
-            if not forecast.extends(earlier):
-                return False
-            self._extended.add(id(earlier))
+        forecast = self._still_forecast(state, site, held.forecast)
+        if forecast is None:
+            return False
         # ... and cut where it was: no breakpoint between the two cuts
-        cut = forecast.breakpoints_before(forecast.end_s(horizon))
+        cut = forecast.breakpoints_before(now + horizon)  # horizon > 0: from now
         if cut != forecast.breakpoints_before(held.end_s):
             return False
         held.forecast = forecast  # the same from now on: jobs held since share the check
         return True
+
+    def _still_forecast(
+        self, state: SystemState, site: str, earlier: DecisionForecast
+    ) -> DecisionForecast | None:
+        """A forecast that is `site`'s from now to `earlier`'s end, if the site's forecast
+        now `extends` `earlier` (None if not): `earlier` itself when that is known without a
+        fetch (`DecisionForecast.holds_now`), else this decision's, checked once per
+        `earlier`."""
+        if earlier.holds_now(state, site, self.goal):
+            return earlier
+        forecast = self.forecast(state, site, earlier.end_s(earlier.horizon_s) - state.now_s)
+        if id(earlier) not in self._extended:
+            if not forecast.extends(earlier):
+                return None
+            self._extended.add(id(earlier))
+        return forecast
 
     def started(self, job: JobView) -> None:
         self._planned.pop(job.index, None)

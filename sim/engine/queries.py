@@ -314,6 +314,9 @@ class Queries(Component):
         core = self._core
         return self.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
 
+    def forecast_version(self, site: str) -> int:
+        return self.forecaster.version(self.decision_signal(site), self._core.env.now)
+
     def _tariff(self, site: str, asker: str) -> SiteTariff:
         tariff = self._fleet.tariffs[self._fleet.site(site).index]
         if tariff is None:

@@ -195,6 +195,29 @@ class Forecaster:
             return replay.forecast(now_s, horizon_s, self.model_forecast)
         return self.model_forecast(signal, now_s, horizon_s)
 
+    def version(self, signal: CarbonSignal, now_s: float) -> int:
+        """A number that changes whenever the steps that `forecast(signal, now_s, ..)` gives
+        after its first one may stop being those of the forecasts issued earlier (at or after
+        the number took its value): while it is unchanged, every forecast issued since has
+        the same breakpoints and values after now_s up to the shorter one's end. The step in
+        effect at now_s is not covered (persistence gives it yesterday's value at now_s).
+
+        - "perfect" and "persistence": never (each step's value is a function of its start
+          alone: the truth, or the truth 24 h before it);
+        - a replayed archive with the "perfect" model: at each new issue (between issues the
+          later steps are the latest issue's, then the truth where it falls back);
+        - "gaussian", "calibrated", and replays with those or "persistence" (whose fallback
+          holds the value at the issue time up to the first breakpoint): at every new issue
+          time, as noise is drawn afresh per issue: the number is `now_s`'s float64 bits.
+        """
+        replay = self._replays.get(id(signal))
+        if replay is not None and replay.signal is signal:
+            if self.model == "perfect":
+                return replay.issue_index(now_s) + 1
+        elif self.model in ("perfect", "persistence"):
+            return 0
+        return int(struct.unpack("<q", struct.pack("<d", float(now_s) + 0.0))[0])
+
     def model_forecast(
         self, signal: CarbonSignal, now_s: float, horizon_s: float
     ) -> tuple[np.ndarray, np.ndarray]:

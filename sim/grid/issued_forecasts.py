@@ -165,7 +165,7 @@ class Replay:
         if horizon_s < 0 or now_s >= end_s:
             return model(signal, now_s, horizon_s)  # its empty window or its error
         self.forecasts += 1
-        k = bisect_right(self._issued_list, now_s) - 1
+        k = self.issue_index(now_s)
         covered_s = now_s
         times, values = np.array([now_s]), np.array([signal.value_at(now_s)])
         if k >= 0:
@@ -192,6 +192,10 @@ class Replay:
             np.r_[times[inside], covered_s, m_times[later]],
             np.r_[values[inside], m_values[at], m_values[later]],
         )
+
+    def issue_index(self, now_s: float) -> int:
+        """The index of the latest issue at or before `now_s` (-1 before the first)."""
+        return bisect_right(self._issued_list, now_s) - 1
 
     def record(self) -> dict[str, Any]:
         """What was replayed, for meta.json: the file, its issues, the fallback rule, how

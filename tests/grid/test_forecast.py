@@ -18,8 +18,9 @@ from sim.config.runtime import ForecastConfig
 from sim.errors import ScenarioError
 from sim.grid import CarbonSignal, Forecaster
 from sim.grid.forecast import DAY_S, shipped_calibration
+from sim.grid.issued_forecasts import Replay, load_issued_forecasts
 from tests.conftest import make_scenario, site
-from tests.grid.archives import watttime_archive
+from tests.grid.archives import issued_archive, watttime_archive
 
 HOUR = 3600.0
 
@@ -287,3 +288,56 @@ def test_good_forecast_configs():
     assert ForecastConfig(model="calibrated").scale is None  # means 1
     assert ForecastConfig(model="calibrated", scale=0).scale == 0
     assert ForecastConfig(model="persistence").model == "persistence"
+
+
+# --- the forecast version ------------------------------------------------------------------
+
+
+def _versions_and_forecasts(f: Forecaster, signal: CarbonSignal, end_s: float):
+    """(issue time, version, forecast to end_s) at times between and on the breakpoints."""
+    times = np.arange(0.0, 30 * HOUR, 0.3 * HOUR)  # every 18 min: on each hour every 3 h
+    return [(t, f.version(signal, t), f.forecast(signal, t, end_s - t)) for t in times]
+
+
+@pytest.mark.parametrize(
+    "model, cfg, replayed",
+    [
+        ("perfect", {}, False),
+        ("persistence", {}, False),
+        ("gaussian", {"sigma_frac": 0.2}, False),
+        ("calibrated", {}, False),
+        ("perfect", {}, True),
+        ("persistence", {}, True),
+    ],
+)
+def test_while_the_version_holds_the_later_steps_of_a_forecast_are_those_issued_earlier(
+    model, cfg, replayed, tmp_path
+):
+    """`Forecaster.version`: two forecasts issued at times with the same version have the
+    same breakpoints and values after the later one's first step (to a common end); it never
+    changes for perfect and persistence forecasts, at each issue of a replayed archive with
+    the perfect model, and at every issue time otherwise (where forecasts do differ)."""
+    f, signal = forecaster(model, **cfg), noisy_signal()
+    if replayed:
+        issued_archive(tmp_path / "issued.csv")
+        archive = load_issued_forecasts(tmp_path / "issued.csv")
+        start = pd.Timestamp("2020-06-01T00:00Z")
+        f.replay(Replay(archive, signal, "a", start, "model", "sites[0].forecast"))
+    seen = _versions_and_forecasts(f, signal, end_s=40 * HOUR)
+    for a, (t0, v0, (times0, values0)) in enumerate(seen):
+        for t1, v1, (times1, values1) in seen[a + 1 :]:
+            k = np.searchsorted(times0, t1, side="right")  # times0[k:] are after t1
+            same = times1[1:].tolist() == times0[k:].tolist() and np.array_equal(
+                values1[1:], values0[k:]
+            )
+            if v1 == v0:
+                assert same, (t0, t1)
+            elif not replayed:
+                assert not same  # a bump only where forecasts differ
+    versions = [v for _, v, _ in seen]
+    if model in ("perfect", "persistence") and not replayed:
+        assert set(versions) == {0}
+    elif model == "perfect":
+        assert len(set(versions)) == 16  # one per issue, and one before the first
+    else:
+        assert len(set(versions)) == len(seen)

@@ -29,6 +29,9 @@ class _Given:
     def carbon_intensity(self, site: str) -> float:
         return float(self._values[0])
 
+    def forecast_version(self, site: str) -> int:
+        return 0
+
 
 def forecast_of(times: np.ndarray, values: np.ndarray, horizon_s: float) -> DecisionForecast:
     """A `DecisionForecast` of exactly `times`, `values`."""
@@ -81,7 +84,7 @@ def test_best_start_picks_the_earliest_of_tied_windows() -> None:
 
 
 class _State:
-    """The two reads `DecisionForecasts` makes of a `SystemState`, counting forecasts."""
+    """The three reads `DecisionForecasts` makes of a `SystemState`, counting forecasts."""
 
     now_s = 100.0
 
@@ -95,6 +98,9 @@ class _State:
 
     def carbon_intensity(self, site: str) -> float:
         return 250.0
+
+    def forecast_version(self, site: str) -> int:
+        return 0
 
 
 def test_a_site_is_fetched_once_per_decision_unless_a_longer_horizon_is_asked() -> None:

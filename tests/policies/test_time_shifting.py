@@ -43,6 +43,7 @@ from sim.errors import ScenarioError
 from sim.plugins import build_policy
 from sim.testing import PolicyHarness
 from tests.conftest import REPO, make_scenario, run_cli, site
+from tests.grid.archives import issued_archive
 
 H = 3600.0
 
@@ -685,29 +686,40 @@ def _count_asked(policy):
         ("wait_awhile", "perfect", False),
         ("wait_awhile", "persistence", False),
         ("wait_awhile", "gaussian", False),
+        ("wait_awhile", "replayed", False),
         ("wait_awhile", "perfect", True),
         ("carbon_time", "perfect", False),
         ("carbon_time", "gaussian", False),
+        ("carbon_time", "replayed", False),
         ("carbon_time", "perfect", True),
     ],
 )
-def test_plans_kept_while_they_hold_are_the_plans_made_afresh(policy, forecast, changing_sites):
+def test_plans_kept_while_they_hold_are_the_plans_made_afresh(
+    policy, forecast, changing_sites, tmp_path
+):
     """On three small sites flooded with jobs (most wait for GPUs, so plans to start now
     are made again and again), keeping a start-now plan while it holds, runtimes while
     their site's `runtime_version` holds, and not asking the jobs whose answer is known to
     be "start now" (`_Quiet`), gives the same run, bit for bit, as planning afresh at every
     decision, and asks fewer times. With `changing_sites`, nodes power off and on and
-    Frankfurt's cap changes every hour, so runtimes of waiting jobs change."""
+    Frankfurt's cap changes every hour, so runtimes of waiting jobs change. "replayed":
+    every site's forecast is an archive issued every 3 h (perfect between and after the
+    issues' targets), so a site's forecast changes at each issue only."""
     noise = {"sigma_frac": 0.2} if forecast == "gaussian" else {}
     power_off = [f"sites[{i}].power_off={{idle_s=600, wake_s=300, off_w=10}}" for i in range(3)]
+    issued = tmp_path / "issued.csv"
+    issued_archive(issued)
+    replayed = [f'sites[{i}].forecast={{file="{issued}", fallback="model"}}' for i in range(3)]
+    model = "perfect" if forecast == "replayed" else forecast
     scenario = load_scenario(
         REPO / "scenarios" / "quickstart.toml",
         [
             "duration_h=24",
             "workload.synthetic.arrival_rate_per_h=40",
             "demand_response=[]",
-            f"forecast={json.dumps({'model': forecast, **noise}).replace(':', '=')}",
+            f"forecast={json.dumps({'model': model, **noise}).replace(':', '=')}",
             *(power_off if changing_sites else []),
+            *(replayed if forecast == "replayed" else []),
         ],
     )
     kept, fresh = (_count_asked(p()) for p in KEPT_AND_FRESH[policy, changing_sites])
