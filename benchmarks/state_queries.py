@@ -53,6 +53,7 @@ def queries(state: SystemState) -> dict[str, Callable[[], object]]:
         "`estimate(job, site)`": lambda: state.estimate(job, there),
         "`runtime_s(job, site)`": lambda: state.runtime_s(job, there),
         "`runtime_version(site)`": lambda: state.runtime_version(here),
+        "`forecast_version(site)`": lambda: state.forecast_version(here),
         "`power_delta_w(job)`": lambda: state.power_delta_w(job, site=here),
         "`transfer_cost(src, dst, 50 GB)`": lambda: state.transfer_cost(here, there, 50.0),
         "`migration_cost(running job, site)`": lambda: state.migration_cost(running, there),
