@@ -342,12 +342,12 @@ class _Offered(Protocol):
         """A number that changes whenever `forecast(site, ..)`'s steps after the current
         one may stop being those of a forecast made earlier: while it is unchanged, every
         forecast made since it took its value has the same later breakpoints and values, up
-        to the shorter one's end (the current step's value aside: compare it with
-        `carbon_intensity`, or with the earlier forecast's own). A policy may keep a
-        forecast rather than ask again. Never changes for "perfect" and "persistence"
-        forecasts; for a replayed archive with the "perfect" model, at each new issue; for
-        noisy ones ("gaussian", "calibrated"), at every new time. (`price_forecast` is
-        perfect: it never changes.)"""
+        to the shorter one's end. The value of the step in effect now is not covered (a
+        fresh forecast's may differ from the earlier one's value for that time). A policy
+        may keep a forecast rather than ask again. Never changes for "perfect" and "persistence"
+        forecasts; for a replayed archive with the "perfect" model, at each new issue;
+        otherwise ("gaussian", "calibrated", archives replayed with another model) at every
+        new time. (`price_forecast` is perfect: it never changes.)"""
         return _engine(self).forecast_version(site)
 
     def electricity_price(self, site: str) -> float:
