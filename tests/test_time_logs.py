@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.util.records import INSTANT_S, EventLog, PowerLog, in_instants
+from sim.util.records import INSTANT_S, EventLog, PowerLog, in_instants, sort_in_instants
 from tests.golden.cases import CASES
 from tests.golden.record import run_case
 
@@ -79,3 +79,42 @@ def test_logs_drain_while_something_else_still_views_their_columns():
     assert power.drain_frame(["frankfurt"])["it_w"].tolist() == [200.0]
     assert len(events) == 0 and len(power.time_s) == 0
     assert [view.tolist() for view in held] == [[T], [T], [0], [200.0]]  # still the old rows
+
+
+def _random_log(rng: np.random.Generator, in_time_order: bool):
+    """A log of 2,000 rows in about 300 instants, some of their rows a last bit or two apart
+    and some a little under `INSTANT_S` apart (chained into one instant), with keys of few
+    values (ties) in random order within an instant."""
+    instant_s = np.cumsum(rng.choice([INSTANT_S, 0.7, 3600.0], size=300))
+    times_s = np.repeat(instant_s, rng.integers(1, 14, size=300))[:2000]
+    times_s = times_s + rng.choice([0.0, 0.0, 1e-11, 2e-11, 0.9 * INSTANT_S], size=len(times_s))
+    times_s = np.maximum.accumulate(times_s) if in_time_order else rng.permutation(times_s)
+    n = len(times_s)
+    keys = (rng.integers(0, 4, n).astype(np.int8), rng.integers(-1, 5, n).astype(np.int32))
+    return times_s, keys
+
+
+@pytest.mark.parametrize("in_time_order", [True, False])
+def test_a_log_sorted_in_place_is_in_the_order_and_instants_in_instants_gives(in_time_order):
+    rng = np.random.default_rng(34)
+    for _ in range(50):
+        times_s, keys = _random_log(rng, in_time_order)
+        order, instant_s = in_instants(times_s, *keys)
+        rows = np.arange(len(times_s), dtype=np.float64)  # a column that names each row
+        columns = (*(key.copy() for key in keys), rows)
+        sort_in_instants(times_s, keys, columns)
+        assert times_s.tolist() == instant_s.tolist()
+        assert rows.tolist() == order.tolist()
+        assert [c.tolist() for c in columns[:2]] == [key[order].tolist() for key in keys]
+
+
+def test_logs_as_an_engine_writes_them_need_only_their_unsorted_instants_sorted():
+    # an engine logs at its clock: times never decrease; j1's finish, logged after j2's
+    # start at that instant, comes first
+    times_s = np.array([0.0, T, T_LAST_BIT, T + 1.0])
+    kinds = np.array([9, 19, 1, 1], dtype=np.int8)  # ranks: submit, start, finish, finish
+    jobs = np.array([2, 2, 1, 2], dtype=np.int32)
+    sort_in_instants(times_s, (kinds, jobs), (kinds, jobs))
+    assert times_s.tolist() == [0.0, T, T, T + 1.0]
+    assert jobs.tolist() == [2, 1, 2, 2]
+    assert kinds.tolist() == [9, 1, 19, 1]

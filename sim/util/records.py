@@ -147,42 +147,36 @@ class EventLog:
 
     def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then kind in
-        `_INSTANT_RANK` order, job, site), emptying the log column by column as the table is
-        built (so that both never coexist whole). Text columns are categoricals (job -1 and
-        site -1: missing)."""
-        order, time_s = in_instants(
-            np.frombuffer(self.time_s),
-            _INSTANT_RANK[np.frombuffer(self.kind, np.int8)],
-            np.frombuffer(self.job, np.int32),
-            np.frombuffer(self.site, np.int16),
+        `_INSTANT_RANK` order, job, site), emptying the log: the table's columns are the
+        log's, sorted in place (`sort_in_instants`). Text columns are categoricals (job -1
+        and site -1: missing)."""
+        time_s, kind, job, site, value = (
+            _take(self, name) for name in ("time_s", "kind", "job", "site", "value")
         )
-        self.time_s = array("d")
+        detail = _take(self, "detail")
+        sort_in_instants(time_s, (_INSTANT_RANK[kind], job, site), (kind, job, site, value, detail))
         return pd.DataFrame(
             {
                 "time_s": time_s,
-                "kind": pd.Categorical.from_codes(
-                    _take(self, "kind")[order], categories=EVENT_KINDS
-                ),
-                "job": job_categorical(_take(self, "job")[order], job_ids),
-                "site": pd.Categorical.from_codes(
-                    _take(self, "site")[order], categories=site_names
-                ),
-                "value": _take(self, "value")[order],
-                "detail": self._drain_detail(order),
+                "kind": pd.Categorical.from_codes(kind, categories=EVENT_KINDS),
+                "job": job_categorical(job, job_ids),
+                "site": pd.Categorical.from_codes(site, categories=site_names),
+                "value": value,
+                "detail": self._drain_detail(detail),
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
         )
 
-    def _drain_detail(self, rows: np.ndarray) -> pd.Categorical:
-        """The details in the order of `rows` as a categorical with its texts sorted (as
-        `pd.Categorical` of the texts themselves orders them), the codes emptied."""
+    def _drain_detail(self, codes: np.ndarray) -> pd.Categorical:
+        """The details of the drained `codes` as a categorical with its texts sorted (as
+        `pd.Categorical` of the texts themselves orders them)."""
         texts = list(self._detail_code)
         order = sorted(range(len(texts)), key=texts.__getitem__)
         recode = np.empty(len(texts), dtype=np.int32)
         recode[order] = np.arange(len(texts), dtype=np.int32)
         self._detail_code = {}
         return pd.Categorical.from_codes(
-            recode[_take(self, "detail")[rows]], categories=pd.Index([texts[i] for i in order])
+            recode[codes], categories=pd.Index([texts[i] for i in order])
         )
 
 
@@ -219,20 +213,21 @@ class PowerLog:
 
     def drain_frame(self, site_names: list[str]) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then site),
-        emptying the log column by column as the table is built."""
+        emptying the log: the table's columns are the log's, sorted in place
+        (`sort_in_instants`)."""
         self._last_row = [-1] * len(self._last_row)
         self._last_s = [-math.inf] * len(self._last_s)
-        order, time_s = in_instants(np.frombuffer(self.time_s), np.frombuffer(self.site, np.int16))
-        self.time_s = array("d")
+        time_s, site, it_w, facility_w, busy_gpus = (
+            _take(self, name) for name in ("time_s", "site", "it_w", "facility_w", "busy_gpus")
+        )
+        sort_in_instants(time_s, (site,), (site, it_w, facility_w, busy_gpus))
         return pd.DataFrame(
             {
                 "time_s": time_s,
-                "site": pd.Categorical.from_codes(
-                    _take(self, "site")[order], categories=site_names
-                ),
-                "it_w": _take(self, "it_w")[order],
-                "facility_w": _take(self, "facility_w")[order],
-                "busy_gpus": _take(self, "busy_gpus").astype(np.int64)[order],
+                "site": pd.Categorical.from_codes(site, categories=site_names),
+                "it_w": it_w,
+                "facility_w": facility_w,
+                "busy_gpus": busy_gpus.astype(np.int64),
             },
             copy=False,  # the drained columns as they are, not a consolidated copy
         )
@@ -258,6 +253,52 @@ def in_instants(times_s: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.
     instant = np.cumsum(new) - 1
     within = np.lexsort((by_time, *(np.asarray(k)[by_time] for k in reversed(keys)), instant))
     return by_time[within], t[new][instant][within]
+
+
+def sort_in_instants(
+    times_s: np.ndarray, keys: tuple[np.ndarray, ...], columns: tuple[np.ndarray, ...]
+) -> None:
+    """Puts a log's rows in their canonical order (`in_instants`) in place: every one of
+    `columns` (the log's columns, `keys` among them or made from them) reordered, and each
+    of `times_s` replaced by its instant's time, s.
+
+    A log whose times never decrease (as an engine logs them: at its clock) is in time
+    order already; then only the instants whose rows are out of `keys` order are sorted,
+    a few short runs, not the whole log with an int64 index per row and step. A log whose
+    times decrease somewhere is sorted whole by `in_instants`."""
+    n = len(times_s)
+    if not np.all(times_s[1:] >= times_s[:-1]):  # (NaN times too)
+        order, instant_s = in_instants(times_s, *keys)
+        times_s[:] = instant_s
+        del instant_s
+        for column in columns:
+            column[:] = column[order]
+        return
+    new = instant_starts(times_s)
+    starts = np.flatnonzero(new)
+    # row i + 1 comes before row i: same instant and less on the keys (the first deciding)
+    before = np.zeros(max(n - 1, 0), dtype=bool)
+    tied = ~new[1:]
+    for key in keys:
+        before |= tied & (key[1:] < key[:-1])
+        tied &= key[1:] == key[:-1]
+    del tied
+    np.take(times_s[starts], np.cumsum(new) - 1, out=times_s)
+    del new
+    unsorted = np.unique(np.searchsorted(starts, np.flatnonzero(before) + 1, side="right") - 1)
+    del before
+    if len(unsorted) == 0:
+        return
+    ends = np.append(starts, n)[unsorted + 1]
+    begins = starts[unsorted]
+    del starts
+    lengths = ends - begins
+    instant = np.repeat(np.arange(len(unsorted)), lengths)
+    rows = np.arange(len(instant)) + np.repeat(begins - (np.cumsum(lengths) - lengths), lengths)
+    within = np.lexsort((rows, *(key[rows] for key in reversed(keys)), instant))
+    taken = rows[within]
+    for column in columns:
+        column[rows] = column[taken]
 
 
 def job_categorical(codes: np.ndarray, job_ids: np.ndarray | pd.Series) -> pd.Categorical:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config.workload import DurationDist, SyntheticWorkload
+from sim.util.columns import same_value_column
 from sim.workload.table import JobTable
 
 
@@ -93,19 +94,16 @@ def generate_synthetic(
 
     origin = rng.choice(len(site_names), size=n, p=_origin_weights(cfg, site_names))
 
-    profile = np.empty(n, dtype=object)
-    profile.fill(cfg.profile)  # one shared text (np.full would copy it for every job)
-
     return JobTable(
         job_id=np.array([f"j{i}" for i in range(n)], dtype=object),
         submit_s=submit_s,
         gpus=gpus,
         work_gpu_h=duration_h * gpus,
-        profile=profile,
+        profile=same_value_column(n, cfg.profile, object),
         deadline_s=deadline_s,
         interruptible=interruptible,
-        checkpoint_gb=np.full(n, float(cfg.checkpoint_gb)),
-        data_gb=np.full(n, float(cfg.data_gb)),
+        checkpoint_gb=same_value_column(n, float(cfg.checkpoint_gb)),
+        data_gb=same_value_column(n, float(cfg.data_gb)),
         origin_site=origin.astype(np.int64),
     )
 

@@ -25,7 +25,7 @@ from sim.models.hardware import GPU_CATALOG, PROFILES
 from sim.models.scaling import SCHEMES
 from sim.models.sharing import MILLI_PER_GPU
 from sim.models.training import split_batch_profile
-from sim.util.columns import freeze_columns
+from sim.util.columns import freeze_columns, same_value_column
 
 COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -263,22 +263,20 @@ class JobTable:
     """str (object), who submitted the job (a trace's user); "": unknown."""
 
     def __post_init__(self) -> None:
-        if self.allowed_sites is None:
-            object.__setattr__(self, "allowed_sites", np.full(len(self.job_id), ANY_SITE))
-        if self.allowed_gpu_models is None:
-            object.__setattr__(
-                self, "allowed_gpu_models", np.full(len(self.job_id), ANY_GPU_MODEL, object)
-            )
-        for name in ("target_metric", "training_u"):
+        defaults = {  # a column not given: every job's value, stored once
+            "allowed_sites": (ANY_SITE, np.int64),
+            "allowed_gpu_models": (ANY_GPU_MODEL, object),
+            "target_metric": (np.nan, np.float64),
+            "training_u": (np.nan, np.float64),
+            "gpu_milli": (MILLI_PER_GPU, np.int64),
+            "parallelism": ("data", object),
+            "mig_profile": ("", object),
+            "vc": ("", object),
+            "user": ("", object),
+        }
+        for name, (value, dtype) in defaults.items():
             if getattr(self, name) is None:
-                object.__setattr__(self, name, np.full(len(self.job_id), np.nan))
-        if self.gpu_milli is None:
-            object.__setattr__(self, "gpu_milli", np.full(len(self.job_id), MILLI_PER_GPU))
-        if self.parallelism is None:
-            object.__setattr__(self, "parallelism", np.full(len(self.job_id), "data", object))
-        for name in ("mig_profile", "vc", "user"):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, np.full(len(self.job_id), "", object))
+                object.__setattr__(self, name, same_value_column(len(self.job_id), value, dtype))
         freeze_columns(self, _DTYPES)
         self._check_invariants()
 

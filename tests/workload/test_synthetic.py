@@ -5,6 +5,8 @@ error (cycles, presets, heavy-tailed durations, offered load). The basic generat
 from __future__ import annotations
 
 import math
+import sys
+import tracemalloc
 from datetime import UTC, datetime
 
 import numpy as np
@@ -162,3 +164,18 @@ def test_a_scenario_with_a_daily_cycle_generates_its_workload(tmp_path):
         duration_h=48,
     )
     assert sim.simulate(scenario).summary["jobs_submitted"] > 100
+
+
+def test_a_generated_table_stores_each_value_all_jobs_share_once():
+    # profile, checkpoint_gb, data_gb and the columns the generator leaves unset are one value
+    # for every job: at a million jobs, 8 MB each if stored per job
+    tracemalloc.start()
+    jobs = gen(cfg(arrival_rate_per_h=4000.0), 25)
+    held_bytes, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    per_job = ("submit_s", "gpus", "work_gpu_h", "deadline_s", "interruptible", "origin_site")
+    own_bytes = sum(getattr(jobs, name).nbytes for name in (*per_job, "job_id"))
+    own_bytes += sum(sys.getsizeof(job_id) for job_id in jobs.job_id)
+    assert len(jobs) > 90_000
+    assert held_bytes < own_bytes + 8 * len(jobs)  # less than one more column of 8 bytes
+    assert set(jobs.vc) == {""} and set(jobs.gpu_milli) == {1000} and set(jobs.data_gb) == {0.0}
