@@ -51,18 +51,22 @@ def per_step(level: Deployment, edges_s: np.ndarray, horizon_s: float) -> StepEn
     t = np.asarray(level.time_s)
     floor_w = level.pool.idle_w + level.pool.host_w
     site = level.site
-    t_next = np.append(t[1:], horizon_s)
+    bounds_s = np.append(t, horizon_s)  # each log row's start, then the horizon
     k = np.clip(np.searchsorted(t, edges_s, side="right") - 1, 0, len(t) - 1)  # row at edge
-    t_k, from_s = t[k], np.maximum(edges_s, t[k])
+    t_k = t[k]
+    from_s = np.maximum(edges_s, t_k)
 
     def increments(fn) -> tuple[np.ndarray, np.ndarray]:
-        """The cumulative `fn` over each log row, and from each edge's row to the edge."""
-        return fn(t_next) - fn(t), fn(from_s) - fn(t_k)
+        """The cumulative `fn` (elementwise) over each log row, and from each edge's row to
+        the edge."""
+        at_bounds = fn(bounds_s)
+        return np.diff(at_bounds), fn(from_s) - at_bounds[k]
 
     def integral(weights: np.ndarray, rows: np.ndarray, to_edge: np.ndarray) -> np.ndarray:
         """Per step, the integral of the step function `weights` (from each log row's
         time) against a cumulative function of `increments` (`rows`, `to_edge`)."""
-        before = np.concatenate([[0.0], np.cumsum(weights * rows)])
+        before = np.zeros(len(weights) + 1)
+        np.cumsum(weights * rows, out=before[1:])
         return np.diff(before[k] + weights[k] * to_edge)
 
     pue = increments(site.pue.cumulative)
@@ -70,7 +74,7 @@ def per_step(level: Deployment, edges_s: np.ndarray, horizon_s: float) -> StepEn
     return StepEnergy(
         energy_kwh=integral(it_w, *pue) / _WS_PER_KWH,
         carbon_kg=integral(it_w, *increments(site.facility_ci.cumulative)) / _GS_PER_KGH,
-        gpu_s=integral(np.asarray(level.gpus_log, dtype=float), t_next - t, from_s - t_k),
+        gpu_s=integral(np.asarray(level.gpus_log, dtype=float), np.diff(bounds_s), from_s - t_k),
         idle_kwh=integral(np.asarray(level.idle_gpus_log) * floor_w, *pue) / _WS_PER_KWH,
         loading_kwh=integral(np.asarray(level.loading_w_log), *pue) / _WS_PER_KWH,
     )

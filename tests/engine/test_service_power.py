@@ -1,5 +1,6 @@
-"""The services' extra power merged into the sites' power table (`with_extra_power`): the
-same table as the simple way, site by site, on varied logs."""
+"""The services' power from their deployments' logs: per step of the services table
+(`per_step`) and merged into the sites' power table (`with_extra_power`), each the same
+numbers as the simple way on varied logs."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.engine.service_power import with_extra_power
+from sim.engine.service_power import StepEnergy, per_step, with_extra_power
 from sim.grid.pue import PueProfile
+from sim.grid.signal import CarbonSignal
 from sim.util.records import INSTANT_S, PowerLog, in_instants, instant_starts
 
 START = datetime(2024, 6, 1)
@@ -133,3 +135,62 @@ def test_a_deployment_adds_its_power_on_its_site_from_its_first_row():
     assert np.allclose(after["it_w"], quiet["it_w"].to_numpy()[k] + 500.0)
     others = merged[merged["site"] != site.name].reset_index(drop=True)
     assert others.equals(power[power["site"] != site.name].reset_index(drop=True))
+
+
+def per_step_simple(level, edges_s: np.ndarray, horizon_s: float) -> StepEnergy:
+    """The simple way: each cumulative function at the log rows' starts and ends apart."""
+    t = np.asarray(level.time_s)
+    t_next = np.append(t[1:], horizon_s)
+    k = np.clip(np.searchsorted(t, edges_s, side="right") - 1, 0, len(t) - 1)
+    t_k, from_s = t[k], np.maximum(edges_s, t[k])
+
+    def increments(fn):
+        return fn(t_next) - fn(t), fn(from_s) - fn(t_k)
+
+    def integral(weights, rows, to_edge):
+        before = np.concatenate([[0.0], np.cumsum(weights * rows)])
+        return np.diff(before[k] + weights[k] * to_edge)
+
+    pue = increments(level.site.pue.cumulative)
+    it_w = level.it_w()
+    floor_w = level.pool.idle_w + level.pool.host_w
+    return StepEnergy(
+        energy_kwh=integral(it_w, *pue) / 3.6e6,
+        carbon_kg=integral(it_w, *increments(level.site.facility_ci.cumulative)) / 3.6e9,
+        gpu_s=integral(np.asarray(level.gpus_log, dtype=float), t_next - t, from_s - t_k),
+        idle_kwh=integral(np.asarray(level.idle_gpus_log) * floor_w, *pue) / 3.6e6,
+        loading_kwh=integral(np.asarray(level.loading_w_log), *pue) / 3.6e6,
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_energy_per_step_is_the_simple_ways(seed):
+    rng = np.random.default_rng(seed)
+    horizon_s = STEP_S * rng.integers(3, 300) + rng.choice([0.0, 17.5])
+    edges_s = np.append(STEP_S * np.arange(np.ceil(horizon_s / STEP_S)), horizon_s)
+    pue = PueProfile(1.3 if seed % 2 else list(rng.uniform(1.1, 1.6, 24)), START)
+    hours_s = 3600.0 * np.arange(np.ceil(horizon_s / 3600.0))
+    signal = CarbonSignal(hours_s, list(rng.uniform(50, 500, len(hours_s))), end_s=horizon_s)
+    site = SimpleNamespace(pue=pue, facility_ci=pue.times(signal))
+    grid_s = edges_s[:-1]
+    times_s = [
+        grid_s,
+        np.unique(rng.uniform(0.0, horizon_s, rng.integers(1, 50))),
+        grid_s[rng.integers(len(grid_s)) :],
+        np.array([0.0]),
+    ][rng.integers(4)]
+    n = len(times_s)
+    gpus = rng.integers(0, 9, n)
+    extra_w = rng.uniform(0, 5e3, n)
+    level = SimpleNamespace(
+        site=site,
+        pool=SimpleNamespace(idle_w=rng.uniform(50, 100), host_w=rng.uniform(0, 200)),
+        time_s=array("d", times_s),
+        gpus_log=array("i", gpus),
+        idle_gpus_log=array("i", rng.integers(0, gpus + 1)),
+        loading_w_log=array("d", rng.uniform(0, 1e3, n)),
+        it_w=lambda: gpus * 250.0 + extra_w,
+    )
+    got, expected = per_step(level, edges_s, horizon_s), per_step_simple(level, edges_s, horizon_s)
+    for name in StepEnergy._fields:
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
