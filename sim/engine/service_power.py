@@ -51,18 +51,22 @@ def per_step(level: Deployment, edges_s: np.ndarray, horizon_s: float) -> StepEn
     t = np.asarray(level.time_s)
     floor_w = level.pool.idle_w + level.pool.host_w
     site = level.site
-    t_next = np.append(t[1:], horizon_s)
+    bounds_s = np.append(t, horizon_s)  # each log row's start, then the horizon
     k = np.clip(np.searchsorted(t, edges_s, side="right") - 1, 0, len(t) - 1)  # row at edge
-    t_k, from_s = t[k], np.maximum(edges_s, t[k])
+    t_k = t[k]
+    from_s = np.maximum(edges_s, t_k)
 
     def increments(fn) -> tuple[np.ndarray, np.ndarray]:
-        """The cumulative `fn` over each log row, and from each edge's row to the edge."""
-        return fn(t_next) - fn(t), fn(from_s) - fn(t_k)
+        """The cumulative `fn` (elementwise) over each log row, and from each edge's row to
+        the edge."""
+        at_bounds = fn(bounds_s)
+        return np.diff(at_bounds), fn(from_s) - at_bounds[k]
 
     def integral(weights: np.ndarray, rows: np.ndarray, to_edge: np.ndarray) -> np.ndarray:
         """Per step, the integral of the step function `weights` (from each log row's
         time) against a cumulative function of `increments` (`rows`, `to_edge`)."""
-        before = np.concatenate([[0.0], np.cumsum(weights * rows)])
+        before = np.zeros(len(weights) + 1)
+        np.cumsum(weights * rows, out=before[1:])
         return np.diff(before[k] + weights[k] * to_edge)
 
     pue = increments(site.pue.cumulative)
@@ -70,7 +74,7 @@ def per_step(level: Deployment, edges_s: np.ndarray, horizon_s: float) -> StepEn
     return StepEnergy(
         energy_kwh=integral(it_w, *pue) / _WS_PER_KWH,
         carbon_kg=integral(it_w, *increments(site.facility_ci.cumulative)) / _GS_PER_KGH,
-        gpu_s=integral(np.asarray(level.gpus_log, dtype=float), t_next - t, from_s - t_k),
+        gpu_s=integral(np.asarray(level.gpus_log, dtype=float), np.diff(bounds_s), from_s - t_k),
         idle_kwh=integral(np.asarray(level.idle_gpus_log) * floor_w, *pue) / _WS_PER_KWH,
         loading_kwh=integral(np.asarray(level.loading_w_log), *pue) / _WS_PER_KWH,
     )
@@ -80,43 +84,66 @@ def with_extra_power(
     power: pd.DataFrame, sites: list[Site], levels: list[list[Deployment]]
 ) -> pd.DataFrame:
     """The sites' power table with the services' extra power added (IT and facility),
-    with a row wherever either changes."""
-    parts = []
+    with a row wherever either changes, in the table's canonical order (`in_instants`).
+
+    Each site's rows are built in time order from its times and those of its deployments'
+    logs, each in time order already (a stable sort merges such runs rather than sorting
+    anew); one stable sort of the sites' runs then puts all rows in time order, the order
+    in which `in_instants` finds its instants and keys cheapest to sort."""
+    codes = power["site"].cat.codes.to_numpy()
+    names = ("time_s", "it_w", "facility_w", "busy_gpus")
+    table = {name: power[name].to_numpy() for name in names}
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in (*names, "site")}
     for site in sites:
-        rows = power[power["site"] == site.name]
+        here = codes == site.index
+        rows = {name: column[here] for name, column in table.items()}
         mine = [lv for service in levels for lv in service if lv.site is site]
-        if not mine:
-            parts.append(rows)
-            continue
-        t_site = rows["time_s"].to_numpy()
-        times = np.union1d(t_site, np.concatenate([np.asarray(lv.time_s) for lv in mine]))
-        new = instant_starts(times)
-        # an instant's row shows the levels at its last time
-        read_s = times[np.r_[np.flatnonzero(new)[1:], len(times)] - 1]
-        times = times[new]
-        k = np.searchsorted(t_site, read_s, side="right") - 1
-        extra = np.zeros(len(times))
-        for lv in mine:
-            t = np.asarray(lv.time_s)
-            j = np.searchsorted(t, read_s, side="right") - 1
-            extra += np.where(j >= 0, np.asarray(lv.extra_w)[np.maximum(j, 0)], 0.0)
-        it_w = rows["it_w"].to_numpy()[k] + extra
-        parts.append(
-            pd.DataFrame(
-                {
-                    "time_s": times,
-                    "site": pd.Categorical.from_codes(
-                        np.full(len(times), site.index), categories=power["site"].cat.categories
-                    ),
-                    "it_w": it_w,
-                    "facility_w": rows["facility_w"].to_numpy()[k]
-                    + extra * site.pue.values_at(read_s),
-                    "busy_gpus": rows["busy_gpus"].to_numpy()[k],
-                }
-            )
-        )
-    merged = pd.concat(parts, ignore_index=True)
-    order, time_s = in_instants(merged["time_s"].to_numpy(), merged["site"].cat.codes.to_numpy())
-    merged = merged.iloc[order].reset_index(drop=True)
-    merged["time_s"] = time_s
-    return merged
+        if mine:
+            rows = _with_levels(rows, site, mine)
+        for name, column in rows.items():
+            parts[name].append(column)
+        parts["site"].append(np.full(len(rows["time_s"]), site.index, dtype=codes.dtype))
+    columns = {name: np.concatenate(part) for name, part in parts.items()}
+    by_time = np.argsort(columns["time_s"], kind="stable")  # the sites' runs, merged
+    order, time_s = in_instants(columns["time_s"][by_time], columns["site"][by_time])
+    order = by_time[order]
+    return pd.DataFrame(
+        {
+            "time_s": time_s,
+            "site": pd.Categorical.from_codes(
+                columns["site"][order], categories=power["site"].cat.categories
+            ),
+            **{name: columns[name][order] for name in names[1:]},
+        },
+        copy=False,
+    )
+
+
+def _with_levels(
+    rows: dict[str, np.ndarray], site: Site, mine: list[Deployment]
+) -> dict[str, np.ndarray]:
+    """One site's power rows (`time_s`, W, GPUs; in time order) with the extra power of its
+    deployments `mine` added: a row at each instant of the site's or a log's times (at the
+    instant's first time, showing the levels at its last)."""
+    t_site = rows["time_s"]
+    times = np.concatenate([t_site, *(np.asarray(lv.time_s) for lv in mine)])
+    times.sort(kind="stable")  # sorted runs: merged, not sorted anew
+    times = times[np.r_[True, times[1:] != times[:-1]]]
+    new = instant_starts(times)
+    read_s = times[np.r_[np.flatnonzero(new)[1:], len(times)] - 1]
+    k = np.searchsorted(t_site, read_s, side="right") - 1
+    extra = np.zeros(len(read_s))
+    lookups: list[tuple[np.ndarray, np.ndarray]] = []  # deployments logged at the same times
+    for lv in mine:
+        t = np.asarray(lv.time_s)
+        rows_after = next((j for u, j in lookups if np.array_equal(u, t)), None)
+        if rows_after is None:  # each read time's log row + 1 (0: before the log, 0 W)
+            rows_after = np.searchsorted(t, read_s, side="right")
+            lookups.append((t, rows_after))
+        extra += np.r_[0.0, lv.extra_w][rows_after]
+    return {
+        "time_s": times[new],
+        "it_w": rows["it_w"][k] + extra,
+        "facility_w": rows["facility_w"][k] + extra * site.pue.values_at(read_s),
+        "busy_gpus": rows["busy_gpus"][k],
+    }
