@@ -146,15 +146,19 @@ class Checkpoints(Component):
         self.wan_moves: dict[int, WanMoves] = {}
         """Per job that moved data over the WAN."""
 
+    def idle_hooks(self) -> frozenset[str]:
+        """Without periodic checkpoints, starts and stops are none of its business."""
+        if self.timing.interval_s is None:
+            return frozenset({"run_started", "run_stopped"})
+        return frozenset()
+
     def run_started(self, j: int, pool: Pool, capacity: Sequence[str] | None) -> None:
         """With periodic checkpoints: `j` starts running (or computing again)."""
-        if self.timing.interval_s is not None:
-            self.since_last[j] = PeriodicCheckpoint(0.0, self._runs.remaining_gpu_s[j])
+        self.since_last[j] = PeriodicCheckpoint(0.0, self._runs.remaining_gpu_s[j])
 
     def run_stopped(self, j: int) -> None:
         """With periodic checkpoints: `j` stopped running."""
-        if self.timing.interval_s is not None:
-            self.since_last.pop(j, None)
+        self.since_last.pop(j, None)
 
     def add_kwh(self, j: int, kwh: float) -> None:
         if kwh > 0.0:

@@ -61,7 +61,8 @@ class Core(Protocol):
         """Ask the policy to decide at the end of this instant."""
 
     def hooked(self, hook: str) -> tuple[Component, ...]:
-        """The components that override broadcast hook `hook`, in hook order."""
+        """The components that override broadcast hook `hook` and do not name it in their
+        `idle_hooks`, in hook order."""
 
 
 class Component:
@@ -84,6 +85,9 @@ class Component:
        - `run_stopped(j)`: `j` stopped running and freed its GPUs (`Runs.stop`);
        - `gpus_released(j, site, pool)`: `j`'s whole GPUs on `pool` were freed;
        - `pue_stepped(i, t_s)`: site `i`'s PUE changed at `t_s` (`Fleet`);
+
+       A component whose hook does nothing in a run names it in `idle_hooks`, and is not
+       called (the hot paths of a run without the feature pay nothing for it);
     4. **close(now_s)**: at the horizon, close open intervals and charge what is due;
     5. **write_results(out)**: add the component's per-job columns, summary keys and tables.
     """
@@ -96,6 +100,12 @@ class Component:
     """The names of the sibling components it is built with (constructor keywords)."""
     stream: ClassVar[str | None] = None
     """The random stream it draws from (handed as `rng`), if any."""
+
+    def idle_hooks(self) -> frozenset[str]:
+        """The broadcast hooks it overrides that do nothing in this run (a scenario without
+        the feature they serve): the core does not call them (`Core.hooked`). Read once,
+        after every component is built; none by default."""
+        return frozenset()
 
     def start(self) -> None:
         """Start processes and timers at time 0."""

@@ -124,8 +124,11 @@ class Engine:
         built = wire(self.COMPONENTS, build)
         self.components: tuple[Component, ...] = tuple(built[k.name] for k in self.COMPONENTS)
         """Every component, in the order their hooks run."""
+        idle = {c.name: c.idle_hooks() for c in self.components}
         self._hooked = {
-            hook: tuple(c for c in self.components if overrides(c, hook))
+            hook: tuple(
+                c for c in self.components if overrides(c, hook) and hook not in idle[c.name]
+            )
             for hook in BROADCAST_HOOKS
         }
         self.book = cast(JobBook, built["book"])
@@ -163,7 +166,8 @@ class Engine:
         return self.queries.forecaster
 
     def hooked(self, hook: str) -> tuple[Component, ...]:
-        """The components that override broadcast hook `hook`, in hook order."""
+        """The components that override broadcast hook `hook` and do not name it in their
+        `idle_hooks`, in hook order."""
         return self._hooked[hook]
 
     # --- running -------------------------------------------------------------------------

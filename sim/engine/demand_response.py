@@ -95,6 +95,10 @@ class DemandResponseMeter(Component):
         """Per job that ran or was suspended during an event at its site."""
         self._paused: dict[int, _Pause] = {}
 
+    def idle_hooks(self) -> frozenset[str]:
+        """Without demand-response events, no segment falls in one."""
+        return frozenset() if self.events else frozenset({"segment_closed"})
+
     def start(self) -> None:
         for ev in self.events:
             self._core.env.process(self._announce(ev))

@@ -153,11 +153,13 @@ class Failures(Component):
         if self._trace:
             self._core.env.process(self._replay())
 
+    def idle_hooks(self) -> frozenset[str]:
+        """Without failures or spot GPUs, no restart point is kept."""
+        return frozenset() if self._restarts else frozenset({"run_started"})
+
     def run_started(self, j: int, pool: Pool, capacity: Sequence[str] | None) -> None:
         """`j` runs (held or computing): when failures are `active` or spot GPUs may be
         evicted, remember its restart point, and with a rate draw when it fails."""
-        if not self._restarts:
-            return
         core = self._core
         run = self._runs.live[j]
         if self._checkpoints.timing.interval_s is None:

@@ -212,9 +212,11 @@ class Placement:
         node it needs, or, joining a shared (or partitioned) GPU whose node is booting, the
         rest of that boot."""
         parts = self.parts(j, pool)
-        g = None if parts is None else parts[0].fit(parts[1])
-        if parts is None or g is None:
-            return self._fleet.wake_s(site, pool, self.new_gpus(j, pool))
+        if parts is None:  # whole GPUs: its own count (`new_gpus`)
+            return self._fleet.wake_s(site, pool, self._gpus[j])
+        g = parts[0].fit(parts[1])
+        if g is None:
+            return self._fleet.wake_s(site, pool, 1)
         return max(0.0, parts[0].ready_s(g) - self._core.env.now)
 
     def fits(self, j: int, pool: Pool) -> bool:

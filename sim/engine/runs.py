@@ -210,14 +210,14 @@ class Runs(Component):
         self.cap_w[j] = cap
         if hold_s > 0.0:
             self.loading.add(j)
+        parts = placement.parts(j, pool)
         wake_s = placement.wake_s(j, site, pool)
         hold_s = max(hold_s, wake_s)
         if hold_s > 0.0:
             rate, draw_w = 0.0, pool.idle_w
         else:
             rate, draw_w = placement.rate_and_draw(j, site, pool, cap)
-        parts = placement.parts(j, pool)
-        if parts is None:
+        if parts is None:  # whole GPUs: no shared GPU or MIG slice to re-time
             woken = site.allocate(now, pool, self.gpus[j], draw_w)
         else:
             ledger, need = parts
@@ -244,7 +244,7 @@ class Runs(Component):
                 core.env.timeout(hold_s).callbacks.append(lambda _e: self._held(j, token))
         else:
             self._schedule_finish(j)
-        if j in pool.shared:
+        if parts is not None and j in pool.shared:
             self._retime_co_located(pool.shared.co_located(j))
 
     def _retime_co_located(self, jobs: list[int]) -> None:

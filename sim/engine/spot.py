@@ -209,6 +209,10 @@ class Spot(Component):
                 f"has {free} {pool.model} free"
             )
 
+    def idle_hooks(self) -> frozenset[str]:
+        """Without a pool split into capacity kinds, runs take and free no kind."""
+        return frozenset() if self.active else frozenset({"run_started", "gpus_released"})
+
     def run_started(self, j: int, pool: Pool, capacity: Sequence[str] | None) -> None:
         """`j` starts on `pool`; on a split pool (whole GPUs) it takes its GPUs by kind,
         from `capacity` first to last (checked by `check_capacity`; None: `CAPACITY_KINDS`),

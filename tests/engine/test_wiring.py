@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim.engine.component import Component, WiringError, wire
+from sim.engine.component import BROADCAST_HOOKS, Component, WiringError, wire
 from sim.engine.core import Engine
 from sim.testing import PolicyHarness
-from tests.conftest import make_scenario
+from tests.conftest import make_scenario, write_jobs
 
 
 def kind(name: str, *uses: str) -> type[Component]:
@@ -64,3 +64,21 @@ def test_the_engine_hands_each_component_its_siblings_and_its_own_random_stream(
     streams = {k.name: k.stream for k in Engine.COMPONENTS if k.stream is not None}
     assert streams == {"failures": "failures", "spot": "spot", "queries": "prediction"}
     assert engine.failures._rng is not engine.spot._rng
+
+
+def test_a_run_without_a_feature_calls_none_of_its_hooks_on_the_hot_paths(tmp_path):
+    """Without periodic checkpoints, failures, spot GPUs or demand-response events, a start
+    and a stop call no sibling, and a closed segment only the checkpoints (a loading hold's
+    energy): each component names the hooks it does not need in `idle_hooks`."""
+    engine = PolicyHarness(make_scenario()).engine
+    called = {hook: [c.name for c in engine.hooked(hook)] for hook in BROADCAST_HOOKS}
+    assert called["run_started"] == called["run_stopped"] == called["gpus_released"] == []
+    assert called["segment_closed"] == ["checkpoints"]
+
+
+def test_periodic_checkpoints_hear_of_every_start_and_stop(tmp_path):
+    jobs = [{"job_id": "j", "submit_time": 0, "gpus": 1, "work_gpu_h": 1.0}]
+    workload = {"file": str(write_jobs(tmp_path / "jobs.csv", jobs)), "checkpoint_interval_h": 1}
+    engine = PolicyHarness(make_scenario(tmp_path, workload=workload)).engine
+    assert [c.name for c in engine.hooked("run_started")] == ["checkpoints"]
+    assert [c.name for c in engine.hooked("run_stopped")] == ["checkpoints"]
