@@ -22,5 +22,7 @@ class RunNow(Policy):
     backfill: bool = False
     """Let later jobs that fit start while the head of the queue waits."""
 
+    pending_only = True  # class attribute, not a parameter: it only starts queued jobs
+
     def decide(self, state: SystemState) -> list[Action]:
         return first_come_first_served(state, self.backfill)

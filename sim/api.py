@@ -237,6 +237,12 @@ class Policy:
     tick_s: float | None = None
     """A period, s: also decide every `tick_s` seconds (None: no timer)."""
 
+    pending_only: bool = False
+    """True: `decide` returns no action while no job is pending, whatever else the state
+    holds (a scheduler that only starts queued jobs). The engine then skips the decision
+    points at which no job is pending (a completion with an empty queue): results are the
+    same, each costs nothing. Every job that becomes pending asks for a decision."""
+
     amend: Callable[[SystemState, list[Action]], Sequence[Action]] | None = None
     """An adjuster's hook (power caps, demand response), None for a scheduler:
     `amend(state, actions)` receives the actions planned by the policies before it in a
@@ -261,6 +267,7 @@ class PolicyHooks:
 
     signal_steps: bool
     tick_s: float | None
+    pending_only: bool
     amend: Callable[[SystemState, list[Action]], Sequence[Action]] | None
 
     @classmethod
@@ -271,6 +278,7 @@ class PolicyHooks:
         return cls(
             signal_steps=bool(getattr(policy, "signal_steps", Policy.signal_steps)),
             tick_s=float(tick_s) if tick_s else None,
+            pending_only=bool(getattr(policy, "pending_only", Policy.pending_only)),
             amend=getattr(policy, "amend", Policy.amend),
         )
 

@@ -228,8 +228,10 @@ class Engine:
     # --- decisions -----------------------------------------------------------------------
 
     def request_decision(self) -> None:
-        """Ask the policy to decide at the end of this instant (once, however often asked)."""
-        if not self._decision_scheduled:
+        """Ask the policy to decide at the end of this instant (once, however often asked);
+        not while no job is pending if the policy acts on pending jobs only
+        (`Policy.pending_only`: a job that becomes pending asks again)."""
+        if not self._decision_scheduled and (self.book.pending or not self.hooks.pending_only):
             self._decision_scheduled = True
             self.env.timeout(0).callbacks.append(self._decide)
 

@@ -304,3 +304,27 @@ def test_an_action_that_fails_its_checks_changes_nothing(tmp_path):
     with pytest.raises(sim.PolicyError, match="outside A100-80GB's settable range"):
         h.apply([Resume(y, "a", gpu_cap_w=10_000.0)])
     assert [j.id for j in h.state.suspended] == ["y"] and y.state == "suspended"
+
+
+@pytest.mark.parametrize("pending_only", [False, True])
+def test_a_policy_that_acts_on_pending_jobs_only_is_not_asked_with_an_empty_queue(
+    tmp_path, pending_only
+):
+    """Two jobs arrive apart and each starts at once: a policy is asked at both arrivals,
+    and at both completions unless it declares `pending_only` (the queue is empty then)."""
+    calls = []
+
+    @dataclass
+    class Counting:
+        def decide(self, state):
+            calls.append((state.now_s, len(state.pending)))
+            return [Start(j, "a") for j in state.pending]
+
+    Counting.pending_only = pending_only  # type: ignore[attr-defined]
+    jobs = [job("first"), job("second", submit_time=7200.0)]
+    r = sim.simulate(make_scenario(tmp_path, jobs), Counting())
+    arrivals = [(0.0, 1), (7200.0, 1)]
+    runtime_s = 3600.0 / speed("A100-80GB", "compute-bound")
+    completions = [(runtime_s, 0), (7200.0 + runtime_s, 0)]
+    assert calls == (arrivals if pending_only else sorted(arrivals + completions))
+    assert r.summary["jobs_completed"] == 2
