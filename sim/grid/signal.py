@@ -257,9 +257,9 @@ class CarbonSignal:
             self._check(t1_s)
         t, v = self._t, self._v
         i = self._index(t0_s)
-        j = self._index(t1_s)
-        if i == j:
+        if i == self._last or t1_s < t[i + 1]:  # within t0_s's step: one lookup
             return v[i] * (t1_s - t0_s)
+        j = self._index(t1_s)
         return v[i] * (t[i + 1] - t0_s) + (self._cum[j] - self._cum[i + 1]) + v[j] * (t1_s - t[j])
 
     def mean(self, t0_s: float, t1_s: float) -> float:
