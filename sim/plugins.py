@@ -222,6 +222,8 @@ def decide(policy: Policy, state: SystemState) -> list[Action]:
 
 def _actions(policy: Policy, state: SystemState) -> list[Action]:
     actions = policy.decide(state)
+    if type(actions) is list:  # the common answer, taken as it is (no ABC checks, no copy)
+        return actions
     if isinstance(actions, str | bytes | Mapping) or not isinstance(actions, Iterable):
         raise PolicyError(
             f"policy {_name(policy)}: decide(state) returned {reprlib.repr(actions)} "
