@@ -241,7 +241,8 @@ class Policy:
     """True: `decide` returns no action while no job is pending, whatever else the state
     holds (a scheduler that only starts queued jobs). The engine then skips the decision
     points at which no job is pending (a completion with an empty queue): results are the
-    same, each costs nothing. Every job that becomes pending asks for a decision."""
+    same, each costs nothing. Every job that becomes pending asks for a decision. A promise
+    about one `decide`: a subclass that overrides `decide` must declare it again."""
 
     amend: Callable[[SystemState, list[Action]], Sequence[Action]] | None = None
     """An adjuster's hook (power caps, demand response), None for a scheduler:
@@ -278,9 +279,23 @@ class PolicyHooks:
         return cls(
             signal_steps=bool(getattr(policy, "signal_steps", Policy.signal_steps)),
             tick_s=float(tick_s) if tick_s else None,
-            pending_only=bool(getattr(policy, "pending_only", Policy.pending_only)),
+            pending_only=_promised_by_its_decide(policy, "pending_only"),
             amend=getattr(policy, "amend", Policy.amend),
         )
+
+
+def _promised_by_its_decide(policy: object, hook: str) -> bool:
+    """Whether `policy` declares the promise `hook` (a true attribute) about the `decide` it
+    has: on the instance, or on the class that defines that `decide` or a subclass of it
+    (a subclass overriding `decide` does not inherit its base's promise)."""
+    if not getattr(policy, hook, False):
+        return False
+    if hook in getattr(policy, "__dict__", ()):
+        return True
+    mro = type(policy).__mro__
+    declared = next(i for i, k in enumerate(mro) if hook in vars(k))
+    decides = next((i for i, k in enumerate(mro) if "decide" in vars(k)), len(mro))
+    return declared <= decides
 
 
 # --- read-only views ------------------------------------------------------------------------

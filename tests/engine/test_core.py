@@ -328,3 +328,25 @@ def test_a_policy_that_acts_on_pending_jobs_only_is_not_asked_with_an_empty_queu
     completions = [(runtime_s, 0), (7200.0 + runtime_s, 0)]
     assert calls == (arrivals if pending_only else sorted(arrivals + completions))
     assert r.summary["jobs_completed"] == 2
+
+
+def test_a_subclass_that_overrides_decide_does_not_inherit_pending_only(tmp_path):
+    """`run_now` promises to do nothing with an empty queue; a subclass reading the state
+    in its own `decide` is asked at the completion too."""
+    from policies.run_now import RunNow
+
+    calls = []
+
+    class Reading(RunNow):
+        def decide(self, state):
+            calls.append(state.now_s)
+            return super().decide(state)
+
+    class Same(RunNow):
+        backfill = False
+
+    jobs = [job("only")]
+    sim.simulate(make_scenario(tmp_path, jobs), Reading())
+    assert calls == [0.0, 3600.0 / speed("A100-80GB", "compute-bound")]
+    engine = build_engine(make_scenario(tmp_path, jobs), Same())
+    assert engine.hooks.pending_only  # inherited with the `decide` it is about
