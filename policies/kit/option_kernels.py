@@ -33,11 +33,12 @@ def _integral_to(t: np.ndarray, v: np.ndarray, cum: np.ndarray, x: float) -> flo
 def _prefix(t: np.ndarray, v: np.ndarray) -> np.ndarray:
     """`prefix_integrals(t, v)`: one sequential sum, as `np.cumsum` adds."""
     cum = np.empty(t.size)
-    acc = 0.0
     if t.size:
         cum[0] = 0.0
+    acc = 0.0
     for k in range(t.size - 1):
-        acc = acc + v[k] * (t[k + 1] - t[k])
+        term = v[k] * (t[k + 1] - t[k])
+        acc = term if k == 0 else acc + term  # np.cumsum starts from its first term
         cum[k + 1] = acc
     return cum
 
