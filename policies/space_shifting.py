@@ -37,6 +37,7 @@ the facility energy, so each site's PUE counts; embodied carbon is not weighed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -55,7 +56,9 @@ from policies.kit import (
     job_of,
     objective_now,
 )
-from sim.api import Action, JobView, Migrate, Policy, Start, SystemState
+from policies.kit.option_kernels import price_options
+from policies.kit.time_shifting import ForecastBlock, fetch_horizon_s
+from sim.api import Action, JobView, Migrate, Policy, PolicyError, Start, SystemState
 
 __all__ = ["ForecastSite", "LowestCarbonSite", "MigrateWhenWorth", "SpaceTime"]
 
@@ -120,6 +123,10 @@ class Outlook:
         self._forecasts = DecisionForecasts(state, self.goal)
         self._sites: dict[str, tuple[dict[str, int], float, float, float]] = {}
         """Per site: installed GPUs per model, host W per GPU, PUE, objective signal now."""
+        self._block: ForecastBlock | None = None
+        """Every site's forecast of this decision, for `options`."""
+        self._index = {site: k for k, site in enumerate(state.sites)}
+        """Site -> its forecast's index in `_block`."""
         self._fixed: dict[tuple[JobView, str], list[tuple[str, float, float, float, float]]] = {}
         """Per (job, site): per usable GPU model, (model, transfer s, runtime s, run kWh,
         the score of the transfer and of the GPUs held meanwhile)."""
@@ -171,23 +178,56 @@ class Outlook:
     def options(self, job: JobView, shift_until_s: float | None = None) -> list[Option]:
         """Every (site, GPU model) pending `job` may use and could ever fit on, with the
         expected carbon of starting it now (or, with `shift_until_s`, its deadline less
-        the margin: at the best time before that), lowest score first."""
+        the margin: at the best time before that), lowest score first. Priced in one
+        compiled call (`price_options`) on this decision's forecasts of every site."""
         now = self.now_s
-        forecasts = self._forecasts
-        out = []
+        index = self._index
+        found: list[tuple[str, str]] = []
+        columns: list[tuple[int, float, float, float, float]] = []
+        until_s = now if shift_until_s is None else shift_until_s
         for site in job.allowed_sites:
+            k = index[site]
             for model, move_s, runtime_s, run_kwh, fixed in self._fixed_parts(job, site):
-                run_s = now + move_s  # the run begins once the data is there
-                latest_run_s = -np.inf if shift_until_s is None else shift_until_s - runtime_s
-                if shift_until_s is not None and latest_run_s - run_s >= MIN_DEFER_S:
-                    got = forecasts.until(site, shift_until_s)
-                    run_s, mean = got.best_start(run_s, latest_run_s, runtime_s)
-                else:
-                    mean = forecasts.until(site, run_s + runtime_s).mean_per_kwh(run_s, runtime_s)
-                score = run_kwh * mean / self.goal.per_score + fixed
-                out.append(Option(site, model, run_s - move_s, run_s + runtime_s, score))
+                found.append((site, model))
+                columns.append((k, move_s, runtime_s, run_kwh, fixed))
+                until_s = max(until_s, now + move_s + runtime_s)
+        if not found:
+            return []
+        block = self._block_until(until_s - now)
+        at, move, runtime, kwh, fixed_score = zip(*columns, strict=True)
+        priced = price_options(
+            block.times,
+            block.values,
+            block.offsets,
+            np.array(at, dtype=np.int64),
+            np.array(move),
+            np.array(runtime),
+            np.array(kwh),
+            np.array(fixed_score),
+            now,
+            math.nan if shift_until_s is None else shift_until_s,
+            MIN_DEFER_S,
+            self.goal.per_score,
+        ).tolist()
+        out = [
+            Option(site, model, start_s, end_s, score)
+            for (site, model), (start_s, end_s, score) in zip(found, priced, strict=True)
+        ]
         out.sort(key=lambda o: o.score)  # stable: ties keep the scenario's site order
         return out
+
+    def _block_until(self, horizon_s: float) -> ForecastBlock:
+        """This decision's forecasts of every site, at least `horizon_s` long (s from now;
+        PolicyError if a site's is empty: its signal has ended)."""
+        got = self._block
+        if got is None or got.horizon_s < horizon_s:
+            longer = fetch_horizon_s(got.horizon_s if got else None, horizon_s)
+            got = self._block = ForecastBlock(self.state, self.state.sites, longer, self.goal)
+            empty = np.flatnonzero(got.offsets[1:] == got.offsets[:-1])
+            if empty.size:
+                site = self.state.sites[int(empty[0])]
+                raise PolicyError(f"space_time: site {site}'s forecast is empty at {self.now_s} s")
+        return got
 
 
 def take_first(

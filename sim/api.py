@@ -30,6 +30,7 @@ import numpy as np
 from sim.errors import PolicyError
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
+from sim.util.jit import helper, kernel
 from sim.util.percentile import weighted_percentile
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ __all__ = [
     "StateQueries",
     "Suspend",
     "SystemState",
+    "helper",
+    "kernel",
     "weighted_percentile",
 ]
 
@@ -360,6 +363,18 @@ class _Offered(Protocol):
         """Forecast of `site`'s carbon intensity from now over `horizon_s`, as a step function
         (start times s, values g/kWh), with the scenario's forecast error model."""
         return _engine(self).forecast(site, horizon_s)
+
+    def forecasts(
+        self, sites: Sequence[str], horizon_s: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`forecast(site, horizon_s)` of every site of `sites` in one call: (times s, values
+        g/kWh, offsets), site k's forecast being times[offsets[k]:offsets[k + 1]] and the same
+        slice of values (offsets: len(sites) + 1 int64, offsets[0] == 0)."""
+        return _engine(self).forecasts(sites, horizon_s)
+
+    def carbon_intensities(self, sites: Sequence[str]) -> np.ndarray:
+        """`carbon_intensity(site)` of every site of `sites` in one call, g/kWh."""
+        return _engine(self).carbon_intensities(sites)
 
     def forecast_version(self, site: str) -> int:
         """A number that changes whenever `forecast(site, ..)`'s steps after the current

@@ -37,7 +37,8 @@ SIM_SUBMODULES = ["sim.stats", "sim.plots"]
 
 # The policy contract (docs/writing-a-policy.md): the actions, the policy protocol and its
 # hooks, the read-only views of the state and the interface they ask, the error a bad
-# action raises, and the time-weighted percentile the simulator's own events use.
+# action raises, the time-weighted percentile the simulator's own events use, and the
+# decorators of compiled numeric kernels (numba, the Python function kept as the reference).
 API_NAMES = [
     "Action",
     "Defer",
@@ -65,6 +66,8 @@ API_NAMES = [
     "StateQueries",
     "Suspend",
     "SystemState",
+    "helper",
+    "kernel",
     "weighted_percentile",
 ]
 

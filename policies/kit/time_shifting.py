@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Literal, NamedTuple
@@ -53,9 +54,11 @@ __all__ = [
     "MIN_DEFER_S",
     "DecisionForecast",
     "DecisionForecasts",
+    "ForecastBlock",
     "PlannedStart",
     "Planning",
     "TimeShifter",
+    "fetch_horizon_s",
     "forecast_from_now",
     "latest_start_s",
     "ranked_starts",
@@ -94,6 +97,13 @@ REACH_PAST_S = 3600.0
 """How far past the horizon asked a forecast is fetched at least, s: so that a plan's window
 ends inside the forecast it is made from, which is kept while the site's `forecast_version`
 holds, and the plan can be set aside (`DecisionForecast.clear_around`)."""
+
+
+def fetch_horizon_s(fetched_s: float | None, horizon_s: float) -> float:
+    """How far to fetch a forecast of a decision asked for `horizon_s` (s from now) when
+    the one fetched so far reaches `fetched_s` (None: none yet): at least twice as far, a
+    day first, and `REACH_PAST_S` past `horizon_s`."""
+    return max(horizon_s + REACH_PAST_S, 2.0 * fetched_s if fetched_s else FIRST_HORIZON_S)
 
 
 class DecisionForecast:
@@ -210,13 +220,39 @@ class DecisionForecasts:
         """`site`'s forecast of this decision, at least `horizon_s` long (s from now)."""
         got = self._by_site.get(site)
         if got is None or got.horizon_s < horizon_s:
-            longer = max(horizon_s + REACH_PAST_S, 2.0 * got.horizon_s if got else FIRST_HORIZON_S)
+            longer = fetch_horizon_s(got.horizon_s if got else None, horizon_s)
             got = self._by_site[site] = DecisionForecast(self._state, site, longer, self._objective)
         return got
 
     def until(self, site: str, until_s: float) -> DecisionForecast:
         """`site`'s forecast from now to at least `until_s` (s since the scenario start)."""
         return self.at_least(site, until_s - self.now_s)
+
+
+class ForecastBlock:
+    """Every site's `objective_forecast` of one decision over one horizon, in one block:
+    site k's (in the order given) is times[offsets[k]:offsets[k + 1]] and the same slice
+    of values. For carbon, one batched query (`state.forecasts`, the current step's value
+    replaced by `state.carbon_intensities`: `forecast_from_now`, bit for bit)."""
+
+    __slots__ = ("horizon_s", "offsets", "times", "values")
+
+    def __init__(
+        self, state: SystemState, sites: Sequence[str], horizon_s: float, objective: Objective
+    ):
+        self.horizon_s = horizon_s
+        """The horizon it was fetched for, s from now."""
+        if objective.kind == "carbon":
+            times, values, offsets = state.forecasts(sites, max(horizon_s, 0.0))
+            full = offsets[1:] > offsets[:-1]
+            values[offsets[:-1][full]] = state.carbon_intensities(sites)[full]
+        else:
+            parts = [objective_forecast(state, s, horizon_s, objective) for s in sites]
+            offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+            np.cumsum([t.size for t, _ in parts], out=offsets[1:])
+            times = np.concatenate([np.empty(0)] + [t for t, _ in parts])
+            values = np.concatenate([np.empty(0)] + [v for _, v in parts])
+        self.times, self.values, self.offsets = times, values, offsets
 
 
 _FLEXIBLE, _RUN_NOW = 1, 2

@@ -8,6 +8,7 @@ read live from the components that own the state; nothing is copied per decision
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -313,6 +314,25 @@ class Queries(Component):
     def forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         core = self._core
         return self.forecaster.forecast(self.decision_signal(site), core.env.now, horizon_s)
+
+    def forecasts(
+        self, sites: Sequence[str], horizon_s: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        now, forecaster = self._core.env.now, self.forecaster
+        parts = [forecaster.forecast(self.decision_signal(s), now, horizon_s) for s in sites]
+        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([t.size for t, _ in parts], out=offsets[1:])
+        if not parts:
+            return np.empty(0), np.empty(0), offsets
+        return (
+            np.concatenate([t for t, _ in parts]),
+            np.concatenate([v for _, v in parts]),
+            offsets,
+        )
+
+    def carbon_intensities(self, sites: Sequence[str]) -> np.ndarray:
+        now = self._core.env.now
+        return np.array([self.decision_signal(s).value_at(now) for s in sites], dtype=float)
 
     def forecast_version(self, site: str) -> int:
         return self.forecaster.version(self.decision_signal(site), self._core.env.now)
