@@ -1,0 +1,79 @@
+"""The batch engine's schedule: every job's arrival decision time, the policy's deferrals
+(`plan_batch`), and the start and end each run gets, as the event engine times them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from sim.api import BatchPlan
+from sim.util.jit import kernel
+
+if TYPE_CHECKING:
+    from sim.engine.core import Engine
+
+__all__ = ["Schedule", "schedule"]
+
+
+class Schedule(NamedTuple):
+    """Per job (arrays in job order), times in s since the scenario start."""
+
+    arrived: np.ndarray
+    """Whether the job arrived before the horizon."""
+    now_s: np.ndarray
+    """Its arrival decision's time (the engine's clock there)."""
+    until_s: np.ndarray
+    """The time it was deferred to at arrival (NaN: not deferred)."""
+    start_s: np.ndarray
+    """Its start (NaN: none before the horizon)."""
+    end_s: np.ndarray
+    """Its run's end if uninterrupted (NaN: not started; may be past the horizon)."""
+    rate: np.ndarray
+    """Its progress, reference GPU-s per s."""
+    draw_w: np.ndarray
+    """Active power of each of its GPUs, W."""
+
+
+@kernel
+def arrival_clock(submit_s: np.ndarray) -> np.ndarray:
+    """The engine's clock at each arrival: the arrivals process waits `t - now` from the
+    previous arrival's clock `now` (so the clock is t up to rounding), s."""
+    now = 0.0
+    out = np.empty(submit_s.size)
+    for j in range(submit_s.size):
+        t = submit_s[j]
+        if t > now:
+            now = now + (t - now)
+        out[j] = now
+    return out
+
+
+def schedule(engine: Engine) -> Schedule | str:
+    """The runs of `engine`'s jobs on its one site's one pool under its policy's
+    `plan_batch`, or the one-line reason the policy cannot plan them so."""
+    jobs, horizon = engine.jobs, engine.horizon_s
+    site = engine.fleet.sites[0]
+    pool = site.pools[0]
+    runs = engine.runs
+    first_of = {p: j for j, p in reversed(list(enumerate(runs.profile)))}
+    speeds = {p: runs.placement.speed(j, pool, None) for p, j in first_of.items()}
+    per_gpu = np.array([speeds[p][0] for p in runs.profile])
+    draw_w = np.array([speeds[p][1] for p in runs.profile])
+    rate = jobs.gpus * per_gpu
+    runtime = np.asarray(runs.remaining_gpu_s) / rate
+    now = arrival_clock(np.asarray(jobs.submit_s, dtype=np.float64))
+    signal = engine.fleet.decision_signal(site)
+    plan = BatchPlan(
+        now, jobs.submit_s, jobs.deadline_s, runtime,
+        signal.times_s, signal.values_g_per_kwh, signal.end_s,
+    )  # fmt: skip
+    until = engine.policy.plan_batch(plan)  # type: ignore[attr-defined]
+    if until is None:
+        return f"policy {type(engine.policy).__name__}, so configured, has no batch plan"
+    arrived = now < horizon
+    until = np.where(arrived, until, np.nan)
+    expiry = now + (until - now)
+    start = np.where(np.isnan(until), now, np.where((until < horizon) & (expiry < horizon), expiry, np.nan))
+    start[~arrived] = np.nan
+    return Schedule(arrived, now, until, start, start + runtime, rate, draw_w)
