@@ -40,6 +40,7 @@ SIM_SUBMODULES = ["sim.stats", "sim.plots"]
 # action raises, and the time-weighted percentile the simulator's own events use.
 API_NAMES = [
     "Action",
+    "BatchPlan",
     "Defer",
     "DemandResponseView",
     "Estimate",
@@ -65,6 +66,7 @@ API_NAMES = [
     "StateQueries",
     "Suspend",
     "SystemState",
+    "kernel",
     "weighted_percentile",
 ]
 

@@ -144,9 +144,9 @@ def simulate(
     engine = build_engine(scenario, policy)
     t0 = time.perf_counter()
     kind = scenario.engine.kind
-    why = "engine.kind = \"event\"" if kind == "event" else run_batch(engine)
+    why = 'engine.kind = "event"' if kind == "event" else run_batch(engine)
     if why is not None and kind == "batch":
-        raise ScenarioError(f"engine.kind = \"batch\": the batch engine does not apply: {why}")
+        raise ScenarioError(f'engine.kind = "batch": the batch engine does not apply: {why}')
     if why is not None:
         engine.run(progress)
     elif progress is not None:

@@ -39,7 +39,7 @@ def account(engine: Engine, plan: Schedule) -> None:
     `close`: `plan`'s runs on the one site's one pool, charged up to their end or the
     horizon."""
     horizon = engine.horizon_s
-    jobs, book, runs, charges = engine.jobs, engine.book, engine.runs, engine.runs.charges
+    book, runs, charges = engine.book, engine.runs, engine.runs.charges
     site = engine.fleet.sites[0]
     pool = site.pools[0]
     started = ~np.isnan(plan.start_s)
@@ -110,7 +110,7 @@ def _log_events(engine: Engine, plan: Schedule, deferred: np.ndarray, ran: np.nd
     events.extend(jobs.submit_s[arrived], "submit", arrived)
     put_off = np.flatnonzero(deferred & plan.arrived)
     events.extend(plan.now_s[put_off], "defer", put_off, value=plan.until_s[put_off])
-    ready = np.intersect1d(put_off, ran)
+    ready = np.flatnonzero(deferred & ~np.isnan(plan.start_s))
     events.extend(plan.start_s[ready], "ready", ready)
     events.extend(plan.start_s[ran], "start", ran, site.index, detail=site.pools[0].model)
     done = ran[plan.end_s[ran] < horizon]

@@ -61,9 +61,7 @@ def peak_gpus(start_s: np.ndarray, end_s: np.ndarray, gpus: np.ndarray) -> int:
     return int(np.cumsum(delta[order]).max(initial=0))
 
 
-def capacity_refusal(
-    engine: Engine, start_s: np.ndarray, end_s: np.ndarray
-) -> str | None:
+def capacity_refusal(engine: Engine, start_s: np.ndarray, end_s: np.ndarray) -> str | None:
     """Why the planned runs may interact (None: they never do): their peak concurrent
     GPUs exceed the pool's, so some start would find no room and wait."""
     count = engine.scenario.sites[0].gpus[0].count

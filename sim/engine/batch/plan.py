@@ -74,6 +74,8 @@ def schedule(engine: Engine) -> Schedule | str:
     arrived = now < horizon
     until = np.where(arrived, until, np.nan)
     expiry = now + (until - now)
-    start = np.where(np.isnan(until), now, np.where((until < horizon) & (expiry < horizon), expiry, np.nan))
+    start = np.where(
+        np.isnan(until), now, np.where((until < horizon) & (expiry < horizon), expiry, np.nan)
+    )
     start[~arrived] = np.nan
     return Schedule(arrived, now, until, start, start + runtime, rate, draw_w)
