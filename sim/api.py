@@ -30,7 +30,6 @@ import numpy as np
 from sim.errors import PolicyError
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
-from sim.util.jit import kernel
 from sim.util.percentile import weighted_percentile
 
 if TYPE_CHECKING:
@@ -66,7 +65,6 @@ __all__ = [
     "StateQueries",
     "Suspend",
     "SystemState",
-    "kernel",
     "weighted_percentile",
 ]
 

@@ -66,7 +66,6 @@ API_NAMES = [
     "StateQueries",
     "Suspend",
     "SystemState",
-    "kernel",
     "weighted_percentile",
 ]
 

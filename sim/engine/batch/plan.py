@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+from itertools import accumulate, islice
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from sim.api import BatchPlan
-from sim.util.jit import kernel
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
@@ -35,18 +35,16 @@ class Schedule(NamedTuple):
     """Active power of each of its GPUs, W."""
 
 
-@kernel
 def arrival_clock(submit_s: np.ndarray) -> np.ndarray:
     """The engine's clock at each arrival: the arrivals process waits `t - now` from the
     previous arrival's clock `now` (so the clock is t up to rounding), s."""
-    now = 0.0
-    out = np.empty(submit_s.size)
-    for j in range(submit_s.size):
-        t = submit_s[j]
-        if t > now:
-            now = now + (t - now)
-        out[j] = now
-    return out
+    clock = accumulate(submit_s.tolist(), _wait_until, initial=0.0)
+    return np.fromiter(islice(clock, 1, None), dtype=np.float64, count=submit_s.size)
+
+
+def _wait_until(now: float, t: float) -> float:
+    """The clock after waiting from `now` until `t` (no wait if t <= now), as SimPy adds."""
+    return now + (t - now) if t > now else now
 
 
 def schedule(engine: Engine) -> Schedule | str:
