@@ -21,7 +21,9 @@ def one_job_at_a_time(plan: BatchPlan, latest_s: np.ndarray, policy: LowestWindo
     """The deferrals `policy.choose_start` gives job by job (NaN: start now)."""
     t, v, end = plan.signal_times_s, plan.signal_values, plan.signal_end_s
     out = np.full(plan.now_s.size, np.nan)
-    for j, (now, latest, runtime) in enumerate(zip(plan.now_s, latest_s, plan.runtime_s)):
+    for j, (now, latest, runtime) in enumerate(
+        zip(plan.now_s, latest_s, plan.runtime_s, strict=True)
+    ):
         if latest - now < MIN_DEFER_S or now >= end or not runtime > 0.0:
             continue
         cut = now + max(latest + runtime - now, 0.0)
@@ -82,7 +84,7 @@ def test_every_candidates_window_mean_is_window_means_to_the_bit(seed):
     last = np.maximum(first + 1, np.searchsorted(t, cut, side="left"))
     starts, means = _Forecasts(now, first, last, t, v).window_means(latest[jobs], runtime)
     short = 0
-    for row, j in enumerate(jobs):
+    for row in range(jobs.size):
         times = np.concatenate(([now[row]], t[first[row] + 1 : last[row]]))
         values = v[first[row] : last[row]]
         want = window_means(times, values, starts[row], runtime[row])
