@@ -1,6 +1,6 @@
 """The batch engine (`sim.engine.batch`) against the event engine, the reference: on runs
-where both apply, every result table and summary key is the same (numbers within 1e-9
-relative, the rest exact); where capacity binds, "auto" runs the event engine and says
+where both apply, every result table and summary key is the same, bit for bit (the issue
+asks for 1e-9 relative); where capacity binds, "auto" runs the event engine and says
 why, and asking for "batch" is a one-line ScenarioError."""
 
 from __future__ import annotations
@@ -52,17 +52,14 @@ def scenario(policy: str, gpus: int, engine: str = "auto", **extra):
 
 
 def assert_same_results(event: sim.Results, batch: sim.Results) -> None:
+    """Every summary key but the wall time and every table, bit for bit (the issue asks for
+    1e-9 relative; the batch engine does the event engine's operations in its order)."""
     for key, want in event.summary.items():
-        got = batch.summary[key]
-        if key in WALL_CLOCK:
-            continue
-        if isinstance(want, float):
-            assert got == pytest.approx(want, rel=1e-9, nan_ok=True), key
-        else:
-            assert got == want, key
+        if key not in WALL_CLOCK:
+            assert batch.summary[key] == want or want != want == batch.summary[key], key
     for name in ("jobs", "power", "events", "sites", "dr_events"):
         pd.testing.assert_frame_equal(
-            getattr(batch, name), getattr(event, name), rtol=1e-9, check_exact=False, obj=name
+            getattr(batch, name), getattr(event, name), check_exact=True, obj=name
         )
 
 

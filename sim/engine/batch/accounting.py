@@ -91,8 +91,10 @@ def _log_power(engine: Engine, plan: Schedule, ran: np.ndarray, t1: np.ndarray) 
     pue = site.pue.constant
     assert pue is not None
     engine.fleet.power_log.load_levels(site.index, times, it_w, it_w * pue, busy)
+    # Pool._accrue at each start and end: (unheld W x PUE x s) / 3600, summed in order
     unheld_w = (pool.count - busy[:-1]) * (pool.idle_w + pool.host_w)
-    pool._idle_wh = float(np.sum(unheld_w * (pue * np.diff(times))) / 3600.0)
+    accrued_wh = unheld_w * (pue * np.diff(times)) / 3600.0
+    pool._idle_wh = float(np.cumsum(np.concatenate(([0.0], accrued_wh)))[-1])
     pool._since_s = float(times[-1])
     pool.held = int(busy[-1])
     pool.free = pool.count - pool.held
