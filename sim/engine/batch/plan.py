@@ -7,6 +7,7 @@ from itertools import accumulate, islice
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from sim.api import BatchPlan
 
@@ -54,10 +55,12 @@ def schedule(engine: Engine) -> Schedule | str:
     site = engine.fleet.sites[0]
     pool = site.pools[0]
     runs = engine.runs
-    first_of = {p: j for j, p in reversed(list(enumerate(runs.profile)))}
-    speeds = {p: runs.placement.speed(j, pool, None) for p, j in first_of.items()}
-    per_gpu = np.array([speeds[p][0] for p in runs.profile])
-    draw_w = np.array([speeds[p][1] for p in runs.profile])
+    # (reference GPU-s per s per GPU, W per GPU) per profile, asked of a job of each
+    codes, profiles = pd.factorize(np.asarray(runs.profile, dtype=object))
+    first_of = np.full(len(profiles), codes.size)
+    np.minimum.at(first_of, codes, np.arange(codes.size))
+    speeds = np.array([runs.placement.speed(int(j), pool, None) for j in first_of]).reshape(-1, 2)
+    per_gpu, draw_w = speeds[codes, 0], speeds[codes, 1]
     rate = jobs.gpus * per_gpu
     runtime = np.asarray(runs.remaining_gpu_s) / rate
     now = arrival_clock(np.asarray(jobs.submit_s, dtype=np.float64))
