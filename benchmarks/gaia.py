@@ -95,7 +95,8 @@ def run(policy: str, scenario_file: Path) -> dict:
     """One fresh process of `dcsim run scenario_file --out DIR`: its wall time (the
     process's, from outside), `sim_wall_s` and a few results."""
     with tempfile.TemporaryDirectory() as out:
-        cli = [sys.executable, "-c", "from sim.cli import main; main()"]
+        # -P: `sim` from PYTHONPATH or the installed package, never the working directory's
+        cli = [sys.executable, "-P", "-c", "from sim.cli import main; main()"]
         cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(
