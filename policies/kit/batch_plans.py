@@ -10,10 +10,11 @@ now; its `prefix_integrals` are one sequential sum (a row's `np.cumsum`); the ca
 starts are `window_candidates`', their means `window_means`'; the choice is `_first_within`
 of the least mean (lowest_window) or `CarbonTime.choose_start`'s (carbon_time, `weight` >=
 0). The jobs' forecasts differ in length: a block holds jobs of similar lengths (sorted by
-it), each row padded to the block's longest. Candidates repeated in a row (the padding
-repeats now) are kept: they have the same mean and score, and the first of equals is
-chosen, so the choice is the one among unique candidates. `tests/policies/test_batch_plans.py`
-checks this against the policies' own functions, job by job.
+it), each row padded to the block's longest. A row's candidates are in no order and may
+repeat (the padding repeats now): a repeated start has the same mean and score, and the
+choice is the least start within the tolerance of the best, the first in start order, as
+among the unique ascending candidates. `tests/policies/test_batch_plans.py` checks this
+against the policies' own functions, job by job.
 """
 
 from __future__ import annotations
