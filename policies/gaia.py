@@ -46,7 +46,8 @@ from policies.kit import (
     Planning,
     start_now_until,
 )
-from sim.api import JobView, SystemState
+from policies.kit.batch_plans import LOWEST_WINDOW, planned_deferrals
+from sim.api import BatchPlan, JobView, SystemState
 
 __all__ = ["CarbonTime", "LowestWindow"]
 
@@ -68,6 +69,21 @@ class LowestWindow(PlannedStart):
             latest = min(latest, job.submit_s + self.max_wait_h * 3600.0)
         return latest
 
+    def plan_batch(self, plan: BatchPlan) -> np.ndarray | None:
+        """Every job's deferral at arrival (`sim.api.BatchPlan`), the floats `decide` gives;
+        None with `capacity_aware` or an objective other than carbon."""
+        if self.capacity_aware or self.objective != "carbon":
+            return None
+        latest = plan.deadline_s - plan.runtime_s - self.margin_s  # latest_start, per job
+        if self.max_wait_h is not None:
+            latest = np.minimum(latest, plan.submit_s + self.max_wait_h * 3600.0)
+        latest = np.where(np.isnan(plan.deadline_s), -np.inf, latest)  # no deadline: now
+        return planned_deferrals(plan, latest, self._batch_weight())
+
+    def _batch_weight(self) -> float:
+        """The rule `planned_deferrals` plans by: the lowest window mean."""
+        return LOWEST_WINDOW
+
 
 @dataclass
 class CarbonTime(LowestWindow):
@@ -80,6 +96,9 @@ class CarbonTime(LowestWindow):
         super().__post_init__()
         if not self.weight >= 0.0:
             raise ValueError(f"weight must be >= 0, got {self.weight}")
+
+    def _batch_weight(self) -> float:
+        return self.weight
 
     def start_costs(self, job: JobView, plan: Planning) -> tuple[np.ndarray, np.ndarray]:
         """(the candidate starts, s; minus their objective: the carbon saved per unit of

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from policies.kit import first_come_first_served
-from sim.api import Action, Policy, SystemState
+from sim.api import Action, BatchPlan, Policy, SystemState
 
 __all__ = ["RunNow"]
 
@@ -26,3 +28,7 @@ class RunNow(Policy):
 
     def decide(self, state: SystemState) -> list[Action]:
         return first_come_first_served(state, self.backfill)
+
+    def plan_batch(self, plan: BatchPlan) -> np.ndarray:
+        """Every job starts at its arrival (`sim.api.BatchPlan`): no deferrals."""
+        return np.full(len(plan.now_s), np.nan)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Action",
+    "BatchPlan",
     "Defer",
     "DemandResponseView",
     "Estimate",
@@ -263,6 +264,29 @@ class Policy:
         """The actions to apply now, checked and applied in order; [] to do nothing. Read
         `state`, never change it; keep attributes of your own if you need memory."""
         raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """What a policy's optional `plan_batch(plan)` hook plans every job from at once, for
+    the batch engine (docs/performance.md, "the batch engine"): a run on one site whose
+    capacity never binds, with a perfect forecast, where each job is decided alone when it
+    arrives. Per job (arrays in job order): `now_s`, the time of its arrival decision (the
+    event engine's clock there, s); `submit_s`; `deadline_s` (NaN: none); `runtime_s`, its
+    uninterrupted runtime at the site (`SystemState.runtime_s`). The site's decision signal
+    as a step function: `signal_times_s`, `signal_values` (g/kWh), `signal_end_s`.
+
+    `plan_batch` returns, per job, the time it is deferred to at arrival (`Defer.until_s`),
+    NaN for a start at arrival: the same floats `decide` would give one job at a time; or
+    None when this policy, so configured, cannot plan so (the event engine then runs)."""
+
+    now_s: np.ndarray
+    submit_s: np.ndarray
+    deadline_s: np.ndarray
+    runtime_s: np.ndarray
+    signal_times_s: np.ndarray
+    signal_values: np.ndarray
+    signal_end_s: float
 
 
 @dataclass(frozen=True, slots=True)

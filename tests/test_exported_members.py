@@ -41,6 +41,7 @@ SIM_SUBMODULES = ["sim.stats", "sim.plots"]
 # decorators of compiled numeric kernels (numba, the Python function kept as the reference).
 API_NAMES = [
     "Action",
+    "BatchPlan",
     "Defer",
     "DemandResponseView",
     "Estimate",

@@ -11,8 +11,8 @@
 - `TimeShifter`, `PlannedStart`: the bases of the schedulers that defer jobs, with
   `runtime_s`, `latest_start_s`, `DecisionForecast` (a site's forecast
   of one decision with its prefix sums: window means and best starts on it),
-  `DecisionForecasts` (every site's, each fetched once per decision), `ranked_starts` and
-  `MIN_DEFER_S` (`time_shifting.py`).
+  `DecisionForecasts` (every site's, each fetched once per decision), and `ranked_starts`
+  (`time_shifting.py`).
 - `OperatingPoints`, `cap_grid`: the hardware model's throughput and power over a cap grid,
   once per (GPU model, profile) (`operating_points.py`).
 - `Bookings`: the GPUs of a pool over time, running jobs and planned runs (`PlannedRun`,
@@ -20,7 +20,7 @@
 - Exact arithmetic on carbon-intensity forecasts: `window_means`, `WindowMean`,
   `best_window_start`, `best_window_plan`, `start_now_until`, `window_candidates`,
   `prefix_integrals`, `cheapest_slots`, `forecast_slots`, `time_weighted_percentile`,
-  `SLIVER_S` (`windows.py`).
+  `SLIVER_S`, and `MIN_DEFER_S`, the shortest deferral worth a decision (`windows.py`).
 """
 
 from policies.kit.adjuster import Adjuster, job_of
@@ -35,7 +35,6 @@ from policies.kit.objective import (
 )
 from policies.kit.operating_points import OperatingPoints, cap_grid
 from policies.kit.time_shifting import (
-    MIN_DEFER_S,
     DecisionForecast,
     DecisionForecasts,
     PlannedStart,
@@ -46,6 +45,7 @@ from policies.kit.time_shifting import (
     runtime_s,
 )
 from policies.kit.windows import (
+    MIN_DEFER_S,
     SLIVER_S,
     WindowMean,
     best_window_plan,

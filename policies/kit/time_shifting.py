@@ -41,6 +41,7 @@ from policies.kit.objective import (
     objective_now,
 )
 from policies.kit.windows import (
+    MIN_DEFER_S,
     WindowMean,
     best_window_plan,
     best_window_start,
@@ -51,7 +52,6 @@ from policies.kit.windows import (
 from sim.api import Action, Defer, JobView, Policy, Start, SystemState
 
 __all__ = [
-    "MIN_DEFER_S",
     "DecisionForecast",
     "DecisionForecasts",
     "ForecastBlock",
@@ -64,9 +64,6 @@ __all__ = [
     "ranked_starts",
     "runtime_s",
 ]
-
-MIN_DEFER_S = 1.0
-"""A deferral shorter than this (s) is not worth an extra decision: the job starts now."""
 
 
 def runtime_s(state: SystemState, job: JobView) -> float:

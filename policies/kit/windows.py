@@ -32,6 +32,7 @@ import numpy as np
 from sim.api import weighted_percentile
 
 __all__ = [
+    "MIN_DEFER_S",
     "SLIVER_S",
     "WindowMean",
     "best_window_plan",
@@ -48,6 +49,9 @@ __all__ = [
 SLIVER_S = 1e-3
 """Steps shorter than this (s) at the start of a forecast are floating-point slivers of the
 previous step (a decision a hair before a breakpoint); they are merged into the next step."""
+
+MIN_DEFER_S = 1.0
+"""A deferral shorter than this (s) is not worth an extra decision: the job starts now."""
 
 _REL_TIE = 1e-9
 """Window means within this relative distance of the best count as ties (earliest wins)."""

@@ -174,3 +174,13 @@ class PolicyConfig(ConfigModel):
     name: str = "run_now"
     """Registry name (see `policies.REGISTRY`) or `module:Class` / `path/to/file.py:Class`."""
     params: dict[str, Any] = {}
+
+
+class EngineConfig(ConfigModel):
+    """Which engine runs the scenario (docs/performance.md, "the batch engine"):
+    "event", the discrete-event engine (the reference); "batch", the batch engine, for runs
+    whose jobs never interact (a ScenarioError names why where it does not apply); "auto",
+    the batch engine where it applies, else the event engine (meta.json's `engine` says
+    which ran and why the batch engine did not)."""
+
+    kind: Literal["auto", "event", "batch"] = "auto"

@@ -15,7 +15,13 @@ from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import ConfigModel
 from sim.config.market import DemandResponseEvent, DrProgram, PriceConfig, SpotConfig
-from sim.config.runtime import FailuresConfig, ForecastConfig, PolicyConfig, WanConfig
+from sim.config.runtime import (
+    EngineConfig,
+    FailuresConfig,
+    ForecastConfig,
+    PolicyConfig,
+    WanConfig,
+)
 from sim.config.services import ServiceConfig, ServingConfig, Variant
 from sim.config.sites import Site
 from sim.config.workload import (
@@ -92,6 +98,8 @@ class Scenario(ConfigModel):
     default table are converted at its fixed exchange rate, recorded in meta.json."""
     prices: PriceConfig = PriceConfig()
     """GPU-hour prices: the kind charged (on-demand, reserved, spot) and overrides."""
+    engine: EngineConfig = EngineConfig()
+    """Which engine runs it: "auto" (default), "event" or "batch"."""
 
     @field_validator("start")
     @classmethod

@@ -15,6 +15,7 @@ import numpy as np
 from sim.api import Policy
 from sim.config.scenario import Scenario
 from sim.engine import Engine
+from sim.engine.batch import run_batch
 from sim.engine.results import build_results
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
@@ -142,8 +143,17 @@ def simulate(
         return _closed_loop(scenario, policy, progress)
     engine = build_engine(scenario, policy)
     t0 = time.perf_counter()
-    engine.run(progress)
-    return build_results(engine, time.perf_counter() - t0)
+    kind = scenario.engine.kind
+    why = 'engine.kind = "event"' if kind == "event" else run_batch(engine)
+    if why is not None and kind == "batch":
+        raise ScenarioError(f'engine.kind = "batch": the batch engine does not apply: {why}')
+    if why is not None:
+        engine.run(progress)
+    elif progress is not None:
+        progress(1.0)
+    results = build_results(engine, time.perf_counter() - t0)
+    results.meta["engine"] = {"kind": "event" if why else "batch", "batch_refused": why}
+    return results
 
 
 def _closed_loop(

@@ -19,13 +19,15 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from sim.errors import ScenarioError
 from sim.models.topologies import bare_name, topohub_key
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 EARTH_RADIUS_KM = 6371.0088
 """Mean Earth radius (IUGG), km, of every great-circle distance in `sim.network`."""
@@ -83,6 +85,8 @@ class Topology:
     _component: dict = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        import networkx as nx  # imported where a WAN is built: `import sim` does not pay for it
+
         routers = [n for n, r in self.graph.nodes(data="router") if r]
         nodes = self.graph.nodes
         object.__setattr__(self, "_routers", np.array(routers, dtype=object))
@@ -112,6 +116,7 @@ class Topology:
 @lru_cache(maxsize=8)
 def load_topohub(name: str) -> Topology:
     """A topohub topology by scenario name (see `topohub_key`), normalised; cached."""
+    import networkx as nx
     import topohub
 
     key = topohub_key(name)
@@ -156,6 +161,8 @@ def load_topology_file(path: str | Path, key: str = "wan.topology_file") -> Topo
     Capacity: `capacity_gbps` (Gbit/s), else `LinkSpeedRaw` (bit/s, Topology Zoo).
     Raises ScenarioError prefixed with `key`, naming the file and the bad node or edge.
     """
+    import networkx as nx
+
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".graphml", ".gml"):

@@ -10,8 +10,6 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-import networkx as nx
-
 from sim.errors import ScenarioError
 from sim.grid.catalog import YearPlan, catalog, year_plan, zone_series
 from sim.grid.signal import CarbonSignal
@@ -154,6 +152,8 @@ class Wan:
         cached = self._routes.get((src, dst))
         if cached is not None and (len(cached) >= k or cached[-1] is None):
             return tuple(r for r in cached[:k] if r is not None)
+        import networkx as nx  # a Wan's topology has imported it
+
         g = self.topology.graph
         a, b = self.attachments[src].node, self.attachments[dst].node
         found: tuple[Route, ...]

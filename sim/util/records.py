@@ -145,6 +145,27 @@ class EventLog:
     def __len__(self) -> int:
         return len(self.time_s)
 
+    def extend(
+        self,
+        t_s: np.ndarray,
+        kind: str,
+        job: np.ndarray,
+        site: int = -1,
+        value: np.ndarray | None = None,
+        detail: str = "",
+    ) -> None:
+        """`append` for many events of one `kind`, `site` and `detail` at once: at times
+        `t_s`, of jobs `job`, with `value` (None: NaN)."""
+        n = len(t_s)
+        code = self._detail_code.setdefault(detail, len(self._detail_code))
+        self.time_s.frombytes(np.asarray(t_s, dtype=np.float64).tobytes())
+        self.kind.frombytes(np.full(n, _KIND_CODE[kind], dtype=np.int8).tobytes())
+        self.job.frombytes(np.asarray(job, dtype=np.int32).tobytes())
+        self.site.frombytes(np.full(n, site, dtype=np.int16).tobytes())
+        values = np.full(n, math.nan) if value is None else np.asarray(value, dtype=np.float64)
+        self.value.frombytes(values.tobytes())
+        self.detail.frombytes(np.full(n, code, dtype=np.int32).tobytes())
+
     def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then kind in
         `_INSTANT_RANK` order, job, site), emptying the log: the table's columns are the
@@ -210,6 +231,30 @@ class PowerLog:
         self.it_w.append(it_w)
         self.facility_w.append(facility_w)
         self.busy_gpus.append(busy_gpus)
+
+    def load_levels(
+        self, site: int, t_s: np.ndarray, it_w: np.ndarray, facility_w: np.ndarray, busy: np.ndarray
+    ) -> None:
+        """Replace `site`'s rows (a one-site log's only) by the levels after each change at
+        ascending times `t_s` (several at one time allowed): one row per instant, as
+        `record` in time order makes them (a change within `INSTANT_S` of the one before
+        joins its row)."""
+        assert all(s == site for s in self.site)
+        t_s = np.asarray(t_s, dtype=np.float64)
+        first = np.ones(t_s.size, dtype=bool)
+        first[1:] = np.diff(t_s) >= INSTANT_S
+        rows = np.flatnonzero(first)
+        last = np.append(rows[1:], t_s.size) - 1
+        for name, column, code in (
+            ("time_s", t_s[rows], "d"),
+            ("it_w", np.asarray(it_w, dtype=np.float64)[last], "d"),
+            ("facility_w", np.asarray(facility_w, dtype=np.float64)[last], "d"),
+            ("busy_gpus", np.asarray(busy, dtype=np.int32)[last], "i"),
+            ("site", np.full(rows.size, site, dtype=np.int16), "h"),
+        ):
+            setattr(self, name, array(code, column.tobytes()))
+        self._last_row[site] = rows.size - 1
+        self._last_s[site] = float(t_s[-1])
 
     def drain_frame(self, site_names: list[str]) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then site),

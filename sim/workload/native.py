@@ -640,7 +640,10 @@ def _work(
         lambda i: "give work_gpu_h or target_metric, not both (the target sets the work)",
     )
     target = np.where(np.isfinite(target) & w_missing, target, np.nan)
-    jobs = resolve_targets(profile, target, training_draws(seed, ids.to_numpy(dtype=object)))
+    draws = np.full(n, np.nan)  # drawn for the target rows only (an id's draw is its own)
+    aimed = np.isfinite(target)
+    draws[aimed] = training_draws(seed, ids.to_numpy(dtype=object)[aimed])
+    jobs = resolve_targets(profile, target, draws)
     check(
         jobs.problem != "",
         lambda i: f"target_metric {_shown(raw, 'target_metric', i)}: {jobs.problem[i]}",
