@@ -97,6 +97,8 @@ class CarbonTime(LowestWindow):
         if not self.weight >= 0.0:
             raise ValueError(f"weight must be >= 0, got {self.weight}")
 
+    plan_batch = LowestWindow.plan_batch  # the same planner, by `_batch_weight`
+
     def _batch_weight(self) -> float:
         return self.weight
 

@@ -278,7 +278,9 @@ class BatchPlan:
 
     `plan_batch` returns, per job, the time it is deferred to at arrival (`Defer.until_s`),
     NaN for a start at arrival: the same floats `decide` would give one job at a time; or
-    None when this policy, so configured, cannot plan so (the event engine then runs)."""
+    None when this policy, so configured, cannot plan so (the event engine then runs). A
+    promise about one class's decisions: only a policy whose own class defines `plan_batch`
+    is planned so (a subclass, which may decide differently, declares it again)."""
 
     now_s: np.ndarray
     submit_s: np.ndarray

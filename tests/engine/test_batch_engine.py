@@ -86,8 +86,29 @@ def test_auto_runs_the_event_engine_where_capacity_binds_and_says_why():
 def test_asking_for_the_batch_engine_where_it_does_not_apply_is_a_scenario_error():
     with pytest.raises(ScenarioError, match=r'engine.kind = "batch": .*capacity binds'):
         sim.simulate(scenario("carbon_time", 8, "batch"))
-    with pytest.raises(ScenarioError, match="the policy has no plan_batch hook"):
+    with pytest.raises(ScenarioError, match=r"the policy \(WaitAwhile\) has no plan_batch hook"):
         sim.simulate(scenario("wait_awhile", 512, "batch"))
+
+
+def test_a_subclass_that_may_decide_differently_is_not_planned_in_batch():
+    """A plan mirrors one class's decisions: a subclass inherits no `plan_batch`, so its own
+    `decide` runs on the event engine."""
+    from policies.gaia import CarbonTime
+
+    decided = []
+
+    class Logging(CarbonTime):
+        def decide(self, state):
+            decided.append(state.now_s)
+            return super().decide(state)
+
+    results = sim.simulate(scenario("carbon_time", 512), Logging())
+    assert results.meta["engine"] == {
+        "kind": "event",
+        "batch_refused": "the policy's class Logging inherits plan_batch "
+        "(a subclass must define its own)",
+    }
+    assert len(decided) >= results.summary["jobs_submitted"]
 
 
 def test_peak_counts_a_run_ending_when_another_starts_with_it():

@@ -46,9 +46,23 @@ def refusal(engine: Engine) -> str | None:
         (bool((jobs.allowed_gpu_models != "").any()), "jobs restricted to GPU models"),
         (bool((~np.isnan(jobs.target_metric)).any()), "jobs with a target_metric"),
         (bool((jobs.gpus > site.gpus[0].count).any()), "a job larger than the pool"),
-        (not hasattr(engine.policy, "plan_batch"), "the policy has no plan_batch hook"),
+        (not _plans_in_batch(engine.policy), _no_plan(engine.policy)),
     ]
     return next((why for failed, why in checks if failed), None)
+
+
+def _plans_in_batch(policy: object) -> bool:
+    """Whether `policy`'s own class defines `plan_batch`: a plan mirrors one class's
+    decisions, so a subclass (which may decide differently) inherits none."""
+    return "plan_batch" in vars(type(policy))
+
+
+def _no_plan(policy: object) -> str:
+    """The refusal for a policy without a `plan_batch` of its own class."""
+    name = type(policy).__name__
+    if hasattr(policy, "plan_batch"):
+        return f"the policy's class {name} inherits plan_batch (a subclass must define its own)"
+    return f"the policy ({name}) has no plan_batch hook"
 
 
 def peak_gpus(start_s: np.ndarray, end_s: np.ndarray, gpus: np.ndarray) -> int:
