@@ -21,6 +21,7 @@ from sim.results import (
     library_versions,
     package_version,
 )
+from sim.util.columns import stored_once
 from sim.util.memory import release_free_memory
 from sim.workload.feasibility import infeasible_deadlines
 from sim.workload.rebound import parent_ids
@@ -78,8 +79,11 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     )
     summary["deadline_infeasible"] = int(infeasible.sum())
     summary["sim_wall_s"] = wall_s
-    # copy=False: the columns as written, not a consolidated copy of them all (memory).
-    jobs = pd.DataFrame(_ordered(out.job_columns, JOB_COLUMNS), copy=False)
+    # A column of one value (no failures, no targets: zeros, NaN) is stored once; copy=False:
+    # the columns as written, not a consolidated copy of them all (memory).
+    for name in list(cols):
+        cols[name] = stored_once(cols[name])
+    jobs = pd.DataFrame(_ordered(cols, JOB_COLUMNS), copy=False)
 
     meta = {
         "dcsim_version": package_version(),

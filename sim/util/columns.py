@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["freeze_columns", "same_value_column"]
+__all__ = ["freeze_columns", "same_value_column", "stored_once"]
 
 _ACCEPTED_KINDS = {object: "OU", np.float64: "fiu", np.int64: "iu", np.bool_: "b"}
 """Per column dtype, the dtype kinds it accepts (converted without loss)."""
@@ -39,6 +39,24 @@ def same_value_column(n: int, value: Any, dtype: Any = None) -> np.ndarray:
     that stores the value once (a view of stride 0): a column every job of a generated
     workload shares costs 8 bytes, not 8 MB a million jobs. It reads as any other column."""
     return np.broadcast_to(np.array(value, dtype), (n,))
+
+
+def stored_once(column: Any) -> Any:
+    """`column` as a `same_value_column` if it is a 1-D numpy array of numbers or booleans
+    whose entries are all the same bits (all NaN, all 0.0: not -0.0 among them), so that it
+    costs 8 bytes and not 8 MB a million rows; any other column as it is."""
+    if (
+        not isinstance(column, np.ndarray)
+        or column.ndim != 1
+        or len(column) < 2
+        or column.dtype.kind not in "biuf"
+        or column.strides[0] == 0
+    ):
+        return column
+    bits = column.view(f"u{column.dtype.itemsize}")
+    if not (bits == bits[0]).all():
+        return column
+    return same_value_column(len(column), column[0], column.dtype)
 
 
 def _as_column(table: str, name: str, value: Any, dtype: Any) -> np.ndarray:
