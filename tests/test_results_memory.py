@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import sim
 from sim.util.records import EventLog
+from tests.conftest import REPO
 
 JOB_IDS = np.array([f"j{i}" for i in range(5)], dtype=object)
 SITES = ["a", "b"]
@@ -36,3 +38,14 @@ def test_no_lookup_table_is_kept_on_the_job_categories_and_lookups_still_work():
     assert "_engine" not in categories._cache
     assert categories.get_loc("j3") == 3
     assert categories.is_unique
+
+
+def test_numpy_text_job_ids_become_one_str_array_shared_by_jobs_and_events():
+    # a generated workload's ids are numpy StringDType (no Python string per job): the jobs
+    # table's job_id and the events' job categories are one Arrow array built from them
+    scenario = sim.load_scenario(REPO / "scenarios/quickstart.toml", ["duration_h=72"])
+    results = sim.simulate(scenario)
+    job_id = results.jobs["job_id"]
+    assert job_id.dtype == "str"
+    categories = results.events["job"].cat.categories
+    assert categories.array._pa_array is job_id.array._pa_array

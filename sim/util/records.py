@@ -145,7 +145,9 @@ class EventLog:
     def __len__(self) -> int:
         return len(self.time_s)
 
-    def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
+    def drain_frame(
+        self, job_ids: np.ndarray | pd.api.extensions.ExtensionArray, site_names: list[str]
+    ) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then kind in
         `_INSTANT_RANK` order, job, site), emptying the log: the table's columns are the
         log's, sorted in place (`sort_in_instants`). Text columns are categoricals (job -1
@@ -301,7 +303,9 @@ def sort_in_instants(
         column[rows] = column[taken]
 
 
-def job_categorical(codes: np.ndarray, job_ids: np.ndarray | pd.Series) -> pd.Categorical:
+def job_categorical(
+    codes: np.ndarray, job_ids: np.ndarray | pd.Series | pd.api.extensions.ExtensionArray
+) -> pd.Categorical:
     """Job indices (-1: none) as a categorical of the job ids, without the lookup table that
     checking the ids are unique leaves cached on them: for text categories pandas keeps a
     Python string per id and a hash table (about 60 MB at a million jobs), which nothing
