@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import sim
-from sim.util.records import EventLog
+from sim.util.records import EventLog, job_categorical
 from tests.conftest import REPO
 
 JOB_IDS = np.array([f"j{i}" for i in range(5)], dtype=object)
@@ -49,3 +50,19 @@ def test_numpy_text_job_ids_become_one_str_array_shared_by_jobs_and_events():
     assert job_id.dtype == "str"
     categories = results.events["job"].cat.categories
     assert categories.array._pa_array is job_id.array._pa_array
+
+
+def test_ids_known_unique_are_not_hashed_to_check_them_and_read_the_same(monkeypatch):
+    def no_hashing(self):
+        raise AssertionError("the ids were hashed to check that they are unique")
+
+    ids = pd.array([f"j{i}" for i in range(5)], dtype="str")
+    checked = job_categorical(np.array([0, 3, -1], np.int32), ids)
+    monkeypatch.setattr(pd.Index, "is_unique", property(no_hashing))
+    fast = job_categorical(np.array([0, 3, -1], np.int32), ids, unique=True)
+    pd.testing.assert_extension_array_equal(fast, checked)
+
+
+def test_repeated_ids_not_known_unique_are_an_error():
+    with pytest.raises(ValueError, match="unique"):
+        job_categorical(np.array([0, 1], np.int32), np.array(["a", "a"], dtype=object))
