@@ -289,7 +289,8 @@ def sort_in_instants(
         before |= tied & (key[1:] < key[:-1])
         tied &= key[1:] == key[:-1]
     del tied
-    instant = np.cumsum(new, dtype=np.int32 if n < 2**31 else np.int64)  # each row's, from 1
+    # each row's instant, counted from 1 (int32: 4 bytes a row, where it fits)
+    instant = np.cumsum(new, dtype=np.int32) if n < 2**31 else np.cumsum(new, dtype=np.int64)
     del new
     instant -= 1
     np.take(times_s[starts], instant, out=times_s)
