@@ -69,6 +69,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         cols["energy_kwh"],
     )
     cols.update(training)
+    release_free_memory()
     parents = parent_ids(jt.job_id) if scenario.rebound is not None else None
     cols["rebound_of"] = pd.Categorical([""] * len(jt) if parents is None else parents)
     summary = out.summary
