@@ -66,3 +66,12 @@ def test_ids_known_unique_are_not_hashed_to_check_them_and_read_the_same(monkeyp
 def test_repeated_ids_not_known_unique_are_an_error():
     with pytest.raises(ValueError, match="unique"):
         job_categorical(np.array([0, 1], np.int32), np.array(["a", "a"], dtype=object))
+
+
+def test_a_run_of_no_generated_jobs_has_an_empty_object_job_id_column_as_before():
+    scenario = sim.load_scenario(
+        REPO / "scenarios/quickstart.toml",
+        ["duration_h=72", "workload.synthetic.arrival_rate_per_h=1e-9"],
+    )
+    results = sim.simulate(scenario)
+    assert len(results.jobs) == 0 and results.jobs["job_id"].dtype == object

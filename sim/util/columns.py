@@ -68,9 +68,12 @@ def stored_once(column: Any) -> Any:
 def text_array(column: np.ndarray) -> pd.api.extensions.ExtensionArray | np.ndarray:
     """A text column (`StringDType`) as pandas' `str` array (Arrow), what a table makes of an
     object column of texts, built from the column's bytes, not from a Python string per
-    entry; an object column as it is (a table infers its type)."""
+    entry; an object column as it is (a table infers its type), and an empty one as an
+    empty object column (what a table of no jobs had before: no text to infer from)."""
     if column.dtype.kind != "T":
         return column
+    if len(column) == 0:
+        return np.empty(0, dtype=object)
     return pd.array(pa.array(column, type=pa.large_string()), dtype="str")
 
 
