@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from sim.util.records import EventLog
+import sim
+from sim.util.records import EventLog, job_categorical
+from tests.conftest import REPO
 
 JOB_IDS = np.array([f"j{i}" for i in range(5)], dtype=object)
 SITES = ["a", "b"]
@@ -36,3 +39,39 @@ def test_no_lookup_table_is_kept_on_the_job_categories_and_lookups_still_work():
     assert "_engine" not in categories._cache
     assert categories.get_loc("j3") == 3
     assert categories.is_unique
+
+
+def test_numpy_text_job_ids_become_one_str_array_shared_by_jobs_and_events():
+    # a generated workload's ids are numpy StringDType (no Python string per job): the jobs
+    # table's job_id and the events' job categories are one Arrow array built from them
+    scenario = sim.load_scenario(REPO / "scenarios/quickstart.toml", ["duration_h=72"])
+    results = sim.simulate(scenario)
+    job_id = results.jobs["job_id"]
+    assert job_id.dtype == "str"
+    categories = results.events["job"].cat.categories
+    assert categories.array._pa_array is job_id.array._pa_array
+
+
+def test_ids_known_unique_are_not_hashed_to_check_them_and_read_the_same(monkeypatch):
+    def no_hashing(self):
+        raise AssertionError("the ids were hashed to check that they are unique")
+
+    ids = pd.array([f"j{i}" for i in range(5)], dtype="str")
+    checked = job_categorical(np.array([0, 3, -1], np.int32), ids)
+    monkeypatch.setattr(pd.Index, "is_unique", property(no_hashing))
+    fast = job_categorical(np.array([0, 3, -1], np.int32), ids, unique=True)
+    pd.testing.assert_extension_array_equal(fast, checked)
+
+
+def test_repeated_ids_not_known_unique_are_an_error():
+    with pytest.raises(ValueError, match="unique"):
+        job_categorical(np.array([0, 1], np.int32), np.array(["a", "a"], dtype=object))
+
+
+def test_a_run_of_no_generated_jobs_has_an_empty_object_job_id_column_as_before():
+    scenario = sim.load_scenario(
+        REPO / "scenarios/quickstart.toml",
+        ["duration_h=72", "workload.synthetic.arrival_rate_per_h=1e-9"],
+    )
+    results = sim.simulate(scenario)
+    assert len(results.jobs) == 0 and results.jobs["job_id"].dtype == object

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.util.records import INSTANT_S, EventLog, PowerLog, in_instants, sort_in_instants
+from sim.util.records import (
+    INSTANT_S,
+    EventLog,
+    PowerLog,
+    in_instants,
+    instant_starts,
+    sort_in_instants,
+)
 from tests.golden.cases import CASES
 from tests.golden.record import run_case
 
@@ -118,3 +125,22 @@ def test_logs_as_an_engine_writes_them_need_only_their_unsorted_instants_sorted(
     assert times_s.tolist() == [0.0, T, T, T + 1.0]
     assert jobs.tolist() == [2, 1, 2, 2]
     assert kinds.tolist() == [9, 1, 19, 1]
+
+
+@pytest.mark.parametrize(
+    "times_s",
+    [
+        [],
+        [5.0],
+        [np.nan, 1.0],
+        [-np.inf, -np.inf, 0.0],
+        [0.0, 0.0, 5e-7, 1e-6, 2.5e-6, np.inf, np.inf, np.nan],
+        np.sort(np.random.default_rng(3).choice([0.0, 1e-7, 1.0, 2.0], 1000).cumsum()),
+    ],
+    ids=["empty", "one", "nan-first", "minus-inf", "ties-and-edges", "random"],
+)
+def test_instant_starts_are_the_times_one_instant_or_more_after_the_one_before(times_s):
+    times_s = np.asarray(times_s, dtype=float)
+    with np.errstate(invalid="ignore"):  # inf - inf, as the engine's times never are
+        expected = np.diff(times_s, prepend=-np.inf) >= INSTANT_S
+        np.testing.assert_array_equal(instant_starts(times_s), expected)

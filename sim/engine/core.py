@@ -67,6 +67,7 @@ from sim.grid import Forecaster
 from sim.models import hardware, mig, scaling, sharing, training
 from sim.models.pricing import PriceBook
 from sim.results import ResultParts
+from sim.util.memory import release_free_memory
 from sim.util.records import EventLog
 from sim.workload import JobTable
 from sim.workload.table import MAX_JOB_GPUS
@@ -198,6 +199,7 @@ class Engine:
         a MIG-partitioned pool)."""
         for component in self.components:
             component.write_results(out)
+            release_free_memory()  # its temporaries' pages, before the next one's (memory)
         if math.isnan(out.summary["cost_compute"]):
             out.summary["cost_compute"] = None
         out.meta["prices"] = self.prices.meta()

@@ -258,29 +258,36 @@ class JobBook(Component):
             if st in _OPEN:
                 self._core.events.append(now_s, "unfinished", j, site_of[j])
 
-    def terminal_states(self) -> list[str]:
-        """Each job's terminal state: completed, rejected, or unfinished (at the horizon)."""
-        return [
-            "completed" if s == COMPLETED else "rejected" if s == REJECTED else "unfinished"
-            for s in self.state
-        ]
+    def terminal_states(self) -> pd.Categorical:
+        """Each job's terminal state (`TERMINAL_STATES`): completed, rejected, or unfinished
+        (at the horizon); made from codes, not a text per job (memory)."""
+        state = np.frombuffer(self.state, np.int8)
+        codes = np.full(len(state), TERMINAL_STATES.index("unfinished"), dtype=np.int8)
+        codes[state == COMPLETED] = TERMINAL_STATES.index("completed")
+        codes[state == REJECTED] = TERMINAL_STATES.index("rejected")
+        return pd.Categorical.from_codes(codes, categories=TERMINAL_STATES)
 
     def write_results(self, out: ResultParts) -> None:
         """Columns `start_s`, `end_s`, `state`, `reason`, `wait_h`, `jct_h`; the job counts,
         waits, completion times and deadline misses."""
         jt = self._core.jobs
         start, end = np.asarray(self.start_s), np.asarray(self.end_s)
-        reason = np.full(len(jt), "", dtype=object)
+        # the reasons from codes (categories sorted, as pd.Categorical of the texts orders
+        # them), not an object array of a text per job (memory)
+        texts = sorted({"", *self.reason.values()})
+        code_of = {text: code for code, text in enumerate(texts)}
+        codes = np.zeros(len(jt), dtype=np.int8 if len(texts) < 128 else np.int32)
         for j, r in self.reason.items():
-            reason[j] = r
-        state = pd.Categorical(self.terminal_states(), categories=TERMINAL_STATES)
+            codes[j] = code_of[r]
+        reason = pd.Categorical.from_codes(codes, categories=pd.Index(texts))
+        state = self.terminal_states()
         wait_h = (start - jt.submit_s) / 3600.0
         jct_h = (end - jt.submit_s) / 3600.0
         out.job_columns.update(
             start_s=start,
             end_s=end,
             state=state,
-            reason=pd.Categorical(reason),
+            reason=reason,
             wait_h=wait_h,
             jct_h=jct_h,
         )

@@ -21,6 +21,7 @@ from sim.results import (
     library_versions,
     package_version,
 )
+from sim.util.columns import stored_once, text_array
 from sim.util.memory import release_free_memory
 from sim.workload.feasibility import infeasible_deadlines
 from sim.workload.rebound import parent_ids
@@ -45,11 +46,13 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     release_free_memory()
     power = engine.fleet.power_log.drain_frame(names)
     release_free_memory()
-    out = ResultParts(power=power, events=engine.events.drain_frame(jt.job_id, names))
+    # one text array of the ids for the jobs table and the events' job categories
+    job_ids = text_array(jt.job_id)
+    out = ResultParts(power=power, events=engine.events.drain_frame(job_ids, names))
     release_free_memory()
     # The workload's own columns; text columns of few distinct values are categoricals.
     out.job_columns.update(
-        job_id=jt.job_id,
+        job_id=job_ids,
         submit_s=jt.submit_s,
         deadline_s=jt.deadline_s,
         deadline_infeasible=infeasible,
@@ -66,6 +69,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         cols["energy_kwh"],
     )
     cols.update(training)
+    release_free_memory()
     parents = parent_ids(jt.job_id) if scenario.rebound is not None else None
     cols["rebound_of"] = pd.Categorical([""] * len(jt) if parents is None else parents)
     summary = out.summary
@@ -78,8 +82,11 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     )
     summary["deadline_infeasible"] = int(infeasible.sum())
     summary["sim_wall_s"] = wall_s
-    # copy=False: the columns as written, not a consolidated copy of them all (memory).
-    jobs = pd.DataFrame(_ordered(out.job_columns, JOB_COLUMNS), copy=False)
+    # A column of one value (no failures, no targets: zeros, NaN) is stored once; copy=False:
+    # the columns as written, not a consolidated copy of them all (memory).
+    for name in list(cols):
+        cols[name] = stored_once(cols[name])
+    jobs = pd.DataFrame(_ordered(cols, JOB_COLUMNS), copy=False)
 
     meta = {
         "dcsim_version": package_version(),

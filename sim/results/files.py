@@ -15,6 +15,8 @@ from sim.config.loading import load_scenario
 from sim.config.scenario import Scenario
 from sim.results.events import events_for_file, events_from_file
 from sim.util.atomic import write_atomic
+from sim.util.memory import release_free_memory
+from sim.util.parquet import write_parquet
 
 __all__ = ["FILES", "OPTIONAL_FILES", "Results"]
 
@@ -60,16 +62,14 @@ class Results:
         """Write the result files into `out_dir` (created if needed), each atomically."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
-        write_atomic(out / "sites.parquet", lambda p: self.sites.to_parquet(p, index=False))
-        write_atomic(out / "power.parquet", lambda p: self.power.to_parquet(p, index=False))
-        events = events_for_file(self.events, self.jobs["job_id"])
-        write_atomic(out / "events.parquet", lambda p: events.to_parquet(p, index=False))
-        write_atomic(out / "dr_events.parquet", lambda p: self.dr_events.to_parquet(p, index=False))
-        write_atomic(out / "services.parquet", lambda p: self.services.to_parquet(p, index=False))
-        requests = self.requests
-        if requests is not None:
-            write_atomic(out / "requests.parquet", lambda p: requests.to_parquet(p, index=False))
+        _save_table(out / "jobs.parquet", self.jobs)
+        _save_table(out / "sites.parquet", self.sites)
+        _save_table(out / "power.parquet", self.power)
+        _save_table(out / "events.parquet", events_for_file(self.events, self.jobs["job_id"]))
+        _save_table(out / "dr_events.parquet", self.dr_events)
+        _save_table(out / "services.parquet", self.services)
+        if self.requests is not None:
+            _save_table(out / "requests.parquet", self.requests)
         write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         write_atomic(
@@ -99,3 +99,11 @@ class Results:
             if (d / "requests.parquet").exists()
             else None,
         )
+
+
+def _save_table(path: Path, frame: pd.DataFrame) -> None:
+    """Write `frame` to the Parquet file `path` atomically, in row groups (`write_parquet`),
+    then hand the memory the writer freed back to the OS, so that the next file's
+    transient does not stack on this one's (`release_free_memory`)."""
+    write_atomic(path, lambda p: write_parquet(frame, p))
+    release_free_memory()

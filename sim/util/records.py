@@ -166,7 +166,9 @@ class EventLog:
         self.value.frombytes(values.tobytes())
         self.detail.frombytes(np.full(n, code, dtype=np.int32).tobytes())
 
-    def drain_frame(self, job_ids: np.ndarray, site_names: list[str]) -> pd.DataFrame:
+    def drain_frame(
+        self, job_ids: np.ndarray | pd.api.extensions.ExtensionArray, site_names: list[str]
+    ) -> pd.DataFrame:
         """The log as a table in its canonical order (`in_instants`: by instant, then kind in
         `_INSTANT_RANK` order, job, site), emptying the log: the table's columns are the
         log's, sorted in place (`sort_in_instants`). Text columns are categoricals (job -1
@@ -180,7 +182,7 @@ class EventLog:
             {
                 "time_s": time_s,
                 "kind": pd.Categorical.from_codes(kind, categories=EVENT_KINDS),
-                "job": job_categorical(job, job_ids),
+                "job": job_categorical(job, job_ids, unique=True),
                 "site": pd.Categorical.from_codes(site, categories=site_names),
                 "value": value,
                 "detail": self._drain_detail(detail),
@@ -280,8 +282,12 @@ class PowerLog:
 
 def instant_starts(times_s: np.ndarray) -> np.ndarray:
     """Which of the increasing `times_s` open an instant (are `INSTANT_S` or more after the time
-    before them; the first always does)."""
-    return np.diff(times_s, prepend=-np.inf) >= INSTANT_S
+    before them; the first always does, unless NaN). As `np.diff(times_s, prepend=-np.inf) >=
+    INSTANT_S`, without its copy of the times."""
+    new = np.empty(len(times_s), dtype=bool)
+    np.greater_equal(times_s[:1] + np.inf, INSTANT_S, out=new[:1])  # t - (-inf), as diff does
+    np.greater_equal(np.subtract(times_s[1:], times_s[:-1]), INSTANT_S, out=new[1:])
+    return new
 
 
 def in_instants(times_s: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -328,8 +334,12 @@ def sort_in_instants(
         before |= tied & (key[1:] < key[:-1])
         tied &= key[1:] == key[:-1]
     del tied
-    np.take(times_s[starts], np.cumsum(new) - 1, out=times_s)
+    # each row's instant, counted from 1 (int32: 4 bytes a row, where it fits)
+    instant = np.cumsum(new, dtype=np.int32) if n < 2**31 else np.cumsum(new, dtype=np.int64)
     del new
+    instant -= 1
+    np.take(times_s[starts], instant, out=times_s)
+    del instant
     unsorted = np.unique(np.searchsorted(starts, np.flatnonzero(before) + 1, side="right") - 1)
     del before
     if len(unsorted) == 0:
@@ -346,13 +356,25 @@ def sort_in_instants(
         column[rows] = column[taken]
 
 
-def job_categorical(codes: np.ndarray, job_ids: np.ndarray | pd.Series) -> pd.Categorical:
+def job_categorical(
+    codes: np.ndarray,
+    job_ids: np.ndarray | pd.Series | pd.api.extensions.ExtensionArray,
+    unique: bool = False,
+) -> pd.Categorical:
     """Job indices (-1: none) as a categorical of the job ids, without the lookup table that
     checking the ids are unique leaves cached on them: for text categories pandas keeps a
     Python string per id and a hash table (about 60 MB at a million jobs), which nothing
-    reads afterwards. The ids are unique (`JobTable` checks it). The categories are unnamed
-    (a Series' name is not taken over)."""
-    column = pd.Categorical.from_codes(codes, categories=pd.Index(job_ids).rename(None))
+    reads afterwards. `unique`: the ids are known to be unique (a `JobTable`'s, which checks
+    it), so pandas' check is skipped and its hash table (about 90 MB at a million jobs while
+    it lasts) never built; else pandas checks (ValueError for a repeated id). The
+    categories are unnamed (a Series' name is not taken over)."""
+    categories = pd.Index(job_ids).rename(None)
+    # pandas' private constructor that skips the check; if a release drops it, the check runs
+    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None) if unique else None
+    if fast is None:
+        column = pd.Categorical.from_codes(codes, categories=categories)
+    else:
+        column = pd.Categorical.from_codes(codes, dtype=fast(categories, ordered=False))
     # pandas' private memo of computed properties, rebuilt on use; if a pandas release drops
     # it, nothing is cleared (tests/test_results_memory.py then says so)
     getattr(column.categories, "_cache", {}).clear()

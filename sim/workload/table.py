@@ -210,7 +210,8 @@ class JobTable:
     """
 
     job_id: np.ndarray
-    """str (object), unique."""
+    """str (object, or numpy `StringDType` as the synthetic generator makes it: no Python
+    string per job), unique."""
     submit_s: np.ndarray
     """float64, submission time, seconds since the scenario start; >= 0, non-decreasing."""
     gpus: np.ndarray

@@ -139,7 +139,7 @@ def outcome_columns(
     reached = has_target & np.asarray(completed, bool) & runs_reach_target(jobs, profiles)
     return {
         "target_metric": jobs.target_metric,
-        "target_reached": pd.array(np.where(has_target, reached, pd.NA), dtype="boolean"),
+        "target_reached": pd.arrays.BooleanArray(reached, ~has_target),  # NA: no target
         "time_to_accuracy_h": np.where(reached, (end_s - start_s) / 3600.0, np.nan),
         "energy_to_accuracy_kwh": np.where(reached, np.asarray(energy_kwh, float), np.nan),
     }

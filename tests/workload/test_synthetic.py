@@ -5,7 +5,6 @@ error (cycles, presets, heavy-tailed durations, offered load). The basic generat
 from __future__ import annotations
 
 import math
-import sys
 import tracemalloc
 from datetime import UTC, datetime
 
@@ -174,8 +173,14 @@ def test_a_generated_table_stores_each_value_all_jobs_share_once():
     held_bytes, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     per_job = ("submit_s", "gpus", "work_gpu_h", "deadline_s", "interruptible", "origin_site")
+    # the ids are numpy texts (16 bytes a job), not a Python string per job (61 bytes)
     own_bytes = sum(getattr(jobs, name).nbytes for name in (*per_job, "job_id"))
-    own_bytes += sum(sys.getsizeof(job_id) for job_id in jobs.job_id)
-    assert len(jobs) > 90_000
+    assert len(jobs) > 90_000 and jobs.job_id.nbytes == 16 * len(jobs)
     assert held_bytes < own_bytes + 8 * len(jobs)  # less than one more column of 8 bytes
     assert set(jobs.vc) == {""} and set(jobs.gpu_milli) == {1000} and set(jobs.data_gb) == {0.0}
+
+
+def test_generated_job_ids_are_j0_j1_in_submit_order_and_read_as_str():
+    jobs = gen(cfg(), 10)
+    assert list(jobs.job_id[:3]) == ["j0", "j1", "j2"] and jobs.job_id[-1] == f"j{len(jobs) - 1}"
+    assert type(jobs.job_id[5]) is str
