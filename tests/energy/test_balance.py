@@ -22,8 +22,7 @@ def assert_identities(b: SiteBalance) -> None:
     """Exact, in the order the module documents; and every flow non-negative."""
     assert b.load_kwh == b.on_site_used_kwh + b.battery_to_load_kwh + b.grid_to_load_kwh
     assert b.generation_kwh == (
-        b.on_site_used_kwh + b.generation_to_battery_kwh + b.generation_export_kwh
-        + b.curtailed_kwh
+        b.on_site_used_kwh + b.generation_to_battery_kwh + b.generation_export_kwh + b.curtailed_kwh
     )
     assert b.battery_charge_kwh == b.generation_to_battery_kwh + b.grid_to_battery_kwh
     assert b.battery_discharge_kwh == b.battery_to_load_kwh + b.battery_to_grid_kwh
@@ -79,7 +78,9 @@ def test_surplus_charges_the_battery_then_is_exported_and_credited():
 def test_surplus_beyond_the_export_limit_is_curtailed():
     b = site_balance(100.0, 200.0, 30.0, 3600.0, GridConnection(export_limit_kw=40.0))
     assert (b.generation_to_battery_kwh, b.generation_export_kwh, b.curtailed_kwh) == (
-        30.0, 40.0, 30.0,
+        30.0,
+        40.0,
+        30.0,
     )
     none = site_balance(100.0, 200.0, 0.0, 3600.0, GridConnection(export_limit_kw=0.0))
     assert none.export_kwh == 0.0 and none.curtailed_kwh == 100.0
@@ -128,7 +129,9 @@ def test_the_battery_energy_is_the_battery_models_to_the_balances_grid():
         applied = battery.applied_power_kw(state, request_kw)
         b = site_balance(60.0, 90.0, applied, duration_s, GridConnection())
         step = battery.advance(state, b.battery_kw, duration_s)
-        grid_kwh = 2**-50 * max(b.load_kwh, b.generation_kwh, step.charged_kwh + step.discharged_kwh)
+        grid_kwh = 2**-50 * max(
+            b.load_kwh, b.generation_kwh, step.charged_kwh + step.discharged_kwh
+        )
         assert abs(b.battery_charge_kwh - step.charged_kwh) <= grid_kwh / 2
         assert abs(b.battery_discharge_kwh - step.discharged_kwh) <= grid_kwh / 2
         state = step.end

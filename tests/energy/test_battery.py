@@ -15,9 +15,21 @@ from sim.energy import Battery, BatteryState, amortised_embodied_kg
 from sim.energy.battery import LI_ION_SELF_DISCHARGE_PER_DAY
 from sim.energy.embodied import PV_EMBODIED_KG_PER_KWP, SECONDS_PER_YEAR
 from sim.errors import ScenarioError
+from tests.energy import steady
 
 DAY_S = 86400.0
-LOSSLESS = {"charge_efficiency": 1.0, "discharge_efficiency": 1.0, "self_discharge_per_day": 0.0}
+
+
+def fading(fade_per_cycle: float) -> Battery:
+    """100 kWh, 100 kW, lossless, no self-discharge: only the fade acts."""
+    return Battery(
+        capacity_kwh=100.0,
+        power_kw=100.0,
+        charge_efficiency=1.0,
+        discharge_efficiency=1.0,
+        self_discharge_per_day=0.0,
+        fade_per_cycle=fade_per_cycle,
+    )
 
 
 def run(battery: Battery, state: BatteryState, request_kw: float, duration_s: float):
@@ -52,19 +64,14 @@ def test_state_of_charge_stays_within_its_bounds(soc_min, soc_max, leak, request
         state = step.end
         assert state.stored_kwh <= soc_max * state.capacity_kwh
         if step.power_kw < 0:  # a discharge stops at soc_min; only self-discharge goes lower
-            assert state.stored_kwh >= soc_min * battery.capacity_kwh >= soc_min * state.capacity_kwh
+            assert (
+                state.stored_kwh >= soc_min * battery.capacity_kwh >= soc_min * state.capacity_kwh
+            )
         assert state.stored_kwh >= 0
 
 
 def test_conversion_losses_are_the_efficiency_arithmetic():
-    battery = Battery(
-        capacity_kwh=100.0,
-        power_kw=50.0,
-        charge_efficiency=0.9,
-        discharge_efficiency=0.8,
-        self_discharge_per_day=0.0,
-        fade_per_cycle=0.0,
-    )
+    battery = steady(100.0, 50.0, charge_efficiency=0.9, discharge_efficiency=0.8)
     state = battery.new(0.5)
     charge = battery.advance(state, 10.0, 3600.0)  # 10 kWh in, 9 kWh stored, 1 kWh lost
     assert charge.charged_kwh == 10.0 and charge.discharged_kwh == 0.0
@@ -78,7 +85,7 @@ def test_conversion_losses_are_the_efficiency_arithmetic():
 
 
 def test_a_full_round_trip_returns_the_round_trip_efficiency():
-    battery = Battery(capacity_kwh=100.0, power_kw=25.0, self_discharge_per_day=0.0)
+    battery = steady(100.0, 25.0)
     empty = battery.new(0.0)
     full = run(battery, empty, 25.0, 1e9)
     assert full.at_bound and full.end.soc == 1.0
@@ -123,8 +130,9 @@ def test_the_closed_form_solves_the_stated_differential_equation(power_kw):
 @pytest.mark.parametrize("power_kw", [40.0, -40.0])
 @pytest.mark.parametrize("leak", [0.0, 0.05])
 def test_advancing_to_the_time_to_bound_lands_on_the_bound_and_no_further(power_kw, leak):
-    battery = Battery(capacity_kwh=100.0, power_kw=50.0, soc_min=0.1, soc_max=0.9,
-                      self_discharge_per_day=leak)
+    battery = Battery(
+        capacity_kwh=100.0, power_kw=50.0, soc_min=0.1, soc_max=0.9, self_discharge_per_day=leak
+    )
     state = battery.new(0.5)
     bound_s = battery.time_to_bound_s(state, power_kw)
     target = 90.0 if power_kw > 0 else 10.0
@@ -144,7 +152,7 @@ def test_a_charge_slower_than_the_leak_never_reaches_the_top():
 
 
 def test_capacity_fades_by_full_equivalent_cycles_of_throughput():
-    battery = Battery(capacity_kwh=100.0, power_kw=100.0, fade_per_cycle=0.001, **LOSSLESS)
+    battery = fading(0.001)
     state, capacities = battery.new(0.0), []
     for _ in range(10):  # ten full cycles: charge to the top, discharge to empty
         state = run(battery, state, 100.0, 1e9).end
@@ -162,7 +170,7 @@ def test_capacity_fades_by_full_equivalent_cycles_of_throughput():
 
 
 def test_fade_at_the_top_counts_the_energy_it_removes():
-    battery = Battery(capacity_kwh=100.0, power_kw=100.0, fade_per_cycle=0.01, **LOSSLESS)
+    battery = fading(0.01)
     full = BatteryState(stored_kwh=100.0, capacity_kwh=100.0, discharged_kwh=0.0)
     step = battery.advance(full, -100.0, 36.0)  # 1 kWh out: capacity 99.99, stored 99
     assert step.fade_loss_kwh == 0.0
