@@ -4,6 +4,8 @@ a forecast error model for them. docs/onsite-energy.md, "Generation profiles".
 - `capacity_factors(zone, year, technology)`: hourly capacity factor (0..1) on UTC hour
   starts, built by the grid-data build (`sim.grid.capacity_factors`) from ENTSO-E measured
   generation / installed capacity.
+- `profile_on_run_clock(zone, technology, start, horizon_s, year, rule)`: the capacity
+  factors covering a run, read and moved as the zone's carbon trace is (`years` rule).
 - `renewables_catalog()`: every (zone, year, technology) with its annual capacity factor,
   capacities and, for those without a profile, the reason.
 - `forecast_capacity_factors(cf, lead_h, nrmse_24h, rng)`: an unbiased multiplicative
@@ -13,18 +15,21 @@ a forecast error model for them. docs/onsite-energy.md, "Generation profiles".
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
 
 from sim.errors import ScenarioError
 from sim.grid.capacity_factors import RENEWABLES_CATALOG, TECHNOLOGIES
+from sim.grid.catalog import plan_years, wrapped_series
 from sim.grid.data_dir import grid_data_dir, read_catalog_csv
 
 __all__ = [
     "NRMSE_24H",
     "capacity_factors",
     "forecast_capacity_factors",
+    "profile_on_run_clock",
     "renewables_catalog",
 ]
 
@@ -64,6 +69,33 @@ def capacity_factors(zone: str, year: int, technology: str) -> pd.Series:
     frame = pd.read_parquet(grid_data_dir() / rows.iloc[0]["file"])
     series = frame.set_index("timestamp")[f"{technology}_cf"].astype("float64")
     series.name = f"{technology}_cf"
+    return series
+
+
+def profile_on_run_clock(
+    zone: str,
+    technology: str,
+    start: datetime,
+    horizon_s: float,
+    year: int | None,
+    rule: str | None,
+) -> pd.Series:
+    """`zone`'s hourly `technology` capacity factors covering [start, start + horizon_s] on
+    the run's clock (UTC hour starts), read from `year` (None: the start's year if it has a
+    profile, else the latest) and moved or wrapped by the scenario's `years` rule exactly
+    as the zone's carbon trace is (`sim.grid.catalog.plan_years`), so that on-site
+    generation and the grid's intensity share their weather. ScenarioError (one line) for a
+    zone-year without the profile, with the catalog's reason."""
+    cat = renewables_catalog()
+    have = cat[(cat["zone"] == zone) & (cat["technology"] == technology) & cat["file"].notna()]
+    years = sorted(int(y) for y in have["year"])
+    if not years or (year is not None and year not in years):
+        capacity_factors(zone, year if year is not None else start.year, technology)  # raises
+    plan = plan_years(zone, years, start, horizon_s, year, rule, f"{technology} profile")
+    series = pd.concat([capacity_factors(zone, y, technology) for y in plan.years_read])
+    if plan.wrapped:
+        series = wrapped_series(series, start - timedelta(days=plan.shift_days), horizon_s)
+    series.index = series.index + pd.Timedelta(days=plan.shift_days)
     return series
 
 

@@ -1,0 +1,133 @@
+"""A site's energy over a run: its balance re-solved at every change of facility load, of
+on-site generation and of the battery's state (a bound reached), integrated exactly.
+
+Default dispatch (no policy directs the battery yet): self-consumption. The battery is
+asked for the on-site surplus, generation - load (kW): a surplus charges it, a deficit
+discharges it, within its rating and state-of-charge bounds (`Battery.applied_power_kw`).
+It thus never charges from the grid nor discharges to it, and never takes import or
+export over a limit. Between changes every power is constant, so each interval is one
+`site_balance` and one `Battery.advance`; an interval ends where the battery reaches a
+bound (`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
+
+Carbon-free share of stored energy: the battery is one pool. Energy charged from
+on-site generation is carbon-free, from the grid it is not; losses and self-discharge
+take both in proportion, so a discharge delivers the pool's carbon-free fraction, which
+a charge updates exactly (the charge's carbon-free share is constant over an interval).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.energy.balance import GridConnection, SiteBalance, site_balance
+from sim.energy.battery import Battery, BatteryState
+
+__all__ = ["EnergyInterval", "SiteEnergy", "hour_edges_s", "self_consumption_kw"]
+
+
+def self_consumption_kw(load_kw: float, generation_kw: float) -> float:
+    """The battery power (kW, positive charging) self-consumption asks for: the surplus."""
+    return generation_kw - load_kw
+
+
+@dataclass(frozen=True)
+class EnergyInterval:
+    """One interval [t0_s, t1_s] of constant powers: its balance, the battery after it
+    (None without one) and the carbon-free energy that met the load, kWh (on-site used +
+    the carbon-free share of the battery's discharge to the load)."""
+
+    t0_s: float
+    t1_s: float
+    balance: SiteBalance
+    battery: BatteryState | None
+    carbon_free_to_load_kwh: float
+
+
+@dataclass
+class SiteEnergy:
+    """A site's on-site equipment and its state as a run advances: generation (kW per
+    step), an optional battery, and its grid connection; `where` names the site in errors."""
+
+    connection: GridConnection
+    battery: Battery | None = None
+    state: BatteryState | None = None
+    where: str = "site"
+    clean_fraction: float = 0.0
+    """The carbon-free fraction of the energy stored; the energy in the battery at the
+    start counts as not carbon-free (its origin is unknown: the conservative choice)."""
+    intervals: list[EnergyInterval] = field(default_factory=list)
+
+    def run(
+        self,
+        load_times_s: np.ndarray,
+        load_kw: np.ndarray,
+        generation_times_s: np.ndarray,
+        generation_kw: np.ndarray,
+        horizon_s: float,
+    ) -> list[EnergyInterval]:
+        """Integrate [0, horizon_s]: the load (kW) is `load_kw[k]` from `load_times_s[k]`
+        on, the generation `generation_kw[k]` from `generation_times_s[k]` on (both step
+        functions whose first time is 0). Appends to and returns `intervals`."""
+        edges = np.union1d(load_times_s, generation_times_s)
+        edges = np.append(edges[edges < horizon_s], horizon_s)
+        load_at = np.searchsorted(load_times_s, edges[:-1], side="right") - 1
+        generation_at = np.searchsorted(generation_times_s, edges[:-1], side="right") - 1
+        for k in range(len(edges) - 1):
+            load, generation = float(load_kw[load_at[k]]), float(generation_kw[generation_at[k]])
+            self._advance(float(edges[k]), float(edges[k + 1]), load, generation)
+        return self.intervals
+
+    def _advance(self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float) -> None:
+        """[t0_s, t1_s] at constant load and generation, split where the battery reaches
+        a bound."""
+        t_s = t0_s
+        while t_s < t1_s:
+            end_s, battery_kw = t1_s, 0.0
+            battery, state = self.battery, self.state
+            if battery is not None and state is not None:
+                request_kw = self_consumption_kw(load_kw, generation_kw)
+                battery_kw = battery.applied_power_kw(state, request_kw)
+                end_s = min(t1_s, t_s + battery.time_to_bound_s(state, battery_kw))
+                if end_s <= t_s:  # at the bound already (rounding): idle
+                    battery_kw, end_s = 0.0, t1_s
+            self._interval(t_s, end_s, load_kw, generation_kw, battery_kw)
+            t_s = end_s
+
+    def _interval(
+        self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float, battery_kw: float
+    ) -> None:
+        """One interval of constant powers: the balance, the battery, the carbon-free share."""
+        dt_s = t1_s - t0_s
+        balance = site_balance(
+            load_kw, generation_kw, battery_kw, dt_s, self.connection, self.where
+        )
+        end = None
+        from_battery_clean = 0.0
+        battery, state = self.battery, self.state
+        if battery is not None and state is not None:
+            step = battery.advance(state, balance.battery_kw, dt_s)
+            end = self.state = step.end
+            from_battery_clean = balance.battery_to_load_kwh * self.clean_fraction
+            before_fade_kwh = end.stored_kwh + step.fade_loss_kwh
+            if balance.battery_charge_kwh > 0 and before_fade_kwh > 0:
+                # what is left of the start's energy, and what the charge added (the fade
+                # takes both in proportion)
+                kept_kwh = battery.stored_after_kwh(state, 0.0, dt_s)
+                added_kwh = max(before_fade_kwh - kept_kwh, 0.0)
+                clean_share = balance.generation_to_battery_kwh / balance.battery_charge_kwh
+                clean_kwh = self.clean_fraction * kept_kwh + clean_share * added_kwh
+                self.clean_fraction = min(1.0, clean_kwh / before_fade_kwh)
+        self.intervals.append(
+            EnergyInterval(
+                t0_s, t1_s, balance, end, balance.on_site_used_kwh + from_battery_clean
+            )
+        )
+
+
+def hour_edges_s(first_hour_s: float, horizon_s: float) -> np.ndarray:
+    """0 and every whole hour `first_hour_s` + 3600 k in (0, horizon_s), s."""
+    hours = first_hour_s + 3600.0 * np.arange(math.ceil((horizon_s - first_hour_s) / 3600.0))
+    return np.union1d([0.0], hours[(hours > 0) & (hours < horizon_s)])
