@@ -252,9 +252,7 @@ class BatteryConfig(ConfigModel):
     power_kw: float = Field(gt=0)
     """Power rating, charge and discharge, kW."""
     charge_efficiency: float = Field(default=math.sqrt(LI_ION_ROUND_TRIP_EFFICIENCY), gt=0, le=1)
-    discharge_efficiency: float = Field(
-        default=math.sqrt(LI_ION_ROUND_TRIP_EFFICIENCY), gt=0, le=1
-    )
+    discharge_efficiency: float = Field(default=math.sqrt(LI_ION_ROUND_TRIP_EFFICIENCY), gt=0, le=1)
     soc_min: float = Field(default=0.0, ge=0, le=1)
     soc_max: float = Field(default=1.0, gt=0, le=1)
     initial_soc: float = Field(default=0.5, ge=0, le=1)
@@ -285,7 +283,8 @@ class GridConnectionConfig(ConfigModel):
     export_limit_kw: float | None = Field(default=None, ge=0)
     """None: no limit; 0: the site may not export (surplus is curtailed)."""
     mode: Literal["refuse", "curtail"] = "refuse"
-    """Battery power that would exceed a limit: "refuse" (an error) or "curtail" (reduced to fit)."""
+    """Battery power that would exceed a limit: "refuse" (an error) or "curtail" (reduced
+    to fit)."""
     export_price_per_kwh: float | None = Field(default=None, ge=0)
     """What exported energy earns per kWh, the scenario's currency (None: nothing)."""
 

@@ -85,22 +85,33 @@ class SiteEnergy:
         a bound."""
         t_s = t0_s
         while t_s < t1_s:
-            end_s, battery_kw = t1_s, 0.0
+            end_s, battery_kw, bound_s = t1_s, 0.0, math.inf
             battery, state = self.battery, self.state
             if battery is not None and state is not None:
                 request_kw = self_consumption_kw(load_kw, generation_kw)
                 battery_kw = battery.applied_power_kw(state, request_kw)
-                end_s = min(t1_s, t_s + battery.time_to_bound_s(state, battery_kw))
+                bound_s = battery.time_to_bound_s(state, battery_kw)
+                end_s = min(t1_s, t_s + bound_s)
                 if end_s <= t_s:  # at the bound already (rounding): idle
-                    battery_kw, end_s = 0.0, t1_s
-            self._interval(t_s, end_s, load_kw, generation_kw, battery_kw)
+                    battery_kw, end_s, bound_s = 0.0, t1_s, math.inf
+            # the battery runs exactly to its bound: t_s + bound_s may round past it
+            self._interval(
+                t_s, end_s, min(end_s - t_s, bound_s), load_kw, generation_kw, battery_kw
+            )
             t_s = end_s
 
     def _interval(
-        self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float, battery_kw: float
+        self,
+        t0_s: float,
+        t1_s: float,
+        dt_s: float,
+        load_kw: float,
+        generation_kw: float,
+        battery_kw: float,
     ) -> None:
-        """One interval of constant powers: the balance, the battery, the carbon-free share."""
-        dt_s = t1_s - t0_s
+        """One interval [t0_s, t1_s] of constant powers lasting `dt_s` (t1_s - t0_s, or the
+        battery's exact time to its bound where that differs by rounding): the balance, the
+        battery, the carbon-free share."""
         balance = site_balance(
             load_kw, generation_kw, battery_kw, dt_s, self.connection, self.where
         )
@@ -121,9 +132,7 @@ class SiteEnergy:
                 clean_kwh = self.clean_fraction * kept_kwh + clean_share * added_kwh
                 self.clean_fraction = min(1.0, clean_kwh / before_fade_kwh)
         self.intervals.append(
-            EnergyInterval(
-                t0_s, t1_s, balance, end, balance.on_site_used_kwh + from_battery_clean
-            )
+            EnergyInterval(t0_s, t1_s, balance, end, balance.on_site_used_kwh + from_battery_clean)
         )
 
 

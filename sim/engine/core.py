@@ -57,6 +57,7 @@ from sim.engine.fleet import Fleet
 from sim.engine.gpu_prices import GpuPrices
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.ledger import Pool, Site
+from sim.engine.onsite import OnsiteEnergy
 from sim.engine.queries import Queries
 from sim.engine.run_placement import node_of
 from sim.engine.runs import Runs
@@ -89,6 +90,7 @@ class Engine:
         Services,
         DemandResponseMeter,
         Fleet,
+        OnsiteEnergy,
         Queries,
     )
     """Every component's class, in the order their hooks run (a hook may read what an

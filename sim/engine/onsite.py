@@ -1,0 +1,348 @@
+"""On-site energy: each site's solar, wind, battery and grid connection, the site's energy
+balance over the run, and what it does to the site's carbon (docs/onsite-energy.md).
+
+The balance is solved on the site's facility power as the run logged it (the power table,
+with the services' power added: every change of IT power or PUE is a row), at every
+whole UTC hour (a step of the generation profiles) and wherever the battery reaches a
+bound (`sim.energy.dispatch.SiteEnergy`), after the run: with the default dispatch
+(self-consumption) nothing a policy sees depends on it yet.
+
+Carbon attribution. A site with on-site equipment emits location-based carbon on its
+grid import only (the energy from the grid, to the load and to the battery, at the grid's
+intensity of its hour): its `carbon_operational_kg` in the `sites` table and the
+summary. The jobs and services keep their gross figures (their facility energy at the
+grid's intensity, as without on-site energy), which add up to the site's
+`carbon_load_kg`; the difference `carbon_load_kg - carbon_operational_kg` is the carbon
+the on-site supply avoided (net of any grid charging of the battery), reported per site,
+not shared among jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sim.config.sites import Site as SiteConfig
+from sim.energy import Battery, GridConnection, amortised_embodied_kg
+from sim.energy.dispatch import EnergyInterval, SiteEnergy, hour_edges_s
+from sim.engine.component import Component
+from sim.errors import PolicyError, ScenarioError
+from sim.grid import CarbonSignal
+from sim.grid.renewables import profile_on_run_clock
+from sim.results import ResultParts
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from sim.engine.component import Core
+    from sim.engine.fleet import Fleet
+
+__all__ = ["ONSITE_COLUMNS", "OnsiteEnergy"]
+
+_FLOWS = (
+    "load_kwh",
+    "generation_kwh",
+    "on_site_used_kwh",
+    "battery_charge_kwh",
+    "battery_discharge_kwh",
+    "battery_to_load_kwh",
+    "grid_to_load_kwh",
+    "generation_to_battery_kwh",
+    "generation_export_kwh",
+    "curtailed_kwh",
+    "grid_to_battery_kwh",
+    "battery_to_grid_kwh",
+)
+"""The `SiteBalance` flows the `onsite` table sums per hour."""
+
+ONSITE_COLUMNS = (
+    "site",
+    "start_s",
+    "end_s",
+    *_FLOWS,
+    "grid_import_kwh",
+    "export_kwh",
+    "carbon_free_to_load_kwh",
+    "carbon_import_kg",
+    "soc",
+)
+"""The columns of onsite.parquet: one row per site with on-site energy and hour (UTC hours;
+the first and last may be partial): energies in kWh over [start_s, end_s),
+`carbon_free_to_load_kwh` the part of the load met by carbon-free supply (on-site used +
+the carbon-free share of the battery's discharge to it), `carbon_import_kg` the
+location-based carbon of the grid import, `soc` the battery's state of charge at the
+hour's end (NaN without a battery)."""
+
+
+@dataclass(frozen=True)
+class _Assets:
+    """One site's on-site equipment for a run."""
+
+    config: SiteConfig
+    edges_s: np.ndarray
+    """0 and every whole UTC hour of the run, s: the generation profile's steps."""
+    generation_kw: np.ndarray
+    """On-site generation on each of `edges_s`' intervals, kW."""
+    battery: Battery | None
+    connection: GridConnection
+    embodied_kg: float
+    """Embodied carbon of the PV, wind and battery the run carries (each amortised over
+    its lifetime, `sim.energy.amortised_embodied_kg`), kgCO2e."""
+
+
+def _generation_kw(
+    site: SiteConfig, key: str, start: datetime, edges_s: np.ndarray, horizon_s: float, years
+) -> np.ndarray:
+    """The site's on-site generation on each hour of `edges_s`, kW; ScenarioError naming
+    `key` for a zone-year without a profile."""
+    onsite = site.onsite
+    total = np.zeros(len(edges_s))
+    if onsite is None:
+        return total
+    zone = onsite.profile.zone if onsite.profile is not None else site.carbon.zone
+    year = onsite.profile.year if onsite.profile is not None else site.carbon.year
+    assert zone is not None  # the scenario refuses a default from a non-zone carbon signal
+    at = pd.DatetimeIndex([start + timedelta(seconds=float(t)) for t in edges_s])
+    for technology, kw in onsite.capacities_kw.items():
+        try:
+            cf = profile_on_run_clock(zone, technology, start, horizon_s, year, years)
+        except ScenarioError as e:
+            raise ScenarioError(f"{key}: {e}") from None
+        rows = cf.index.searchsorted(at, side="right") - 1
+        if rows.min() < 0:
+            raise ScenarioError(f"{key}: the {technology} profile starts after the run")
+        total += kw * cf.to_numpy()[rows]
+    return total
+
+
+def _assets(site: SiteConfig, i: int, start: datetime, horizon_s: float, years) -> _Assets:
+    """Site `i`'s equipment from its scenario keys."""
+    first_hour_s = -(start.minute * 60 + start.second + start.microsecond / 1e6) % 3600.0
+    edges = hour_edges_s(first_hour_s, horizon_s)
+    key = f"sites[{i}].onsite.profile" if site.onsite and site.onsite.profile else None
+    generation = _generation_kw(
+        site, key or f"sites[{i}].onsite (profile: the carbon zone)", start, edges, horizon_s, years
+    )
+    b = site.battery
+    battery = (
+        None
+        if b is None
+        else Battery(
+            capacity_kwh=b.capacity_kwh,
+            power_kw=b.power_kw,
+            charge_efficiency=b.charge_efficiency,
+            discharge_efficiency=b.discharge_efficiency,
+            soc_min=b.soc_min,
+            soc_max=b.soc_max,
+            self_discharge_per_day=b.self_discharge_per_day,
+            fade_per_cycle=b.fade_per_cycle,
+            embodied_kg_per_kwh=b.embodied_kg_per_kwh,
+            lifetime_years=b.lifetime_years,
+        )
+    )
+    g = site.grid_connection
+    connection = (
+        GridConnection()
+        if g is None
+        else GridConnection(
+            math.inf if g.import_limit_kw is None else g.import_limit_kw,
+            math.inf if g.export_limit_kw is None else g.export_limit_kw,
+            g.mode,
+            g.export_price_per_kwh,
+        )
+    )
+    embodied = 0.0 if battery is None else battery.embodied_kg(horizon_s)
+    onsite = site.onsite
+    if onsite is not None:
+        pv_kg = onsite.pv_kwp * onsite.pv_embodied_kg_per_kwp
+        embodied += amortised_embodied_kg(pv_kg, onsite.pv_lifetime_years, horizon_s)
+        wind_kw = onsite.wind_kw + onsite.wind_offshore_kw
+        wind_kg = wind_kw * (onsite.wind_embodied_kg_per_kw or 0.0)
+        embodied += amortised_embodied_kg(wind_kg, onsite.wind_lifetime_years, horizon_s)
+    return _Assets(site, edges, generation, battery, connection, embodied)
+
+
+class OnsiteEnergy(Component):
+    """The sites' on-site energy: equipment built at the start (a zone-year without a
+    profile is refused before the run), balances and results at the end."""
+
+    name = "onsite"
+    uses = ("fleet",)
+
+    __slots__ = ("_core", "_fleet", "assets")
+
+    def __init__(self, core: Core, *, fleet: Fleet):
+        self._core = core
+        self._fleet = fleet
+        scenario = core.scenario
+        self.assets: list[_Assets | None] = [
+            _assets(site, i, scenario.start, scenario.horizon_s, scenario.years)
+            if site.has_onsite_energy
+            else None
+            for i, site in enumerate(scenario.sites)
+        ]
+        """Per site, its on-site equipment (None: none)."""
+
+    def _balance(self, i: int, assets: _Assets, power: pd.DataFrame) -> list[EnergyInterval]:
+        """Site `i`'s balance over the run, from its rows of the power table."""
+        core = self._core
+        rows = power[power["site"] == self._fleet.names[i]]
+        battery = assets.battery
+        cfg = assets.config.battery
+        energy = SiteEnergy(
+            assets.connection,
+            battery,
+            None if battery is None or cfg is None else battery.new(cfg.initial_soc),
+            where=f"site {self._fleet.names[i]}",
+        )
+        try:
+            return energy.run(
+                rows["time_s"].to_numpy(),
+                rows["facility_w"].to_numpy() / 1000.0,
+                assets.edges_s,
+                assets.generation_kw,
+                core.horizon_s,
+            )
+        except PolicyError as e:
+            raise ScenarioError(f"sites[{i}].grid_connection.import_limit_kw: {e}") from None
+
+    def write_results(self, out: ResultParts) -> None:
+        """The `onsite` table (hourly balance per site with on-site energy), the sites'
+        grid-import carbon and columns, and the on-site summary keys (None in a run
+        without on-site energy)."""
+        tables = []
+        for i, assets in enumerate(self.assets):
+            if assets is not None:
+                intervals = self._balance(i, assets, out.power)
+                tables.append(self._hourly(i, assets, intervals))
+        if tables:
+            out.tables["onsite"] = pd.concat(tables, ignore_index=True)
+            self._sites(out)
+        _summary(out, self.assets)
+
+    def _sites(self, out: ResultParts) -> None:
+        """The `sites` table of a run with on-site energy: a site with it emits on its grid
+        import (`carbon_operational_kg`), its load's gross carbon moves to `carbon_load_kg`;
+        columns `energy_grid_import_kwh`, `energy_onsite_generation_kwh`, `export_credit`
+        (NaN where no price), `cfe_score`."""
+        sites = out.tables["sites"]
+        table = out.tables["onsite"]
+        by_site = table.groupby("site", sort=False)[
+            ["grid_import_kwh", "generation_kwh", "export_kwh", "carbon_free_to_load_kwh"]
+            + ["carbon_import_kg"]
+        ].sum()
+        has = sites["site"].isin(by_site.index).to_numpy()
+        sites["carbon_load_kg"] = sites["carbon_operational_kg"]
+
+        def per_site(column: str, otherwise: pd.Series | float) -> np.ndarray:
+            values = sites["site"].map(by_site[column]).to_numpy(dtype=float)
+            fallback = np.broadcast_to(np.asarray(otherwise, dtype=float), values.shape)
+            return np.where(has, values, fallback)
+
+        sites["carbon_operational_kg"] = per_site("carbon_import_kg", sites["carbon_load_kg"])
+        sites["energy_grid_import_kwh"] = per_site("grid_import_kwh", sites["energy_facility_kwh"])
+        sites["energy_onsite_generation_kwh"] = per_site("generation_kwh", 0.0)
+        prices = [
+            (a.connection.export_price_per_kwh or 0.0) if a is not None else np.nan
+            for a in self.assets
+        ]
+        priced = [
+            a is not None and a.connection.export_price_per_kwh is not None for a in self.assets
+        ]
+        sites["export_credit"] = np.where(priced, per_site("export_kwh", 0.0) * prices, np.nan)
+        energy = sites["energy_facility_kwh"].to_numpy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sites["cfe_score"] = np.where(
+                energy > 0, per_site("carbon_free_to_load_kwh", 0.0) / energy, np.nan
+            )
+            sites["carbon_intensity_g_per_kwh"] = np.where(
+                energy > 0, sites["carbon_operational_kg"] * 1000.0 / energy, np.nan
+            )
+
+    def _hourly(self, i: int, assets: _Assets, intervals: list[EnergyInterval]) -> pd.DataFrame:
+        """Site `i`'s intervals summed per hour of `assets.edges_s`."""
+        signal: CarbonSignal = self._fleet.sites[i].signal
+        t0 = np.array([x.t0_s for x in intervals])
+        hour = np.searchsorted(assets.edges_s, t0, side="right") - 1
+        n = len(assets.edges_s)
+        columns: dict[str, np.ndarray] = {}
+        for flow in _FLOWS:
+            columns[flow] = np.bincount(
+                hour, [getattr(x.balance, flow) for x in intervals], minlength=n
+            )
+        import_kwh = np.array([x.balance.grid_import_kwh for x in intervals])
+        mean_ci = np.array(
+            [
+                signal.integral(x.t0_s, x.t1_s) / (x.t1_s - x.t0_s) if x.t1_s > x.t0_s else 0.0
+                for x in intervals
+            ]
+        )
+        soc = np.full(n, np.nan)
+        if assets.battery is not None:
+            for h, x in zip(hour, intervals, strict=True):
+                assert x.battery is not None
+                soc[h] = x.battery.soc
+        end = np.append(assets.edges_s[1:], self._core.horizon_s)
+        return pd.DataFrame(
+            {
+                "site": self._fleet.names[i],
+                "start_s": assets.edges_s,
+                "end_s": end,
+                **columns,
+                "grid_import_kwh": np.bincount(hour, import_kwh, minlength=n),
+                "export_kwh": np.bincount(
+                    hour, [x.balance.export_kwh for x in intervals], minlength=n
+                ),
+                "carbon_free_to_load_kwh": np.bincount(
+                    hour, [x.carbon_free_to_load_kwh for x in intervals], minlength=n
+                ),
+                "carbon_import_kg": np.bincount(hour, import_kwh * mean_ci / 1000.0, minlength=n),
+                "soc": soc,
+            }
+        )
+
+
+def _summary(out: ResultParts, assets: list[_Assets | None]) -> None:
+    """The on-site summary keys from the `onsite` table and the `sites` table (which
+    `OnsiteEnergy._sites` completed): None where no site has the equipment."""
+    summary = out.summary
+    keys = (
+        "onsite_generation_kwh",
+        "onsite_used_kwh",
+        "curtailed_kwh",
+        "exported_kwh",
+        "grid_import_kwh",
+        "battery_charge_kwh",
+        "battery_discharge_kwh",
+        "battery_cycles",
+        "cfe_score",
+        "carbon_market_based_kg",
+    )
+    summary.update(dict.fromkeys(keys))
+    table = out.tables.get("onsite")
+    if table is None:
+        return
+    sites = out.tables["sites"]
+    summary["exported_kwh"] = float(table["export_kwh"].sum())
+    summary["grid_import_kwh"] = float(sites["energy_grid_import_kwh"].sum())
+    load_kwh = float(sites["energy_facility_kwh"].sum())
+    clean_kwh = float(table["carbon_free_to_load_kwh"].sum())
+    summary["cfe_score"] = clean_kwh / load_kwh if load_kwh > 0 else None
+    summary["carbon_market_based_kg"] = float(sites["carbon_operational_kg"].sum())
+    summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
+    summary["carbon_embodied_kg"] += sum(a.embodied_kg for a in assets if a is not None)
+    if any(a is not None and a.config.onsite is not None for a in assets):
+        summary["onsite_generation_kwh"] = float(table["generation_kwh"].sum())
+        summary["onsite_used_kwh"] = float(table["on_site_used_kwh"].sum())
+        summary["curtailed_kwh"] = float(table["curtailed_kwh"].sum())
+    batteries = [a.battery for a in assets if a is not None and a.battery is not None]
+    if batteries:
+        summary["battery_charge_kwh"] = float(table["battery_charge_kwh"].sum())
+        discharge_kwh = float(table["battery_discharge_kwh"].sum())
+        summary["battery_discharge_kwh"] = discharge_kwh
+        summary["battery_cycles"] = discharge_kwh / sum(b.capacity_kwh for b in batteries)
