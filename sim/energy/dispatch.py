@@ -4,8 +4,9 @@ on-site generation and of the battery's state (a bound reached), integrated exac
 Default dispatch (no policy directs the battery yet): self-consumption. The battery is
 asked for the on-site surplus, generation - load (kW): a surplus charges it, a deficit
 discharges it, within its rating and state-of-charge bounds (`Battery.applied_power_kw`).
-It thus never charges from the grid nor discharges to it, and never takes import or
-export over a limit. Between changes every power is constant, so each interval is one
+It thus never charges from the grid nor discharges to it (up to the rounding of
+generation - load: an ulp of grid charge), and never takes import or export over a
+limit. Between changes every power is constant, so each interval is one
 `site_balance` and one `Battery.advance`; an interval ends where the battery reaches a
 bound (`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
 

@@ -39,10 +39,11 @@ from sim.results import ResultParts
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from sim.config.scenario import Scenario
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
 
-__all__ = ["ONSITE_COLUMNS", "OnsiteEnergy"]
+__all__ = ["ONSITE_COLUMNS", "OnsiteEnergy", "SiteEquipment", "site_equipment"]
 
 _FLOWS = (
     "load_kwh",
@@ -80,7 +81,7 @@ hour's end (NaN without a battery)."""
 
 
 @dataclass(frozen=True)
-class _Assets:
+class SiteEquipment:
     """One site's on-site equipment for a run."""
 
     config: SiteConfig
@@ -96,7 +97,7 @@ class _Assets:
 
 
 def _generation_kw(
-    site: SiteConfig, key: str, start: datetime, edges_s: np.ndarray, horizon_s: float, years
+    site: SiteConfig, key: str, start: datetime, edges_s: np.ndarray, horizon_s: float, years: str | None
 ) -> np.ndarray:
     """The site's on-site generation on each hour of `edges_s`, kW; ScenarioError naming
     `key` for a zone-year without a profile."""
@@ -120,7 +121,7 @@ def _generation_kw(
     return total
 
 
-def _assets(site: SiteConfig, i: int, start: datetime, horizon_s: float, years) -> _Assets:
+def _equipment(site: SiteConfig, i: int, start: datetime, horizon_s: float, years: str | None) -> SiteEquipment:
     """Site `i`'s equipment from its scenario keys."""
     first_hour_s = -(start.minute * 60 + start.second + start.microsecond / 1e6) % 3600.0
     edges = hour_edges_s(first_hour_s, horizon_s)
@@ -164,7 +165,19 @@ def _assets(site: SiteConfig, i: int, start: datetime, horizon_s: float, years) 
         wind_kw = onsite.wind_kw + onsite.wind_offshore_kw
         wind_kg = wind_kw * (onsite.wind_embodied_kg_per_kw or 0.0)
         embodied += amortised_embodied_kg(wind_kg, onsite.wind_lifetime_years, horizon_s)
-    return _Assets(site, edges, generation, battery, connection, embodied)
+    return SiteEquipment(site, edges, generation, battery, connection, embodied)
+
+
+def site_equipment(scenario: Scenario) -> list[SiteEquipment | None]:
+    """Per site of `scenario`, its on-site equipment for the run (None: none); the
+    generation profiles are read here, so a zone-year without one is refused before a
+    run (and by `dcsim validate`) with a one-line ScenarioError naming the key."""
+    return [
+        _equipment(site, i, scenario.start, scenario.horizon_s, scenario.years)
+        if site.has_onsite_energy
+        else None
+        for i, site in enumerate(scenario.sites)
+    ]
 
 
 class OnsiteEnergy(Component):
@@ -179,16 +192,10 @@ class OnsiteEnergy(Component):
     def __init__(self, core: Core, *, fleet: Fleet):
         self._core = core
         self._fleet = fleet
-        scenario = core.scenario
-        self.assets: list[_Assets | None] = [
-            _assets(site, i, scenario.start, scenario.horizon_s, scenario.years)
-            if site.has_onsite_energy
-            else None
-            for i, site in enumerate(scenario.sites)
-        ]
+        self.assets = site_equipment(core.scenario)
         """Per site, its on-site equipment (None: none)."""
 
-    def _balance(self, i: int, assets: _Assets, power: pd.DataFrame) -> list[EnergyInterval]:
+    def _balance(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> list[EnergyInterval]:
         """Site `i`'s balance over the run, from its rows of the power table."""
         core = self._core
         rows = power[power["site"] == self._fleet.names[i]]
@@ -264,7 +271,9 @@ class OnsiteEnergy(Component):
                 energy > 0, sites["carbon_operational_kg"] * 1000.0 / energy, np.nan
             )
 
-    def _hourly(self, i: int, assets: _Assets, intervals: list[EnergyInterval]) -> pd.DataFrame:
+    def _hourly(
+        self, i: int, assets: SiteEquipment, intervals: list[EnergyInterval]
+    ) -> pd.DataFrame:
         """Site `i`'s intervals summed per hour of `assets.edges_s`."""
         signal: CarbonSignal = self._fleet.sites[i].signal
         t0 = np.array([x.t0_s for x in intervals])
@@ -307,7 +316,7 @@ class OnsiteEnergy(Component):
         )
 
 
-def _summary(out: ResultParts, assets: list[_Assets | None]) -> None:
+def _summary(out: ResultParts, assets: list[SiteEquipment | None]) -> None:
     """The on-site summary keys from the `onsite` table and the `sites` table (which
     `OnsiteEnergy._sites` completed): None where no site has the equipment."""
     summary = out.summary

@@ -1,0 +1,141 @@
+"""A site's energy over a run (`sim.energy.dispatch.SiteEnergy`): self-consumption
+dispatch, exact balance at every interval, state of charge within bounds, the
+carbon-free share of stored energy, against a day computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim.energy import Battery, GridConnection
+from sim.energy.dispatch import SiteEnergy, hour_edges_s
+
+HOUR_S = 3600.0
+
+
+def lossless(capacity_kwh: float, power_kw: float, **kw) -> Battery:
+    return Battery(
+        capacity_kwh,
+        power_kw,
+        charge_efficiency=1.0,
+        discharge_efficiency=1.0,
+        self_discharge_per_day=0.0,
+        fade_per_cycle=0.0,
+        **kw,
+    )
+
+
+def run_day(energy: SiteEnergy, load_kw, generation_kw, load_times_s=None):
+    hours = np.arange(len(generation_kw)) * HOUR_S
+    load_t = hours[: len(load_kw)] if load_times_s is None else np.asarray(load_times_s)
+    return energy.run(
+        load_t,
+        np.asarray(load_kw, float),
+        hours,
+        np.asarray(generation_kw, float),
+        hours[-1] + HOUR_S,
+    )
+
+
+def test_a_constant_load_on_a_pv_day_matches_the_hand_computed_balance():
+    # 100 kW load; PV 0, 50, 150, 200, 150, 0 kW; a lossless 100 kWh / 50 kW battery from empty.
+    # h0: grid 100.  h1: PV 50 used, grid 50.  h2: surplus 50 charges (50 kWh), export 0.
+    # h3: surplus 100: charge 50 kW until full at 100 kWh (1 h at 50 kW), export 50.
+    # h4: surplus 50, full: export 50.  h5: deficit 100: battery 50 kW for 1 h + grid 50.
+    energy = SiteEnergy(GridConnection(), lossless(100, 50), lossless(100, 50).new(0.0))
+    out = run_day(energy, [100.0] * 6, [0, 50, 150, 200, 150, 0], [0.0])
+    per_hour = lambda name: [getattr(x.balance, name) for x in out]  # noqa: E731
+    assert per_hour("grid_import_kwh") == [100, 50, 0, 0, 0, 50]
+    assert per_hour("on_site_used_kwh") == [0, 50, 100, 100, 100, 0]
+    assert per_hour("battery_charge_kwh") == [0, 0, 50, 50, 0, 0]
+    assert per_hour("export_kwh") == [0, 0, 0, 50, 50, 0]
+    assert per_hour("battery_to_load_kwh") == [0, 0, 0, 0, 0, 50]
+    assert [x.battery.stored_kwh for x in out] == [0, 0, 50, 100, 100, 50]
+    # the battery was charged from PV only: its discharge is carbon-free
+    assert [x.carbon_free_to_load_kwh for x in out] == [0, 50, 100, 100, 100, 50]
+
+
+def test_the_battery_reaching_a_bound_ends_an_interval_there():
+    # surplus 80 kW into a 50 kWh / 100 kW battery from 10 kWh: full after 0.5 h
+    battery = lossless(50, 100)
+    energy = SiteEnergy(GridConnection(), battery, battery.new(0.2))
+    out = run_day(energy, [20.0], [100.0], [0.0])
+    assert [(x.t0_s, x.t1_s) for x in out] == [(0.0, 1800.0), (1800.0, 3600.0)]
+    assert out[0].battery.stored_kwh == 50.0
+    assert out[0].balance.battery_charge_kwh == 40.0
+    assert out[1].balance.battery_charge_kwh == 0.0
+    assert out[1].balance.export_kwh == 40.0
+
+
+def identities_hold(b) -> bool:
+    return (
+        b.load_kwh == b.on_site_used_kwh + b.battery_to_load_kwh + b.grid_to_load_kwh
+        and b.generation_kwh
+        == b.on_site_used_kwh
+        + b.generation_to_battery_kwh
+        + b.generation_export_kwh
+        + b.curtailed_kwh
+        and b.battery_charge_kwh == b.generation_to_battery_kwh + b.grid_to_battery_kwh
+        and b.battery_discharge_kwh == b.battery_to_load_kwh + b.battery_to_grid_kwh
+    )
+
+
+@pytest.mark.parametrize("mode", ["refuse", "curtail"])
+def test_balance_is_exact_and_soc_in_bounds_at_every_step_with_export_limit_and_curtailment(mode):
+    rng = np.random.default_rng(35)
+    hours = 24 * 7
+    generation = np.clip(rng.normal(300, 250, hours), 0, None)
+    load_times = np.sort(rng.uniform(0, hours * HOUR_S, 400))
+    load_times[0] = 0.0
+    load = rng.uniform(50, 400, len(load_times))
+    battery = Battery(500, 120, soc_min=0.1, soc_max=0.9)  # the lossy, ageing defaults
+    connection = GridConnection(import_limit_kw=450, export_limit_kw=60, over_limit=mode)
+    energy = SiteEnergy(connection, battery, battery.new(0.5))
+    out = energy.run(load_times, load, np.arange(hours) * HOUR_S, generation, hours * HOUR_S)
+    assert all(identities_hold(x.balance) for x in out)
+    assert sum(x.balance.curtailed_kwh for x in out) > 0
+    assert sum(x.balance.export_kwh for x in out) > 0
+    assert all(x.balance.export_kwh <= 60 * (x.t1_s - x.t0_s) / HOUR_S * (1 + 1e-12) for x in out)
+    # self-consumption neither charges from the grid nor discharges to it (up to the
+    # rounding of surplus = generation - load)
+    assert all(x.balance.grid_to_battery_kwh <= 1e-12 * x.balance.load_kwh for x in out)
+    assert all(x.balance.battery_to_grid_kwh <= 1e-12 * x.balance.load_kwh for x in out)
+    stored = np.array([x.battery.stored_kwh for x in out])
+    capacity = np.array([x.battery.capacity_kwh for x in out])
+    assert np.all(stored <= 0.9 * capacity * (1 + 1e-12))
+    # a discharge stops at the reserve; only self-discharge of an idle battery goes below
+    assert np.all(stored >= 0.1 * 500 * (1 - 1e-3))
+    assert out[-1].t1_s == hours * HOUR_S
+    assert all(a.t1_s == b.t0_s for a, b in zip(out, out[1:], strict=False))
+
+
+def test_energy_from_the_grid_in_the_battery_at_the_start_is_not_carbon_free():
+    # 50 kWh stored at the start, no generation: its discharge meets load, not carbon-free
+    battery = lossless(100, 50)
+    energy = SiteEnergy(GridConnection(), battery, battery.new(0.5))
+    (x,) = run_day(energy, [50.0], [0.0], [0.0])
+    assert x.balance.battery_to_load_kwh == 50.0
+    assert x.carbon_free_to_load_kwh == 0.0
+
+
+def test_a_half_pv_charged_battery_delivers_half_carbon_free_energy():
+    # 50 kWh from the start (not carbon-free) + 50 kWh of PV surplus, then a discharge
+    battery = lossless(100, 50)
+    energy = SiteEnergy(GridConnection(), battery, battery.new(0.5))
+    out = run_day(energy, [0.0, 50.0], [50.0, 0.0])
+    assert out[1].balance.battery_to_load_kwh == 50.0
+    assert out[1].carbon_free_to_load_kwh == 25.0
+
+
+def test_a_load_over_the_import_limit_is_refused_naming_the_site():
+    energy = SiteEnergy(GridConnection(import_limit_kw=10), where="site a")
+    with pytest.raises(Exception, match="site a: load 20.0 kW exceeds"):
+        run_day(energy, [20.0], [0.0], [0.0])
+
+
+def test_hour_edges_start_at_zero_and_follow_whole_hours():
+    assert list(hour_edges_s(1800.0, 3 * HOUR_S)) == [0.0, 1800.0, 5400.0, 9000.0]
+    assert list(hour_edges_s(0.0, 2 * HOUR_S)) == [0.0, 3600.0]
+    assert math.isclose(hour_edges_s(0.0, 1.5 * HOUR_S)[-1], 3600.0)
