@@ -97,7 +97,12 @@ class SiteEquipment:
 
 
 def _generation_kw(
-    site: SiteConfig, key: str, start: datetime, edges_s: np.ndarray, horizon_s: float, years: str | None
+    site: SiteConfig,
+    key: str,
+    start: datetime,
+    edges_s: np.ndarray,
+    horizon_s: float,
+    years: str | None,
 ) -> np.ndarray:
     """The site's on-site generation on each hour of `edges_s`, kW; ScenarioError naming
     `key` for a zone-year without a profile."""
@@ -121,7 +126,9 @@ def _generation_kw(
     return total
 
 
-def _equipment(site: SiteConfig, i: int, start: datetime, horizon_s: float, years: str | None) -> SiteEquipment:
+def _equipment(
+    site: SiteConfig, i: int, start: datetime, horizon_s: float, years: str | None
+) -> SiteEquipment:
     """Site `i`'s equipment from its scenario keys."""
     first_hour_s = -(start.minute * 60 + start.second + start.microsecond / 1e6) % 3600.0
     edges = hour_edges_s(first_hour_s, horizon_s)
