@@ -74,6 +74,28 @@ tariff.year = 2018
 tariff.adder_per_kwh = 0.05
 tariff.demand_charge_per_kw_month = 10
 tariff.demand_interval_min = 15
+onsite.pv_kwp = 100
+onsite.wind_kw = 50
+onsite.wind_offshore_kw = 10
+onsite.profile = { zone = "DE", year = 2019 }
+onsite.pv_embodied_kg_per_kwp = 1836
+onsite.pv_lifetime_years = 30
+onsite.wind_embodied_kg_per_kw = 700
+onsite.wind_lifetime_years = 25
+battery.capacity_kwh = 200
+battery.power_kw = 50
+battery.charge_efficiency = 0.95
+battery.discharge_efficiency = 0.95
+battery.soc_min = 0.1
+battery.soc_max = 0.9
+battery.initial_soc = 0.5
+battery.self_discharge_per_day = 0.001
+battery.fade_per_cycle = 0.00005
+battery.embodied_kg_per_kwh = 83.5
+battery.lifetime_years = 15
+grid_connection.import_limit_kw = 5000
+grid_connection.export_limit_kw = 100
+grid_connection.export_price_per_kwh = 0.04
 
 [[sites]]
 name = "b"

@@ -208,9 +208,9 @@ class OnsiteGeneration(ConfigModel):
 
     pv_kwp: float = Field(default=0.0, ge=0, le=MAX_INSTALLED_KW)
     """Installed PV, kWp (peak DC rating; the zone profile's capacity factor is per kWp)."""
-    wind_kw: float = Field(default=0.0, ge=0, le=MAX_INSTALLED_KW)
+    wind_kw: float = Field(default=0.0, ge=0)
     """Installed onshore wind, kW."""
-    wind_offshore_kw: float = Field(default=0.0, ge=0, le=MAX_INSTALLED_KW)
+    wind_offshore_kw: float = Field(default=0.0, ge=0)
     """Installed offshore wind, kW (zones with an offshore fleet only)."""
     profile: ProfileZoneYear | None = None
     """The zone-year whose capacity factors the generation follows; default: the site's
@@ -218,7 +218,7 @@ class OnsiteGeneration(ConfigModel):
     pv_embodied_kg_per_kwp: float = Field(default=PV_EMBODIED_KG_PER_KWP, ge=0, le=1e5)
     """Embodied carbon of PV, kgCO2e per kWp (Hsu et al. 2012, `sim.energy.embodied`)."""
     pv_lifetime_years: float = Field(default=PV_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
-    wind_embodied_kg_per_kw: float | None = Field(default=None, ge=0, le=1e5)
+    wind_embodied_kg_per_kw: float | None = Field(default=None, ge=0)
     """Embodied carbon of wind, kgCO2e per kW; no cited default yet: required with wind."""
     wind_lifetime_years: float = Field(default=25.0, gt=0, le=MAX_LIFETIME_YEARS)
 

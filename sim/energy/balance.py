@@ -174,9 +174,11 @@ def _admitted_battery_kw(
         raise PolicyError(
             f"{where}: battery power {battery_kw} kW exceeds the {side} limit by {over} kW"
         )
+    # computed on the rounding grid, the power that fits can come out an ulp beyond the
+    # request: the request bounds it
     if over_import > 0:
-        return kw["generation_to_battery"] + (limit - kw["grid_to_load"])
-    return -(kw["battery_to_load"] + connection.export_limit_kw)
+        return min(kw["generation_to_battery"] + (limit - kw["grid_to_load"]), battery_kw)
+    return max(-(kw["battery_to_load"] + connection.export_limit_kw), battery_kw)
 
 
 def site_balance(
