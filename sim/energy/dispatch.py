@@ -19,7 +19,8 @@ a charge updates exactly (the charge's carbon-free share is constant over an int
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,7 +60,8 @@ class SiteEnergy:
     clean_fraction: float = 0.0
     """The carbon-free fraction of the energy stored; the energy in the battery at the
     start counts as not carbon-free (its origin is unknown: the conservative choice)."""
-    intervals: list[EnergyInterval] = field(default_factory=list)
+    sink: Callable[[EnergyInterval], None] | None = None
+    """Where each interval goes, in time order (None: `run` returns them in a list)."""
 
     def run(
         self,
@@ -71,7 +73,11 @@ class SiteEnergy:
     ) -> list[EnergyInterval]:
         """Integrate [0, horizon_s]: the load (kW) is `load_kw[k]` from `load_times_s[k]`
         on, the generation `generation_kw[k]` from `generation_times_s[k]` on (both step
-        functions whose first time is 0). Appends to and returns `intervals`."""
+        functions whose first time is 0). The intervals go to `sink`, else are returned
+        (a long run's are many: a sink keeps the memory flat)."""
+        kept: list[EnergyInterval] = []
+        if self.sink is None:
+            self.sink = kept.append
         edges = np.union1d(load_times_s, generation_times_s)
         edges = np.append(edges[edges < horizon_s], horizon_s)
         load_at = np.searchsorted(load_times_s, edges[:-1], side="right") - 1
@@ -79,7 +85,7 @@ class SiteEnergy:
         for k in range(len(edges) - 1):
             load, generation = float(load_kw[load_at[k]]), float(generation_kw[generation_at[k]])
             self._advance(float(edges[k]), float(edges[k + 1]), load, generation)
-        return self.intervals
+        return kept
 
     def _advance(self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float) -> None:
         """[t0_s, t1_s] at constant load and generation, split where the battery reaches
@@ -132,7 +138,8 @@ class SiteEnergy:
                 clean_share = balance.generation_to_battery_kwh / balance.battery_charge_kwh
                 clean_kwh = self.clean_fraction * kept_kwh + clean_share * added_kwh
                 self.clean_fraction = min(1.0, clean_kwh / before_fade_kwh)
-        self.intervals.append(
+        assert self.sink is not None  # `run` sets one
+        self.sink(
             EnergyInterval(t0_s, t1_s, balance, end, balance.on_site_used_kwh + from_battery_clean)
         )
 

@@ -202,20 +202,23 @@ class OnsiteEnergy(Component):
         self.assets = site_equipment(core.scenario)
         """Per site, its on-site equipment (None: none)."""
 
-    def _balance(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> list[EnergyInterval]:
-        """Site `i`'s balance over the run, from its rows of the power table."""
+    def _hourly(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> pd.DataFrame:
+        """Site `i`'s balance over the run, from its rows of the power table, summed per
+        hour of `assets.edges_s` as it goes (`_HourlySums`: the intervals are not kept)."""
         core = self._core
         rows = power[power["site"] == self._fleet.names[i]]
         battery = assets.battery
         cfg = assets.config.battery
+        sums = _HourlySums(assets.edges_s, self._fleet.sites[i].signal)
         energy = SiteEnergy(
             assets.connection,
             battery,
             None if battery is None or cfg is None else battery.new(cfg.initial_soc),
             where=f"site {self._fleet.names[i]}",
+            sink=sums.add,
         )
         try:
-            return energy.run(
+            energy.run(
                 rows["time_s"].to_numpy(),
                 rows["facility_w"].to_numpy() / 1000.0,
                 assets.edges_s,
@@ -224,6 +227,10 @@ class OnsiteEnergy(Component):
             )
         except PolicyError as e:
             raise ScenarioError(f"sites[{i}].grid_connection.import_limit_kw: {e}") from None
+        end = np.append(assets.edges_s[1:], core.horizon_s)
+        return pd.DataFrame(
+            {"site": self._fleet.names[i], "start_s": assets.edges_s, "end_s": end, **sums.columns}
+        )
 
     def write_results(self, out: ResultParts) -> None:
         """The `onsite` table (hourly balance per site with on-site energy), the sites'
@@ -232,8 +239,7 @@ class OnsiteEnergy(Component):
         tables = []
         for i, assets in enumerate(self.assets):
             if assets is not None:
-                intervals = self._balance(i, assets, out.power)
-                tables.append(self._hourly(i, assets, intervals))
+                tables.append(self._hourly(i, assets, out.power))
         if tables:
             out.tables["onsite"] = pd.concat(tables, ignore_index=True)
             self._sites(out)
@@ -278,49 +284,39 @@ class OnsiteEnergy(Component):
                 energy > 0, sites["carbon_operational_kg"] * 1000.0 / energy, np.nan
             )
 
-    def _hourly(
-        self, i: int, assets: SiteEquipment, intervals: list[EnergyInterval]
-    ) -> pd.DataFrame:
-        """Site `i`'s intervals summed per hour of `assets.edges_s`."""
-        signal: CarbonSignal = self._fleet.sites[i].signal
-        t0 = np.array([x.t0_s for x in intervals])
-        hour = np.searchsorted(assets.edges_s, t0, side="right") - 1
-        n = len(assets.edges_s)
-        columns: dict[str, np.ndarray] = {}
+
+class _HourlySums:
+    """The intervals of one site's balance, in time order, summed per hour of `edges_s`
+    (the `onsite` table's columns after `site`, `start_s`, `end_s`)."""
+
+    def __init__(self, edges_s: np.ndarray, signal: CarbonSignal):
+        self.edges_s = edges_s
+        self.signal = signal
+        self.hour = 0
+        n = len(edges_s)
+        names = (*_FLOWS, "grid_import_kwh", "export_kwh", "carbon_free_to_load_kwh")
+        self.columns: dict[str, np.ndarray] = {name: np.zeros(n) for name in names}
+        self.columns["carbon_import_kg"] = np.zeros(n)
+        self.columns["soc"] = np.full(n, np.nan)
+
+    def add(self, x: EnergyInterval) -> None:
+        """Add interval `x` to its hour (the last hour that starts at or before it)."""
+        edges, h = self.edges_s, self.hour
+        while h + 1 < len(edges) and edges[h + 1] <= x.t0_s:
+            h += 1
+        self.hour = h
+        c, b = self.columns, x.balance
         for flow in _FLOWS:
-            columns[flow] = np.bincount(
-                hour, [getattr(x.balance, flow) for x in intervals], minlength=n
-            )
-        import_kwh = np.array([x.balance.grid_import_kwh for x in intervals])
-        mean_ci = np.array(
-            [
-                signal.integral(x.t0_s, x.t1_s) / (x.t1_s - x.t0_s) if x.t1_s > x.t0_s else 0.0
-                for x in intervals
-            ]
-        )
-        soc = np.full(n, np.nan)
-        if assets.battery is not None:
-            for h, x in zip(hour, intervals, strict=True):
-                assert x.battery is not None
-                soc[h] = x.battery.soc
-        end = np.append(assets.edges_s[1:], self._core.horizon_s)
-        return pd.DataFrame(
-            {
-                "site": self._fleet.names[i],
-                "start_s": assets.edges_s,
-                "end_s": end,
-                **columns,
-                "grid_import_kwh": np.bincount(hour, import_kwh, minlength=n),
-                "export_kwh": np.bincount(
-                    hour, [x.balance.export_kwh for x in intervals], minlength=n
-                ),
-                "carbon_free_to_load_kwh": np.bincount(
-                    hour, [x.carbon_free_to_load_kwh for x in intervals], minlength=n
-                ),
-                "carbon_import_kg": np.bincount(hour, import_kwh * mean_ci / 1000.0, minlength=n),
-                "soc": soc,
-            }
-        )
+            c[flow][h] += getattr(b, flow)
+        import_kwh = b.grid_import_kwh
+        c["grid_import_kwh"][h] += import_kwh
+        c["export_kwh"][h] += b.export_kwh
+        c["carbon_free_to_load_kwh"][h] += x.carbon_free_to_load_kwh
+        if import_kwh > 0:  # import x the mean intensity over the interval, g -> kg
+            mean_ci = self.signal.integral(x.t0_s, x.t1_s) / (x.t1_s - x.t0_s)
+            c["carbon_import_kg"][h] += import_kwh * mean_ci / 1000.0
+        if x.battery is not None:
+            c["soc"][h] = x.battery.soc
 
 
 def _summary(out: ResultParts, assets: list[SiteEquipment | None]) -> None:
