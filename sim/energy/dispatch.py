@@ -1,7 +1,7 @@
 """A site's energy over a run: its balance re-solved at every change of facility load, of
 on-site generation and of the battery's state (a bound reached), integrated exactly.
 
-Default dispatch (no policy directs the battery yet): self-consumption. The battery is
+Default dispatch (no setpoint from a policy): self-consumption. The battery is
 asked for the on-site surplus, generation - load (kW): a surplus charges it, a deficit
 discharges it, within its rating and state-of-charge bounds (`Battery.applied_power_kw`).
 It thus never charges from the grid nor discharges to it (up to the rounding of
@@ -9,6 +9,9 @@ generation - load: an ulp of grid charge), and never takes import or export over
 limit. Between changes every power is constant, so each interval is one
 `site_balance` and one `Battery.advance`; an interval ends where the battery reaches a
 bound (`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
+A policy's setpoint (`SetBattery`: kW, positive charging, held until changed) replaces
+the surplus as the battery's request from its time on; the battery applies it within
+its rating and state-of-charge bounds in the same way.
 
 Carbon-free share of stored energy: the battery is one pool. Energy charged from
 on-site generation is carbon-free, from the grid it is not; losses and self-discharge
@@ -70,32 +73,47 @@ class SiteEnergy:
         generation_times_s: np.ndarray,
         generation_kw: np.ndarray,
         horizon_s: float,
+        setpoint_times_s: np.ndarray | None = None,
+        setpoint_kw: np.ndarray | None = None,
     ) -> list[EnergyInterval]:
         """Integrate [0, horizon_s]: the load (kW) is `load_kw[k]` from `load_times_s[k]`
         on, the generation `generation_kw[k]` from `generation_times_s[k]` on (both step
-        functions whose first time is 0). The intervals go to `sink`, else are returned
-        (a long run's are many: a sink keeps the memory flat)."""
+        functions whose first time is 0), the battery's setpoint (kW, positive charging;
+        NaN: self-consumption) `setpoint_kw[k]` from `setpoint_times_s[k]` on
+        (self-consumption before the first; none given: self-consumption throughout).
+        The intervals go to `sink`, else are returned (a long run's are many: a sink
+        keeps the memory flat)."""
         kept: list[EnergyInterval] = []
         if self.sink is None:
             self.sink = kept.append
-        edges = np.union1d(load_times_s, generation_times_s)
+        set_times = np.zeros(0) if setpoint_times_s is None else setpoint_times_s
+        set_kw = np.zeros(0) if setpoint_kw is None else setpoint_kw
+        edges = np.union1d(np.union1d(load_times_s, generation_times_s), set_times)
         edges = np.append(edges[edges < horizon_s], horizon_s)
         load_at = np.searchsorted(load_times_s, edges[:-1], side="right") - 1
         generation_at = np.searchsorted(generation_times_s, edges[:-1], side="right") - 1
+        set_at = np.searchsorted(set_times, edges[:-1], side="right") - 1
         for k in range(len(edges) - 1):
             load, generation = float(load_kw[load_at[k]]), float(generation_kw[generation_at[k]])
-            self._advance(float(edges[k]), float(edges[k + 1]), load, generation)
+            setpoint = math.nan if set_at[k] < 0 else float(set_kw[set_at[k]])
+            self._advance(float(edges[k]), float(edges[k + 1]), load, generation, setpoint)
         return kept
 
-    def _advance(self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float) -> None:
-        """[t0_s, t1_s] at constant load and generation, split where the battery reaches
-        a bound."""
+    def _advance(
+        self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float, setpoint_kw: float
+    ) -> None:
+        """[t0_s, t1_s] at constant load, generation and setpoint (NaN: self-consumption),
+        split where the battery reaches a bound."""
         t_s = t0_s
         while t_s < t1_s:
             end_s, battery_kw, bound_s = t1_s, 0.0, math.inf
             battery, state = self.battery, self.state
             if battery is not None and state is not None:
-                request_kw = self_consumption_kw(load_kw, generation_kw)
+                request_kw = (
+                    self_consumption_kw(load_kw, generation_kw)
+                    if math.isnan(setpoint_kw)
+                    else setpoint_kw
+                )
                 battery_kw = battery.applied_power_kw(state, request_kw)
                 bound_s = battery.time_to_bound_s(state, battery_kw)
                 end_s = min(t1_s, t_s + bound_s)

@@ -42,6 +42,7 @@ from sim.api import (
     Route,
     Scale,
     ServiceView,
+    SetBattery,
     SetCap,
     SetDirective,
     Start,
@@ -143,6 +144,7 @@ class Engine:
         self.dr = cast(DemandResponseMeter, built["dr"])
         self.fleet = cast(Fleet, built["fleet"])
         self.queries = cast(Queries, built["queries"])
+        self.onsite = cast(OnsiteEnergy, built["onsite"])
         self._gpu_models: list[str] = jobs.allowed_gpu_models.tolist()
         """Per job, the GPU models it may run on ("": any; `sim.workload.JobTable`)."""
         self.state_view = SystemState(self.queries)
@@ -154,6 +156,7 @@ class Engine:
             Suspend: self._suspend,
             Migrate: self._migrate,
             SetCap: self._set_cap,
+            SetBattery: self._set_battery,
             Scale: self._scale,
             Route: self._route,
             SetDirective: self._set_directive,
@@ -398,6 +401,30 @@ class Engine:
             if watts is not None:
                 self._check_cap(a, self.runs.live[j].pool.spec, watts)
             self.runs.set_job_cap(j, watts)
+
+    def _set_battery(self, a: SetBattery) -> None:
+        i, assets = self.onsite.equipment(a.site, a)
+        battery, power = assets.battery, a.power_kw
+        if battery is None:
+            raise PolicyError(f"{a!r}: site {a.site!r} has no battery")
+        if power is not None:
+            if not math.isfinite(power) or abs(power) > battery.power_kw:
+                raise PolicyError(
+                    f"{a!r}: power_kw = {power} is over the battery's rating "
+                    f"{battery.power_kw} kW"
+                )
+            c = assets.connection
+            if c.over_limit == "refuse":
+                reading = self.queries.onsite(a.site)
+                assert reading is not None
+                grid_kw = reading.load_kw - reading.generation_kw + power
+                if grid_kw > c.import_limit_kw or -grid_kw > c.export_limit_kw:
+                    raise PolicyError(
+                        f"{a!r}: power_kw = {power} takes the grid to {grid_kw:.6g} kW now, "
+                        f"over the connection's limits (import {c.import_limit_kw} kW, "
+                        f"export {c.export_limit_kw} kW)"
+                    )
+        self.onsite.set_battery(i, power)
 
     def _scale(self, a: Scale) -> None:
         i = self._service(a, a.service)

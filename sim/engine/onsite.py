@@ -4,8 +4,11 @@ balance over the run, and what it does to the site's carbon (docs/onsite-energy.
 The balance is solved on the site's facility power as the run logged it (the power table,
 with the services' power added: every change of IT power or PUE is a row), at every
 whole UTC hour (a step of the generation profiles) and wherever the battery reaches a
-bound (`sim.energy.dispatch.SiteEnergy`), after the run: with the default dispatch
-(self-consumption) nothing a policy sees depends on it yet.
+bound (`sim.energy.dispatch.SiteEnergy`), after the run, with the battery setpoints the
+policy set (`SetBattery`, kept per site as a step function): the result is the exact
+balance of the run. What a policy reads during the run (`OnsiteReading`: generation now
+and forecast, the battery's state of charge now, the limits) is computed when asked: the
+state of charge by the same integration over the power logged so far.
 
 Carbon attribution. A site with on-site equipment emits location-based carbon on its
 grid import only (the energy from the grid, to the load and to the battery, at the grid's
@@ -20,6 +23,7 @@ not shared among jobs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -28,12 +32,12 @@ import numpy as np
 import pandas as pd
 
 from sim.config.sites import Site as SiteConfig
-from sim.energy import Battery, GridConnection, amortised_embodied_kg
+from sim.energy import Battery, BatteryState, GridConnection, amortised_embodied_kg
 from sim.energy.dispatch import EnergyInterval, SiteEnergy, hour_edges_s
 from sim.engine.component import Component
 from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal
-from sim.grid.renewables import profile_on_run_clock
+from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
 from sim.results import ResultParts
 
 if TYPE_CHECKING:
@@ -175,6 +179,27 @@ def _equipment(
     return SiteEquipment(site, edges, generation, battery, connection, embodied)
 
 
+_FORECAST_LEAD_H = 24.0
+"""The lead of the on-site generation forecast, h: day-ahead (`forecast_capacity_factors`)."""
+
+
+def _forecast_kw(assets: SiteEquipment, scenario: Scenario, i: int) -> np.ndarray:
+    """Site `i`'s forecast generation per hour of `assets.edges_s`, kW: the truth with a
+    perfect forecast (`scenario.forecast.model`), else the site's capacity factor (its
+    generation / its installed kW) with `forecast_capacity_factors`' day-ahead errors at
+    the capacity-weighted `NRMSE_24H`, drawn once from a stream of the scenario's seed
+    and the site (apart from the run's streams: the run is unchanged)."""
+    onsite = assets.config.onsite
+    if scenario.forecast.model == "perfect" or onsite is None or not onsite.capacities_kw:
+        return assets.generation_kw
+    capacities = onsite.capacities_kw
+    total_kw = sum(capacities.values())
+    nrmse = sum(kw * NRMSE_24H[t] for t, kw in capacities.items()) / total_kw
+    rng = np.random.default_rng([scenario.seed, i])
+    cf = forecast_capacity_factors(assets.generation_kw / total_kw, _FORECAST_LEAD_H, nrmse, rng)
+    return cf * total_kw
+
+
 def site_equipment(scenario: Scenario) -> list[SiteEquipment | None]:
     """Per site of `scenario`, its on-site equipment for the run (None: none); the
     generation profiles are read here, so a zone-year without one is refused before a
@@ -194,39 +219,135 @@ class OnsiteEnergy(Component):
     name = "onsite"
     uses = ("fleet",)
 
-    __slots__ = ("_core", "_fleet", "assets")
+    __slots__ = ("_core", "_fleet", "_forecast_kw", "_setpoints", "assets")
 
     def __init__(self, core: Core, *, fleet: Fleet):
         self._core = core
         self._fleet = fleet
         self.assets = site_equipment(core.scenario)
         """Per site, its on-site equipment (None: none)."""
+        self._setpoints: list[tuple[list[float], list[float]]] = [([], []) for _ in self.assets]
+        """Per site, the battery setpoints' times (s) and powers (kW; NaN: self-consumption)."""
+        self._forecast_kw = [
+            None if a is None else _forecast_kw(a, core.scenario, i)
+            for i, a in enumerate(self.assets)
+        ]
 
-    def _hourly(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> pd.DataFrame:
-        """Site `i`'s balance over the run, from its rows of the power table, summed per
-        hour of `assets.edges_s` as it goes (`_HourlySums`: the intervals are not kept)."""
-        core = self._core
-        rows = power[power["site"] == self._fleet.names[i]]
-        battery = assets.battery
-        cfg = assets.config.battery
-        sums = _HourlySums(assets.edges_s, self._fleet.sites[i].signal)
-        energy = SiteEnergy(
+    def equipment(self, name: str, action: object) -> tuple[int, SiteEquipment]:
+        """Site `name`'s index and equipment; PolicyError naming `action` for an unknown
+        site or one without on-site energy."""
+        i = self._fleet.site(name, action).index
+        assets = self.assets[i]
+        if assets is None:
+            raise PolicyError(f"{action!r}: site {name!r} has no on-site energy")
+        return i, assets
+
+    def set_battery(self, i: int, power_kw: float | None) -> None:
+        """Hold site `i`'s battery at `power_kw` (kW, positive charging; None:
+        self-consumption) from now on; the last setpoint of an instant wins."""
+        times, powers = self._setpoints[i]
+        now = float(self._core.env.now)
+        value = math.nan if power_kw is None else float(power_kw)
+        if times and times[-1] == now:
+            powers[-1] = value
+        else:
+            times.append(now)
+            powers.append(value)
+
+    def setpoint_kw(self, i: int) -> float | None:
+        """Site `i`'s battery setpoint now, kW (None: self-consumption)."""
+        powers = self._setpoints[i][1]
+        return None if not powers or math.isnan(powers[-1]) else powers[-1]
+
+    def generation_kw(self, i: int, t_s: float) -> float:
+        """Site `i`'s on-site generation at `t_s`, kW."""
+        assets = self.assets[i]
+        assert assets is not None
+        k = int(np.searchsorted(assets.edges_s, t_s, side="right")) - 1
+        return float(assets.generation_kw[max(k, 0)])
+
+    def generation_forecast(self, i: int, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Site `i`'s forecast on-site generation from now over `horizon_s`: the start
+        times (s; the first is now) and kW of its hourly steps (perfect with a perfect
+        forecast; else the profile with `forecast_capacity_factors`' errors)."""
+        assets, forecast = self.assets[i], self._forecast_kw[i]
+        assert assets is not None and forecast is not None
+        now = float(self._core.env.now)
+        edges = assets.edges_s
+        k = max(int(np.searchsorted(edges, now, side="right")) - 1, 0)
+        end = int(np.searchsorted(edges, now + horizon_s, side="left"))
+        times = edges[k:max(end, k + 1)].copy()
+        times[0] = now
+        return times, forecast[k : k + len(times)].copy()
+
+    def battery_now(self, i: int) -> BatteryState | None:
+        """Site `i`'s battery state now (None without one): its balance integrated over the
+        facility power logged so far (the services' power is not in the log until the
+        end: not counted) and the setpoints."""
+        assets = self.assets[i]
+        assert assets is not None
+        log = self._fleet.power_log
+        here = np.frombuffer(log.site, dtype=np.int16) == i
+        times = np.frombuffer(log.time_s)[here]
+        energy = self._energy(i, assets, lambda _x: None)
+        now = float(self._core.env.now)
+        if energy.battery is None or now <= 0:
+            return energy.state
+        self._run(energy, i, assets, times, np.frombuffer(log.facility_w)[here], now)
+        return energy.state
+
+    def _energy(
+        self, i: int, assets: SiteEquipment, sink: Callable[[EnergyInterval], None]
+    ) -> SiteEnergy:
+        """Site `i`'s balance at the start, its intervals going to `sink`."""
+        battery, cfg = assets.battery, assets.config.battery
+        return SiteEnergy(
             assets.connection,
             battery,
             None if battery is None or cfg is None else battery.new(cfg.initial_soc),
             where=f"site {self._fleet.names[i]}",
-            sink=sums.add,
+            sink=sink,
         )
+
+    def _run(
+        self,
+        energy: SiteEnergy,
+        i: int,
+        assets: SiteEquipment,
+        times_s: np.ndarray,
+        facility_w: np.ndarray,
+        until_s: float,
+    ) -> None:
+        """Integrate site `i`'s balance over [0, until_s] from its facility power rows;
+        a load over the import limit: ScenarioError naming the key."""
+        set_times, set_kw = self._setpoints[i]
         try:
             energy.run(
-                rows["time_s"].to_numpy(),
-                rows["facility_w"].to_numpy() / 1000.0,
+                times_s,
+                facility_w / 1000.0,
                 assets.edges_s,
                 assets.generation_kw,
-                core.horizon_s,
+                until_s,
+                np.asarray(set_times, dtype=float),
+                np.asarray(set_kw, dtype=float),
             )
         except PolicyError as e:
             raise ScenarioError(f"sites[{i}].grid_connection.import_limit_kw: {e}") from None
+
+    def _hourly(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> pd.DataFrame:
+        """Site `i`'s balance over the run, from its rows of the power table, summed per
+        hour of `assets.edges_s` as it goes (`_HourlySums`: the intervals are not kept)."""
+        rows = power[power["site"] == self._fleet.names[i]]
+        sums = _HourlySums(assets.edges_s, self._fleet.sites[i].signal)
+        energy = self._energy(i, assets, sums.add)
+        self._run(
+            energy,
+            i,
+            assets,
+            rows["time_s"].to_numpy(),
+            rows["facility_w"].to_numpy(),
+            self._core.horizon_s,
+        )
         end = np.append(assets.edges_s[1:], core.horizon_s)
         return pd.DataFrame(
             {"site": self._fleet.names[i], "start_s": assets.edges_s, "end_s": end, **sums.columns}
