@@ -5,6 +5,7 @@ each other: see `sim/api.py` for the contract (`Policy`), and docs/policies.md f
 policy's parameters and source.
 """
 
+from policies.battery import BatteryCarbon
 from policies.best_config import BestConfig, OracleConfig
 from policies.carbon_aware_directives import CarbonAwareDirectives
 from policies.carbon_aware_routing import CarbonAwareRouting
@@ -37,6 +38,7 @@ REGISTRY: dict[str, type] = {
     "lowest_window": LowestWindow,
     "carbon_time": CarbonTime,
     "static_cap": StaticCap,
+    "battery_carbon": BatteryCarbon,
     "energy_optimal_cap": EnergyOptimalCap,
     "carbon_aware_cap": CarbonAwareCap,
     "dr_uniform_cap": DrUniformCap,
@@ -65,6 +67,7 @@ REGISTRY: dict[str, type] = {
 
 __all__ = [
     "REGISTRY",
+    "BatteryCarbon",
     "BestConfig",
     "CarbonAwareCap",
     "CarbonAwareDirectives",

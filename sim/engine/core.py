@@ -410,8 +410,7 @@ class Engine:
         if power is not None:
             if not math.isfinite(power) or abs(power) > battery.power_kw:
                 raise PolicyError(
-                    f"{a!r}: power_kw = {power} is over the battery's rating "
-                    f"{battery.power_kw} kW"
+                    f"{a!r}: power_kw = {power} is over the battery's rating {battery.power_kw} kW"
                 )
             c = assets.connection
             if c.over_limit == "refuse":

@@ -276,7 +276,7 @@ class OnsiteEnergy(Component):
         edges = assets.edges_s
         k = max(int(np.searchsorted(edges, now, side="right")) - 1, 0)
         end = int(np.searchsorted(edges, now + horizon_s, side="left"))
-        times = edges[k:max(end, k + 1)].copy()
+        times = edges[k : max(end, k + 1)].copy()
         times[0] = now
         return times, forecast[k : k + len(times)].copy()
 
@@ -348,7 +348,7 @@ class OnsiteEnergy(Component):
             rows["facility_w"].to_numpy(),
             self._core.horizon_s,
         )
-        end = np.append(assets.edges_s[1:], core.horizon_s)
+        end = np.append(assets.edges_s[1:], self._core.horizon_s)
         return pd.DataFrame(
             {"site": self._fleet.names[i], "start_s": assets.edges_s, "end_s": end, **sums.columns}
         )
