@@ -11,6 +11,8 @@ import pytest
 
 from policies import REGISTRY
 from policies.battery import BatteryCarbon
+from policies.chain import Chain
+from policies.wait_awhile import WaitAwhile
 from sim.api import Action, Policy, PolicyError, SetBattery, SystemState
 from sim.config.loading import load_scenario
 from sim.engine.build import simulate
@@ -189,3 +191,15 @@ def test_battery_carbon_charges_in_clean_hours_and_discharges_in_dirty_ones(disp
 def test_battery_carbon_refuses_bad_parameters():
     with pytest.raises(ValueError, match="high_percentile = 20"):
         BatteryCarbon(low_percentile=30, high_percentile=20)
+
+
+def test_battery_carbon_chains_after_a_time_shifter(tmp_path):
+    sc = scenario(tmp_path)
+    chained = simulate(sc, Chain([WaitAwhile(), BatteryCarbon()]))
+    alone = simulate(sc, WaitAwhile())
+    # the jobs start as the time-shifter starts them; the battery follows its own rule
+    assert chained.jobs["start_s"].equals(alone.jobs["start_s"])
+    a = chained.onsite[chained.onsite["site"] == "a"]
+    assert a["grid_to_battery_kwh"].sum() > 1.0
+    # self-consumption charges from the grid only by the rounding of generation - load
+    assert alone.onsite[alone.onsite["site"] == "a"]["grid_to_battery_kwh"].sum() < 1e-9
