@@ -75,12 +75,16 @@ class SiteEnergy:
         horizon_s: float,
         setpoint_times_s: np.ndarray | None = None,
         setpoint_kw: np.ndarray | None = None,
+        start_s: float = 0.0,
     ) -> list[EnergyInterval]:
-        """Integrate [0, horizon_s]: the load (kW) is `load_kw[k]` from `load_times_s[k]`
-        on, the generation `generation_kw[k]` from `generation_times_s[k]` on (both step
-        functions whose first time is 0), the battery's setpoint (kW, positive charging;
-        NaN: self-consumption) `setpoint_kw[k]` from `setpoint_times_s[k]` on
+        """Integrate [start_s, horizon_s] (the state being that at `start_s`): the load
+        (kW) is `load_kw[k]` from `load_times_s[k]` on, the generation `generation_kw[k]`
+        from `generation_times_s[k]` on (both step functions whose first time is at or
+        before `start_s`), the battery's setpoint (kW, positive charging; NaN:
+        self-consumption) `setpoint_kw[k]` from `setpoint_times_s[k]` on
         (self-consumption before the first; none given: self-consumption throughout).
+        An interval ends at every time of the three, so integrating [0, t] and then
+        [t, horizon_s] from a time t of one of them gives the intervals of [0, horizon_s].
         The intervals go to `sink`, else are returned (a long run's are many: a sink
         keeps the memory flat)."""
         kept: list[EnergyInterval] = []
@@ -89,7 +93,9 @@ class SiteEnergy:
         set_times = np.zeros(0) if setpoint_times_s is None else setpoint_times_s
         set_kw = np.zeros(0) if setpoint_kw is None else setpoint_kw
         edges = np.union1d(np.union1d(load_times_s, generation_times_s), set_times)
-        edges = np.append(edges[edges < horizon_s], horizon_s)
+        edges = np.concatenate(
+            ([start_s], edges[(edges > start_s) & (edges < horizon_s)], [horizon_s])
+        )
         load_at = np.searchsorted(load_times_s, edges[:-1], side="right") - 1
         generation_at = np.searchsorted(generation_times_s, edges[:-1], side="right") - 1
         set_at = np.searchsorted(set_times, edges[:-1], side="right") - 1

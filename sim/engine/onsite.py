@@ -6,9 +6,10 @@ with the services' power added: every change of IT power or PUE is a row), at ev
 whole UTC hour (a step of the generation profiles) and wherever the battery reaches a
 bound (`sim.energy.dispatch.SiteEnergy`), after the run, with the battery setpoints the
 policy set (`SetBattery`, kept per site as a step function): the result is the exact
-balance of the run. What a policy reads during the run (`OnsiteReading`: generation now
-and forecast, the battery's state of charge now, the limits) is computed when asked: the
-state of charge by the same integration over the power logged so far.
+balance of the run. During the run each site's balance is also advanced, when a policy
+asks (`battery_now`), over the facility power logged so far: settled up to the last
+change before now's instant (cut where the whole run's integration cuts, so its state
+there is the same bit for bit), then integrated on a copy from there to now.
 
 Carbon attribution. A site with on-site equipment emits location-based carbon on its
 grid import only (the energy from the grid, to the load and to the battery, at the grid's
@@ -22,9 +23,10 @@ not shared among jobs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -39,6 +41,7 @@ from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal
 from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
 from sim.results import ResultParts
+from sim.util.records import INSTANT_S
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -219,7 +222,7 @@ class OnsiteEnergy(Component):
     name = "onsite"
     uses = ("fleet",)
 
-    __slots__ = ("_core", "_fleet", "_forecast_kw", "_setpoints", "assets")
+    __slots__ = ("_core", "_fleet", "_forecast_kw", "_live", "_setpoints", "assets")
 
     def __init__(self, core: Core, *, fleet: Fleet):
         self._core = core
@@ -228,6 +231,11 @@ class OnsiteEnergy(Component):
         """Per site, its on-site equipment (None: none)."""
         self._setpoints: list[tuple[list[float], list[float]]] = [([], []) for _ in self.assets]
         """Per site, the battery setpoints' times (s) and powers (kW; NaN: self-consumption)."""
+        self._live = [
+            None if a is None else _Live(self._energy(i, a, _discard))
+            for i, a in enumerate(self.assets)
+        ]
+        """Per site, its balance as advanced during the run (`battery_now`)."""
         self._forecast_kw = [
             None if a is None else _forecast_kw(a, core.scenario, i)
             for i, a in enumerate(self.assets)
@@ -281,20 +289,36 @@ class OnsiteEnergy(Component):
         return times, forecast[k : k + len(times)].copy()
 
     def battery_now(self, i: int) -> BatteryState | None:
-        """Site `i`'s battery state now (None without one): its balance integrated over the
-        facility power logged so far (the services' power is not in the log until the
-        end: not counted) and the setpoints."""
-        assets = self.assets[i]
-        assert assets is not None
+        """Site `i`'s battery state now (None without one): its balance advanced over the
+        facility power logged so far and the setpoints (`_Live`); the services' power is
+        not in the log until the end, so not counted."""
+        assets, live = self.assets[i], self._live[i]
+        assert assets is not None and live is not None
+        if live.energy.battery is None:
+            return None
         log = self._fleet.power_log
-        here = np.frombuffer(log.site, dtype=np.int16) == i
-        times = np.frombuffer(log.time_s)[here]
-        energy = self._energy(i, assets, lambda _x: None)
+        sites = np.frombuffer(log.site, dtype=np.int16)
+        live.rows.extend((np.flatnonzero(sites[live.cursor :] == i) + live.cursor).tolist())
+        live.cursor = len(sites)
+        rows = np.asarray(live.rows, dtype=np.intp)
+        times, facility_w = np.frombuffer(log.time_s)[rows], np.frombuffer(log.facility_w)[rows]
         now = float(self._core.env.now)
-        if energy.battery is None or now <= 0:
-            return energy.state
-        self._run(energy, i, assets, times, np.frombuffer(log.facility_w)[here], now)
-        return energy.state
+        # commit to the last change before now's instant (every row before it is final)
+        settled = now - INSTANT_S
+        changes = np.concatenate((times, assets.edges_s, self._setpoints[i][0]))
+        changes = changes[(changes > live.settled_s) & (changes <= settled)]
+        if changes.size:
+            to_s = float(changes.max())
+            self._run(live.energy, i, assets, times, facility_w, to_s, live.settled_s)
+            live.settled_s = to_s
+            keep = max(int(np.searchsorted(times, to_s, side="right")) - 1, 0)
+            del live.rows[:keep]
+            times, facility_w = times[keep:], facility_w[keep:]
+        if now <= live.settled_s:
+            return live.energy.state
+        ahead = dataclasses.replace(live.energy)
+        self._run(ahead, i, assets, times, facility_w, now, live.settled_s)
+        return ahead.state
 
     def _energy(
         self, i: int, assets: SiteEquipment, sink: Callable[[EnergyInterval], None]
@@ -317,9 +341,11 @@ class OnsiteEnergy(Component):
         times_s: np.ndarray,
         facility_w: np.ndarray,
         until_s: float,
+        start_s: float = 0.0,
     ) -> None:
-        """Integrate site `i`'s balance over [0, until_s] from its facility power rows;
-        a load over the import limit: ScenarioError naming the key."""
+        """Integrate site `i`'s balance over [start_s, until_s] from its facility power
+        rows (from the last at or before `start_s` on); a load over the import limit:
+        ScenarioError naming the key."""
         set_times, set_kw = self._setpoints[i]
         try:
             energy.run(
@@ -330,6 +356,7 @@ class OnsiteEnergy(Component):
                 until_s,
                 np.asarray(set_times, dtype=float),
                 np.asarray(set_kw, dtype=float),
+                start_s,
             )
         except PolicyError as e:
             raise ScenarioError(f"sites[{i}].grid_connection.import_limit_kw: {e}") from None
@@ -404,6 +431,24 @@ class OnsiteEnergy(Component):
             sites["carbon_intensity_g_per_kwh"] = np.where(
                 energy > 0, sites["carbon_operational_kg"] * 1000.0 / energy, np.nan
             )
+
+
+def _discard(_interval: EnergyInterval) -> None:
+    """A sink that keeps nothing (the live balance needs only its state)."""
+
+
+@dataclass
+class _Live:
+    """A site's balance advanced during the run: `energy` is integrated over [0,
+    `settled_s`], `settled_s` a change of its load, generation or setpoint (so the
+    intervals are those of the whole run's integration, cut where it cuts them); `rows`
+    the power log's rows of the site from the last at or before `settled_s` on, `cursor`
+    the log's length when they were last read."""
+
+    energy: SiteEnergy
+    settled_s: float = 0.0
+    rows: list[int] = field(default_factory=list)
+    cursor: int = 0
 
 
 class _HourlySums:

@@ -139,3 +139,30 @@ def test_hour_edges_start_at_zero_and_follow_whole_hours():
     assert list(hour_edges_s(1800.0, 3 * HOUR_S)) == [0.0, 1800.0, 5400.0, 9000.0]
     assert list(hour_edges_s(0.0, 2 * HOUR_S)) == [0.0, 3600.0]
     assert math.isclose(hour_edges_s(0.0, 1.5 * HOUR_S)[-1], 3600.0)
+
+
+def test_integrating_to_a_change_and_on_from_there_gives_the_same_intervals_bit_for_bit():
+    rng = np.random.default_rng(5)
+    hours = 48
+    generation = np.clip(rng.normal(200, 200, hours), 0, None)
+    load_times = np.sort(rng.uniform(0, hours * HOUR_S, 150))
+    load_times[0] = 0.0
+    load = rng.uniform(50, 300, len(load_times))
+    set_times, set_kw = np.array([5 * HOUR_S, 20 * HOUR_S]), np.array([80.0, math.nan])
+    battery = Battery(400, 100, soc_min=0.1, soc_max=0.9)
+
+    def energy() -> SiteEnergy:
+        return SiteEnergy(GridConnection(), battery, battery.new(0.5))
+
+    args = (load_times, load, np.arange(hours) * HOUR_S, generation)
+    whole = energy().run(*args, hours * HOUR_S, set_times, set_kw)
+    split = energy()
+    cut_s = float(load_times[70])  # a change of load
+    first = split.run(*args, cut_s, set_times, set_kw)
+    split.sink = None
+    rest = split.run(*args, hours * HOUR_S, set_times, set_kw, start_s=cut_s)
+    assert first + rest == whole
+    # a held setpoint charges at its power from the grid (the battery ends full or at 80 kW)
+    held = [x for x in whole if 5 * HOUR_S <= x.t0_s < 20 * HOUR_S]
+    assert all(x.balance.battery_kw in (80.0, 0.0) for x in held)
+    assert sum(x.balance.grid_to_battery_kwh for x in held) > 0
