@@ -160,7 +160,10 @@ def test_the_cfe_score_counts_the_grid_carbon_free_share_load_weighted(tmp_path)
     )
 
 
-PPA = 'contracts = {{ matching = "{matching}", ppa = [{{ technology = "solar", kw = 3 }}], certificates_mwh = 1 }}'
+PPA = (
+    'contracts = {{ matching = "{matching}", ppa = [{{ technology = "solar", kw = 3 }}], '
+    "certificates_mwh = 1 }}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +236,8 @@ BAD = {
         ["sites[0].contracts.ppa[0]", "give either technology and kw, or mwh_per_year"],
     ),
     "ppa without data": (
-        'contracts = { ppa = [{ technology = "solar", kw = 5, profile = { zone = "NL", year = 2019 } }] }',
+        'contracts = { ppa = [{ technology = "solar", kw = 5, '
+        'profile = { zone = "NL", year = 2019 } }] }',
         ["sites[0].contracts.ppa[0]", "no solar profile for zone NL in 2019"],
     ),
     "matching": (
