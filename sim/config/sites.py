@@ -188,6 +188,10 @@ class SiteForecast(ConfigModel):
 MAX_INSTALLED_KW: Final = 1e7
 """Installed on-site generation at most, kWp or kW: 10 GW, the `_kw` bound of every power."""
 
+MAX_CONTRACT_MWH_PER_YEAR: Final = MAX_INSTALLED_KW * 8766.0 / 1000.0
+"""A contract's or certificates' energy at most, MWh a year: `MAX_INSTALLED_KW` for a
+Julian year (8766 h), 8.8e7 MWh."""
+
 MAX_LIFETIME_YEARS: Final = 100.0
 """An equipment lifetime at most, years."""
 
@@ -254,7 +258,7 @@ class PpaConfig(ConfigModel):
     profile: ProfileZoneYear | None = None
     """The zone-year whose capacity factors the contract follows; default: the site's
     carbon `zone` and `year`."""
-    mwh_per_year: float | None = Field(default=None, gt=0)
+    mwh_per_year: float | None = Field(default=None, gt=0, le=MAX_CONTRACT_MWH_PER_YEAR)
     """A constant contract instead of a profile, MWh per (Julian) year."""
 
     @model_validator(mode="after")
@@ -276,7 +280,7 @@ class ContractsConfig(ConfigModel):
 
     ppa: list[PpaConfig] = []
     """Power purchase agreements."""
-    certificates_mwh: float = Field(default=0.0, ge=0)
+    certificates_mwh: float = Field(default=0.0, ge=0, le=MAX_CONTRACT_MWH_PER_YEAR)
     """Unbundled energy attribute certificates (RECs, GOs) for a year, MWh; a run covers
     its share (run length over a Julian year)."""
     matching: Literal["annual", "hourly"] = "annual"
