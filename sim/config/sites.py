@@ -188,6 +188,10 @@ class SiteForecast(ConfigModel):
 MAX_INSTALLED_KW: Final = 1e7
 """Installed on-site generation at most, kWp or kW: 10 GW, the `_kw` bound of every power."""
 
+MAX_CONTRACT_MWH_PER_YEAR: Final = MAX_INSTALLED_KW * 8766.0 / 1000.0
+"""A contract's or certificates' energy at most, MWh a year: `MAX_INSTALLED_KW` for a
+Julian year (8766 h), 8.8e7 MWh."""
+
 MAX_LIFETIME_YEARS: Final = 100.0
 """An equipment lifetime at most, years."""
 
@@ -241,6 +245,46 @@ class OnsiteGeneration(ConfigModel):
             "wind_offshore": self.wind_offshore_kw,
         }
         return {t: v for t, v in kw.items() if v > 0}
+
+
+class PpaConfig(ConfigModel):
+    """A power purchase agreement (physical or virtual): the energy attributes of `kw` of
+    a technology's measured zone profile (`sim.grid.renewables.capacity_factors`), or a
+    constant `mwh_per_year` (a baseload contract, spread evenly over the hours)."""
+
+    technology: Literal["solar", "wind_onshore", "wind_offshore"] | None = None
+    kw: float | None = Field(default=None, gt=0, le=MAX_INSTALLED_KW)
+    """Contracted capacity of `technology`, kW."""
+    profile: ProfileZoneYear | None = None
+    """The zone-year whose capacity factors the contract follows; default: the site's
+    carbon `zone` and `year`."""
+    mwh_per_year: float | None = Field(default=None, gt=0, le=MAX_CONTRACT_MWH_PER_YEAR)
+    """A constant contract instead of a profile, MWh per (Julian) year."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PpaConfig:
+        by_profile = self.technology is not None or self.kw is not None
+        if by_profile == (self.mwh_per_year is not None):
+            raise ValueError("give either technology and kw, or mwh_per_year")
+        if by_profile and (self.technology is None or self.kw is None):
+            raise ValueError(f"technology {self.technology!r} and kw {self.kw!r}: give both")
+        if self.mwh_per_year is not None and self.profile is not None:
+            raise ValueError("profile: only a contract by technology and kw follows a profile")
+        return self
+
+
+class ContractsConfig(ConfigModel):
+    """A site's contractual instruments for market-based carbon (GHG Protocol Scope 2) and
+    the 24/7 CFE score (docs/onsite-energy.md, "Accounting: market-based carbon and 24/7
+    CFE")."""
+
+    ppa: list[PpaConfig] = []
+    """Power purchase agreements."""
+    certificates_mwh: float = Field(default=0.0, ge=0, le=MAX_CONTRACT_MWH_PER_YEAR)
+    """Unbundled energy attribute certificates (RECs, GOs) for a year, MWh; a run covers
+    its share (run length over a Julian year)."""
+    matching: Literal["annual", "hourly"] = "annual"
+    """How contracts cover grid import: over the whole run, or hour by hour."""
 
 
 class BatteryConfig(ConfigModel):
@@ -329,6 +373,8 @@ class Site(ConfigModel):
     """An on-site battery; None: none."""
     grid_connection: GridConnectionConfig | None = None
     """Import and export limits of the site's grid connection; None: unlimited."""
+    contracts: ContractsConfig | None = None
+    """PPAs and certificates (market-based carbon, CFE score); None: none."""
 
     @field_validator("pue")
     @classmethod
@@ -365,12 +411,21 @@ class Site(ConfigModel):
                 "onsite.profile: give {zone, year} (the carbon signal is not a catalog zone "
                 "to default to)"
             )
+        for k, ppa in enumerate(self.contracts.ppa if self.contracts else []):
+            if ppa.kw is not None and ppa.profile is None and self.carbon.zone is None:
+                raise ValueError(
+                    f"contracts.ppa[{k}].profile: give {{zone, year}} (the carbon signal is "
+                    "not a catalog zone to default to)"
+                )
         return self
 
     @property
     def has_onsite_energy(self) -> bool:
-        """The site has on-site generation, a battery or a limited grid connection."""
-        return any(x is not None for x in (self.onsite, self.battery, self.grid_connection))
+        """The site has on-site generation, a battery, a limited grid connection or
+        contracts (the last change no energy, only its accounting)."""
+        return any(
+            x is not None for x in (self.onsite, self.battery, self.grid_connection, self.contracts)
+        )
 
     @property
     def max_pool_gpus(self) -> int:

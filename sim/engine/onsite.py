@@ -27,7 +27,6 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,6 +36,14 @@ from sim.config.sites import Site as SiteConfig
 from sim.energy import Battery, BatteryState, GridConnection, amortised_embodied_kg
 from sim.energy.dispatch import EnergyInterval, SiteEnergy, hour_edges_s
 from sim.engine.component import Component
+from sim.engine.contracts import (
+    SiteContracts,
+    account,
+    grid_carbon_free_share,
+    grid_only_cfe_kwh,
+    on_hours,
+    site_contracts,
+)
 from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal
 from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
@@ -78,13 +85,17 @@ ONSITE_COLUMNS = (
     "carbon_free_to_load_kwh",
     "carbon_import_kg",
     "soc",
+    "ppa_kwh",
+    "carbon_free_kwh",
 )
 """The columns of onsite.parquet: one row per site with on-site energy and hour (UTC hours;
 the first and last may be partial): energies in kWh over [start_s, end_s),
-`carbon_free_to_load_kwh` the part of the load met by carbon-free supply (on-site used +
-the carbon-free share of the battery's discharge to it), `carbon_import_kg` the
+`carbon_free_to_load_kwh` the part of the load met by on-site carbon-free supply (on-site
+used + the carbon-free share of the battery's discharge to it), `carbon_import_kg` the
 location-based carbon of the grid import, `soc` the battery's state of charge at the
-hour's end (NaN without a battery)."""
+hour's end (NaN without a battery), `ppa_kwh` the contracted PPA supply, `carbon_free_kwh`
+the load met by carbon-free energy of any source (the 24/7 CFE numerator,
+`sim.engine.contracts.account`)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,9 @@ class SiteEquipment:
     embodied_kg: float
     """Embodied carbon of the PV, wind and battery the run carries (each amortised over
     its lifetime, `sim.energy.amortised_embodied_kg`), kgCO2e."""
+    contracts: SiteContracts | None
+    grid_carbon_free_share: np.ndarray
+    """The grid's carbon-free share (0..1) on each hour of `edges_s`."""
 
 
 def _generation_kw(
@@ -120,25 +134,26 @@ def _generation_kw(
     zone = onsite.profile.zone if onsite.profile is not None else site.carbon.zone
     year = onsite.profile.year if onsite.profile is not None else site.carbon.year
     assert zone is not None  # the scenario refuses a default from a non-zone carbon signal
-    at = pd.DatetimeIndex([start + timedelta(seconds=float(t)) for t in edges_s])
     for technology, kw in onsite.capacities_kw.items():
         try:
             cf = profile_on_run_clock(zone, technology, start, horizon_s, year, years)
         except ScenarioError as e:
             raise ScenarioError(f"{key}: {e}") from None
-        rows = cf.index.searchsorted(at, side="right") - 1
-        if rows.min() < 0:
-            raise ScenarioError(f"{key}: the {technology} profile starts after the run")
-        total += kw * cf.to_numpy()[rows]
+        total += kw * on_hours(cf, start, edges_s, key)
     return total
+
+
+def _run_hours_s(start: datetime, horizon_s: float) -> np.ndarray:
+    """0 and every whole UTC hour of a run from `start` lasting `horizon_s`, s."""
+    first_hour_s = -(start.minute * 60 + start.second + start.microsecond / 1e6) % 3600.0
+    return hour_edges_s(first_hour_s, horizon_s)
 
 
 def _equipment(
     site: SiteConfig, i: int, start: datetime, horizon_s: float, years: str | None
 ) -> SiteEquipment:
     """Site `i`'s equipment from its scenario keys."""
-    first_hour_s = -(start.minute * 60 + start.second + start.microsecond / 1e6) % 3600.0
-    edges = hour_edges_s(first_hour_s, horizon_s)
+    edges = _run_hours_s(start, horizon_s)
     key = f"sites[{i}].onsite.profile" if site.onsite and site.onsite.profile else None
     generation = _generation_kw(
         site, key or f"sites[{i}].onsite (profile: the carbon zone)", start, edges, horizon_s, years
@@ -179,7 +194,9 @@ def _equipment(
         wind_kw = onsite.wind_kw + onsite.wind_offshore_kw
         wind_kg = wind_kw * (onsite.wind_embodied_kg_per_kw or 0.0)
         embodied += amortised_embodied_kg(wind_kg, onsite.wind_lifetime_years, horizon_s)
-    return SiteEquipment(site, edges, generation, battery, connection, embodied)
+    contracts = site_contracts(site, i, start, edges, horizon_s, years)
+    share = grid_carbon_free_share(site, start, edges, horizon_s, years)
+    return SiteEquipment(site, edges, generation, battery, connection, embodied, contracts, share)
 
 
 _FORECAST_LEAD_H = 24.0
@@ -385,23 +402,54 @@ class OnsiteEnergy(Component):
         grid-import carbon and columns, and the on-site summary keys (None in a run
         without on-site energy)."""
         tables = []
+        market_kg: dict[str, float] = {}
         for i, assets in enumerate(self.assets):
             if assets is not None:
-                tables.append(self._hourly(i, assets, out.power))
+                hourly = self._hourly(i, assets, out.power)
+                kg = account(hourly, assets.contracts, assets.grid_carbon_free_share)
+                if kg is not None:
+                    market_kg[self._fleet.names[i]] = kg
+                tables.append(hourly)
         if tables:
             out.tables["onsite"] = pd.concat(tables, ignore_index=True)
-            self._sites(out)
+            self._sites(out, market_kg, self._grid_only_cfe_kwh(out.power))
         _summary(out, self.assets)
 
-    def _sites(self, out: ResultParts) -> None:
+    def _grid_only_cfe_kwh(self, power: pd.DataFrame) -> dict[str, float]:
+        """Per site without on-site energy or contracts, the load its grid's carbon-free
+        share met, kWh (`sim.engine.contracts.grid_only_cfe_kwh`)."""
+        scenario, horizon_s = self._core.scenario, self._core.horizon_s
+        edges = _run_hours_s(scenario.start, horizon_s)
+        out = {}
+        for i, assets in enumerate(self.assets):
+            if assets is None:
+                name = self._fleet.names[i]
+                rows = power[power["site"] == name]
+                share = grid_carbon_free_share(
+                    scenario.sites[i], scenario.start, edges, horizon_s, scenario.years
+                )
+                out[name] = grid_only_cfe_kwh(
+                    rows["time_s"].to_numpy(),
+                    rows["facility_w"].to_numpy() / 1000.0,
+                    edges,
+                    horizon_s,
+                    share,
+                )
+        return out
+
+    def _sites(
+        self, out: ResultParts, market_kg: dict[str, float], grid_only_cfe_kwh: dict[str, float]
+    ) -> None:
         """The `sites` table of a run with on-site energy: a site with it emits on its grid
         import (`carbon_operational_kg`), its load's gross carbon moves to `carbon_load_kg`;
         columns `energy_grid_import_kwh`, `energy_onsite_generation_kwh`, `export_credit`
-        (NaN where no price), `cfe_score`."""
+        (NaN where no price), `cfe_score` (a site without on-site energy or contracts:
+        `grid_only_cfe_kwh` over its energy), `carbon_market_based_kg` (`market_kg` per site
+        with contracts, else its location-based `carbon_operational_kg`)."""
         sites = out.tables["sites"]
         table = out.tables["onsite"]
         by_site = table.groupby("site", sort=False)[
-            ["grid_import_kwh", "generation_kwh", "export_kwh", "carbon_free_to_load_kwh"]
+            ["grid_import_kwh", "generation_kwh", "export_kwh", "carbon_free_kwh"]
             + ["carbon_import_kg"]
         ].sum()
         has = sites["site"].isin(by_site.index).to_numpy()
@@ -413,6 +461,12 @@ class OnsiteEnergy(Component):
             return np.where(has, values, fallback)
 
         sites["carbon_operational_kg"] = per_site("carbon_import_kg", sites["carbon_load_kg"])
+        contracted = sites["site"].isin(market_kg.keys()).to_numpy()
+        sites["carbon_market_based_kg"] = np.where(
+            contracted,
+            sites["site"].map(market_kg).to_numpy(dtype=float),
+            sites["carbon_operational_kg"],
+        )
         sites["energy_grid_import_kwh"] = per_site("grid_import_kwh", sites["energy_facility_kwh"])
         sites["energy_onsite_generation_kwh"] = per_site("generation_kwh", 0.0)
         prices = [
@@ -426,7 +480,9 @@ class OnsiteEnergy(Component):
         energy = sites["energy_facility_kwh"].to_numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
             sites["cfe_score"] = np.where(
-                energy > 0, per_site("carbon_free_to_load_kwh", 0.0) / energy, np.nan
+                energy > 0,
+                per_site("carbon_free_kwh", sites["site"].map(grid_only_cfe_kwh)) / energy,
+                np.nan,
             )
             sites["carbon_intensity_g_per_kwh"] = np.where(
                 energy > 0, sites["carbon_operational_kg"] * 1000.0 / energy, np.nan
@@ -509,9 +565,9 @@ def _summary(out: ResultParts, assets: list[SiteEquipment | None]) -> None:
     summary["exported_kwh"] = float(table["export_kwh"].sum())
     summary["grid_import_kwh"] = float(sites["energy_grid_import_kwh"].sum())
     load_kwh = float(sites["energy_facility_kwh"].sum())
-    clean_kwh = float(table["carbon_free_to_load_kwh"].sum())
+    clean_kwh = float(np.nansum(sites["cfe_score"] * sites["energy_facility_kwh"]))
     summary["cfe_score"] = clean_kwh / load_kwh if load_kwh > 0 else None
-    summary["carbon_market_based_kg"] = float(sites["carbon_operational_kg"].sum())
+    summary["carbon_market_based_kg"] = float(sites["carbon_market_based_kg"].sum())
     summary["carbon_operational_kg"] = float(sites["carbon_operational_kg"].sum())
     summary["carbon_embodied_kg"] += sum(a.embodied_kg for a in assets if a is not None)
     if any(a is not None and a.config.onsite is not None for a in assets):

@@ -39,7 +39,10 @@ Cleaning, per zone-year (every step is counted in the catalog or the build log):
    `MAX_MISSING_FRACTION` of its hours are missing, or when the fuel gaps hold more than
    `MAX_FUEL_GAP_ENERGY_FRACTION` of its generation (estimated from each fuel's mean).
 6. Intensity = generation-weighted mean factor of the hour's fuels, in two variants
-   (`sim.grid.factors`): lifecycle (IPCC AR5 medians) and direct.
+   (`sim.grid.factors`): lifecycle (IPCC AR5 medians) and direct. Beside it, in
+   ``carbon_free/{ZONE}_{YEAR}.parquet`` (column `carbon_free_share`), the carbon-free
+   fraction of the hour's generation (`sim.grid.factors.carbon_free_share`), for the 24/7
+   CFE score.
 
 Run: ``python -m sim.grid.build [--wheels DIR] [--out DIR]`` (or ``dcsim grid-data build``).
 The output is byte-identical on rerun.
@@ -77,7 +80,13 @@ from sim.grid.capacity_factors import (
     installed_capacities,
 )
 from sim.grid.data_dir import OUT_HELP, grid_data_dir
-from sim.grid.factors import EIA_FUELS, ENTSOE_FUELS, MIX_FUELS, intensity_from_generation
+from sim.grid.factors import (
+    EIA_FUELS,
+    ENTSOE_FUELS,
+    MIX_FUELS,
+    carbon_free_share,
+    intensity_from_generation,
+)
 
 __all__ = [
     "CATALOG_COLUMNS",
@@ -661,7 +670,8 @@ def build(
     wheel_dir: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> pd.DataFrame:
-    """Regenerate `out_dir/zones/*.parquet` and `out_dir/catalog.csv`, and the solar and
+    """Regenerate `out_dir/zones/*.parquet` and `out_dir/catalog.csv`, the grid's carbon-free
+    share `out_dir/carbon_free/*.parquet` (one file per zone file), and the solar and
     wind capacity factors `out_dir/renewables/*.parquet` with `out_dir/catalog_renewables.csv`
     (`sim.grid.capacity_factors`); return the zone catalog.
 
@@ -678,6 +688,7 @@ def build(
     zones_dir = out_dir / "zones"
     zones_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "renewables").mkdir(exist_ok=True)
+    (out_dir / "carbon_free").mkdir(exist_ok=True)
 
     wheels = {d: _wheel(wheel_dir, d) for d in WHEELS}
     for dist, path in wheels.items():
@@ -719,6 +730,11 @@ def build(
             c.generation.index,
             {"lifecycle_g_per_kwh": lc.to_numpy(), "direct_g_per_kwh": dr.to_numpy()},
         )
+        write_hourly_parquet(
+            out_dir / "carbon_free" / Path(file).name,
+            c.generation.index,
+            {"carbon_free_share": carbon_free_share(c.generation).to_numpy()},
+        )
         written.add(Path(file).name)
         rows.append(_row(zone, year, source, c, lc.astype(np.float32).astype(np.float64), file))
         if source == ENTSOE_SOURCE:
@@ -729,6 +745,7 @@ def build(
     cz.close()
 
     _remove_stale(zones_dir, written, log)
+    _remove_stale(out_dir / "carbon_free", written, log)
     _remove_stale(out_dir / "renewables", renewable_files, log)
     catalog = pd.DataFrame(rows, columns=CATALOG_COLUMNS).sort_values(["zone", "year"])
     catalog = catalog.reset_index(drop=True)

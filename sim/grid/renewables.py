@@ -15,14 +15,14 @@ a forecast error model for them. docs/onsite-energy.md, "Generation profiles".
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
 
 from sim.errors import ScenarioError
 from sim.grid.capacity_factors import RENEWABLES_CATALOG, TECHNOLOGIES
-from sim.grid.catalog import plan_years, wrapped_series
+from sim.grid.catalog import on_run_clock, plan_years
 from sim.grid.data_dir import grid_data_dir, read_catalog_csv
 
 __all__ = [
@@ -92,11 +92,8 @@ def profile_on_run_clock(
     if not years or (year is not None and year not in years):
         capacity_factors(zone, year if year is not None else start.year, technology)  # raises
     plan = plan_years(zone, years, start, horizon_s, year, rule, f"{technology} profile")
-    series = pd.concat([capacity_factors(zone, y, technology) for y in plan.years_read])
-    if plan.wrapped:
-        series = wrapped_series(series, start - timedelta(days=plan.shift_days), horizon_s)
-    series.index = series.index + pd.Timedelta(days=plan.shift_days)
-    return series
+    parts = [capacity_factors(zone, y, technology) for y in plan.years_read]
+    return on_run_clock(plan, parts, start, horizon_s)
 
 
 def forecast_capacity_factors(

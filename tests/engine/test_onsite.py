@@ -7,12 +7,13 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sim.config.loading import load_scenario
 from sim.engine.build import simulate
 from sim.errors import ScenarioError
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 SCENARIO = """
 name = "onsite"
@@ -131,8 +132,83 @@ def test_only_a_grid_connection_changes_no_carbon(tmp_path, runs):
     assert limited.summary["carbon_operational_kg"] == pytest.approx(
         without.summary["carbon_operational_kg"], rel=1e-12
     )
-    assert limited.summary["cfe_score"] == 0.0
     assert limited.summary["onsite_generation_kwh"] is None
+    assert limited.summary["carbon_market_based_kg"] == limited.summary["carbon_operational_kg"]
+
+
+def grid_share(zone: str, onsite) -> np.ndarray:
+    """The zone's 2019 carbon-free share at each hour of the onsite table (the run starts
+    on a whole hour, so its rows are whole hours)."""
+    frame = pd.read_parquet(REPO / "grid_data" / "carbon_free" / f"{zone}_2019.parquet")
+    share = frame.set_index("timestamp")["carbon_free_share"].astype(float)
+    at = pd.Timestamp("2019-06-01", tz="UTC") + pd.to_timedelta(onsite["start_s"], unit="s")
+    return share.reindex(at).to_numpy()
+
+
+def test_the_cfe_score_counts_the_grid_carbon_free_share_load_weighted(tmp_path):
+    limited = run(tmp_path, "grid_connection = { import_limit_kw = 1000 }")
+    sites = limited.sites.set_index("site")
+    a = limited.onsite[limited.onsite["site"] == "a"]
+    # site a draws all its load from the grid: each hour's load x DE's carbon-free share
+    expected_a = (a["load_kwh"] * grid_share("DE", a)).sum() / a["load_kwh"].sum()
+    assert sites.loc["a", "cfe_score"] == pytest.approx(expected_a, rel=1e-6)
+    # site b has no equipment: its hours take FR's share (~0.9 in June 2019)
+    assert 0.8 < sites.loc["b", "cfe_score"] < 1.0
+    energy = sites["energy_facility_kwh"]
+    assert limited.summary["cfe_score"] == pytest.approx(
+        (sites["cfe_score"] * energy).sum() / energy.sum(), rel=1e-12
+    )
+
+
+PPA = (
+    'contracts = {{ matching = "{matching}", ppa = [{{ technology = "solar", kw = 3 }}], '
+    "certificates_mwh = 1 }}"
+)
+
+
+@pytest.fixture(scope="module")
+def contracted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("contracts")
+    return {m: run(tmp, PPA.format(matching=m), f"{m}.toml") for m in ("annual", "hourly")}
+
+
+def test_contracts_lower_market_based_carbon_by_hand_in_either_matching(contracted, runs):
+    _, without = runs
+    for matching, result in contracted.items():
+        a = result.onsite[result.onsite["site"] == "a"]
+        sites = result.sites.set_index("site")
+        # 3 kW of DE 2019 solar, hour by hour; 1 MWh of certificates a year, 72 h of it
+        hours_h = (a["end_s"] - a["start_s"]) / 3600
+        solar = pd.read_parquet(REPO / "grid_data" / "renewables" / "DE_2019.parquet")
+        cf = solar.set_index("timestamp")["solar_cf"].astype(float)
+        at = pd.Timestamp("2019-06-01", tz="UTC") + pd.to_timedelta(a["start_s"], unit="s")
+        ppa = 3 * cf.reindex(at).to_numpy() * hours_h.to_numpy()
+        np.testing.assert_allclose(a["ppa_kwh"], ppa, rtol=1e-12)
+        certificates = 1000 * 72 / (365.25 * 24)
+        imp, kg = a["grid_import_kwh"].to_numpy(), a["carbon_import_kg"].to_numpy()
+        if matching == "annual":
+            expected = kg.sum() * (1 - (ppa.sum() + certificates) / imp.sum())
+        else:
+            left = np.maximum(imp - ppa, 0)
+            left_kg = (kg * left / imp).sum()
+            expected = left_kg * (1 - certificates / left.sum())
+        assert sites.loc["a", "carbon_market_based_kg"] == pytest.approx(expected, rel=1e-9)
+        # location-based carbon is untouched; b (no contracts) is market = location
+        assert sites.loc["a", "carbon_operational_kg"] == pytest.approx(
+            without.sites.set_index("site").loc["a", "carbon_operational_kg"], rel=1e-12
+        )
+        assert sites.loc["b", "carbon_market_based_kg"] == sites.loc["b", "carbon_operational_kg"]
+        assert result.summary["carbon_market_based_kg"] == pytest.approx(
+            sites["carbon_market_based_kg"].sum()
+        )
+    # the midday PPA surplus is lost hour by hour, kept in the annual sum
+    assert (
+        contracted["hourly"].summary["carbon_market_based_kg"]
+        > contracted["annual"].summary["carbon_market_based_kg"]
+    )
+    # the PPA's hourly supply raises the CFE score, whatever the matching
+    scores = {m: r.summary["cfe_score"] for m, r in contracted.items()}
+    assert scores["annual"] == scores["hourly"]
 
 
 def test_a_load_over_the_import_limit_names_the_key(tmp_path):
@@ -154,6 +230,19 @@ BAD = {
     "mode": (
         'grid_connection = { mode = "shed" }',
         ["sites[0].grid_connection.mode", "shed"],
+    ),
+    "ppa with both kinds": (
+        'contracts = { ppa = [{ technology = "solar", kw = 5, mwh_per_year = 10 }] }',
+        ["sites[0].contracts.ppa[0]", "give either technology and kw, or mwh_per_year"],
+    ),
+    "ppa without data": (
+        'contracts = { ppa = [{ technology = "solar", kw = 5, '
+        'profile = { zone = "NL", year = 2019 } }] }',
+        ["sites[0].contracts.ppa[0]", "no solar profile for zone NL in 2019"],
+    ),
+    "matching": (
+        'contracts = { matching = "monthly" }',
+        ["sites[0].contracts.matching", "monthly"],
     ),
     "wind without embodied carbon": (
         "onsite = { wind_kw = 10 }",
