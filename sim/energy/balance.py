@@ -25,10 +25,22 @@ In each, the flows are shares taken in order, each the smaller of what it can ta
 what is left, and the last (`grid_to_load`, `curtailed`, `grid_to_battery`,
 `battery_to_grid`) is the remainder. A remainder computed by float subtraction can miss
 the total by an ulp (and some totals no float closes), so the four energies are first
-rounded to multiples of one power of two Q, at most 2**-50 of the largest of them
-(`_on_one_grid`): on that grid every min, sum and difference here is exact. The battery's
-energy in the balance can thus differ from `Battery.advance`'s by at most Q / 2. Every
-flow is non-negative.
+rounded to multiples of one power of two Q, at most 2**-50 of the largest of them, and
+the limits (limit_kw x duration_s / 3600) rounded down to multiples of Q
+(`_on_one_grid`): on that grid every min, sum and difference here is exact. Every flow
+is non-negative.
+
+Limits, exactly. The battery power the connection admits is found in kW
+(`_admitted_battery_kw`); in kWh, rounded, its flow to the grid could still pass the
+export limit, or its charge from the grid take the import over its limit, by a few Q. So
+the kWh flows cut `battery_to_grid` to the export room and `grid_to_battery` to the
+import room (what the load's own import leaves) and reduce the discharge or charge to
+match: the export never exceeds export_limit_kw x duration_s / 3600, nor does the import
+exceed import_limit_kw x duration_s / 3600 unless the load's own import (`grid_to_load`,
+which the import limit admits in kW) does, by rounding. The battery's energy in the
+balance (charge or discharge) is thus within Q / 2 of |battery_kw| x duration_s / 3600
+(`Battery.advance`'s terminal energy), except where such a cut applies: there it is
+below it, by at most 7 Q.
 """
 
 from __future__ import annotations
@@ -52,18 +64,25 @@ def _shares(total: float, caps: list[float]) -> tuple[list[float], float]:
     return shares, left
 
 
-def _on_one_grid(flows: list[float], limit: float) -> tuple[list[float], float]:
+def _on_one_grid(flows: list[float], limits: list[float]) -> tuple[list[float], list[float]]:
     """`flows` (>= 0, finite) rounded to the nearest multiple of one power of two,
-    Q = 2**(e - 51) where 2**e is above the largest, and `limit` cut to 2**e (no flow is
-    above it) and rounded likewise. Every sum or difference of two such values is then a
-    float exactly; Q is at most 2**-50 of the largest flow."""
+    Q = 2**(e - 51) where 2**e is above the largest, and `limits` (>= 0) cut to 2**(e + 1)
+    (no sum of two flows reaches it) and rounded down to a multiple of Q (none passes its
+    limit). Every sum or difference of two such values is then a float exactly; Q is at
+    most 2**-50 of the largest flow."""
     exponent = math.frexp(max(flows))[1]
-    top = math.ldexp(1.0, exponent)
+    scale = 51 - exponent
 
     def rounded(value: float) -> float:
-        return math.ldexp(round(math.ldexp(min(value, top), 51 - exponent)), exponent - 51)
+        return math.ldexp(round(math.ldexp(value, scale)), -scale)
 
-    return [rounded(flow) for flow in flows], rounded(limit)
+    cap = math.ldexp(2.0, exponent)
+
+    def rounded_down(value: float) -> float:
+        # (a NaN, inf x 0 s, is no limit: over 0 s every flow is 0)
+        return math.ldexp(math.floor(math.ldexp(value if value < cap else cap, scale)), -scale)
+
+    return [rounded(flow) for flow in flows], [rounded_down(limit) for limit in limits]
 
 
 @dataclass(frozen=True)
@@ -127,17 +146,35 @@ class SiteBalance:
         return self.export_kwh * (self.export_price_per_kwh or 0.0)
 
 
-def _flows(load: float, generation: float, battery: float, export_limit: float) -> dict[str, float]:
-    """The balance in one unit (all kW or all kWh), import not limited (see the module)."""
-    flows, export_limit = _on_one_grid(
-        [max(battery, 0.0), max(-battery, 0.0), load, generation], export_limit
+def _flows(
+    load: float,
+    generation: float,
+    battery: float,
+    import_limit: float,
+    export_limit: float,
+    cut_battery: bool = True,
+) -> dict[str, float]:
+    """The balance in one unit (all kW or all kWh; see the module). With `cut_battery`,
+    the battery's flow to the grid is cut to the export room and its charge from the grid
+    to the import room (the discharge or charge reduced to match); without, the battery's
+    flows are as asked (so that the connection can see how far over a limit they go)."""
+    flows, (import_limit, export_limit) = _on_one_grid(
+        [max(battery, 0.0), max(-battery, 0.0), load, generation], [import_limit, export_limit]
     )
     charge, discharge, load, generation = flows
     (on_site, to_load, grid_to_load), _ = _shares(load, [generation, discharge, math.inf])
     to_grid = discharge - to_load
+    if cut_battery and to_grid > export_limit:
+        to_grid = export_limit
+        discharge = to_load + to_grid
     export_room = max(export_limit - to_grid, 0.0)
     caps = [load, charge, export_room, math.inf]
     (_, from_generation, export, curtailed), _ = _shares(generation, caps)
+    from_grid = charge - from_generation
+    import_room = max(import_limit - grid_to_load, 0.0)
+    if cut_battery and from_grid > import_room:
+        from_grid = import_room
+        charge = from_generation + from_grid
     return {
         "load": load,
         "generation": generation,
@@ -149,15 +186,21 @@ def _flows(load: float, generation: float, battery: float, export_limit: float) 
         "generation_to_battery": from_generation,
         "generation_export": export,
         "curtailed": curtailed,
-        "grid_to_battery": charge - from_generation,
+        "grid_to_battery": from_grid,
         "battery_to_grid": to_grid,
     }
 
 
 def _admitted_battery_kw(
-    kw: dict[str, float], battery_kw: float, connection: GridConnection, where: str
+    kw: dict[str, float],
+    load_kw: float,
+    generation_kw: float,
+    battery_kw: float,
+    connection: GridConnection,
+    where: str,
 ) -> float:
-    """The battery power the connection admits, given the flows in kW at `battery_kw`."""
+    """The battery power the connection admits, given the flows in kW at `battery_kw`
+    (the battery's not cut) and the load and generation they came from."""
     limit = connection.import_limit_kw
     if kw["grid_to_load"] > limit:
         raise PolicyError(
@@ -174,11 +217,13 @@ def _admitted_battery_kw(
         raise PolicyError(
             f"{where}: battery power {battery_kw} kW exceeds the {side} limit by {over} kW"
         )
-    # computed on the rounding grid, the power that fits can come out an ulp beyond the
-    # request: the request bounds it
+    # the power that fits, from the inputs (not their rounding grid, which a large request
+    # makes coarse): limit + generation - load within the import limit, -(export limit +
+    # the load's deficit) within the export limit; the request bounds it
     if over_import > 0:
-        return min(kw["generation_to_battery"] + (limit - kw["grid_to_load"]), battery_kw)
-    return max(-(kw["battery_to_load"] + connection.export_limit_kw), battery_kw)
+        return min(max(limit + (generation_kw - load_kw), 0.0), battery_kw)
+    deficit_kw = max(load_kw - generation_kw, 0.0)
+    return max(-(connection.export_limit_kw + deficit_kw), battery_kw)
 
 
 def site_balance(
@@ -195,14 +240,21 @@ def site_balance(
     for name, value in (("load_kw", load_kw), ("generation_kw", generation_kw)):
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{where}: {name} = {value!r} must be finite and >= 0")
-    kw = _flows(load_kw, generation_kw, battery_kw, connection.export_limit_kw)
-    applied_kw = _admitted_battery_kw(kw, battery_kw, connection, where)
+    kw = _flows(
+        load_kw, generation_kw, battery_kw, math.inf, connection.export_limit_kw, cut_battery=False
+    )
+    applied_kw = _admitted_battery_kw(kw, load_kw, generation_kw, battery_kw, connection, where)
 
     def kwh(power_kw: float) -> float:
         return power_kw * duration_s / 3600.0
 
-    export_limit = kwh(connection.export_limit_kw)
-    energy = _flows(kwh(load_kw), kwh(generation_kw), kwh(applied_kw), export_limit)
+    energy = _flows(
+        kwh(load_kw),
+        kwh(generation_kw),
+        kwh(applied_kw),
+        kwh(connection.import_limit_kw),
+        kwh(connection.export_limit_kw),
+    )
     return SiteBalance(
         duration_s=duration_s,
         battery_kw=applied_kw,

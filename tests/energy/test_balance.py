@@ -50,6 +50,44 @@ def assert_identities(b: SiteBalance) -> None:
     export_limit_kw=math.inf,
     over_limit="curtail",
 )
+@example(  # curtailed at an export limit of 0: the admitted discharge, rounded in kWh,
+    # went 2**-49 kWh past the load
+    load_kw=8702.0,
+    generation_kw=2399.38,
+    battery_kw=-6303.0,
+    duration_s=1.25,
+    import_limit_kw=math.inf,
+    export_limit_kw=0.0,
+    over_limit="curtail",
+)
+@example(  # a request far above the load: the admitted power is not on the request's grid
+    load_kw=1.1,
+    generation_kw=0.0,
+    battery_kw=-1e4,
+    duration_s=7.0,
+    import_limit_kw=math.inf,
+    export_limit_kw=0.3,
+    over_limit="curtail",
+)
+@example(  # the same on the import side
+    load_kw=1.1,
+    generation_kw=0.7,
+    battery_kw=1e4,
+    duration_s=7.0,
+    import_limit_kw=1.3,
+    export_limit_kw=math.inf,
+    over_limit="curtail",
+)
+@example(  # the export limit above the largest flow: the battery's and the surplus's
+    # export together pass it
+    load_kw=0.0,
+    generation_kw=900.0,
+    battery_kw=-900.0,
+    duration_s=3600.0,
+    import_limit_kw=math.inf,
+    export_limit_kw=1500.0,
+    over_limit="refuse",
+)
 def test_the_identities_are_exact_at_every_step(
     load_kw, generation_kw, battery_kw, duration_s, import_limit_kw, export_limit_kw, over_limit
 ):
@@ -60,12 +98,33 @@ def test_the_identities_are_exact_at_every_step(
         return  # refused: nothing was balanced
     assert_identities(b)
     hours = duration_s / 3600.0
+    # the limits in kWh as the balance has them (limit_kw x duration_s / 3600): never passed
+    # by the export, nor by the import beyond the load's own (admitted in kW, rounded here)
+    import_limit_kwh = import_limit_kw * duration_s / 3600.0
+    export_limit_kwh = export_limit_kw * duration_s / 3600.0
+    assert b.export_kwh <= export_limit_kwh
+    assert b.grid_import_kwh <= max(import_limit_kwh, b.grid_to_load_kwh)
     grid_kwh = 2**-50 * max(b.load_kwh, b.generation_kwh, abs(battery_kw) * hours)  # Q
-    assert b.grid_import_kwh <= import_limit_kw * hours * (1 + 1e-12) + grid_kwh
-    assert b.export_kwh <= export_limit_kw * hours * (1 + 1e-12) + grid_kwh
+    assert b.grid_to_load_kwh <= import_limit_kw * hours * (1 + 1e-12) + grid_kwh
     assert abs(b.battery_kw) <= abs(battery_kw)
     if over_limit == "refuse":
         assert b.battery_kw == battery_kw
+    # the battery's energy in the balance against the battery model's (Battery.advance's
+    # |battery_kw| x duration_s / 3600): Q / 2, or up to 7 Q below it where a limit cut it
+    terminal_kwh = abs(b.battery_kw) * duration_s / 3600.0
+    q = 2**-50 * max(b.load_kwh, b.generation_kwh, terminal_kwh)  # Q is at most this
+    in_balance = b.battery_charge_kwh if b.battery_kw > 0 else b.battery_discharge_kwh
+    if b.battery_kw == 0:
+        assert b.battery_charge_kwh == b.battery_discharge_kwh == 0.0
+    else:
+        assert b.battery_charge_kwh == 0.0 or b.battery_discharge_kwh == 0.0
+        assert terminal_kwh - 7 * q <= in_balance <= terminal_kwh + q / 2
+    # a cut leaves the battery's flow at the limit rounded down to the grid (within Q of it)
+    below_the_limits = (
+        b.battery_to_grid_kwh < export_limit_kwh - q and b.grid_import_kwh < import_limit_kwh - q
+    )
+    if below_the_limits:
+        assert abs(in_balance - terminal_kwh) <= q / 2
 
 
 def test_generation_meets_the_load_first_then_the_battery_then_the_grid():
@@ -94,6 +153,21 @@ def test_surplus_beyond_the_export_limit_is_curtailed():
     )
     none = site_balance(100.0, 200.0, 0.0, 3600.0, GridConnection(export_limit_kw=0.0))
     assert none.export_kwh == 0.0 and none.curtailed_kwh == 100.0
+    # a limit above every flow still counts in full: the battery's 900 and the surplus's 600
+    both = site_balance(0.0, 900.0, -900.0, 3600.0, GridConnection(export_limit_kw=1500.0))
+    assert (both.battery_to_grid_kwh, both.generation_export_kwh, both.curtailed_kwh) == (
+        900.0,
+        600.0,
+        300.0,
+    )
+
+
+def test_a_discharge_curtailed_at_the_export_limit_exports_nothing_past_it():
+    # admitted in kW, the discharge rounded in kWh went 2**-49 kWh past the load
+    curtail = GridConnection(export_limit_kw=0.0, over_limit="curtail")
+    b = site_balance(8702.0, 2399.38, -6303.0, 1.25, curtail)
+    assert b.export_kwh == 0.0 and b.battery_discharge_kwh == b.battery_to_load_kwh
+    assert_identities(b)
 
 
 def test_a_charge_beyond_the_surplus_comes_from_the_grid():
