@@ -934,3 +934,7 @@ def main() -> None:
         raise
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+if __name__ == "__main__":  # python -m sim.cli, as the `dcsim` command
+    main()

@@ -54,3 +54,16 @@ def test_help_names_each_value_by_what_it_is(capsys, path, shown):
     _, out = run_cli([*path, "--help"], capsys)
     for pattern in shown:
         assert re.search(pattern, out.out), (pattern, out.out)
+
+
+def test_python_m_sim_cli_is_the_dcsim_command():
+    import subprocess
+    import sys
+
+    import sim
+
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "--version"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"dcsim {sim.__version__}")

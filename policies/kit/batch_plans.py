@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.kit.windows import _REL_TIE, MIN_DEFER_S
+from policies.kit.windows import MIN_DEFER_S, REL_TIE
 from sim.api import BatchPlan
 
 __all__ = ["LOWEST_WINDOW", "planned_deferrals"]
@@ -135,7 +135,7 @@ def _choice(
     completion time (carbon_time's `choose_start`; none if nothing is saved)."""
     if weight < 0.0:
         best = means.min(axis=1)
-        chosen = means <= (best + _REL_TIE * np.maximum(1.0, np.abs(best)))[:, None]
+        chosen = means <= (best + REL_TIE * np.maximum(1.0, np.abs(best)))[:, None]
         saves = np.ones(best.size, dtype=bool)
     else:
         length = runtime_s[:, None]

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from policies.kit.windows import _REL_TIE
+from policies.kit.windows import REL_TIE
 from sim.api import helper, kernel
 
 __all__ = ["price_options"]
@@ -89,7 +89,7 @@ def _best_start(
             means[count] = _mean(t, v, cum, cand[k], length_s)
             best = min(best, means[count])
             count += 1
-    cut = best + _REL_TIE * max(1.0, abs(best))
+    cut = best + REL_TIE * max(1.0, abs(best))
     k = 0
     while means[k] > cut:  # `_first_within`: the earliest within the tie tolerance
         k += 1

@@ -33,6 +33,7 @@ from sim.api import weighted_percentile
 
 __all__ = [
     "MIN_DEFER_S",
+    "REL_TIE",
     "SLIVER_S",
     "WindowMean",
     "best_window_plan",
@@ -53,7 +54,7 @@ previous step (a decision a hair before a breakpoint); they are merged into the 
 MIN_DEFER_S = 1.0
 """A deferral shorter than this (s) is not worth an extra decision: the job starts now."""
 
-_REL_TIE = 1e-9
+REL_TIE = 1e-9
 """Window means within this relative distance of the best count as ties (earliest wins)."""
 
 
@@ -163,12 +164,12 @@ def best_window_plan(
     `earliest_s`, until when it stays so: for every t in [earliest_s, holds_until_s),
     `best_window_start` on the same step function from t (the forecast cut to [t, the same
     end]) over [t, latest_s] answers t (`start_now_until` with its tie tolerance, taken at
-    its least: `_REL_TIE` x max(1, the least mean here less the rounding guard)).
+    its least: `REL_TIE` x max(1, the least mean here less the rounding guard)).
     `earliest_s` when the start is later (no promise)."""
     starts, means, k = _best_candidate(times, values, earliest_s, latest_s, length_s, cum)
     if k != 0:
         return float(starts[k]), earliest_s
-    return float(starts[0]), start_now_until(times, values, starts, means, length_s, 0.0, _REL_TIE)
+    return float(starts[0]), start_now_until(times, values, starts, means, length_s, 0.0, REL_TIE)
 
 
 def start_now_until(
@@ -227,7 +228,7 @@ def _rounding_guard(times: np.ndarray, values: np.ndarray, end_s: float, length_
 
 def _first_within(x: np.ndarray, best: float) -> int:
     """Index of the first element within the tie tolerance of `best` (x >= best)."""
-    return int(np.argmax(x <= best + _REL_TIE * max(1.0, abs(best))))
+    return int(np.argmax(x <= best + REL_TIE * max(1.0, abs(best))))
 
 
 def forecast_slots(
@@ -379,7 +380,7 @@ def _last_in_part(
         if last >= 1:
             found += _ending_in(taken, last, True, need_s, t, lens, v)
     best = min(c.cost for c in found)
-    cut = best + _REL_TIE * max(1.0, abs(best))
+    cut = best + REL_TIE * max(1.0, abs(best))
     ties = [c for c in found if c.cost <= cut]
     if early_end:
         pick = min(ties, key=lambda c: (c.end_s, c.first_start_s, c.with_first, c.last, c.p))
@@ -434,7 +435,7 @@ def cheapest_slots(
     win_ends = np.append(ends[plan.whole], plan.end_s)
     if start_late:  # the same search on the time-reversed forecast: the first step in part
         back = _last_in_part(end_s - ends[::-1], lengths[::-1], vals[::-1], need_s, False)
-        tol = _REL_TIE * max(1.0, abs(plan.cost))
+        tol = REL_TIE * max(1.0, abs(plan.cost))
         if back.cost < plan.cost - tol or (
             back.cost <= plan.cost + tol and end_s - back.first_start_s < plan.end_s
         ):

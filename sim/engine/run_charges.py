@@ -16,10 +16,10 @@ from sim.results import ResultParts
 if TYPE_CHECKING:
     from sim.engine.component import Core
 
-__all__ = ["RunCharges", "WS_PER_KWH"]
+__all__ = ["GS_PER_KGH", "RunCharges", "WS_PER_KWH"]
 
 WS_PER_KWH = 3.6e6
-_GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
+GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
 
 
 class RunCharges:
@@ -76,7 +76,7 @@ class RunCharges:
         it_w = gpus * (draw_w + pool.host_w)
         energy_kwh = it_w * site.pue.integral(t0, t1) / WS_PER_KWH
         self.energy_kwh[j] += energy_kwh
-        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / _GS_PER_KGH
+        self.carbon_kg[j] += it_w * site.facility_ci.integral(t0, t1) / GS_PER_KGH
         self.gpu_s[j] += gpus * (t1 - t0)
         if t1 > t0 and pool.capacity is None:
             self.cost[j] += gpus * (t1 - t0) / 3600.0 * self._core.prices.charged(pool.model)

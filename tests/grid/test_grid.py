@@ -118,6 +118,20 @@ def test_integral_equals_an_independent_sum_over_steps(seed):
             assert sig.mean(a, b) == pytest.approx(expected / (b - a), rel=1e-9, abs=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_vectorised_integrals_give_the_scalar_integrals_bits(seed):
+    sig = random_signal(seed)
+    rng = np.random.default_rng(200 + seed)
+    t = sig.times_s
+    ends = np.sort(rng.uniform(t[0], sig.end_s, size=(500, 2)), axis=1)
+    on_breakpoints = np.array([[t[10], t[200]], [t[7], t[7]], [t[-1], sig.end_s], [t[0], t[1]]])
+    t0, t1 = np.concatenate((ends, on_breakpoints)).T
+    want = [sig.integral(float(a), float(b)) for a, b in zip(t0, t1, strict=True)]
+    assert sig.integrals(t0, t1).tolist() == want
+    with pytest.raises(ValueError, match="outside the signal's domain"):
+        sig.integrals(np.array([t[0]]), np.array([sig.end_s + 1.0]))
+
+
 def test_short_integrals_late_in_a_long_signal_keep_full_precision():
     # A year of hourly steps: cumulative sums reach ~1e10 (g/kWh)*s, yet one second near the
     # end must still integrate to the step's value to 1e-12.

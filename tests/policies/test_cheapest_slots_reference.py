@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from policies.kit import windows
-from policies.kit.windows import _REL_TIE, SLIVER_S, forecast_slots
+from policies.kit.windows import REL_TIE, SLIVER_S, forecast_slots
 
 # --- the reference: the first implementation, verbatim -------------------------------------
 
@@ -69,7 +69,7 @@ def _last_in_part(
         end.append(starts[last] + used)
     costs = np.stack(cost)
     best = float(costs.min())
-    ties = np.flatnonzero(costs <= best + _REL_TIE * max(1.0, abs(best)))
+    ties = np.flatnonzero(costs <= best + REL_TIE * max(1.0, abs(best)))
     ends, firsts = np.stack(end).ravel()[ties], np.stack(first_start).ravel()[ties]
     keys = (firsts, ends) if early_end else (-ends, -firsts)  # the last key sorts first
     with_first, f, j = np.unravel_index(ties[np.lexsort(keys)[0]], costs.shape)
@@ -117,7 +117,7 @@ def cheapest_slots(
     win_ends = np.append(ends[plan.whole], plan.end_s)
     if start_late:  # the same search on the time-reversed forecast: the first step in part
         back = _last_in_part(end_s - ends[::-1], lengths[::-1], vals[::-1], need_s, False)
-        tol = _REL_TIE * max(1.0, abs(plan.cost))
+        tol = REL_TIE * max(1.0, abs(plan.cost))
         if back.cost < plan.cost - tol or (
             back.cost <= plan.cost + tol and end_s - back.first_start_s < plan.end_s
         ):

@@ -11,27 +11,12 @@ import numpy as np
 
 from sim.engine.batch.plan import Schedule
 from sim.engine.jobs import COMPLETED, DEFERRED, RUNNING
-from sim.engine.run_charges import WS_PER_KWH
-from sim.grid import CarbonSignal
+from sim.engine.run_charges import GS_PER_KGH, WS_PER_KWH
 
 if TYPE_CHECKING:
     from sim.engine.core import Engine
 
 __all__ = ["account"]
-
-_GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg, as `RunCharges`
-
-
-def integrals(signal: CarbonSignal, t0_s: np.ndarray, t1_s: np.ndarray) -> np.ndarray:
-    """`signal.integral(t0, t1)` for each pair (t0 <= t1 in the signal's domain), by the
-    same partial steps and prefix sums, (g/kWh) x s."""
-    t, v = signal.times_s, signal.values_g_per_kwh
-    cum = np.concatenate(([0.0], np.cumsum(v[:-1] * np.diff(t))))
-    last = t.size - 1
-    i = np.minimum(np.searchsorted(t, t0_s, side="right") - 1, last)
-    j = np.minimum(np.searchsorted(t, t1_s, side="right") - 1, last)
-    inner = v[i] * (t[np.minimum(i + 1, last)] - t0_s) + (cum[j] - cum[np.minimum(i + 1, last)])
-    return np.where(i == j, v[i] * (t1_s - t0_s), inner + v[j] * (t1_s - t[j]))
 
 
 def account(engine: Engine, plan: Schedule) -> None:
@@ -64,7 +49,7 @@ def account(engine: Engine, plan: Schedule) -> None:
     pue = site.pue.constant
     assert pue is not None  # `refusal`: no hourly PUE
     np.frombuffer(charges.energy_kwh)[ran] = it_w * (pue * (t1 - t0)) / WS_PER_KWH
-    np.frombuffer(charges.carbon_kg)[ran] = it_w * integrals(site.facility_ci, t0, t1) / _GS_PER_KGH
+    np.frombuffer(charges.carbon_kg)[ran] = it_w * site.facility_ci.integrals(t0, t1) / GS_PER_KGH
     gpu_s = gpus * (t1 - t0)
     np.frombuffer(charges.gpu_s)[ran] = gpu_s
     price = engine.prices.charged(pool.model)
