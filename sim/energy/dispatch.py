@@ -11,9 +11,11 @@ limit. Self-consumption is the import cap at 0 kW: a policy's import cap X
 discharge what the load takes above generation + X and to charge (from the surplus, then
 the grid) up to X below it, re-solved at every interval, so the grid import stays at or
 below X while the battery has the rating and the energy (`import_cap_request_kw`). The cap
-is lowered to the connection's import limit. Between changes every power is constant, so each interval is one
-`site_balance` and one `Battery.advance`; an interval ends where the battery reaches a
-bound (`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
+is lowered to the connection's import limit.
+
+Between changes every power is constant, so each interval is one `site_balance` and one
+`Battery.advance`; an interval ends where the battery reaches a bound
+(`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
 A policy's power setpoint (`SetBattery`: kW, positive charging, held until changed)
 replaces that request from its time on; the battery applies it within its rating and
 state-of-charge bounds in the same way.
@@ -137,7 +139,9 @@ class SiteEnergy:
             if battery is not None and state is not None:
                 request_kw = setpoint_kw
                 if math.isnan(setpoint_kw):
-                    cap = 0.0 if math.isnan(cap_kw) else min(cap_kw, self.connection.import_limit_kw)
+                    cap = (
+                        0.0 if math.isnan(cap_kw) else min(cap_kw, self.connection.import_limit_kw)
+                    )
                     request_kw = import_cap_request_kw(load_kw, generation_kw, cap)
                 battery_kw = battery.applied_power_kw(state, request_kw)
                 bound_s = battery.time_to_bound_s(state, battery_kw)

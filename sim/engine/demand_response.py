@@ -7,9 +7,11 @@ facility power in the hour before the notice: the baseline) and calls a decision
 start and end it calls decisions again. What is measured is what the utility meters: the
 facility power, or at a site with on-site equipment its grid import
 (`OnsiteEnergy.mean_import_kw` for the baseline, from the balance advanced in the run;
-`OnsiteEnergy.metered_power` for the event's power after the run). A job running at an event's site accrues, for the
-time inside events, the work it did and the work it would have done uncapped; a job
-suspended inside one accrues the work it did not do. The result metrics are defined in
+`OnsiteEnergy.metered_power` for the event's power after the run).
+
+A job running at an event's site accrues, for the time inside events, the work it did
+and the work it would have done uncapped; a job suspended inside one accrues the work it
+did not do. The result metrics are defined in
 `sim.results` (`demand_response_table`, `dr_job_metrics`).
 """
 

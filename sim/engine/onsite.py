@@ -266,7 +266,9 @@ class OnsiteEnergy(Component):
         ]
         """Per site, the battery setpoints' times (s), powers (kW; NaN: none) and import caps
         (kW; NaN: none; neither: self-consumption)."""
-        self._live = [None if a is None else self._new_live(i, a) for i, a in enumerate(self.assets)]
+        self._live = [
+            None if a is None else self._new_live(i, a) for i, a in enumerate(self.assets)
+        ]
         """Per site, its balance as advanced during the run (`battery_now`)."""
         self._meters: list[_GridMeter | None] = [None for _ in self.assets]
         """Per site with on-site equipment, its grid meter over the run (after
