@@ -178,3 +178,28 @@ def test_the_baseline_at_notice_is_the_grid_import_of_the_hour_before(tmp_path):
     assert row["baseline_kw"] == pytest.approx(FULL_KW - 2.0, rel=1e-9)
     notice = r.events[r.events["kind"] == "dr_notice"].iloc[0]
     assert notice["value"] == pytest.approx(0.8 * (FULL_KW - 2.0), rel=1e-9)
+
+
+@dataclass
+class Issues:
+    """Issues `action` at the first decision."""
+
+    action: SetBattery
+
+    def decide(self, state):
+        return [self.action]
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (SetBattery("a", 1.0, import_cap_kw=2.0), "give power_kw or import_cap_kw, not both"),
+        (SetBattery("a", import_cap_kw=-1.0), "import_cap_kw = -1.0 must be finite and >= 0"),
+        (SetBattery("a", import_cap_kw=float("inf")), "import_cap_kw = inf must be finite"),
+    ],
+)
+def test_a_cap_the_battery_cannot_hold_is_a_one_line_policy_error(tmp_path, action, message):
+    with pytest.raises(sim.api.PolicyError) as e:
+        sim.simulate(scenario(tmp_path), Issues(action))
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
