@@ -215,16 +215,22 @@ class Repartition:
 @dataclass(frozen=True, slots=True)
 class SetBattery:
     """From now, run `site`'s battery at `power_kw` kW at its terminals (positive charging,
-    negative discharging), held until changed; None: back to the default,
-    self-consumption (charge from on-site surplus, discharge to meet the deficit). The
-    battery applies it within its state-of-charge bounds (it stops at a bound); a charge
-    beyond on-site surplus comes from the grid, a discharge beyond the load goes to it.
-    PolicyError for an unknown site, a site without a battery, a power over the battery's
-    rating, or (connection mode "refuse") one that would take the site's import or export
-    over its connection limit now."""
+    negative discharging), held until changed; or, with `import_cap_kw` instead, hold the
+    site's grid import at or below that cap (kW, lowered to the connection's import
+    limit): at every change of load, generation or state of charge the battery
+    discharges what the load takes above generation + cap and charges (from on-site
+    surplus, then the grid) up to the cap below it; neither (both None): back to the
+    default, self-consumption (charge from on-site surplus, discharge to meet the deficit:
+    the cap 0). The battery applies either within its rating and state-of-charge bounds
+    (it stops at a bound); a charge beyond on-site surplus comes from the grid, a discharge
+    beyond the load goes to it. PolicyError for an unknown site, a site without a battery,
+    both fields given, a power over the battery's rating, a cap that is negative or not
+    finite, or (connection mode "refuse") a power that would take the site's import or
+    export over its connection limit now."""
 
     site: str
-    power_kw: float | None
+    power_kw: float | None = None
+    import_cap_kw: float | None = None
 
 
 Action = (
@@ -955,7 +961,14 @@ class OnsiteReading:
     battery_power_kw: float | None
     """Power rating, kW: the largest charge and discharge power at the terminals."""
     battery_setpoint_kw: float | None
-    """The `SetBattery` power held now, kW; None: self-consumption."""
+    """The `SetBattery` power held now, kW; None: none (an import cap or self-consumption)."""
+    battery_import_cap_kw: float | None
+    """The `SetBattery` import cap held now, kW; None: none."""
+    month_peak_import_kw: float | None
+    """The demand-charge peak so far: the largest mean grid import over the demand
+    intervals (`demand_interval_min`) of the tariff's present billing month that have
+    ended, kW; None without a tariff with a demand charge, or before the month's first
+    interval ends. From the balance advanced in the run (services' power not counted)."""
     import_limit_kw: float
     export_limit_kw: float
     over_limit: str

@@ -6,12 +6,19 @@ asked for the on-site surplus, generation - load (kW): a surplus charges it, a d
 discharges it, within its rating and state-of-charge bounds (`Battery.applied_power_kw`).
 It thus never charges from the grid nor discharges to it (up to the rounding of
 generation - load: an ulp of grid charge), and never takes import or export over a
-limit. Between changes every power is constant, so each interval is one
-`site_balance` and one `Battery.advance`; an interval ends where the battery reaches a
-bound (`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
-A policy's setpoint (`SetBattery`: kW, positive charging, held until changed) replaces
-the surplus as the battery's request from its time on; the battery applies it within
-its rating and state-of-charge bounds in the same way.
+limit. Self-consumption is the import cap at 0 kW: a policy's import cap X
+(`SetBattery(site, import_cap_kw=X)`) asks the battery for X + generation - load, i.e. to
+discharge what the load takes above generation + X and to charge (from the surplus, then
+the grid) up to X below it, re-solved at every interval, so the grid import stays at or
+below X while the battery has the rating and the energy (`import_cap_request_kw`). The cap
+is lowered to the connection's import limit.
+
+Between changes every power is constant, so each interval is one `site_balance` and one
+`Battery.advance`; an interval ends where the battery reaches a bound
+(`Battery.time_to_bound_s`), and the rest of it runs at the power applied there.
+A policy's power setpoint (`SetBattery`: kW, positive charging, held until changed)
+replaces that request from its time on; the battery applies it within its rating and
+state-of-charge bounds in the same way.
 
 Carbon-free share of stored energy: the battery is one pool. Energy charged from
 on-site generation is carbon-free, from the grid it is not; losses and self-discharge
@@ -30,12 +37,15 @@ import numpy as np
 from sim.energy.balance import GridConnection, SiteBalance, site_balance
 from sim.energy.battery import Battery, BatteryState
 
-__all__ = ["EnergyInterval", "SiteEnergy", "hour_edges_s", "self_consumption_kw"]
+__all__ = ["EnergyInterval", "SiteEnergy", "hour_edges_s", "import_cap_request_kw"]
 
 
-def self_consumption_kw(load_kw: float, generation_kw: float) -> float:
-    """The battery power (kW, positive charging) self-consumption asks for: the surplus."""
-    return generation_kw - load_kw
+def import_cap_request_kw(load_kw: float, generation_kw: float, cap_kw: float) -> float:
+    """The battery power (kW, positive charging) that holds the grid import at `cap_kw`:
+    cap + generation - load (a discharge of what the load takes above generation + cap, a
+    charge up to the cap below it). At a cap of 0 it is self-consumption's request, the
+    on-site surplus."""
+    return cap_kw + generation_kw - load_kw
 
 
 @dataclass(frozen=True)
@@ -76,13 +86,16 @@ class SiteEnergy:
         setpoint_times_s: np.ndarray | None = None,
         setpoint_kw: np.ndarray | None = None,
         start_s: float = 0.0,
+        setpoint_cap_kw: np.ndarray | None = None,
     ) -> list[EnergyInterval]:
         """Integrate [start_s, horizon_s] (the state being that at `start_s`): the load
         (kW) is `load_kw[k]` from `load_times_s[k]` on, the generation `generation_kw[k]`
         from `generation_times_s[k]` on (both step functions whose first time is at or
-        before `start_s`), the battery's setpoint (kW, positive charging; NaN:
-        self-consumption) `setpoint_kw[k]` from `setpoint_times_s[k]` on
-        (self-consumption before the first; none given: self-consumption throughout).
+        before `start_s`), the battery's setpoint (kW, positive charging; NaN: none)
+        `setpoint_kw[k]` from `setpoint_times_s[k]` on, else its import cap (kW;
+        `import_cap_request_kw`) `setpoint_cap_kw[k]` where that is given and not NaN,
+        else self-consumption (the cap 0; also before the first setpoint, and throughout
+        when none is given).
         An interval ends at every time of the three, so integrating [0, t] and then
         [t, horizon_s] from a time t of one of them gives the intervals of [0, horizon_s].
         The intervals go to `sink`, else are returned (a long run's are many: a sink
@@ -92,6 +105,7 @@ class SiteEnergy:
             self.sink = kept.append
         set_times = np.zeros(0) if setpoint_times_s is None else setpoint_times_s
         set_kw = np.zeros(0) if setpoint_kw is None else setpoint_kw
+        set_cap_kw = np.full(len(set_kw), np.nan) if setpoint_cap_kw is None else setpoint_cap_kw
         edges = np.union1d(np.union1d(load_times_s, generation_times_s), set_times)
         edges = np.concatenate(
             ([start_s], edges[(edges > start_s) & (edges < horizon_s)], [horizon_s])
@@ -101,25 +115,34 @@ class SiteEnergy:
         set_at = np.searchsorted(set_times, edges[:-1], side="right") - 1
         for k in range(len(edges) - 1):
             load, generation = float(load_kw[load_at[k]]), float(generation_kw[generation_at[k]])
-            setpoint = math.nan if set_at[k] < 0 else float(set_kw[set_at[k]])
-            self._advance(float(edges[k]), float(edges[k + 1]), load, generation, setpoint)
+            setpoint, cap = math.nan, math.nan
+            if set_at[k] >= 0:
+                setpoint, cap = float(set_kw[set_at[k]]), float(set_cap_kw[set_at[k]])
+            self._advance(float(edges[k]), float(edges[k + 1]), load, generation, setpoint, cap)
         return kept
 
     def _advance(
-        self, t0_s: float, t1_s: float, load_kw: float, generation_kw: float, setpoint_kw: float
+        self,
+        t0_s: float,
+        t1_s: float,
+        load_kw: float,
+        generation_kw: float,
+        setpoint_kw: float,
+        cap_kw: float,
     ) -> None:
-        """[t0_s, t1_s] at constant load, generation and setpoint (NaN: self-consumption),
-        split where the battery reaches a bound."""
+        """[t0_s, t1_s] at constant load, generation and setpoint (NaN: none) or import cap
+        (NaN: 0, self-consumption), split where the battery reaches a bound."""
         t_s = t0_s
         while t_s < t1_s:
             end_s, battery_kw, bound_s = t1_s, 0.0, math.inf
             battery, state = self.battery, self.state
             if battery is not None and state is not None:
-                request_kw = (
-                    self_consumption_kw(load_kw, generation_kw)
-                    if math.isnan(setpoint_kw)
-                    else setpoint_kw
-                )
+                request_kw = setpoint_kw
+                if math.isnan(setpoint_kw):
+                    cap = (
+                        0.0 if math.isnan(cap_kw) else min(cap_kw, self.connection.import_limit_kw)
+                    )
+                    request_kw = import_cap_request_kw(load_kw, generation_kw, cap)
                 battery_kw = battery.applied_power_kw(state, request_kw)
                 bound_s = battery.time_to_bound_s(state, battery_kw)
                 end_s = min(t1_s, t_s + bound_s)

@@ -89,9 +89,9 @@ class Engine:
         Failures,
         Spot,
         Services,
-        DemandResponseMeter,
         Fleet,
         OnsiteEnergy,
+        DemandResponseMeter,
         Queries,
     )
     """Every component's class, in the order their hooks run (a hook may read what an
@@ -404,9 +404,13 @@ class Engine:
 
     def _set_battery(self, a: SetBattery) -> None:
         i, assets = self.onsite.equipment(a.site, a)
-        battery, power = assets.battery, a.power_kw
+        battery, power, cap = assets.battery, a.power_kw, a.import_cap_kw
         if battery is None:
             raise PolicyError(f"{a!r}: site {a.site!r} has no battery")
+        if power is not None and cap is not None:
+            raise PolicyError(f"{a!r}: give power_kw or import_cap_kw, not both")
+        if cap is not None and not (math.isfinite(cap) and cap >= 0):
+            raise PolicyError(f"{a!r}: import_cap_kw = {cap} must be finite and >= 0")
         if power is not None:
             if not math.isfinite(power) or abs(power) > battery.power_kw:
                 raise PolicyError(
@@ -423,7 +427,7 @@ class Engine:
                         f"over the connection's limits (import {c.import_limit_kw} kW, "
                         f"export {c.export_limit_kw} kW)"
                     )
-        self.onsite.set_battery(i, power)
+        self.onsite.set_battery(i, power, cap)
 
     def _scale(self, a: Scale) -> None:
         i = self._service(a, a.service)

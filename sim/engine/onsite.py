@@ -11,6 +11,15 @@ asks (`battery_now`), over the facility power logged so far: settled up to the l
 change before now's instant (cut where the whole run's integration cuts, so its state
 there is the same bit for bit), then integrated on a copy from there to now.
 
+The grid meter. What the utility meters at a site with on-site equipment is its grid
+import (and export), not its facility power: the balance's import and export kW on each
+of its intervals, a step function (`grid_import_steps`; `metered_power` puts it in the
+power table's place). The bill (energy cost and demand charge, `Fleet.write_costs`) and
+the demand-response events (`DemandResponseMeter`) are measured on it; during the run
+the live balance keeps it too (the last `LIVE_METER_S`), for the demand-response
+baseline at an event's notice (`mean_import_kw`) and the month's running peak
+(`month_peak_import_kw`).
+
 Carbon attribution. A site with on-site equipment emits location-based carbon on its
 grid import only (the energy from the grid, to the load and to the battery, at the grid's
 intensity of its hour): its `carbon_operational_kg` in the `sites` table and the
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,6 +57,7 @@ from sim.engine.contracts import (
 from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal
 from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
+from sim.market.billing import running_month_peak_kw
 from sim.results import ResultParts
 from sim.util.records import INSTANT_S
 
@@ -57,7 +68,11 @@ if TYPE_CHECKING:
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
 
-__all__ = ["ONSITE_COLUMNS", "OnsiteEnergy", "SiteEquipment", "site_equipment"]
+__all__ = ["LIVE_METER_S", "ONSITE_COLUMNS", "OnsiteEnergy", "SiteEquipment", "site_equipment"]
+
+LIVE_METER_S = 32 * 86400.0
+"""How far back the live grid meter reaches, s: longer than a calendar month and its
+daylight-saving hour, so the month's running peak is always in it."""
 
 _FLOWS = (
     "load_kwh",
@@ -239,20 +254,25 @@ class OnsiteEnergy(Component):
     name = "onsite"
     uses = ("fleet",)
 
-    __slots__ = ("_core", "_fleet", "_forecast_kw", "_live", "_setpoints", "assets")
+    __slots__ = ("_core", "_fleet", "_forecast_kw", "_live", "_meters", "_setpoints", "assets")
 
     def __init__(self, core: Core, *, fleet: Fleet):
         self._core = core
         self._fleet = fleet
         self.assets = site_equipment(core.scenario)
         """Per site, its on-site equipment (None: none)."""
-        self._setpoints: list[tuple[list[float], list[float]]] = [([], []) for _ in self.assets]
-        """Per site, the battery setpoints' times (s) and powers (kW; NaN: self-consumption)."""
+        self._setpoints: list[tuple[list[float], list[float], list[float]]] = [
+            ([], [], []) for _ in self.assets
+        ]
+        """Per site, the battery setpoints' times (s), powers (kW; NaN: none) and import caps
+        (kW; NaN: none; neither: self-consumption)."""
         self._live = [
-            None if a is None else _Live(self._energy(i, a, _discard))
-            for i, a in enumerate(self.assets)
+            None if a is None else self._new_live(i, a) for i, a in enumerate(self.assets)
         ]
         """Per site, its balance as advanced during the run (`battery_now`)."""
+        self._meters: list[_GridMeter | None] = [None for _ in self.assets]
+        """Per site with on-site equipment, its grid meter over the run (after
+        `write_results`)."""
         self._forecast_kw = [
             None if a is None else _forecast_kw(a, core.scenario, i)
             for i, a in enumerate(self.assets)
@@ -267,22 +287,27 @@ class OnsiteEnergy(Component):
             raise PolicyError(f"{action!r}: site {name!r} has no on-site energy")
         return i, assets
 
-    def set_battery(self, i: int, power_kw: float | None) -> None:
-        """Hold site `i`'s battery at `power_kw` (kW, positive charging; None:
-        self-consumption) from now on; the last setpoint of an instant wins."""
-        times, powers = self._setpoints[i]
+    def set_battery(self, i: int, power_kw: float | None, import_cap_kw: float | None) -> None:
+        """Hold site `i`'s battery at `power_kw` (kW, positive charging), else hold its grid
+        import at or below `import_cap_kw` (kW), from now on (neither: self-consumption);
+        the last setpoint of an instant wins."""
+        times, powers, caps = self._setpoints[i]
         now = float(self._core.env.now)
-        value = math.nan if power_kw is None else float(power_kw)
-        if times and times[-1] == now:
-            powers[-1] = value
-        else:
+        power = math.nan if power_kw is None else float(power_kw)
+        cap = math.nan if import_cap_kw is None else float(import_cap_kw)
+        if not (times and times[-1] == now):
             times.append(now)
-            powers.append(value)
+            powers.append(power)
+            caps.append(cap)
+        powers[-1], caps[-1] = power, cap
 
     def setpoint_kw(self, i: int) -> float | None:
-        """Site `i`'s battery setpoint now, kW (None: self-consumption)."""
-        powers = self._setpoints[i][1]
-        return None if not powers or math.isnan(powers[-1]) else powers[-1]
+        """Site `i`'s battery power setpoint now, kW (None: none)."""
+        return _held(self._setpoints[i][1])
+
+    def import_cap_kw(self, i: int) -> float | None:
+        """Site `i`'s import cap now, kW (None: none)."""
+        return _held(self._setpoints[i][2])
 
     def generation_kw(self, i: int, t_s: float) -> float:
         """Site `i`'s on-site generation at `t_s`, kW."""
@@ -309,10 +334,65 @@ class OnsiteEnergy(Component):
         """Site `i`'s battery state now (None without one): its balance advanced over the
         facility power logged so far and the setpoints (`_Live`); the services' power is
         not in the log until the end, so not counted."""
-        assets, live = self.assets[i], self._live[i]
-        assert assets is not None and live is not None
+        live = self._live[i]
+        assert live is not None
         if live.energy.battery is None:
             return None
+        return self._advanced(i)[0]
+
+    def grid_import_so_far(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Site `i`'s grid import during the run, from the live balance (`battery_now`'s):
+        the start times (s) and kW of its steps over the last `LIVE_METER_S` (or from 0)
+        up to now, the last holding until now; the services' power not counted."""
+        live = self._live[i]
+        assert live is not None
+        ahead = self._advanced(i)[1]
+        times = np.concatenate((live.meter.times_s, ahead.times_s))
+        return times, np.concatenate((live.meter.import_kw, ahead.import_kw))
+
+    def mean_import_kw(self, i: int, t0_s: float) -> float:
+        """Site `i`'s mean grid import over [t0_s, now] (t0_s clipped at 0 and to
+        `LIVE_METER_S` back), kW (`grid_import_so_far`). Over an empty window (now is 0),
+        the facility power now less the generation, at least 0 (no interval is metered
+        yet)."""
+        times, import_kw = self.grid_import_so_far(i)
+        now = float(self._core.env.now)
+        if not times.size:
+            facility_kw = self._fleet.sites[i].facility_w(now) / 1000.0
+            return max(facility_kw - self.generation_kw(i, now), 0.0)
+        t0_s = max(t0_s, float(times[0]))
+        if now <= t0_s:
+            return float(import_kw[-1])
+        knots = np.append(times, now)
+        kwh = np.concatenate(([0.0], np.cumsum(import_kw * np.diff(knots))))
+        e0, e1 = np.interp([t0_s, now], knots, kwh)
+        return float(e1 - e0) / (now - t0_s)
+
+    def month_peak_import_kw(self, i: int) -> float | None:
+        """Site `i`'s demand-charge peak so far: the largest mean grid import over the
+        completed demand intervals of its tariff's present billing month
+        (`sim.market.billing.running_month_peak_kw` on `grid_import_so_far`), kW; None
+        without a tariff with a demand charge, or before the month's first interval ends."""
+        tariff = self._fleet.tariffs[i]
+        if tariff is None or tariff.demand_charge_per_kw_month == 0:
+            return None
+        times, import_kw = self.grid_import_so_far(i)
+        return running_month_peak_kw(
+            times,
+            import_kw * 1000.0,
+            float(self._core.env.now),
+            self._core.scenario.start,
+            tariff.timezone,
+            tariff.config.demand_interval_min,
+        )
+
+    def _advanced(self, i: int) -> tuple[BatteryState | None, _GridMeter]:
+        """Site `i`'s balance advanced over the facility power logged so far and the
+        setpoints (`_Live`): settled up to the last change before now's instant, then
+        integrated on a copy from there to now. The battery state now and the copy's grid
+        meter (from the settled time to now; empty when now is settled)."""
+        assets, live = self.assets[i], self._live[i]
+        assert assets is not None and live is not None
         log = self._fleet.power_log
         sites = np.frombuffer(log.site, dtype=np.int16)
         live.rows.extend((np.flatnonzero(sites[live.cursor :] == i) + live.cursor).tolist())
@@ -328,14 +408,21 @@ class OnsiteEnergy(Component):
             to_s = float(changes.max())
             self._run(live.energy, i, assets, times, facility_w, to_s, live.settled_s)
             live.settled_s = to_s
+            live.meter.drop_before(now - LIVE_METER_S)
             keep = max(int(np.searchsorted(times, to_s, side="right")) - 1, 0)
             del live.rows[:keep]
             times, facility_w = times[keep:], facility_w[keep:]
+        meter = _GridMeter()
         if now <= live.settled_s:
-            return live.energy.state
-        ahead = dataclasses.replace(live.energy)
+            return live.energy.state, meter
+        ahead = dataclasses.replace(live.energy, sink=meter.add)
         self._run(ahead, i, assets, times, facility_w, now, live.settled_s)
-        return ahead.state
+        return ahead.state, meter
+
+    def _new_live(self, i: int, assets: SiteEquipment) -> _Live:
+        """Site `i`'s live balance at the start, its intervals going to its live meter."""
+        meter = _GridMeter()
+        return _Live(self._energy(i, assets, meter.add), meter)
 
     def _energy(
         self, i: int, assets: SiteEquipment, sink: Callable[[EnergyInterval], None]
@@ -363,7 +450,7 @@ class OnsiteEnergy(Component):
         """Integrate site `i`'s balance over [start_s, until_s] from its facility power
         rows (from the last at or before `start_s` on); a load over the import limit:
         ScenarioError naming the key."""
-        set_times, set_kw = self._setpoints[i]
+        set_times, set_kw, set_cap_kw = self._setpoints[i]
         try:
             energy.run(
                 times_s,
@@ -374,16 +461,24 @@ class OnsiteEnergy(Component):
                 np.asarray(set_times, dtype=float),
                 np.asarray(set_kw, dtype=float),
                 start_s,
+                np.asarray(set_cap_kw, dtype=float),
             )
         except PolicyError as e:
             raise ScenarioError(f"sites[{i}].grid_connection.import_limit_kw: {e}") from None
 
     def _hourly(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> pd.DataFrame:
         """Site `i`'s balance over the run, from its rows of the power table, summed per
-        hour of `assets.edges_s` as it goes (`_HourlySums`: the intervals are not kept)."""
+        hour of `assets.edges_s` as it goes (`_HourlySums`: the intervals are not kept) and
+        metered (`grid_import_steps`)."""
         rows = power[power["site"] == self._fleet.names[i]]
         sums = _HourlySums(assets.edges_s, self._fleet.sites[i].signal)
-        energy = self._energy(i, assets, sums.add)
+        meter = self._meters[i] = _GridMeter()
+
+        def sink(x: EnergyInterval) -> None:
+            sums.add(x)
+            meter.add(x)
+
+        energy = self._energy(i, assets, sink)
         self._run(
             energy,
             i,
@@ -397,10 +492,38 @@ class OnsiteEnergy(Component):
             {"site": self._fleet.names[i], "start_s": assets.edges_s, "end_s": end, **sums.columns}
         )
 
+    def grid_import_steps(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Site `i`'s grid meter over the run (after `write_results`): the start times (s)
+        of the balance's intervals and the grid import and export on each, kW (the last
+        holding until the horizon): exact, the intervals' energies over their lengths."""
+        meter = self._meters[i]
+        assert meter is not None, "the balance is solved in write_results"
+        return meter.times_s, meter.import_kw, meter.export_kw
+
+    def metered_power(self, power: pd.DataFrame) -> pd.DataFrame:
+        """What the utility meters, in the power table's form (`time_s`, `site`,
+        `facility_w`): a site with on-site equipment's rows replaced by its grid import
+        steps (`grid_import_steps`, W), the others' rows as in `power` (after
+        `write_results`; `power` itself in a run without on-site equipment)."""
+        columns = ["time_s", "site", "facility_w"]
+        names = self._fleet.names
+        metered = [n for n, m in zip(names, self._meters, strict=True) if m is not None]
+        if not metered:
+            return power
+        parts = [power.loc[~power["site"].isin(metered), columns]]
+        for name, meter in zip(names, self._meters, strict=True):
+            if meter is not None:
+                frame = {"time_s": meter.times_s, "facility_w": meter.import_kw * 1000.0}
+                parts.append(pd.DataFrame(frame).assign(site=name)[columns])
+        frame = pd.concat(parts, ignore_index=True)
+        frame["site"] = pd.Categorical(frame["site"], categories=names)
+        return frame
+
     def write_results(self, out: ResultParts) -> None:
         """The `onsite` table (hourly balance per site with on-site energy), the sites'
-        grid-import carbon and columns, and the on-site summary keys (None in a run
-        without on-site energy)."""
+        grid-import carbon and columns, the bills re-metered on grid import
+        (`Fleet.write_costs` on `metered_power`), and the on-site summary keys (None in a
+        run without on-site energy)."""
         tables = []
         market_kg: dict[str, float] = {}
         for i, assets in enumerate(self.assets):
@@ -413,6 +536,8 @@ class OnsiteEnergy(Component):
         if tables:
             out.tables["onsite"] = pd.concat(tables, ignore_index=True)
             self._sites(out, market_kg, self._grid_only_cfe_kwh(out.power))
+            if any(t is not None for t in self._fleet.tariffs):
+                self._fleet.write_costs(out, out.tables["sites"], self.metered_power(out.power))
         _summary(out, self.assets)
 
     def _grid_only_cfe_kwh(self, power: pd.DataFrame) -> dict[str, float]:
@@ -489,19 +614,57 @@ class OnsiteEnergy(Component):
             )
 
 
-def _discard(_interval: EnergyInterval) -> None:
-    """A sink that keeps nothing (the live balance needs only its state)."""
+def _held(values: list[float]) -> float | None:
+    """The last of a site's setpoint values (None: none yet, or NaN)."""
+    return None if not values or math.isnan(values[-1]) else values[-1]
+
+
+class _GridMeter:
+    """A site's grid import and export, kW, on each balance interval (start times, s), in
+    time order: the interval's energy over its length."""
+
+    def __init__(self) -> None:
+        self._times_s = array("d")
+        self._import_kw = array("d")
+        self._export_kw = array("d")
+
+    def add(self, x: EnergyInterval) -> None:
+        b = x.balance
+        per_h = 3600.0 / b.duration_s if b.duration_s > 0 else 0.0
+        self._times_s.append(x.t0_s)
+        self._import_kw.append(b.grid_import_kwh * per_h)
+        self._export_kw.append(b.export_kwh * per_h)
+
+    def drop_before(self, t_s: float) -> None:
+        """Forget the steps that end at or before `t_s`."""
+        k = int(np.searchsorted(self.times_s, t_s, side="right")) - 1
+        if k > 0:
+            del self._times_s[:k], self._import_kw[:k], self._export_kw[:k]
+
+    # copies: a view would keep the arrays from growing
+    @property
+    def times_s(self) -> np.ndarray:
+        return np.array(self._times_s, dtype=float)
+
+    @property
+    def import_kw(self) -> np.ndarray:
+        return np.array(self._import_kw, dtype=float)
+
+    @property
+    def export_kw(self) -> np.ndarray:
+        return np.array(self._export_kw, dtype=float)
 
 
 @dataclass
 class _Live:
     """A site's balance advanced during the run: `energy` is integrated over [0,
     `settled_s`], `settled_s` a change of its load, generation or setpoint (so the
-    intervals are those of the whole run's integration, cut where it cuts them); `rows`
-    the power log's rows of the site from the last at or before `settled_s` on, `cursor`
-    the log's length when they were last read."""
+    intervals are those of the whole run's integration, cut where it cuts them), its
+    intervals metered by `meter`; `rows` the power log's rows of the site from the last
+    at or before `settled_s` on, `cursor` the log's length when they were last read."""
 
     energy: SiteEnergy
+    meter: _GridMeter
     settled_s: float = 0.0
     rows: list[int] = field(default_factory=list)
     cursor: int = 0

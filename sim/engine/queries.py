@@ -164,6 +164,8 @@ class Queries(Component):
             battery_soc_max=None if battery is None else battery.soc_max,
             battery_power_kw=None if battery is None else battery.power_kw,
             battery_setpoint_kw=onsite.setpoint_kw(i),
+            battery_import_cap_kw=onsite.import_cap_kw(i),
+            month_peak_import_kw=onsite.month_peak_import_kw(i),
             import_limit_kw=c.import_limit_kw,
             export_limit_kw=c.export_limit_kw,
             over_limit=c.over_limit,
