@@ -14,23 +14,11 @@ import sim
 from policies.demand_response import DrFairSlowdown
 from policies.demand_response.onsite import onsite_supply_kw
 from sim.api import OnsiteReading
-from sim.models.hardware import estimate
 from tests.conftest import make_scenario, site
+from tests.engine.test_grid_meter import BATTERY, FULL_KW, JOBS
 
-# Four 1-GPU jobs fill the site's four A100s for ten hours from 02:00 UTC.
-JOBS = [
-    {
-        "job_id": f"j{i}",
-        "submit_time": 7200,
-        "gpus": 1,
-        "work_gpu_h": 10.0,
-        "profile": "compute-bound",
-    }
-    for i in range(4)
-]
-FULL_KW = 4 * (estimate("A100-80GB", "compute-bound").power_w + 40.0) * 1.5 / 1000
-BATTERY = {"capacity_kwh": 20.0, "power_kw": 2.0, "initial_soc": 0.5}
-# 04:00-06:00, announced at 03:00; the limit 1.5 kW under the jobs' facility power
+# The grid meter's four jobs on four A100s from 02:00 and its 20 kWh / 2 kW battery; an
+# event 04:00-06:00, announced at 03:00; the limit 1.5 kW under the jobs' facility power
 LIMIT_KW = FULL_KW - 1.5
 EVENT = {
     "site": "a",
