@@ -960,6 +960,8 @@ class OnsiteReading:
     battery_soc_max: float | None
     battery_power_kw: float | None
     """Power rating, kW: the largest charge and discharge power at the terminals."""
+    battery_discharge_efficiency: float | None
+    """Energy at the terminals per unit taken from storage on discharge (0..1]."""
     battery_setpoint_kw: float | None
     """The `SetBattery` power held now, kW; None: none (an import cap or self-consumption)."""
     battery_import_cap_kw: float | None
