@@ -120,13 +120,13 @@ class DemandResponseMeter(Component):
         start_s, end_s, notice_s = ev.start_s, ev.end_s, ev.notice_s
         yield env.timeout(notice_s)
         since_s = notice_s - BASELINE_WINDOW_S
-        metered_kw = (
-            self._fleet.mean_facility_kw(site, since_s, notice_s)
-            if self._onsite.assets[site.index] is None
-            else self._onsite.mean_import_kw(site.index, since_s)
-        )
-        # the services' power reaches the power log (and the balance) only at the end
-        baseline_kw = metered_kw + self._services.mean_extra_facility_kw(site, since_s, notice_s)
+        if self._onsite.assets[site.index] is None:
+            # the services' power reaches the power log only at the end
+            baseline_kw = self._fleet.mean_facility_kw(
+                site, since_s, notice_s
+            ) + self._services.mean_extra_facility_kw(site, since_s, notice_s)
+        else:  # the live balance counts the services' power
+            baseline_kw = self._onsite.mean_import_kw(site.index, since_s)
         if ev.limit_kw is not None:
             limit_kw = ev.limit_kw
         else:

@@ -7,9 +7,11 @@ whole UTC hour (a step of the generation profiles) and wherever the battery reac
 bound (`sim.energy.dispatch.SiteEnergy`), after the run, with the battery setpoints the
 policy set (`SetBattery`, kept per site as a step function): the result is the exact
 balance of the run. During the run each site's balance is also advanced, when a policy
-asks (`battery_now`), over the facility power logged so far: settled up to the last
-change before now's instant (cut where the whole run's integration cuts, so its state
-there is the same bit for bit), then integrated on a copy from there to now.
+asks (`battery_now`), over the site's facility power up to now as the power table will
+have it (the power log with the services' extra power added, the services advanced to
+now): settled up to the last change before now's instant (cut where the whole run's
+integration cuts, so its state there is the same bit for bit), then integrated on a copy
+from there to now.
 
 The grid meter. What the utility meters at a site with on-site equipment is its grid
 import (and export), not its facility power: the balance's import and export kW on each
@@ -54,6 +56,7 @@ from sim.engine.contracts import (
     on_hours,
     site_contracts,
 )
+from sim.engine.service_power import site_rows_with_extra
 from sim.errors import PolicyError, ScenarioError
 from sim.grid import CarbonSignal
 from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
@@ -67,6 +70,10 @@ if TYPE_CHECKING:
     from sim.config.scenario import Scenario
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
+    from sim.engine.ledger import Site
+    from sim.engine.service_replicas import Deployment
+    from sim.engine.services import Services
+    from sim.util.records import PowerLog
 
 __all__ = ["LIVE_METER_S", "ONSITE_COLUMNS", "OnsiteEnergy", "SiteEquipment", "site_equipment"]
 
@@ -252,13 +259,23 @@ class OnsiteEnergy(Component):
     profile is refused before the run), balances and results at the end."""
 
     name = "onsite"
-    uses = ("fleet",)
+    uses = ("fleet", "services")
 
-    __slots__ = ("_core", "_fleet", "_forecast_kw", "_live", "_meters", "_setpoints", "assets")
+    __slots__ = (
+        "_core",
+        "_fleet",
+        "_forecast_kw",
+        "_live",
+        "_meters",
+        "_services",
+        "_setpoints",
+        "assets",
+    )
 
-    def __init__(self, core: Core, *, fleet: Fleet):
+    def __init__(self, core: Core, *, fleet: Fleet, services: Services):
         self._core = core
         self._fleet = fleet
+        self._services = services
         self.assets = site_equipment(core.scenario)
         """Per site, its on-site equipment (None: none)."""
         self._setpoints: list[tuple[list[float], list[float], list[float]]] = [
@@ -332,8 +349,8 @@ class OnsiteEnergy(Component):
 
     def battery_now(self, i: int) -> BatteryState | None:
         """Site `i`'s battery state now (None without one): its balance advanced over the
-        facility power logged so far and the setpoints (`_Live`); the services' power is
-        not in the log until the end, so not counted."""
+        site's facility power up to now as the power table will have it, the services'
+        extra power included (`_Live.load`), and the setpoints."""
         live = self._live[i]
         assert live is not None
         if live.energy.battery is None:
@@ -343,7 +360,7 @@ class OnsiteEnergy(Component):
     def grid_import_so_far(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Site `i`'s grid import during the run, from the live balance (`battery_now`'s):
         the start times (s) and kW of its steps over the last `LIVE_METER_S` (or from 0)
-        up to now, the last holding until now; the services' power not counted."""
+        up to now, the last holding until now."""
         live = self._live[i]
         assert live is not None
         ahead = self._advanced(i)[1]
@@ -387,18 +404,14 @@ class OnsiteEnergy(Component):
         )
 
     def _advanced(self, i: int) -> tuple[BatteryState | None, _GridMeter]:
-        """Site `i`'s balance advanced over the facility power logged so far and the
-        setpoints (`_Live`): settled up to the last change before now's instant, then
+        """Site `i`'s balance advanced over its facility power up to now (`_Live.load`) and
+        the setpoints: settled up to the last change before now's instant, then
         integrated on a copy from there to now. The battery state now and the copy's grid
         meter (from the settled time to now; empty when now is settled)."""
         assets, live = self.assets[i], self._live[i]
         assert assets is not None and live is not None
-        log = self._fleet.power_log
-        sites = np.frombuffer(log.site, dtype=np.int16)
-        live.rows.extend((np.flatnonzero(sites[live.cursor :] == i) + live.cursor).tolist())
-        live.cursor = len(sites)
-        rows = np.asarray(live.rows, dtype=np.intp)
-        times, facility_w = np.frombuffer(log.time_s)[rows], np.frombuffer(log.facility_w)[rows]
+        site = self._fleet.sites[i]
+        times, facility_w = live.load(self._fleet.power_log, site, self._services.at_site(site))
         now = float(self._core.env.now)
         # commit to the last change before now's instant (every row before it is final)
         settled = now - INSTANT_S
@@ -407,10 +420,9 @@ class OnsiteEnergy(Component):
         if changes.size:
             to_s = float(changes.max())
             self._run(live.energy, i, assets, times, facility_w, to_s, live.settled_s)
-            live.settled_s = to_s
             live.meter.drop_before(now - LIVE_METER_S)
             keep = max(int(np.searchsorted(times, to_s, side="right")) - 1, 0)
-            del live.rows[:keep]
+            live.settled_s, live.from_s = to_s, float(times[keep])
             times, facility_w = times[keep:], facility_w[keep:]
         meter = _GridMeter()
         if now <= live.settled_s:
@@ -660,14 +672,61 @@ class _Live:
     """A site's balance advanced during the run: `energy` is integrated over [0,
     `settled_s`], `settled_s` a change of its load, generation or setpoint (so the
     intervals are those of the whole run's integration, cut where it cuts them), its
-    intervals metered by `meter`; `rows` the power log's rows of the site from the last
-    at or before `settled_s` on, `cursor` the log's length when they were last read."""
+    intervals metered by `meter`. Its load
+    is read from `from_s` on, the time of the power table's row in force at `settled_s`:
+    `rows` are the power log's rows of the site from the last before `from_s` on,
+    `cursor` the log's length when they were last read, `starts` per deployment at the
+    site its level log's first row read (the last before `from_s`)."""
 
     energy: SiteEnergy
     meter: _GridMeter
     settled_s: float = 0.0
+    from_s: float = 0.0
     rows: list[int] = field(default_factory=list)
     cursor: int = 0
+    starts: list[int] = field(default_factory=list)
+
+    def load(
+        self, log: PowerLog, site: Site, levels: list[Deployment]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The site's facility power from `from_s` to now as the power table will have it
+        (times s, W): the log's rows of the site with the extra power of the services'
+        deployments `levels` (their logs complete up to now) added as `with_extra_power`
+        adds it, to the same floats. Read from the last row before `from_s` of each log on:
+        `from_s` opens an instant of the table's times, so its instants from there on are
+        the table's (`site_rows_with_extra`)."""
+        sites = np.frombuffer(log.site, dtype=np.int16)
+        self.rows.extend(
+            (np.flatnonzero(sites[self.cursor :] == site.index) + self.cursor).tolist()
+        )
+        self.cursor = len(sites)
+        rows = np.asarray(self.rows, dtype=np.intp)
+        rows = rows[_first_read(np.frombuffer(log.time_s)[rows], self.from_s) :]
+        del self.rows[: len(self.rows) - len(rows)]
+        table = {
+            name: np.frombuffer(getattr(log, name), getattr(log, name).typecode)[rows]
+            for name in ("time_s", "it_w", "facility_w", "busy_gpus")
+        }
+        self.starts += [0] * (len(levels) - len(self.starts))
+        logs = []
+        for k, level in enumerate(levels):
+            tail = level.time_s[self.starts[k] :]  # a copy: the log grows after the read
+            first = _first_read(np.frombuffer(tail), self.from_s)
+            self.starts[k] += first
+            logs.append(
+                (np.frombuffer(tail)[first:], np.frombuffer(level.extra_w[self.starts[k] :]))
+            )
+        if logs:
+            table = site_rows_with_extra(table, site, logs)
+        times = table["time_s"]
+        first = int(np.searchsorted(times, self.from_s, side="left"))
+        return times[first:], table["facility_w"][first:]
+
+
+def _first_read(times_s: np.ndarray, from_s: float) -> int:
+    """The index of the row in force just before `from_s` among the increasing `times_s`
+    (0: none is before it)."""
+    return max(int(np.searchsorted(times_s, from_s, side="left")) - 1, 0)
 
 
 class _HourlySums:

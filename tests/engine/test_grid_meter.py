@@ -17,6 +17,7 @@ from sim.api import SetBattery
 from sim.market.billing import interval_peaks_kw
 from sim.models.hardware import estimate
 from tests.conftest import make_scenario, site
+from tests.engine.test_services import H100, TWO_SITES, serving_scenario
 
 # Four 1-GPU jobs fill the base site's four A100s for ten hours from 02:00 UTC.
 JOBS = [
@@ -203,3 +204,17 @@ def test_a_cap_the_battery_cannot_hold_is_a_one_line_policy_error(tmp_path, acti
         sim.simulate(scenario(tmp_path), Issues(action))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_the_baseline_at_notice_counts_the_services_power_once(tmp_path):
+    # a site with a battery and an inference service: the live balance's import includes
+    # the service's power, so the baseline is the import of the hour before the notice
+    # exactly as the results' balance has it (notice at 01:00: the hour from 00:00)
+    small = {"capacity_kwh": 4.0, "power_kw": 0.5, "initial_soc": 0.5}  # covers part of it
+    sites = [site(gpus=H100, battery=small), TWO_SITES[1]]
+    event = dr_event(start="2020-06-01T01:30:00Z", duration_h=0.5, notice_h=0.5, reduction_pct=20.0)
+    r = sim.simulate(serving_scenario(tmp_path, sites=sites, demand_response=[event]), "run_now")
+    (row,) = r.dr_events.to_dict("records")
+    first_hour = r.onsite[r.onsite["start_s"] == 0.0].iloc[0]
+    assert first_hour["grid_import_kwh"] > 0.5  # the service's replica draws from the grid
+    assert row["baseline_kw"] == pytest.approx(first_hour["grid_import_kwh"], rel=1e-9)
