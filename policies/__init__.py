@@ -24,6 +24,7 @@ from policies.gaia_cost import (
 )
 from policies.heterogeneous_pool import HeterogeneousPool
 from policies.mig_partitioner import MigPartitioner
+from policies.onsite_following import OnsiteFollowing
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
 from policies.serve_autoscale import ServeAutoscale
@@ -39,6 +40,7 @@ REGISTRY: dict[str, type] = {
     "carbon_time": CarbonTime,
     "static_cap": StaticCap,
     "battery_carbon": BatteryCarbon,
+    "follow_onsite": OnsiteFollowing,
     "energy_optimal_cap": EnergyOptimalCap,
     "carbon_aware_cap": CarbonAwareCap,
     "dr_uniform_cap": DrUniformCap,
@@ -93,6 +95,7 @@ __all__ = [
     "LowestWindow",
     "MigPartitioner",
     "MigrateWhenWorth",
+    "OnsiteFollowing",
     "OracleConfig",
     "RunNow",
     "ServeAutoscale",
