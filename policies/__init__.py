@@ -24,6 +24,7 @@ from policies.gaia_cost import (
 )
 from policies.heterogeneous_pool import HeterogeneousPool
 from policies.mig_partitioner import MigPartitioner
+from policies.onsite_following import OnsiteFollowing
 from policies.peak_shaving import PeakShaving
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
@@ -41,6 +42,7 @@ REGISTRY: dict[str, type] = {
     "static_cap": StaticCap,
     "battery_carbon": BatteryCarbon,
     "peak_shaving": PeakShaving,
+    "follow_onsite": OnsiteFollowing,
     "energy_optimal_cap": EnergyOptimalCap,
     "carbon_aware_cap": CarbonAwareCap,
     "dr_uniform_cap": DrUniformCap,
@@ -96,6 +98,7 @@ __all__ = [
     "MigPartitioner",
     "PeakShaving",
     "MigrateWhenWorth",
+    "OnsiteFollowing",
     "OracleConfig",
     "RunNow",
     "ServeAutoscale",
