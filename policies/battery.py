@@ -5,7 +5,9 @@ follows (alone: `run_now`; in a `chain`: the members before it) and adds one
 `SetBattery(site, power_kw)` per site with a battery whose setpoint changes. It decides
 every `tick_s` (an hour by default) and at every other decision point.
 
-Rule, per site with a battery, from the site's carbon-intensity forecast over the next
+Rule, per site with a battery: self-consumption (setpoint None) when the forecast
+on-site surplus over the look-ahead would fill the battery (`surplus_fills`); otherwise,
+from the site's carbon-intensity forecast over the next
 `lookahead_h` hours (`state.forecast`; its steps weighted by how long they hold) and its
 intensity now (`state.carbon_intensity`):
 
@@ -73,6 +75,8 @@ class BatteryCarbon(Adjuster):
     def setpoint_kw(self, state: SystemState, site: str, reading: OnsiteReading) -> float | None:
         """The battery power this rule wants at `site` now, kW (None: self-consumption)."""
         assert reading.battery_power_kw is not None
+        if self.surplus_fills(state, reading):
+            return None
         times, ci = state.forecast(site, self.lookahead_h * 3600.0)
         weights = np.diff(np.append(times, max(times[-1], state.now_s + self.lookahead_h * 3600.0)))
         if weights.sum() <= 0:
@@ -86,3 +90,21 @@ class BatteryCarbon(Adjuster):
             charge_kw = min(self.power_frac * reading.battery_power_kw, room_kw)
             return charge_kw if charge_kw > 0 else 0.0
         return min(max(surplus_kw, 0.0), reading.battery_power_kw)
+
+    def surplus_fills(self, state: SystemState, reading: OnsiteReading) -> bool:
+        """Whether the forecast on-site surplus over the look-ahead would fill the battery
+        from its reserve: sum over the generation forecast's steps of max(generation - load
+        now, 0) x their hours x the charge efficiency >= (soc_max - soc_min) x the nominal
+        capacity. The battery then follows self-consumption: what it discharges now the
+        surplus stores again, and holding it full (or charging it from the grid) would only
+        export the surplus."""
+        assert reading.battery_capacity_kwh is not None and reading.battery_soc_max is not None
+        assert reading.battery_soc_min is not None and reading.battery_charge_efficiency is not None
+        horizon_s = self.lookahead_h * 3600.0
+        times, generation_kw = state.onsite_forecast(reading.site, horizon_s)
+        hours = np.diff(np.append(times, state.now_s + horizon_s)) / 3600.0
+        surplus_kwh = float(np.maximum(generation_kw - reading.load_kw, 0.0) @ hours)
+        room_kwh = (
+            reading.battery_soc_max - reading.battery_soc_min
+        ) * reading.battery_capacity_kwh
+        return surplus_kwh * reading.battery_charge_efficiency >= room_kwh

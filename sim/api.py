@@ -960,6 +960,8 @@ class OnsiteReading:
     battery_soc_max: float | None
     battery_power_kw: float | None
     """Power rating, kW: the largest charge and discharge power at the terminals."""
+    battery_charge_efficiency: float | None
+    """Energy stored per unit taken at the terminals on charge (0..1]."""
     battery_discharge_efficiency: float | None
     """Energy at the terminals per unit taken from storage on discharge (0..1]."""
     battery_setpoint_kw: float | None

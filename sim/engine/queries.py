@@ -163,6 +163,7 @@ class Queries(Component):
             battery_soc_min=None if battery is None else battery.soc_min,
             battery_soc_max=None if battery is None else battery.soc_max,
             battery_power_kw=None if battery is None else battery.power_kw,
+            battery_charge_efficiency=None if battery is None else battery.charge_efficiency,
             battery_discharge_efficiency=None if battery is None else battery.discharge_efficiency,
             battery_setpoint_kw=onsite.setpoint_kw(i),
             battery_import_cap_kw=onsite.import_cap_kw(i),

@@ -16,6 +16,8 @@ from policies.wait_awhile import WaitAwhile
 from sim.api import Action, Policy, PolicyError, SetBattery, SystemState
 from sim.config.loading import load_scenario
 from sim.engine.build import simulate
+from tests.conftest import generation_forecast_state as forecast
+from tests.conftest import onsite_reading
 
 SCENARIO = """
 name = "onsite-policy"
@@ -203,3 +205,14 @@ def test_battery_carbon_chains_after_a_time_shifter(tmp_path):
     assert a["grid_to_battery_kwh"].sum() > 1.0
     # self-consumption charges from the grid only by the rounding of generation - load
     assert alone.onsite[alone.onsite["site"] == "a"]["grid_to_battery_kwh"].sum() < 1e-9
+
+
+def test_battery_carbon_follows_self_consumption_when_the_forecast_surplus_fills_it():
+    # 20 kWh between the bounds (0.1..0.9 of 25 kWh); the load now 2 kW; four hourly steps
+    # of generation: surplus 0 + 3 + 6 + 0 = 9 kWh, x 0.9 = 8.1 kWh: it does not fill
+    reading = onsite_reading(load_kw=2.0)
+    policy = BatteryCarbon(lookahead_h=4)
+    assert not policy.surplus_fills(forecast([1.0, 5.0, 8.0, 2.0]), reading)
+    # twice the surplus (18 kWh x 0.9 = 16.2): still short of 20 kWh; 25 kWh x 0.9 fills it
+    assert not policy.surplus_fills(forecast([2.0, 8.0, 14.0, 2.0]), reading)
+    assert policy.surplus_fills(forecast([2.0, 12.0, 17.0, 2.0]), reading)

@@ -5,16 +5,13 @@ self-consumption."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import numpy as np
 import pytest
 
 import sim
 from policies.demand_response import DrFairSlowdown
 from policies.demand_response.onsite import onsite_supply_kw
-from sim.api import OnsiteReading
-from tests.conftest import make_scenario, site
+from tests.conftest import generation_forecast_state as forecast
+from tests.conftest import make_scenario, onsite_reading, site
 from tests.engine.test_grid_meter import BATTERY, FULL_KW, JOBS
 
 # The grid meter's four jobs on four A100s from 02:00 and its 20 kWh / 2 kW battery; an
@@ -73,43 +70,14 @@ def test_the_battery_charges_from_the_notice_and_returns_to_self_consumption(run
     assert after["battery_to_load_kwh"].iloc[0] > 0.0  # meets the deficit again
 
 
-def reading(**kw) -> OnsiteReading:
-    values = {
-        "site": "a",
-        "generation_kw": 0.0,
-        "load_kw": 5.0,
-        "battery_kwh": 12.0,
-        "battery_soc": 0.6,
-        "battery_capacity_kwh": 20.0,
-        "battery_soc_min": 0.1,
-        "battery_soc_max": 1.0,
-        "battery_power_kw": 4.0,
-        "battery_discharge_efficiency": 0.9,
-        "battery_setpoint_kw": None,
-        "battery_import_cap_kw": None,
-        "month_peak_import_kw": None,
-        "import_limit_kw": np.inf,
-        "export_limit_kw": np.inf,
-        "over_limit": "refuse",
-    }
-    return OnsiteReading(**{**values, **kw})
-
-
-def forecast_state(generation_kw):
-    """A state at 0 s whose generation forecast is hourly `generation_kw`."""
-    times = np.arange(len(generation_kw)) * 3600.0
-    return SimpleNamespace(
-        now_s=0.0, onsite_forecast=lambda site, horizon_s: (times, np.array(generation_kw))
-    )
-
-
 def test_the_supply_is_the_lowest_generation_plus_the_battery_spread_over_the_time_left():
     # (12 - 0.1 x 20) kWh x 0.9 over 3 h = 3 kW, under the 4 kW rating; generation at least 1
-    supply_kw = onsite_supply_kw(forecast_state([2.0, 1.0, 1.5]), reading(), 3 * 3600.0)
+    reading = onsite_reading(battery_kwh=12.0, battery_capacity_kwh=20.0, battery_power_kw=4.0)
+    supply_kw = onsite_supply_kw(forecast([2.0, 1.0, 1.5]), reading, 3 * 3600.0)
     assert supply_kw == pytest.approx(4.0, rel=1e-12)
     # over one hour the battery could give 9 kW: its rating limits it
-    assert onsite_supply_kw(forecast_state([0.0]), reading(), 3600.0) == 4.0
+    assert onsite_supply_kw(forecast([0.0]), reading, 3600.0) == 4.0
     # without a battery, the generation alone; at the event's end, nothing
-    no_battery = reading(battery_kwh=None)
-    assert onsite_supply_kw(forecast_state([0.5, 2.0]), no_battery, 7200.0) == 0.5
-    assert onsite_supply_kw(forecast_state([3.0]), reading(), 0.0) == 0.0
+    no_battery = onsite_reading(battery_kwh=None)
+    assert onsite_supply_kw(forecast([0.5, 2.0]), no_battery, 7200.0) == 0.5
+    assert onsite_supply_kw(forecast([3.0]), reading, 0.0) == 0.0
