@@ -2,8 +2,10 @@
 grid, engine-free. `battery` (a battery with exact piecewise-constant-power dynamics:
 efficiencies, state-of-charge bounds and the time it reaches one, self-discharge, ageing
 by throughput), `balance` (one interval's site energy balance: on-site use, battery,
-grid import and export, curtailment, the connection limit, with exact identities) and
-`embodied` (embodied carbon of batteries and PV, amortised over a lifetime).
+grid import and export, curtailment, the connection limit, with exact identities),
+`dispatch` (a site's balance over a run: self-consumption, a power setpoint or an import
+cap, re-solved at every change), `embodied` (embodied carbon of batteries, PV and wind,
+amortised over a lifetime) and `market` (market-based carbon with contracts, 24/7 CFE).
 They take numbers, never a `Scenario`, and import only `sim.util` and `sim.errors`.
 """
 
