@@ -7,9 +7,10 @@ every `tick_s` (an hour by default) and at every other decision point.
 
 Rule, per site with a battery: self-consumption (setpoint None) when the forecast
 on-site surplus over the look-ahead would fill the battery (`surplus_fills`); otherwise,
-from the site's carbon-intensity forecast over the next
-`lookahead_h` hours (`state.forecast`; its steps weighted by how long they hold) and its
-intensity now (`state.carbon_intensity`):
+from the site's `objective` signal (carbon intensity by default; the energy price with
+"cost": cheap and dear hours) forecast over the next `lookahead_h` hours
+(`objective_forecast`, its value now measured; its steps weighted by how long they hold)
+and its value now (`objective_now`):
 
 - clean (now at or below the `low_percentile` of the look-ahead): charge at
   `power_frac` x the rating, from on-site surplus and the grid (lowered to fit the import
@@ -27,10 +28,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from policies.kit import Adjuster
+from policies.kit import Adjuster, Objective, objective_forecast, objective_now
 from sim.api import Action, OnsiteReading, SetBattery, SystemState, weighted_percentile
 
 __all__ = ["BatteryCarbon"]
@@ -48,6 +50,12 @@ class BatteryCarbon(Adjuster):
     """At or above this percentile: discharge (self-consumption)."""
     power_frac: float = 1.0
     """The charging power in clean hours, a fraction of the battery's rating (0..1]."""
+    objective: Literal["carbon", "cost", "weighted"] = "carbon"
+    """What makes an hour clean or dirty: "carbon" (the intensity), "cost" (the site's
+    energy price: charge in cheap hours, discharge in dear ones) or "weighted" (price +
+    carbon x carbon_price_per_t), `policies.kit.Objective`."""
+    carbon_price_per_t: float = 0.0
+    """With objective "weighted": the scenario's currency per tonne CO2e."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -60,6 +68,8 @@ class BatteryCarbon(Adjuster):
         for name, value, ok in checks:
             if not (isinstance(value, int | float) and math.isfinite(value) and ok):
                 raise ValueError(f"battery_carbon: {name} = {value!r} is out of range")
+        self.goal = Objective(self.objective, self.carbon_price_per_t)
+        """The signal whose percentiles decide (`objective_forecast`)."""
 
     def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
         out = list(actions)
@@ -77,11 +87,11 @@ class BatteryCarbon(Adjuster):
         assert reading.battery_power_kw is not None
         if self.surplus_fills(state, reading):
             return None
-        times, ci = state.forecast(site, self.lookahead_h * 3600.0)
+        times, ci = objective_forecast(state, site, self.lookahead_h * 3600.0, self.goal)
         weights = np.diff(np.append(times, max(times[-1], state.now_s + self.lookahead_h * 3600.0)))
         if weights.sum() <= 0:
             weights = np.ones(len(ci))
-        now_ci = state.carbon_intensity(site)
+        now_ci = objective_now(state, site, self.goal)
         surplus_kw = reading.generation_kw - reading.load_kw
         if now_ci >= weighted_percentile(ci, weights, self.high_percentile):
             return None
