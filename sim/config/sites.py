@@ -224,7 +224,7 @@ class OnsiteGeneration(ConfigModel):
     pv_embodied_kg_per_kwp: float = Field(default=PV_EMBODIED_KG_PER_KWP, ge=0, le=1e5)
     """Embodied carbon of PV, kgCO2e per kWp (Hsu et al. 2012, `sim.energy.embodied`)."""
     pv_lifetime_years: float = Field(default=PV_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
-    wind_embodied_kg_per_kw: float = Field(default=WIND_EMBODIED_KG_PER_KW, ge=0, le=1e5)
+    wind_embodied_kg_per_kw: float = Field(default=WIND_EMBODIED_KG_PER_KW, ge=0)
     """Embodied carbon of wind (onshore and offshore), kgCO2e per kW (Dolan and Heath
     2012, `sim.energy.embodied`)."""
     wind_lifetime_years: float = Field(default=WIND_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
