@@ -2,7 +2,7 @@
 at `scenarios/onsite_energy.toml`'s site, with and without workload flexibility, ranked by
 total carbon (grid-import operational + the equipment's embodied carbon).
 
-    python scripts/study_onsite_energy.py --out out/onsite            # full: a year, 5x5x5 sizes
+    python scripts/study_onsite_energy.py --out out/onsite            # full: a year, 5x5x6 sizes
     python scripts/study_onsite_energy.py --out out/onsite --quick    # two weeks, 3x3x3 sizes
     python scripts/study_onsite_energy.py --out out/onsite --check    # + full runs at 3 sizes
     python scripts/study_onsite_energy.py --out out/onsite --flexible '{"name": "follow_onsite"}'
@@ -80,7 +80,7 @@ hours of the mean load can carry the mean load."""
 
 def sizes(quick: bool) -> tuple[list[str], list[float], list[float], list[float]]:
     """Scenario overrides and the swept PV kWp, wind kW and battery kWh: a year on a 5 x 5
-    x 5 grid (the site's mean facility load is about 25 kW), or two weeks of June on 3 x 3
+    x 6 grid (the site's mean facility load is about 25 kW), or two weeks of June on 3 x 3
     x 3 (quick: numbers not meant to be read)."""
     if quick:
         overrides = [
@@ -90,7 +90,7 @@ def sizes(quick: bool) -> tuple[list[str], list[float], list[float], list[float]
         ]
         return overrides, [0.0, 100.0, 400.0], [0.0, 50.0, 200.0], [0.0, 100.0, 400.0]
     grid = [0.0, 50.0, 100.0, 200.0, 400.0]
-    return [], grid, grid, grid
+    return [], grid, grid, [*grid, 800.0]
 
 
 def at_size(scenario: Scenario, pv_kwp: float, wind_kw: float, battery_kwh: float) -> Scenario:
@@ -243,38 +243,52 @@ _ROW_COLUMNS = [
 ]
 
 
+def _front(group: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The sizes of `group` with the least `column` among those of at least their CFE
+    score (the Pareto front of CFE up, `column` down), by CFE score descending."""
+    ordered = group.sort_values(["cfe_score", column], ascending=[False, True])
+    return ordered[ordered[column].cummin() == ordered[column]]
+
+
 def frontier_figure(table: pd.DataFrame) -> Figure:
-    """Total carbon (t over the run) against 24/7 CFE, every size a dot, the Pareto front
-    (least total carbon at each CFE or above) a line, per setting; the equipment-free
-    point (the grid's carbon-free share alone) marked."""
+    """Per setting, against 24/7 CFE: (a) total carbon (t over the run), every size a dot,
+    the least total carbon at each CFE or above a line, the equipment-free size (the
+    grid's carbon-free share alone) a cross; (b) the least embodied carbon of equipment
+    (t over the run) that reaches each CFE."""
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for colour, (setting, group) in zip(
-            OKABE_ITO, table.groupby("setting", sort=False), strict=False
-        ):
-            ax.scatter(
-                group["cfe_score"], group["carbon_total_kg"] / 1000, s=6, alpha=0.3, color=colour
-            )
-            ordered = group.sort_values("cfe_score", ascending=False)
-            front = ordered[ordered["carbon_total_kg"].cummin() == ordered["carbon_total_kg"]]
-            ax.step(
+        fig, (total, embodied) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+        groups = table.groupby("setting", sort=False)
+        for colour, (setting, group) in zip(OKABE_ITO, groups, strict=False):
+            t = group["carbon_total_kg"] / 1000
+            total.scatter(group["cfe_score"], t, s=6, alpha=0.3, color=colour)
+            front = _front(group, "carbon_total_kg")
+            total.step(
                 front["cfe_score"],
                 front["carbon_total_kg"] / 1000,
                 where="post",
                 color=colour,
-                label=f"{setting}: least total carbon at this CFE or above",
+                label=setting,
             )
-            none = group[
-                (group["pv_kwp"] == 0) & (group["wind_kw"] == 0) & (group["battery_kwh"] == 0)
-            ]
-            ax.scatter(
-                none["cfe_score"], none["carbon_total_kg"] / 1000, marker="x", color=colour, s=40
+            bare = (group["pv_kwp"] == 0) & (group["wind_kw"] == 0) & (group["battery_kwh"] == 0)
+            total.scatter(group["cfe_score"][bare], t[bare], marker="x", color=colour, s=40)
+            front = _front(group, "carbon_embodied_equipment_kg")
+            embodied.step(
+                front["cfe_score"],
+                front["carbon_embodied_equipment_kg"] / 1000,
+                where="post",
+                color=colour,
+                marker=".",
+                label=setting,
             )
-        for target in (0.9, 0.99):
-            ax.axvline(target, color="0.6", lw=0.8, ls="--")
-        ax.set_xlabel("24/7 CFE score (grid carbon-free share included)")
-        ax.set_ylabel("total carbon over the run, t CO2e\n(grid import + equipment embodied)")
-        ax.legend(fontsize=8, loc="upper left")
+        for ax in (total, embodied):
+            for target in (0.9, 0.99):
+                ax.axvline(target, color="0.6", lw=0.8, ls="--")
+            ax.set_xlabel("24/7 CFE score (grid carbon-free share included)")
+            ax.legend(fontsize=8, loc="upper center")
+        total.set_ylabel("total carbon over the run, t CO2e\n(grid import + equipment embodied)")
+        total.set_title("(a) total carbon; line: least at this CFE or above", fontsize=9)
+        embodied.set_ylabel("equipment embodied carbon over the run, t CO2e")
+        embodied.set_title("(b) least embodied carbon reaching this CFE", fontsize=9)
         fig.tight_layout()
     return fig
 
