@@ -164,10 +164,6 @@ def _row(summary: dict[str, Any], hourly: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def _policy_name(policy: dict[str, Any]) -> str:
-    return str(policy["name"])
-
-
 def study(
     out: Path,
     quick: bool = False,
@@ -181,7 +177,7 @@ def study(
     overrides, pv_grid, wind_grid, battery_grid = sizes(quick)
     rows = []
     for setting, policy in (("inflexible", INFLEXIBLE), ("flexible", flexible)):
-        per_generation = _policy_name(policy) not in GENERATION_BLIND
+        per_generation = policy["name"] not in GENERATION_BLIND
         grid: dict[str, list[Any]] = {"policy": [policy]}
         if per_generation:
             grid |= {f"sites[{SITE}].onsite.pv_kwp": pv_grid}
