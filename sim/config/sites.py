@@ -25,6 +25,8 @@ from sim.energy.embodied import (
     LI_ION_EMBODIED_KG_PER_KWH,
     PV_EMBODIED_KG_PER_KWP,
     PV_LIFETIME_YEARS,
+    WIND_EMBODIED_KG_PER_KW,
+    WIND_LIFETIME_YEARS,
 )
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
@@ -222,19 +224,10 @@ class OnsiteGeneration(ConfigModel):
     pv_embodied_kg_per_kwp: float = Field(default=PV_EMBODIED_KG_PER_KWP, ge=0, le=1e5)
     """Embodied carbon of PV, kgCO2e per kWp (Hsu et al. 2012, `sim.energy.embodied`)."""
     pv_lifetime_years: float = Field(default=PV_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
-    wind_embodied_kg_per_kw: float | None = Field(default=None, ge=0)
-    """Embodied carbon of wind, kgCO2e per kW; no cited default yet: required with wind."""
-    wind_lifetime_years: float = Field(default=25.0, gt=0, le=MAX_LIFETIME_YEARS)
-
-    @model_validator(mode="after")
-    def _check(self) -> OnsiteGeneration:
-        wind = self.wind_kw + self.wind_offshore_kw
-        if wind > 0 and self.wind_embodied_kg_per_kw is None:
-            raise ValueError(
-                "wind_embodied_kg_per_kw: give the embodied carbon of the wind turbines "
-                "(kgCO2e per kW; dcsim has no cited default yet)"
-            )
-        return self
+    wind_embodied_kg_per_kw: float = Field(default=WIND_EMBODIED_KG_PER_KW, ge=0)
+    """Embodied carbon of wind (onshore and offshore), kgCO2e per kW (Dolan and Heath
+    2012, `sim.energy.embodied`)."""
+    wind_lifetime_years: float = Field(default=WIND_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
 
     @property
     def capacities_kw(self) -> dict[str, float]:

@@ -114,6 +114,15 @@ def test_the_equipment_adds_its_amortised_embodied_carbon(runs):
     assert added == pytest.approx(expected, rel=1e-9)
 
 
+def test_wind_without_a_figure_carries_the_cited_default(tmp_path, runs):
+    # Dolan and Heath (2012): 11 gCO2e/kWh x (0.30 x 8760 h x 20 years) = 578.16 kg per
+    # kW, spread over those 20 years; 10 kW for the 72 h run
+    _, without = runs
+    wind = run(tmp_path, "onsite = { wind_kw = 10 }")
+    added = wind.summary["carbon_embodied_kg"] - without.summary["carbon_embodied_kg"]
+    assert added == pytest.approx(10 * 578.16 * 72 / (20 * 365.25 * 24), rel=1e-9)
+
+
 def test_battery_keys_cycles_and_soc_within_bounds(runs):
     with_, without = runs
     s = with_.summary
@@ -244,9 +253,9 @@ BAD = {
         'contracts = { matching = "monthly" }',
         ["sites[0].contracts.matching", "monthly"],
     ),
-    "wind without embodied carbon": (
-        "onsite = { wind_kw = 10 }",
-        ["sites[0].onsite", "wind_embodied_kg_per_kw"],
+    "negative wind embodied carbon": (
+        "onsite = { wind_kw = 10, wind_embodied_kg_per_kw = -1 }",
+        ["sites[0].onsite.wind_embodied_kg_per_kw", "-1"],
     ),
 }
 
