@@ -5,7 +5,7 @@ total carbon (grid-import operational + the equipment's embodied carbon).
     python scripts/study_onsite_energy.py --out out/onsite            # full: a year, 5x5x6 sizes
     python scripts/study_onsite_energy.py --out out/onsite --quick    # two weeks, 3x3x3 sizes
     python scripts/study_onsite_energy.py --out out/onsite --check    # + full runs at 3 sizes
-    python scripts/study_onsite_energy.py --out out/onsite --flexible '{"name": "follow_onsite"}'
+    python scripts/study_onsite_energy.py --out out/onsite --flexible '{"name": "wait_awhile"}'
 
 Method. Without a policy directing the battery, the site runs self-consumption and nothing
 a generation-blind policy sees depends on the equipment: the run's power table is the same
@@ -64,10 +64,11 @@ SITE = 0
 
 INFLEXIBLE: dict[str, Any] = {"name": "run_now"}
 """Without flexibility: every job starts as soon as GPUs are free (its slack unused)."""
-FLEXIBLE: dict[str, Any] = {"name": "carbon_time"}
-"""With flexibility, by default: GAIA's carbon-time shifter on the grid's forecast
-intensity (docs/policies-time-shifting.md), until a policy that follows on-site surplus
-(`follow_onsite`) replaces it (`--flexible`)."""
+FLEXIBLE: tuple[dict[str, Any], ...] = ({"name": "carbon_time"}, {"name": "follow_onsite"})
+"""With flexibility, by default two settings: GAIA's carbon-time shifter on the grid's
+forecast intensity (docs/policies-time-shifting.md) and `follow_onsite`, which moves the
+jobs into the forecast on-site surplus (docs/policies-onsite-energy.md); `--flexible`
+replaces them."""
 
 GENERATION_BLIND = frozenset({"run_now", "carbon_time", "wait_awhile", "lowest_window"})
 """Policies whose schedule does not read the site's on-site generation or battery: one run
@@ -133,8 +134,10 @@ def resolve(run: Results, scenario: Scenario) -> tuple[dict[str, Any], pd.DataFr
         for i, site in enumerate(scenario.sites)
     ]
     core = SimpleNamespace(scenario=scenario, horizon_s=horizon_s)
-    fleet = SimpleNamespace(
-        names=[s.name for s in scenario.sites], sites=[SimpleNamespace(signal=s) for s in signals]
+    fleet = SimpleNamespace(  # what the hook reads of the fleet; no tariff: no bill
+        names=[s.name for s in scenario.sites],
+        sites=[SimpleNamespace(signal=s) for s in signals],
+        tariffs=[None for _ in signals],
     )
     sites = run.sites.copy()
     sites["carbon_operational_kg"] = sites["carbon_load_kg"]
@@ -142,7 +145,8 @@ def resolve(run: Results, scenario: Scenario) -> tuple[dict[str, Any], pd.DataFr
     parts = ResultParts(power=run.power, events=pd.DataFrame())
     parts.tables["sites"] = sites
     parts.summary["carbon_embodied_kg"] = 0.0
-    OnsiteEnergy(core, fleet=fleet).write_results(parts)  # type: ignore[arg-type]
+    services = SimpleNamespace()  # read only during a run
+    OnsiteEnergy(core, fleet=fleet, services=services).write_results(parts)  # type: ignore[arg-type]
     return parts.summary, parts.tables["onsite"]
 
 
@@ -167,22 +171,23 @@ def _row(summary: dict[str, Any], hourly: pd.DataFrame) -> dict[str, float]:
 def study(
     out: Path,
     quick: bool = False,
-    flexible: dict[str, Any] | None = None,
+    flexible: tuple[dict[str, Any], ...] = FLEXIBLE,
     workers: int = 2,
 ) -> pd.DataFrame:
-    """Every size of `sizes(quick)` for both settings: one row per (`setting`, `pv_kwp`,
-    `wind_kw`, `battery_kwh`) with `_row`'s columns and the run it was solved on
-    (`run_id`). The runs are a sweep per setting under `out` (kept: a rerun reuses them)."""
-    flexible = FLEXIBLE if flexible is None else flexible
+    """Every size of `sizes(quick)` for each setting, "inflexible" and one "flexible NAME"
+    per policy of `flexible`: one row per (`setting`, `pv_kwp`, `wind_kw`, `battery_kwh`)
+    with `_row`'s columns and the run it was solved on (`run_id`). The runs are a sweep per
+    setting under `out` (kept: a rerun reuses them)."""
     overrides, pv_grid, wind_grid, battery_grid = sizes(quick)
     rows = []
-    for setting, policy in (("inflexible", INFLEXIBLE), ("flexible", flexible)):
+    settings = [("inflexible", INFLEXIBLE)] + [(f"flexible {p['name']}", p) for p in flexible]
+    for setting, policy in settings:
         per_generation = policy["name"] not in GENERATION_BLIND
         grid: dict[str, list[Any]] = {"policy": [policy]}
         if per_generation:
             grid |= {f"sites[{SITE}].onsite.pv_kwp": pv_grid}
             grid |= {f"sites[{SITE}].onsite.wind_kw": wind_grid}
-        folder = out / setting
+        folder = out / setting.replace(" ", "_")
         summary = sim.sweep(
             SCENARIO, grid=grid, seeds=[1], out=folder, overrides=overrides, workers=workers
         )
@@ -326,13 +331,15 @@ def main() -> None:
     parser.add_argument(
         "--flexible",
         type=json.loads,
-        default=FLEXIBLE,
-        help='the flexible setting\'s policy, JSON, e.g. \'{"name": "follow_onsite"}\'',
+        action="append",
+        help='a flexible setting\'s policy, JSON, e.g. \'{"name": "wait_awhile"}\' (repeat '
+        "for several; default: carbon_time and follow_onsite)",
     )
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     t0 = time.perf_counter()
-    table = study(args.out, args.quick, args.flexible, args.workers)
+    flexible = FLEXIBLE if args.flexible is None else tuple(args.flexible)
+    table = study(args.out, args.quick, flexible, args.workers)
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "sizes.csv", index=False)
     best = cheapest(table)
