@@ -214,7 +214,7 @@ def _equipment(
         pv_kg = onsite.pv_kwp * onsite.pv_embodied_kg_per_kwp
         embodied += amortised_embodied_kg(pv_kg, onsite.pv_lifetime_years, horizon_s)
         wind_kw = onsite.wind_kw + onsite.wind_offshore_kw
-        wind_kg = wind_kw * (onsite.wind_embodied_kg_per_kw or 0.0)
+        wind_kg = wind_kw * onsite.wind_embodied_kg_per_kw
         embodied += amortised_embodied_kg(wind_kg, onsite.wind_lifetime_years, horizon_s)
     contracts = site_contracts(site, i, start, edges, horizon_s, years)
     share = grid_carbon_free_share(site, start, edges, horizon_s, years)
