@@ -78,7 +78,7 @@ class BatteryCarbon(Adjuster):
             if reading is None or reading.battery_power_kw is None:
                 continue
             power = self.setpoint_kw(state, site, reading)
-            if power != reading.battery_setpoint_kw:
+            if (reading.battery_setpoint_kw, reading.battery_import_cap_kw) != (power, None):
                 out.append(SetBattery(site, power))
         return out
 

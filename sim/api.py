@@ -972,7 +972,7 @@ class OnsiteReading:
     """The demand-charge peak so far: the largest mean grid import over the demand
     intervals (`demand_interval_min`) of the tariff's present billing month that have
     ended, kW; None without a tariff with a demand charge, or before the month's first
-    interval ends. From the balance advanced in the run (services' power not counted)."""
+    interval ends. From the balance advanced in the run (the services' power counted)."""
     import_limit_kw: float
     export_limit_kw: float
     over_limit: str

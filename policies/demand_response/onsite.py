@@ -31,7 +31,7 @@ def onsite_supply_kw(state: SystemState, reading: OnsiteReading, until_s: float)
     [now, until_s): the lowest forecast generation over it (`state.onsite_forecast`) plus
     the battery's sustainable discharge, its energy above the reserve (`soc_min` of the
     nominal capacity) times its discharge efficiency spread evenly over the time left, at
-    most its rating (self-discharge, 0.03 % a day by default, is neglected)."""
+    most its rating (self-discharge, 0.084 % a day by default, is neglected)."""
     left_s = until_s - state.now_s
     if left_s <= 0.0:
         return 0.0

@@ -191,6 +191,41 @@ def _flows(
     }
 
 
+class ImportLimitError(PolicyError):
+    """The load alone takes more from the grid than the import limit allows (the
+    scenario's connection cannot carry the site's load), as opposed to a battery power
+    over a limit (a `PolicyError` about the setpoint)."""
+
+
+def _battery_excess(kw: dict[str, float], connection: GridConnection) -> tuple[str, float]:
+    """How far the battery's own grid flows in `kw` (kW, the battery's not cut) go over the
+    connection's limits: the side ("import" or "export") and kW over (<= 0: within both).
+    The import room is what the load's own import leaves; surplus generation over the
+    export limit is curtailed, not the battery's."""
+    room_kw = max(connection.import_limit_kw - kw["grid_to_load"], 0.0)
+    over_import = kw["grid_to_battery"] - room_kw
+    over_export = kw["battery_to_grid"] - connection.export_limit_kw
+    return ("import", over_import) if over_import > 0 else ("export", over_export)
+
+
+def battery_excess_kw(
+    load_kw: float, generation_kw: float, battery_kw: float, connection: GridConnection
+) -> tuple[str, float]:
+    """How far a battery power `battery_kw` (kW, positive charging, as the battery applies
+    it) at this load and generation (kW) takes the battery's own grid flows over the
+    connection's limits: ("import" or "export", kW over; <= 0: within both). What a
+    "refuse" connection refuses (`site_balance`), before an action is taken."""
+    kw = _flows(
+        load_kw,
+        generation_kw,
+        battery_kw,
+        connection.import_limit_kw,
+        connection.export_limit_kw,
+        cut_battery=False,
+    )
+    return _battery_excess(kw, connection)
+
+
 def _admitted_battery_kw(
     kw: dict[str, float],
     load_kw: float,
@@ -203,20 +238,18 @@ def _admitted_battery_kw(
     (the battery's not cut) and the load and generation they came from."""
     limit = connection.import_limit_kw
     if kw["grid_to_load"] > limit:
-        raise PolicyError(
+        raise ImportLimitError(
             f"{where}: load {kw['load']} kW exceeds on-site generation, battery "
             f"discharge and the import limit {limit} kW"
         )
-    over_import = kw["grid_to_load"] + kw["grid_to_battery"] - limit
-    over_export = kw["battery_to_grid"] - connection.export_limit_kw
-    over = max(over_import, over_export)
+    side, over = _battery_excess(kw, connection)
     if over <= 0:
         return battery_kw
     if connection.over_limit == "refuse":
-        side = "import" if over_import > 0 else "export"
         raise PolicyError(
             f"{where}: battery power {battery_kw} kW exceeds the {side} limit by {over} kW"
         )
+    over_import = kw["grid_to_load"] + kw["grid_to_battery"] - limit
     # the power that fits, from the inputs (not their rounding grid, which a large request
     # makes coarse): limit + generation - load within the import limit, -(export limit +
     # the load's deficit) within the export limit; the request bounds it

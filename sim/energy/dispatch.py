@@ -101,7 +101,8 @@ class SiteEnergy:
         The intervals go to `sink`, else are returned (a long run's are many: a sink
         keeps the memory flat)."""
         kept: list[EnergyInterval] = []
-        if self.sink is None:
+        own_sink = self.sink is None  # this run's list, not kept for the next run
+        if own_sink:
             self.sink = kept.append
         set_times = np.zeros(0) if setpoint_times_s is None else setpoint_times_s
         set_kw = np.zeros(0) if setpoint_kw is None else setpoint_kw
@@ -113,12 +114,19 @@ class SiteEnergy:
         load_at = np.searchsorted(load_times_s, edges[:-1], side="right") - 1
         generation_at = np.searchsorted(generation_times_s, edges[:-1], side="right") - 1
         set_at = np.searchsorted(set_times, edges[:-1], side="right") - 1
-        for k in range(len(edges) - 1):
-            load, generation = float(load_kw[load_at[k]]), float(generation_kw[generation_at[k]])
-            setpoint, cap = math.nan, math.nan
-            if set_at[k] >= 0:
-                setpoint, cap = float(set_kw[set_at[k]]), float(set_cap_kw[set_at[k]])
-            self._advance(float(edges[k]), float(edges[k + 1]), load, generation, setpoint, cap)
+        try:
+            for k in range(len(edges) - 1):
+                load, generation = (
+                    float(load_kw[load_at[k]]),
+                    float(generation_kw[generation_at[k]]),
+                )
+                setpoint, cap = math.nan, math.nan
+                if set_at[k] >= 0:
+                    setpoint, cap = float(set_kw[set_at[k]]), float(set_cap_kw[set_at[k]])
+                self._advance(float(edges[k]), float(edges[k + 1]), load, generation, setpoint, cap)
+        finally:
+            if own_sink:
+                self.sink = None
         return kept
 
     def _advance(

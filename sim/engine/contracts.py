@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from sim.config.sites import Site as SiteConfig
+from sim.energy.embodied import SECONDS_PER_YEAR
 from sim.energy.market import Matching, hourly_cfe_kwh, market_based_kg
 from sim.errors import ScenarioError
 from sim.grid.catalog import carbon_free_series
 from sim.grid.renewables import profile_on_run_clock
 
 __all__ = [
-    "JULIAN_YEAR_S",
     "SiteContracts",
     "account",
     "grid_carbon_free_share",
@@ -26,10 +26,6 @@ __all__ = [
     "on_hours",
     "site_contracts",
 ]
-
-JULIAN_YEAR_S = 365.25 * 86400.0
-"""A year of `mwh_per_year` and `certificates_mwh`, s (the Julian year, as
-`sim.energy.amortised_embodied_kg`)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def site_contracts(
     for k, ppa in enumerate(contracts.ppa):
         key = f"sites[{i}].contracts.ppa[{k}]"
         if ppa.mwh_per_year is not None:
-            ppa_kw += ppa.mwh_per_year * 1000.0 / (JULIAN_YEAR_S / 3600.0)
+            ppa_kw += ppa.mwh_per_year * 1000.0 / (SECONDS_PER_YEAR / 3600.0)
             continue
         assert ppa.technology is not None and ppa.kw is not None  # PpaConfig checks it
         p = ppa.profile
@@ -89,7 +85,7 @@ def site_contracts(
         except ScenarioError as e:
             raise ScenarioError(f"{key}: {e}") from None
         ppa_kw += ppa.kw * on_hours(cf, start, edges_s, key)
-    certificates_kwh = contracts.certificates_mwh * 1000.0 * horizon_s / JULIAN_YEAR_S
+    certificates_kwh = contracts.certificates_mwh * 1000.0 * horizon_s / SECONDS_PER_YEAR
     return SiteContracts(ppa_kw, certificates_kwh, contracts.matching)
 
 

@@ -50,6 +50,7 @@ from sim.api import (
     SystemState,
 )
 from sim.config.scenario import Scenario
+from sim.energy.balance import battery_excess_kw
 from sim.engine.checkpoints import Checkpoints
 from sim.engine.component import BROADCAST_HOOKS, Component, Core, overrides, wire
 from sim.engine.demand_response import DemandResponseMeter
@@ -418,14 +419,17 @@ class Engine:
                 )
             c = assets.connection
             if c.over_limit == "refuse":
-                reading = self.queries.onsite(a.site)
-                assert reading is not None
-                grid_kw = reading.load_kw - reading.generation_kw + power
-                if grid_kw > c.import_limit_kw or -grid_kw > c.export_limit_kw:
+                reading, state = self.queries.onsite(a.site), self.onsite.battery_now(i)
+                assert reading is not None and state is not None
+                applied_kw = battery.applied_power_kw(state, power)
+                side, over_kw = battery_excess_kw(
+                    reading.load_kw, reading.generation_kw, applied_kw, c
+                )
+                if over_kw > 0:
                     raise PolicyError(
-                        f"{a!r}: power_kw = {power} takes the grid to {grid_kw:.6g} kW now, "
-                        f"over the connection's limits (import {c.import_limit_kw} kW, "
-                        f"export {c.export_limit_kw} kW)"
+                        f"{a!r}: power_kw = {power} takes the battery's {side} over the "
+                        f"connection's limit by {over_kw:.6g} kW now (import limit "
+                        f"{c.import_limit_kw} kW, export limit {c.export_limit_kw} kW)"
                     )
         self.onsite.set_battery(i, power, cap)
 

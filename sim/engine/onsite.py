@@ -46,6 +46,7 @@ import pandas as pd
 
 from sim.config.sites import Site as SiteConfig
 from sim.energy import Battery, BatteryState, GridConnection, amortised_embodied_kg
+from sim.energy.balance import ImportLimitError
 from sim.energy.dispatch import EnergyInterval, SiteEnergy, hour_edges_s
 from sim.engine.component import Component
 from sim.engine.contracts import (
@@ -375,7 +376,9 @@ class OnsiteEnergy(Component):
         times, import_kw = self.grid_import_so_far(i)
         now = float(self._core.env.now)
         if not times.size:
-            facility_kw = self._fleet.sites[i].facility_w(now) / 1000.0
+            site = self._fleet.sites[i]
+            extra_w = self._services.extra_w(site) * site.pue.value_at(now)
+            facility_kw = (site.facility_w(now) + extra_w) / 1000.0
             return max(facility_kw - self.generation_kw(i, now), 0.0)
         t0_s = max(t0_s, float(times[0]))
         if now <= t0_s:
@@ -475,8 +478,13 @@ class OnsiteEnergy(Component):
                 start_s,
                 np.asarray(set_cap_kw, dtype=float),
             )
-        except PolicyError as e:
+        except ImportLimitError as e:
             raise ScenarioError(f"sites[{i}].grid_connection.import_limit_kw: {e}") from None
+        except PolicyError as e:  # a held setpoint over a limit of a "refuse" connection
+            raise PolicyError(
+                f"SetBattery at site {self._fleet.names[i]}, held since it was set: {e} "
+                "(the load or generation changed; grid_connection.mode 'curtail' reduces it)"
+            ) from None
 
     def _hourly(self, i: int, assets: SiteEquipment, power: pd.DataFrame) -> pd.DataFrame:
         """Site `i`'s balance over the run, from its rows of the power table, summed per

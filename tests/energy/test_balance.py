@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.energy import Battery, GridConnection, SiteBalance, site_balance
+from sim.energy.balance import battery_excess_kw
 from sim.errors import PolicyError, ScenarioError
 
 power = st.floats(0.0, 1e4, allow_subnormal=False)
@@ -231,3 +232,18 @@ def test_the_battery_energy_is_the_battery_models_to_the_balances_grid():
 def test_bad_connection_settings_are_one_line_errors(settings_, message):
     with pytest.raises(ScenarioError, match=message):
         GridConnection(**settings_)
+
+
+def test_a_refusing_connection_judges_the_battery_own_flows_not_the_surplus():
+    # 30 kW of generation, no load, export limit 0: the surplus over the battery's charge
+    # is curtailed, so a charge below the surplus (or none) is within the limits
+    no_export = GridConnection(import_limit_kw=5.0, export_limit_kw=0.0, over_limit="refuse")
+    assert battery_excess_kw(0.0, 30.0, 10.0, no_export)[1] <= 0
+    assert battery_excess_kw(0.0, 30.0, 0.0, no_export)[1] <= 0
+    site_balance(0.0, 30.0, 10.0, 3600.0, no_export)  # accepted: 20 kWh curtailed
+    # a discharge with no load goes to the grid: over the export limit by its power
+    assert battery_excess_kw(0.0, 30.0, -4.0, no_export) == ("export", 4.0)
+    # a charge beyond the surplus comes from the grid: the import room is what the load's
+    # own 3 kW import leaves of the 5 kW limit
+    assert battery_excess_kw(4.0, 1.0, 6.0, no_export) == ("import", 4.0)
+    assert battery_excess_kw(4.0, 1.0, 2.0, no_export)[1] <= 0

@@ -159,7 +159,6 @@ def test_integrating_to_a_change_and_on_from_there_gives_the_same_intervals_bit_
     split = energy()
     cut_s = float(load_times[70])  # a change of load
     first = split.run(*args, cut_s, set_times, set_kw)
-    split.sink = None
     rest = split.run(*args, hours * HOUR_S, set_times, set_kw, start_s=cut_s)
     assert first + rest == whole
     # a held setpoint charges at its power from the grid (the battery ends full or at 80 kW)

@@ -207,6 +207,8 @@ def test_contracts_lower_market_based_carbon_by_hand_in_either_matching(contract
             without.sites.set_index("site").loc["a", "carbon_operational_kg"], rel=1e-12
         )
         assert sites.loc["b", "carbon_market_based_kg"] == sites.loc["b", "carbon_operational_kg"]
+        # the contracts cover part of a's import: market-based below location-based
+        assert sites.loc["a", "carbon_market_based_kg"] < sites.loc["a", "carbon_operational_kg"]
         assert result.summary["carbon_market_based_kg"] == pytest.approx(
             sites["carbon_market_based_kg"].sum()
         )
@@ -215,9 +217,14 @@ def test_contracts_lower_market_based_carbon_by_hand_in_either_matching(contract
         contracted["hourly"].summary["carbon_market_based_kg"]
         > contracted["annual"].summary["carbon_market_based_kg"]
     )
-    # the PPA's hourly supply raises the CFE score, whatever the matching
+    # the PPA's hourly supply counts in each hour's CFE in full (the grid's share only
+    # adds to it), whatever the matching
     scores = {m: r.summary["cfe_score"] for m, r in contracted.items()}
     assert scores["annual"] == scores["hourly"]
+    a = contracted["hourly"].onsite
+    covered = np.minimum(a["grid_to_load_kwh"], a["ppa_kwh"])
+    assert (covered > 0).any()
+    assert (a["carbon_free_kwh"] - a["carbon_free_to_load_kwh"] >= covered * (1 - 1e-12)).all()
 
 
 def test_a_load_over_the_import_limit_names_the_key(tmp_path):

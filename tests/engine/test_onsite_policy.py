@@ -153,7 +153,7 @@ def test_a_held_setpoint_charges_from_the_grid_at_that_power(tmp_path):
         (SetBattery("c", 1.0), "site 'c' has no on-site energy"),
         (SetBattery("b", 1.0), "site 'b' has no battery"),
         (SetBattery("a", 12.0), "power_kw = 12.0 is over the battery's rating 10"),
-        (SetBattery("a", -10.0), "over the connection's limits (import 30"),
+        (SetBattery("a", -10.0), "takes the battery's export over the connection's limit by"),
     ],
 )
 def test_a_battery_action_the_site_cannot_take_is_a_one_line_policy_error(
