@@ -5,6 +5,7 @@ each other: see `sim/api.py` for the contract (`Policy`), and docs/policies.md f
 policy's parameters and source.
 """
 
+from policies.battery import BatteryCarbon
 from policies.best_config import BestConfig, OracleConfig
 from policies.carbon_aware_directives import CarbonAwareDirectives
 from policies.carbon_aware_routing import CarbonAwareRouting
@@ -23,6 +24,8 @@ from policies.gaia_cost import (
 )
 from policies.heterogeneous_pool import HeterogeneousPool
 from policies.mig_partitioner import MigPartitioner
+from policies.onsite_following import OnsiteFollowing
+from policies.peak_shaving import PeakShaving
 from policies.power_capping import CarbonAwareCap, EnergyOptimalCap, StaticCap
 from policies.run_now import RunNow
 from policies.serve_autoscale import ServeAutoscale
@@ -37,6 +40,9 @@ REGISTRY: dict[str, type] = {
     "lowest_window": LowestWindow,
     "carbon_time": CarbonTime,
     "static_cap": StaticCap,
+    "battery_carbon": BatteryCarbon,
+    "peak_shaving": PeakShaving,
+    "follow_onsite": OnsiteFollowing,
     "energy_optimal_cap": EnergyOptimalCap,
     "carbon_aware_cap": CarbonAwareCap,
     "dr_uniform_cap": DrUniformCap,
@@ -65,6 +71,7 @@ REGISTRY: dict[str, type] = {
 
 __all__ = [
     "REGISTRY",
+    "BatteryCarbon",
     "BestConfig",
     "CarbonAwareCap",
     "CarbonAwareDirectives",
@@ -90,6 +97,8 @@ __all__ = [
     "LowestWindow",
     "MigPartitioner",
     "MigrateWhenWorth",
+    "OnsiteFollowing",
+    "PeakShaving",
     "OracleConfig",
     "RunNow",
     "ServeAutoscale",

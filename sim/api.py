@@ -49,6 +49,7 @@ __all__ = [
     "MigGpuState",
     "Migrate",
     "MigrationCost",
+    "OnsiteReading",
     "ParallelScaling",
     "Policy",
     "PolicyError",
@@ -60,6 +61,7 @@ __all__ = [
     "Route",
     "Scale",
     "ServiceView",
+    "SetBattery",
     "SetCap",
     "SetDirective",
     "Start",
@@ -210,6 +212,27 @@ class Repartition:
     gpus: int = 1
 
 
+@dataclass(frozen=True, slots=True)
+class SetBattery:
+    """From now, run `site`'s battery at `power_kw` kW at its terminals (positive charging,
+    negative discharging), held until changed; or, with `import_cap_kw` instead, hold the
+    site's grid import at or below that cap (kW, lowered to the connection's import
+    limit): at every change of load, generation or state of charge the battery
+    discharges what the load takes above generation + cap and charges (from on-site
+    surplus, then the grid) up to the cap below it; neither (both None): back to the
+    default, self-consumption (charge from on-site surplus, discharge to meet the deficit:
+    the cap 0). The battery applies either within its rating and state-of-charge bounds
+    (it stops at a bound); a charge beyond on-site surplus comes from the grid, a discharge
+    beyond the load goes to it. PolicyError for an unknown site, a site without a battery,
+    both fields given, a power over the battery's rating, a cap that is negative or not
+    finite, or (connection mode "refuse") a power that would take the site's import or
+    export over its connection limit now."""
+
+    site: str
+    power_kw: float | None = None
+    import_cap_kw: float | None = None
+
+
 Action = (
     Start
     | Defer
@@ -222,6 +245,7 @@ Action = (
     | Route
     | SetDirective
     | Repartition
+    | SetBattery
 )
 
 
@@ -552,6 +576,8 @@ class StateQueries(_Offered, Protocol):
     def vc_room(self, j: int) -> float: ...
     def job_work_gpu_h(self, j: int) -> float: ...
     def site_it_w(self, name: str) -> float: ...
+    def onsite(self, name: str) -> OnsiteReading | None: ...
+    def onsite_forecast(self, name: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]: ...
 
     service_names: tuple[str, ...]
 
@@ -915,6 +941,45 @@ class DemandResponseView:
 
 
 @dataclass(frozen=True, slots=True)
+class OnsiteReading:
+    """A site's on-site energy now (`SystemState.onsite`). Battery fields are None without
+    a battery; limits are `math.inf` where the connection has none."""
+
+    site: str
+    generation_kw: float
+    """On-site generation now (solar + wind), kW."""
+    load_kw: float
+    """The site's facility power now (IT x PUE, services' power included), kW."""
+    battery_kwh: float | None
+    """Energy stored now, kWh."""
+    battery_soc: float | None
+    """State of charge now: stored / the present (faded) capacity (0..1)."""
+    battery_capacity_kwh: float | None
+    """Nominal capacity, kWh (the faded capacity is lower)."""
+    battery_soc_min: float | None
+    battery_soc_max: float | None
+    battery_power_kw: float | None
+    """Power rating, kW: the largest charge and discharge power at the terminals."""
+    battery_charge_efficiency: float | None
+    """Energy stored per unit taken at the terminals on charge (0..1]."""
+    battery_discharge_efficiency: float | None
+    """Energy at the terminals per unit taken from storage on discharge (0..1]."""
+    battery_setpoint_kw: float | None
+    """The `SetBattery` power held now, kW; None: none (an import cap or self-consumption)."""
+    battery_import_cap_kw: float | None
+    """The `SetBattery` import cap held now, kW; None: none."""
+    month_peak_import_kw: float | None
+    """The demand-charge peak so far: the largest mean grid import over the demand
+    intervals (`demand_interval_min`) of the tariff's present billing month that have
+    ended, kW; None without a tariff with a demand charge, or before the month's first
+    interval ends. From the balance advanced in the run (the services' power counted)."""
+    import_limit_kw: float
+    export_limit_kw: float
+    over_limit: str
+    """"refuse" (an action over a limit is refused) or "curtail" (cut to fit)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ParallelScaling:
     """How a job on several GPUs of one pool scales (`SystemState.parallel_scaling`)."""
 
@@ -993,6 +1058,20 @@ class SystemState(_Offered):
 
     def gpu_models(self, site: str) -> tuple[str, ...]:
         return tuple(p.model for p in self._q.site(site).pools)
+
+    def onsite(self, site: str) -> OnsiteReading | None:
+        """`site`'s on-site generation, battery and grid connection now (`OnsiteReading`);
+        None for a site without on-site energy. PolicyError for an unknown site. The
+        battery's state of charge is its balance integrated from the start (a cost that
+        grows with the run: read it once per decision)."""
+        return self._q.onsite(site)
+
+    def onsite_forecast(self, site: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """`site`'s forecast on-site generation from now over `horizon_s`, as a step
+        function: start times (s, the first now) and kW per hour. Perfect with a perfect
+        `[forecast]`, else day-ahead errors (`sim.grid.renewables.forecast_capacity_factors`).
+        PolicyError for an unknown site or one without on-site energy."""
+        return self._q.onsite_forecast(site, horizon_s)
 
     def gpu_spec(self, model: str) -> GpuSpec:
         """Catalog entry of a GPU model: power limits (W), idle power, throughput, memory."""

@@ -28,6 +28,7 @@ from sim.config.loading import load_scenario
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
 from sim.engine.build import build_sources, build_world, simulate
+from sim.engine.onsite import site_equipment
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
 from sim.results import git_revision, package_version
@@ -178,6 +179,7 @@ def validate(
     scenario = _load(file, set_)
     jobs, _signals = build_world(scenario, random_streams(scenario.seed))
     build_sources(scenario, seed_sequences(scenario.seed)["services"])
+    site_equipment(scenario)
     _build_policy(scenario, file)
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     services = ""

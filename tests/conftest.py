@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 import sys
 import textwrap
+import types
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from sim.api import OnsiteReading
 from sim.config.loading import scenario_from_dict
 from sim.config.scenario import Scenario
 from sim.grid import CarbonSignal, signal_for_site
@@ -92,6 +95,41 @@ def trace_file(tmp_path: Path, name: str, text: str) -> dict:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip())
     return {"trace": str(path)}
+
+
+def onsite_reading(**changes) -> OnsiteReading:
+    """A reading of site "a" (`SystemState.onsite`) with `changes`: no generation, a 5 kW
+    load, a 25 kWh / 5 kW battery at 0.2 (bounds 0.1..0.9, efficiencies 0.9) on
+    self-consumption, no connection limits."""
+    values = {
+        "site": "a",
+        "generation_kw": 0.0,
+        "load_kw": 5.0,
+        "battery_kwh": 5.0,
+        "battery_soc": 0.2,
+        "battery_capacity_kwh": 25.0,
+        "battery_soc_min": 0.1,
+        "battery_soc_max": 0.9,
+        "battery_power_kw": 5.0,
+        "battery_charge_efficiency": 0.9,
+        "battery_discharge_efficiency": 0.9,
+        "battery_setpoint_kw": None,
+        "battery_import_cap_kw": None,
+        "month_peak_import_kw": None,
+        "import_limit_kw": np.inf,
+        "export_limit_kw": np.inf,
+        "over_limit": "refuse",
+    }
+    return OnsiteReading(**{**values, **changes})
+
+
+def generation_forecast_state(generation_kw: list[float]):
+    """A stand-in state at 0 s whose on-site generation forecast is hourly `generation_kw`
+    (kW; `SystemState.onsite_forecast`)."""
+    times = np.arange(len(generation_kw)) * 3600.0
+    return types.SimpleNamespace(
+        now_s=0.0, onsite_forecast=lambda site, horizon_s: (times, np.array(generation_kw))
+    )
 
 
 def make_scenario(

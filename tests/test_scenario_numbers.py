@@ -74,6 +74,31 @@ tariff.year = 2018
 tariff.adder_per_kwh = 0.05
 tariff.demand_charge_per_kw_month = 10
 tariff.demand_interval_min = 15
+onsite.pv_kwp = 100
+onsite.wind_kw = 50
+onsite.wind_offshore_kw = 10
+onsite.profile = { zone = "DE", year = 2019 }
+onsite.pv_embodied_kg_per_kwp = 1836
+onsite.pv_lifetime_years = 30
+onsite.wind_embodied_kg_per_kw = 700
+onsite.wind_lifetime_years = 25
+battery.capacity_kwh = 200
+battery.power_kw = 50
+battery.charge_efficiency = 0.95
+battery.discharge_efficiency = 0.95
+battery.soc_min = 0.1
+battery.soc_max = 0.9
+battery.initial_soc = 0.5
+battery.self_discharge_per_day = 0.001
+battery.fade_per_cycle = 0.00005
+battery.embodied_kg_per_kwh = 83.5
+battery.lifetime_years = 15
+grid_connection.import_limit_kw = 5000
+grid_connection.export_limit_kw = 100
+grid_connection.export_price_per_kwh = 0.04
+contracts.matching = "hourly"
+contracts.certificates_mwh = 100
+contracts.ppa = [{ technology = "wind_onshore", kw = 400, profile = { zone = "DE", year = 2019 } }]
 
 [[sites]]
 name = "b"
@@ -84,6 +109,7 @@ gpus = [{ model = "A100-80GB", count = 16 }]
 tariff.kind = "tou"
 tariff.timezone = "UTC"
 tariff.periods = [{ start_hour = 0, end_hour = 24, rate_per_kwh = 0.1 }]
+contracts.ppa = [{ mwh_per_year = 1000 }]
 
 [workload]
 checkpoint_interval_h = 1
@@ -242,6 +268,8 @@ ALTERNATIVE_KEYS = {
     "DrProgram.pay_per_kwh_shed": "dr_programs.p.pay_per_kwh_shed",
     "DrProgram.penalty_per_kwh_over": "dr_programs.p.penalty_per_kwh_over",
     "DrProgram.baseline_kw": "dr_programs.p.baseline_kw",
+    # a PPA is either by technology and kw or by mwh_per_year: the sink's second site has one
+    "PpaConfig.mwh_per_year": "sites[1].contracts.ppa[0].mwh_per_year",
     "TouPeriod.start_hour": "sites[1].tariff.periods[0].start_hour",  # not with wholesale
     "TouPeriod.end_hour": "sites[1].tariff.periods[0].end_hour",
     "TouPeriod.rate_per_kwh": "sites[1].tariff.periods[0].rate_per_kwh",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from policies.demand_response.curves import Curves
 from policies.demand_response.memory import Memory
+from policies.demand_response.onsite import OnsiteFirst
 from policies.demand_response.planner import (
     Amendment,
     Entry,
@@ -18,7 +19,7 @@ from policies.demand_response.planner import (
     active_limits,
 )
 from policies.kit import Adjuster
-from sim.api import Action, SystemState
+from sim.api import Action, SetBattery, SystemState
 
 __all__ = ["DemandResponse"]
 
@@ -31,12 +32,18 @@ class DemandResponse(Adjuster):
     redirect: bool = True
     """Send a start held at a site under an event to another site without an active event
     that has enough free GPUs (the first in the scenario's order), instead of holding it."""
+    onsite_first: bool = True
+    """At a site with on-site energy (metered on its grid import), serve an event from the
+    battery and the site's generation first and slow the jobs only for the rest
+    (`policies.demand_response.onsite`); False: the workload alone meets the limit, the
+    battery left as it was."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.margin_pct, int | float) and 0.0 <= self.margin_pct < 50.0):
             raise ValueError(f"margin_pct must be in [0, 50), got {self.margin_pct!r}")
         self.curves = Curves()
         self._mem = Memory(None)
+        self._battery_sites: set[str] = set()
 
     # ---- the strategy's hooks ----
 
@@ -66,13 +73,22 @@ class DemandResponse(Adjuster):
     def amend(self, state: SystemState, actions: Sequence[Action]) -> list[Action]:
         if self._mem.state is not state:  # a new run
             self._mem = Memory(state)
+            self._battery_sites = set()
         limits = active_limits(state)
+        workload_kw = dict(limits)
+        onsite = OnsiteFirst(state, self._battery_sites)
+        if self.onsite_first:
+            taken = {a.site for a in actions if isinstance(a, SetBattery)}
+            onsite.plan(limits, self.margin_pct, taken)
+            workload_kw.update(onsite.limits_kw)
+            ours = {a.site for a in onsite.actions}
+            actions = [a for a in actions if not (isinstance(a, SetBattery) and a.site in ours)]
         plan = Amendment(state, self._mem, limits, actions)
         plan.forget_taken_over()
         front = plan.resume_paused()
         plan.walk()
-        for site, limit_kw in limits.items():
+        for site, limit_kw in workload_kw.items():
             SitePlanner(self, plan, site, limit_kw).plan()
         if self.redirect:
             plan.redirect_held()
-        return front + plan.kept() + plan.restores() + plan.tail
+        return front + plan.kept() + plan.restores() + plan.tail + onsite.actions

@@ -21,6 +21,7 @@ from sim.api import (
     Repartition,
     Route,
     Scale,
+    SetBattery,
     SetCap,
     SetDirective,
     SystemState,
@@ -45,9 +46,10 @@ class Adjuster(Policy):
 
 def job_of(action: Action) -> JobView | None:
     """The job an action concerns (None for a site's or a service's SetCap, and for the
-    service actions `Scale`, `Route` and `SetDirective`, and for `Repartition`)."""
+    service actions `Scale`, `Route` and `SetDirective`, and for `Repartition` and
+    `SetBattery`)."""
     if isinstance(action, SetCap):
         return action.target if isinstance(action.target, JobView) else None
-    if isinstance(action, Scale | Route | SetDirective | Repartition):
+    if isinstance(action, Scale | Route | SetDirective | Repartition | SetBattery):
         return None
     return action.job

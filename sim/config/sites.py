@@ -1,6 +1,8 @@
 """The scenario's `[[sites]]`: where a site is, its carbon signal (`CarbonConfig`), its GPU
 pools (`GpuPool`: models, MIG layouts, reserved and spot capacity), powering idle nodes off
-(`PowerOff`), a replayed forecast archive (`SiteForecast`) and its electricity tariff.
+(`PowerOff`), a replayed forecast archive (`SiteForecast`), its electricity tariff, and
+its on-site energy equipment (`OnsiteGeneration`, `BatteryConfig`, `GridConnectionConfig`;
+docs/onsite-energy.md).
 """
 
 from __future__ import annotations
@@ -13,6 +15,19 @@ from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName, known_name
 from sim.config.market import Tariff
+from sim.energy.battery import (
+    LI_ION_FADE_PER_CYCLE,
+    LI_ION_LIFETIME_YEARS,
+    LI_ION_ROUND_TRIP_EFFICIENCY,
+    LI_ION_SELF_DISCHARGE_PER_DAY,
+)
+from sim.energy.embodied import (
+    LI_ION_EMBODIED_KG_PER_KWH,
+    PV_EMBODIED_KG_PER_KWP,
+    PV_LIFETIME_YEARS,
+    WIND_EMBODIED_KG_PER_KW,
+    WIND_LIFETIME_YEARS,
+)
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
 
@@ -172,6 +187,145 @@ class SiteForecast(ConfigModel):
     model fills that part (counted in meta.json's `forecast_replay`)."""
 
 
+MAX_INSTALLED_KW: Final = 1e7
+"""Installed on-site generation at most, kWp or kW: 10 GW, the `_kw` bound of every power."""
+
+MAX_CONTRACT_MWH_PER_YEAR: Final = MAX_INSTALLED_KW * 8766.0 / 1000.0
+"""A contract's or certificates' energy at most, MWh a year: `MAX_INSTALLED_KW` for a
+Julian year (8766 h), 8.8e7 MWh."""
+
+MAX_LIFETIME_YEARS: Final = 100.0
+"""An equipment lifetime at most, years."""
+
+
+class ProfileZoneYear(ConfigModel):
+    """Which zone-year's generation profile (`sim.grid.renewables.capacity_factors`) a site's
+    on-site generation follows."""
+
+    zone: str = Field(min_length=1)
+    year: int | None = Field(default=None, ge=1900, le=2100)
+    """Default: the scenario start's year if the zone has a profile for it, else its latest
+    (read under the scenario's `years` rule, as the carbon trace)."""
+
+
+class OnsiteGeneration(ConfigModel):
+    """A site's own solar PV and wind: installed capacity times the hourly capacity factor
+    of a zone-year's measured fleet (docs/onsite-energy.md, "Generation profiles")."""
+
+    pv_kwp: float = Field(default=0.0, ge=0, le=MAX_INSTALLED_KW)
+    """Installed PV, kWp (peak DC rating; the zone profile's capacity factor is per kWp)."""
+    wind_kw: float = Field(default=0.0, ge=0)
+    """Installed onshore wind, kW."""
+    wind_offshore_kw: float = Field(default=0.0, ge=0)
+    """Installed offshore wind, kW (zones with an offshore fleet only)."""
+    profile: ProfileZoneYear | None = None
+    """The zone-year whose capacity factors the generation follows; default: the site's
+    carbon `zone` and `year` (a site whose carbon is not a catalog zone must give it)."""
+    pv_embodied_kg_per_kwp: float = Field(default=PV_EMBODIED_KG_PER_KWP, ge=0, le=1e5)
+    """Embodied carbon of PV, kgCO2e per kWp (Hsu et al. 2012, `sim.energy.embodied`)."""
+    pv_lifetime_years: float = Field(default=PV_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
+    wind_embodied_kg_per_kw: float = Field(default=WIND_EMBODIED_KG_PER_KW, ge=0)
+    """Embodied carbon of wind (onshore and offshore), kgCO2e per kW (Dolan and Heath
+    2012, `sim.energy.embodied`)."""
+    wind_lifetime_years: float = Field(default=WIND_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
+
+    @property
+    def capacities_kw(self) -> dict[str, float]:
+        """Installed kW per technology of `sim.grid.renewables` (only those installed)."""
+        kw = {
+            "solar": self.pv_kwp,
+            "wind_onshore": self.wind_kw,
+            "wind_offshore": self.wind_offshore_kw,
+        }
+        return {t: v for t, v in kw.items() if v > 0}
+
+
+class PpaConfig(ConfigModel):
+    """A power purchase agreement (physical or virtual): the energy attributes of `kw` of
+    a technology's measured zone profile (`sim.grid.renewables.capacity_factors`), or a
+    constant `mwh_per_year` (a baseload contract, spread evenly over the hours)."""
+
+    technology: Literal["solar", "wind_onshore", "wind_offshore"] | None = None
+    kw: float | None = Field(default=None, gt=0, le=MAX_INSTALLED_KW)
+    """Contracted capacity of `technology`, kW."""
+    profile: ProfileZoneYear | None = None
+    """The zone-year whose capacity factors the contract follows; default: the site's
+    carbon `zone` and `year`."""
+    mwh_per_year: float | None = Field(default=None, gt=0, le=MAX_CONTRACT_MWH_PER_YEAR)
+    """A constant contract instead of a profile, MWh per (Julian) year."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PpaConfig:
+        by_profile = self.technology is not None or self.kw is not None
+        if by_profile == (self.mwh_per_year is not None):
+            raise ValueError("give either technology and kw, or mwh_per_year")
+        if by_profile and (self.technology is None or self.kw is None):
+            raise ValueError(f"technology {self.technology!r} and kw {self.kw!r}: give both")
+        if self.mwh_per_year is not None and self.profile is not None:
+            raise ValueError("profile: only a contract by technology and kw follows a profile")
+        return self
+
+
+class ContractsConfig(ConfigModel):
+    """A site's contractual instruments for market-based carbon (GHG Protocol Scope 2) and
+    the 24/7 CFE score (docs/onsite-energy.md, "Accounting: market-based carbon and 24/7
+    CFE")."""
+
+    ppa: list[PpaConfig] = []
+    """Power purchase agreements."""
+    certificates_mwh: float = Field(default=0.0, ge=0, le=MAX_CONTRACT_MWH_PER_YEAR)
+    """Unbundled energy attribute certificates (RECs, GOs) for a year, MWh; a run covers
+    its share (run length over a Julian year)."""
+    matching: Literal["annual", "hourly"] = "annual"
+    """How contracts cover grid import: over the whole run, or hour by hour."""
+
+
+class BatteryConfig(ConfigModel):
+    """A site's battery (`sim.energy.Battery`; defaults: lithium-ion, cited in
+    docs/onsite-energy.md, "Batteries")."""
+
+    capacity_kwh: float = Field(gt=0)
+    """Nominal usable energy when new, kWh."""
+    power_kw: float = Field(gt=0)
+    """Power rating, charge and discharge, kW."""
+    charge_efficiency: float = Field(default=math.sqrt(LI_ION_ROUND_TRIP_EFFICIENCY), gt=0, le=1)
+    discharge_efficiency: float = Field(default=math.sqrt(LI_ION_ROUND_TRIP_EFFICIENCY), gt=0, le=1)
+    soc_min: float = Field(default=0.0, ge=0, le=1)
+    soc_max: float = Field(default=1.0, gt=0, le=1)
+    initial_soc: float = Field(default=0.5, ge=0, le=1)
+    """State of charge at the start of the run, a fraction of the nominal capacity."""
+    self_discharge_per_day: float = Field(default=LI_ION_SELF_DISCHARGE_PER_DAY, ge=0, lt=1)
+    fade_per_cycle: float = Field(default=LI_ION_FADE_PER_CYCLE, ge=0, lt=1)
+    embodied_kg_per_kwh: float = Field(default=LI_ION_EMBODIED_KG_PER_KWH, ge=0, le=1e4)
+    lifetime_years: float = Field(default=LI_ION_LIFETIME_YEARS, gt=0, le=MAX_LIFETIME_YEARS)
+
+    @model_validator(mode="after")
+    def _check(self) -> BatteryConfig:
+        if self.soc_min >= self.soc_max:
+            raise ValueError(f"soc_min {self.soc_min} must be below soc_max {self.soc_max}")
+        if not self.soc_min <= self.initial_soc <= self.soc_max:
+            raise ValueError(
+                f"initial_soc {self.initial_soc} must be within [soc_min {self.soc_min}, "
+                f"soc_max {self.soc_max}]"
+            )
+        return self
+
+
+class GridConnectionConfig(ConfigModel):
+    """A site's grid connection (`sim.energy.GridConnection`): import and export limits and
+    what happens to battery power over one."""
+
+    import_limit_kw: float | None = Field(default=None, ge=0)
+    """None: no limit."""
+    export_limit_kw: float | None = Field(default=None, ge=0)
+    """None: no limit; 0: the site may not export (surplus is curtailed)."""
+    mode: Literal["refuse", "curtail"] = "refuse"
+    """Battery power that would exceed a limit: "refuse" (an error) or "curtail" (reduced
+    to fit)."""
+    export_price_per_kwh: float | None = Field(default=None, ge=0)
+    """What exported energy earns per kWh, the scenario's currency (None: nothing)."""
+
+
 class Site(ConfigModel):
     name: str = Field(min_length=1)
     lat: float = Field(ge=-90, le=90)
@@ -206,6 +360,14 @@ class Site(ConfigModel):
     `[forecast]` model)."""
     tariff: Tariff | None = None
     """What the site pays for electricity (docs/electricity-costs.md); None: not billed."""
+    onsite: OnsiteGeneration | None = None
+    """On-site solar and wind (docs/onsite-energy.md); None: none."""
+    battery: BatteryConfig | None = None
+    """An on-site battery; None: none."""
+    grid_connection: GridConnectionConfig | None = None
+    """Import and export limits of the site's grid connection; None: unlimited."""
+    contracts: ContractsConfig | None = None
+    """PPAs and certificates (market-based carbon, CFE score); None: none."""
 
     @field_validator("pue")
     @classmethod
@@ -237,7 +399,26 @@ class Site(ConfigModel):
                 raise ValueError(f"idle_w: {m!r} is not a GPU model of this site ({models})")
             if w < 0:
                 raise ValueError(f"idle_w.{m} must be >= 0, got {w}")
+        if self.onsite is not None and self.onsite.profile is None and self.carbon.zone is None:
+            raise ValueError(
+                "onsite.profile: give {zone, year} (the carbon signal is not a catalog zone "
+                "to default to)"
+            )
+        for k, ppa in enumerate(self.contracts.ppa if self.contracts else []):
+            if ppa.kw is not None and ppa.profile is None and self.carbon.zone is None:
+                raise ValueError(
+                    f"contracts.ppa[{k}].profile: give {{zone, year}} (the carbon signal is "
+                    "not a catalog zone to default to)"
+                )
         return self
+
+    @property
+    def has_onsite_energy(self) -> bool:
+        """The site has on-site generation, a battery, a limited grid connection or
+        contracts (the last change no energy, only its accounting)."""
+        return any(
+            x is not None for x in (self.onsite, self.battery, self.grid_connection, self.contracts)
+        )
 
     @property
     def max_pool_gpus(self) -> int:

@@ -4,9 +4,14 @@ under their programs (`sim.market.dr_programs`).
 
 At an event's notice the meter fixes its limit (given, or a reduction of the mean
 facility power in the hour before the notice: the baseline) and calls a decision; at its
-start and end it calls decisions again. A job running at an event's site accrues, for the
-time inside events, the work it did and the work it would have done uncapped; a job
-suspended inside one accrues the work it did not do. The result metrics are defined in
+start and end it calls decisions again. What is measured is what the utility meters: the
+facility power, or at a site with on-site equipment its grid import
+(`OnsiteEnergy.mean_import_kw` for the baseline, from the balance advanced in the run;
+`OnsiteEnergy.metered_power` for the event's power after the run).
+
+A job running at an event's site accrues, for the time inside events, the work it did
+and the work it would have done uncapped; a job suspended inside one accrues the work it
+did not do. The result metrics are defined in
 `sim.results` (`demand_response_table`, `dr_job_metrics`).
 """
 
@@ -34,6 +39,7 @@ from sim.results import (
 if TYPE_CHECKING:
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
+    from sim.engine.onsite import OnsiteEnergy
     from sim.engine.runs import Runs
     from sim.engine.services import Services
 
@@ -54,13 +60,14 @@ class DemandResponseMeter(Component):
     """The run's demand-response events and their per-job accounting."""
 
     name = "dr"
-    uses = ("runs", "services", "fleet")
+    uses = ("runs", "services", "fleet", "onsite")
 
     __slots__ = (
         "_core",
         "_runs",
         "_services",
         "_fleet",
+        "_onsite",
         "events",
         "announced",
         "windows",
@@ -70,11 +77,14 @@ class DemandResponseMeter(Component):
         "_paused",
     )
 
-    def __init__(self, core: Core, *, runs: Runs, services: Services, fleet: Fleet):
+    def __init__(
+        self, core: Core, *, runs: Runs, services: Services, fleet: Fleet, onsite: OnsiteEnergy
+    ):
         self._core = core
         self._runs = runs
         self._services = services
         self._fleet = fleet
+        self._onsite = onsite
         scenario = core.scenario
         self.events: list[DrEvent] = dr_events(
             scenario.demand_response,
@@ -109,9 +119,14 @@ class DemandResponseMeter(Component):
         site = self._fleet.sites[ev.site]
         start_s, end_s, notice_s = ev.start_s, ev.end_s, ev.notice_s
         yield env.timeout(notice_s)
-        baseline_kw = self._fleet.mean_facility_kw(
-            site, notice_s - BASELINE_WINDOW_S, notice_s
-        ) + self._services.mean_extra_facility_kw(site, notice_s - BASELINE_WINDOW_S, notice_s)
+        since_s = notice_s - BASELINE_WINDOW_S
+        if self._onsite.assets[site.index] is None:
+            # the services' power reaches the power log only at the end
+            baseline_kw = self._fleet.mean_facility_kw(
+                site, since_s, notice_s
+            ) + self._services.mean_extra_facility_kw(site, since_s, notice_s)
+        else:  # the live balance counts the services' power
+            baseline_kw = self._onsite.mean_import_kw(site.index, since_s)
         if ev.limit_kw is not None:
             limit_kw = ev.limit_kw
         else:
@@ -203,7 +218,8 @@ class DemandResponseMeter(Component):
         in one; inf if suspended through them); `slowdown_jain_index` over the jobs events
         touched, or over every completed job's `slowdown` when the run has no events."""
         core = self._core
-        dr = demand_response_table(out.power, self._fleet.names, self.windows, core.horizon_s)
+        power = self._onsite.metered_power(out.power)
+        dr = demand_response_table(power, self._fleet.names, self.windows, core.horizon_s)
         scenario = core.scenario
         programs = {
             e.program: scenario.dr_programs[e.program]
@@ -218,7 +234,7 @@ class DemandResponseMeter(Component):
             scenario.currency,
             dr,
             self.window_events,
-            out.power,
+            power,
         )
         if money.columns is not None:
             out.tables["dr_events"] = pd.concat([dr, money.columns], axis=1)

@@ -237,7 +237,7 @@ class Fleet(Component):
         )
         if decided:
             sites["carbon_operational_decision_kg"] = [decision[n] for n in names]
-        self._write_costs(out, sites)
+        self.write_costs(out, sites, out.power)
         out.tables["sites"] = sites
         out.summary["energy_it_kwh"] = float(sum(energy_it.values()))
         out.summary["energy_facility_kwh"] = float(sites["energy_facility_kwh"].sum())
@@ -261,16 +261,19 @@ class Fleet(Component):
                 )
             )
 
-    def _write_costs(self, out: ResultParts, sites: pd.DataFrame) -> None:
-        """Electricity bills: per-site `cost_energy` and `cost_demand_charge` columns in a
-        run with a tariff (NaN where a site has none), their sums over the tariffed sites as
-        summary keys (None if no site has one), the tariffs in meta.json."""
+    def write_costs(self, out: ResultParts, sites: pd.DataFrame, power: pd.DataFrame) -> None:
+        """Electricity bills on the metered `power` (a power table's `time_s`, `site`,
+        `facility_w`: here the facility power; a site with on-site energy is billed on its
+        grid import, `OnsiteEnergy.metered_power`, which writes the bills again): per-site
+        `cost_energy` and `cost_demand_charge` columns in a run with a tariff (NaN where a
+        site has none), their sums over the tariffed sites as summary keys (None if no site
+        has one), the tariffs in meta.json."""
         core, names = self._core, self.names
         billed = [i for i, t in enumerate(self.tariffs) if t is not None]
         energy = np.full(len(names), np.nan)
         demand = np.full(len(names), np.nan)
         if billed:
-            horizon_s, power = core.horizon_s, out.power
+            horizon_s = core.horizon_s
             curves = [t.energy_price for t in self.tariffs if t is not None]
             costs = site_energy_cost(power, [names[i] for i in billed], curves, horizon_s)
             for i in billed:

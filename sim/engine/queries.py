@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.api import DemandResponseView, JobView, ParallelScaling, ReplicaPoint
+from sim.api import DemandResponseView, JobView, OnsiteReading, ParallelScaling, ReplicaPoint
 from sim.config.services import Directive, ServiceConfig, Variant
 from sim.engine.component import Component
 from sim.engine.jobs import RUNNING, STATE_NAMES, SUSPENDED
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from sim.engine.demand_response import DemandResponseMeter
     from sim.engine.fleet import Fleet
     from sim.engine.jobs import JobBook
+    from sim.engine.onsite import OnsiteEnergy
     from sim.engine.runs import Runs
     from sim.engine.services import Services
     from sim.grid import CarbonSignal, Forecaster
@@ -48,7 +49,7 @@ class Queries(Component):
     """Answers for the policy's views (an implementation of `sim.api.StateQueries`)."""
 
     name = "queries"
-    uses = ("book", "runs", "checkpoints", "services", "dr", "fleet")
+    uses = ("book", "runs", "checkpoints", "services", "dr", "fleet", "onsite")
     stream = "prediction"
 
     __slots__ = (
@@ -59,6 +60,7 @@ class Queries(Component):
         "_services",
         "_dr",
         "_fleet",
+        "_onsite",
         "forecaster",
         "jobs",
         "site_names",
@@ -82,6 +84,7 @@ class Queries(Component):
         services: Services,
         dr: DemandResponseMeter,
         fleet: Fleet,
+        onsite: OnsiteEnergy,
         forecaster: Forecaster,
         rng: np.random.Generator,
     ):
@@ -92,6 +95,7 @@ class Queries(Component):
         self._services = services
         self._dr = dr
         self._fleet = fleet
+        self._onsite = onsite
         self.forecaster = forecaster
         """The carbon forecasts policies are told."""
         self.jobs: JobTable = core.jobs
@@ -138,6 +142,41 @@ class Queries(Component):
         """IT power of site `name` now, services' power above idle included, W."""
         site = self._fleet.site(name)
         return site.it_w + self._services.extra_w(site)
+
+    def onsite(self, name: str) -> OnsiteReading | None:
+        """Site `name`'s on-site energy now (`OnsiteReading`); None without any."""
+        i = self._fleet.site(name, "onsite").index
+        onsite = self._onsite
+        assets = onsite.assets[i]
+        if assets is None:
+            return None
+        now = float(self._core.env.now)
+        site = self._fleet.sites[i]
+        battery, state, c = assets.battery, onsite.battery_now(i), assets.connection
+        return OnsiteReading(
+            site=name,
+            generation_kw=onsite.generation_kw(i, now),
+            load_kw=self.site_it_w(name) * site.pue.value_at(now) / 1000.0,
+            battery_kwh=None if state is None else state.stored_kwh,
+            battery_soc=None if state is None else state.soc,
+            battery_capacity_kwh=None if battery is None else battery.capacity_kwh,
+            battery_soc_min=None if battery is None else battery.soc_min,
+            battery_soc_max=None if battery is None else battery.soc_max,
+            battery_power_kw=None if battery is None else battery.power_kw,
+            battery_charge_efficiency=None if battery is None else battery.charge_efficiency,
+            battery_discharge_efficiency=None if battery is None else battery.discharge_efficiency,
+            battery_setpoint_kw=onsite.setpoint_kw(i),
+            battery_import_cap_kw=onsite.import_cap_kw(i),
+            month_peak_import_kw=onsite.month_peak_import_kw(i),
+            import_limit_kw=c.import_limit_kw,
+            export_limit_kw=c.export_limit_kw,
+            over_limit=c.over_limit,
+        )
+
+    def onsite_forecast(self, name: str, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Site `name`'s forecast on-site generation (`OnsiteEnergy.generation_forecast`)."""
+        i, _ = self._onsite.equipment(name, "onsite_forecast")
+        return self._onsite.generation_forecast(i, horizon_s)
 
     # --- services ---------------------------------------------------------------------------
 

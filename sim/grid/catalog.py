@@ -252,16 +252,41 @@ def zone_series(
     read, `attrs["method"]` joins their methods, `attrs["year_plan"]` is the plan."""
     plan = year_plan(zone, start, horizon_s, year, rule, kind)
     parts = [load_zone(zone, y, variant, kind) for y in plan.years_read]
-    series = pd.concat(parts)
-    if plan.wrapped:
-        series = wrapped_series(series, start - timedelta(days=plan.shift_days), horizon_s)
-    series.index = series.index + pd.Timedelta(days=plan.shift_days)
+    series = on_run_clock(plan, parts, start, horizon_s)
     series.attrs = {
         "repairs": summed_repairs(*parts),
         "method": joined_methods(*parts),
         "year_plan": plan,
     }
     return series
+
+
+def on_run_clock(
+    plan: YearPlan, parts: Sequence[pd.Series], start: datetime, horizon_s: float
+) -> pd.Series:
+    """The yearly series `parts` (one per year of `plan.years_read`) joined and moved onto
+    the run's clock as `plan` says (wrapped by whole weeks, shifted by whole days)."""
+    series = pd.concat(parts)
+    if plan.wrapped:
+        series = wrapped_series(series, start - timedelta(days=plan.shift_days), horizon_s)
+    series.index = series.index + pd.Timedelta(days=plan.shift_days)
+    return series
+
+
+def carbon_free_series(
+    zone: str, start: datetime, horizon_s: float, year: int | None, rule: str | None
+) -> pd.Series:
+    """The carbon-free fraction (0..1) of `zone`'s hourly generation on the run's clock,
+    read from the same zone-years as its average carbon trace (`year_plan`), so the two
+    share their hours (`grid_data/carbon_free/`, `sim.grid.factors.carbon_free_share`)."""
+    plan = year_plan(zone, start, horizon_s, year, rule)
+    parts = [
+        _zone_frame(grid_data_dir() / "carbon_free" / Path(_row(zone, y, "average")["file"]).name)[
+            "carbon_free_share"
+        ].astype("float64")
+        for y in plan.years_read
+    ]
+    return on_run_clock(plan, parts, start, horizon_s)
 
 
 def joined_methods(*series: pd.Series) -> str:

@@ -43,7 +43,9 @@ __all__ = [
     "FACTORS_G_PER_KWH",
     "FUELS",
     "MIX_FUELS",
+    "CARBON_FREE_FUELS",
     "VARIANTS",
+    "carbon_free_share",
     "intensity_from_generation",
 ]
 
@@ -72,6 +74,16 @@ MIX_FUELS: tuple[str, ...] = tuple(f for f in FUELS if f != "storage")
 """Fuels that count in the generation mix (storage discharge does not)."""
 
 VARIANTS: tuple[str, ...] = ("lifecycle", "direct")
+
+CARBON_FREE_FUELS: tuple[str, ...] = ("nuclear", "hydro", "wind", "solar", "geothermal", "marine")
+"""Fuels whose generation counts as carbon-free energy (CFE) in the grid's mix: generation
+that emits no CO2 where it is made. Google counts "solar, wind, geothermal, hydropower, and
+nuclear" as carbon-free, and sustainably sourced biomass only case by case (Google, "24/7
+Carbon-Free Energy: Methodologies and Metrics", February 2021,
+<https://sustainability.google/reports/24x7-carbon-free-energy-methodologies-metrics/>);
+marine (tidal, wave) is added as the same kind of non-combustion generation. Biomass,
+waste and "other_renewable" (biogas, landfill gas, EIA-930's "Other") burn fuel and the
+data cannot tell sustainable biomass apart, so they are not carbon-free here."""
 
 # IPCC 2006 Guidelines, Vol. 2, Ch. 1, Table 1.4: default CO2 emission factors, kg CO2/TJ.
 _IPCC2006_KG_PER_TJ = {
@@ -197,3 +209,17 @@ def intensity_from_generation(gen_mw: pd.DataFrame, variant: str = "lifecycle") 
     with np.errstate(invalid="ignore", divide="ignore"):
         ci = np.where(total > 0, (g @ f) / total, np.nan)
     return pd.Series(ci, index=gen_mw.index, name=f"{variant}_g_per_kwh")
+
+
+def carbon_free_share(gen_mw: pd.DataFrame) -> pd.Series:
+    """The carbon-free fraction (0..1) of each row of a fuel mix: the generation of
+    `CARBON_FREE_FUELS` over all generation, storage left out and negative or NaN values
+    counted as 0 as in `intensity_from_generation`; NaN for rows with no generation."""
+    cols = [c for c in gen_mw.columns if c != "storage"]
+    g = gen_mw[cols].to_numpy(dtype="float64", copy=True)
+    g = np.where(np.isnan(g) | (g < 0), 0.0, g)
+    clean = np.array([c in CARBON_FREE_FUELS for c in cols])
+    total = g.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, g[:, clean].sum(axis=1) / total, np.nan)
+    return pd.Series(share, index=gen_mw.index, name="carbon_free_share")

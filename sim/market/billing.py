@@ -43,6 +43,7 @@ __all__ = [
     "demand_charge",
     "interval_peaks_kw",
     "month_start",
+    "running_month_peak_kw",
     "site_tariff",
 ]
 
@@ -281,3 +282,41 @@ def demand_charge(
         times_s, power_w, horizon_s, start, tariff.timezone, tariff.config.demand_interval_min
     )
     return math.fsum(rate * peak_kw * covered for _, peak_kw, covered in peaks)
+
+
+def running_month_peak_kw(
+    times_s: np.ndarray,
+    power_w: np.ndarray,
+    now_s: float,
+    start: datetime,
+    timezone: str,
+    interval_min: int,
+) -> float | None:
+    """The demand-charge peak so far at `now_s` (s since `start`), kW: the largest mean of
+    the step function (`power_w` from each of `times_s` to the next, the last until
+    `now_s`) over the intervals of `interval_min` minutes of the local calendar month
+    containing `now_s` that have ended by then (as `interval_peaks_kw` cuts them: from
+    the month's start, the first clipped at `times_s[0]`, which must be at or before
+    the month's start, or the run's start 0). None before the month's first interval ends."""
+    if not len(times_s):
+        return None
+    t0 = pd.Timestamp(start).tz_convert(timezone)
+    now = t0 + pd.Timedelta(seconds=now_s)
+    month = month_start(now.year, now.month, timezone)
+    m0_s = (month - t0).total_seconds()
+    step_s = interval_min * 60.0
+    ended_s = m0_s + math.floor((now_s - m0_s) / step_s) * step_s
+    first_s = float(times_s[0])
+    if ended_s <= max(m0_s, first_s):
+        return None
+    shifted = np.asarray(times_s, dtype=np.float64) - first_s
+    peaks = interval_peaks_kw(
+        shifted,
+        power_w,
+        ended_s - first_s,
+        pd.Timestamp(start) + pd.Timedelta(seconds=first_s),
+        timezone,
+        interval_min,
+    )
+    last_month, peak_kw, _ = peaks[-1]
+    return peak_kw if last_month == month else None

@@ -82,6 +82,16 @@ SUMMARY_KEYS = (
     "cost_demand_charge",
     "cost_reserved",
     "mig_repartitions",
+    "onsite_generation_kwh",
+    "onsite_used_kwh",
+    "curtailed_kwh",
+    "exported_kwh",
+    "grid_import_kwh",
+    "battery_charge_kwh",
+    "battery_discharge_kwh",
+    "battery_cycles",
+    "cfe_score",
+    "carbon_market_based_kg",
     "sim_wall_s",
 )
 """The keys of `summary.json`, in order (names carry units); a new component's keys follow."""

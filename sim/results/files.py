@@ -32,8 +32,9 @@ FILES = (
     "meta.json",
 )
 """The files every run writes."""
-OPTIONAL_FILES = ("requests.parquet",)
-"""Files a run writes only when it has them (requests: the request-level fidelity)."""
+OPTIONAL_FILES = ("requests.parquet", "onsite.parquet")
+"""Files a run writes only when it has them (requests: the request-level fidelity; onsite:
+a site with on-site energy)."""
 
 
 @dataclass
@@ -57,6 +58,9 @@ class Results:
     """One row per inference service and step (`sim.engine.service_results.SERVICE_COLUMNS`)."""
     requests: pd.DataFrame | None = None
     """One row per request of every service (request-level fidelity only; else None)."""
+    onsite: pd.DataFrame | None = None
+    """One row per site with on-site energy and UTC hour: its energy balance
+    (`sim.engine.onsite.ONSITE_COLUMNS`; docs/onsite-energy.md); None without."""
 
     def save(self, out_dir: str | Path) -> Path:
         """Write the result files into `out_dir` (created if needed), each atomically."""
@@ -70,6 +74,8 @@ class Results:
         _save_table(out / "services.parquet", self.services)
         if self.requests is not None:
             _save_table(out / "requests.parquet", self.requests)
+        if self.onsite is not None:
+            _save_table(out / "onsite.parquet", self.onsite)
         write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         write_atomic(
@@ -97,6 +103,9 @@ class Results:
             else pd.DataFrame(),
             requests=pd.read_parquet(d / "requests.parquet")
             if (d / "requests.parquet").exists()
+            else None,
+            onsite=pd.read_parquet(d / "onsite.parquet")
+            if (d / "onsite.parquet").exists()
             else None,
         )
 

@@ -17,6 +17,7 @@ from sim.grid.factors import (
     FACTORS_G_PER_KWH,
     FUELS,
     MIX_FUELS,
+    carbon_free_share,
     intensity_from_generation,
 )
 from tests.conftest import REPO
@@ -212,6 +213,37 @@ def test_intensity_is_the_generation_weighted_mean_without_storage_or_negatives(
         intensity_from_generation(pd.DataFrame({"unobtainium": [1.0]}))
     with pytest.raises(KeyError):
         intensity_from_generation(gen, "marginal")
+
+
+def test_carbon_free_share_counts_nuclear_hydro_wind_solar_not_biomass_nor_storage():
+    gen = pd.DataFrame(
+        {
+            "nuclear": [30.0, 0.0],
+            "hydro": [10.0, 0.0],
+            "wind": [20.0, np.nan],
+            "solar": [-5.0, 0.0],
+            "biomass": [20.0, 0.0],
+            "gas": [20.0, 0.0],
+            "storage": [100.0, 50.0],
+        }
+    )
+    share = carbon_free_share(gen)
+    assert share[0] == pytest.approx(60 / 100)  # (30 + 10 + 20) / (30 + 10 + 20 + 20 + 20)
+    assert np.isnan(share[1])  # storage alone is no generation
+
+
+def test_every_zone_file_has_its_carbon_free_share_beside_it(catalog):
+    for r in catalog.itertuples():
+        frame = pd.read_parquet(GRID_DATA / "carbon_free" / r.file.split("/")[-1])
+        zone = pd.read_parquet(GRID_DATA / r.file)
+        assert frame["timestamp"].equals(zone["timestamp"]), r.file
+        share = frame["carbon_free_share"]
+        assert share.between(0, 1).all(), r.file
+    fr = pd.read_parquet(GRID_DATA / "carbon_free" / "FR_2019.parquet")["carbon_free_share"]
+    pl = pd.read_parquet(GRID_DATA / "carbon_free" / "PL_2019.parquet")["carbon_free_share"]
+    # France: ~90 % nuclear, hydro, wind and solar; Poland: ~85 % coal and lignite (Ember)
+    assert fr.mean() > 0.85
+    assert pl.mean() < 0.2
 
 
 # --------------------------------------------------------------------------- cleaning
