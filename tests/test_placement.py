@@ -94,8 +94,9 @@ def test_a_job_larger_than_the_free_gpus_is_not_placed():
 def test_a_rule_over_the_server_limit_takes_the_fewest_servers_or_none():
     free = [1, 2, 5, 4]
     assert first_fit(free, 8, G, max_servers=3) == ((0, 1), (1, 2), (2, 5))
-    assert first_fit(free, 8, G, max_servers=2) == ((2, 5), (3, 3))
-    assert first_fit(free, 8, G, max_servers=1) is None  # 12 free, but on no one server
+    for rule in RULES.values():
+        assert rule(free, 8, G, max_servers=2) == ((2, 5), (3, 3))
+        assert rule(free, 8, G, max_servers=1) is None  # 12 free, but on no one server
 
 
 def test_bad_inputs_are_errors():

@@ -188,9 +188,9 @@ class FragmentationMeter:
             raise ValueError(f"time runs back: {t_s} s after {self._now_s} s")
         self._now_s = t_s
 
-    def _blocked(self, gpus: int) -> bool:
-        ledger = self._ledger
-        return ledger.total_free >= gpus and self._place(ledger.free_by_server(), gpus) is None
+    def _blocked(self, gpus: int, free: Sequence[int]) -> bool:
+        """Whether a job of `gpus` GPUs is blocked by fragmentation on `free` by server."""
+        return self._ledger.total_free >= gpus and self._place(free, gpus) is None
 
     def wait(self, t_s: float, job: Hashable, gpus: int) -> None:
         """`job` of `gpus` GPUs starts waiting at `t_s`, s (ValueError if it is waiting)."""
@@ -200,7 +200,7 @@ class FragmentationMeter:
         size = self._classes.get(gpus)
         if size is None:
             size = self._classes[gpus] = _SizeClass()
-            size.set_blocked(t_s, self._blocked(gpus))
+            size.set_blocked(t_s, self._blocked(gpus, self._ledger.free_by_server()))
         size.jobs += 1
         self._waiting[job] = (gpus, size.clock_at(t_s))
 
@@ -220,8 +220,9 @@ class FragmentationMeter:
     def changed(self, t_s: float) -> None:
         """The ledger's free GPUs changed at `t_s`, s."""
         self._at(t_s)
+        free = self._ledger.free_by_server()
         for gpus, size in self._classes.items():
-            size.set_blocked(t_s, self._blocked(gpus))
+            size.set_blocked(t_s, self._blocked(gpus, free))
 
     def close(self, t_s: float) -> None:
         """Every job still waiting stops waiting at `t_s`, s (the end of the run)."""

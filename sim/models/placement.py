@@ -35,7 +35,8 @@ nodes of the most GPUs it holds on one server (`placed_scaling`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from sim.models import scaling
 
@@ -155,12 +156,14 @@ def fewest_servers(
     return _rule(free, gpus, gpus_per_server, max_servers, _fewest_free, _most_free)
 
 
-RULES: dict[str, Rule] = {
-    "first_fit": first_fit,
-    "best_fit": best_fit,
-    "spread": spread,
-    "fewest_servers": fewest_servers,
-}
+RULES: Mapping[str, Rule] = MappingProxyType(
+    {
+        "first_fit": first_fit,
+        "best_fit": best_fit,
+        "spread": spread,
+        "fewest_servers": fewest_servers,
+    }
+)
 """The placement rules by name."""
 
 
