@@ -1,0 +1,98 @@
+"""Hardware generations a serverless function can run and be kept warm on: cold-start time
+and energy, execution speed and power, and the power an idle warm instance holds.
+
+The two shipped generations are EcoLife's measured pair (Jiang et al., "EcoLife:
+Carbon-Aware Serverless Function Scheduling for Sustainable Computing", SC 2024), from
+the paper's artifact (github.com/LukeJYK/SC24_eco-life): `data/avg_data/*_{i3,m5zn}.metal.json`
+(per benchmark function: cold-start seconds `cs`, execution seconds `exe`, and the RAPL
+CPU-package and DRAM energy of each, joules) and `server_info.json` (cores, memory, and the
+CPU and DRAM idle energy per 10 minutes). docs/functions.md shows the arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["ECOLIFE_GENERATIONS", "Generation"]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One hardware generation.
+
+    name: its label. cold_start_s: seconds from a cold invocation's arrival to the start
+    of its execution. cold_start_energy_j: the energy of that cold start, joules.
+    exec_time_factor: execution time on this generation over the time on the reference
+    hardware (the generator's `exec_s`). exec_power_w: power while a function executes,
+    watts. idle_power_w: power an idle warm instance holds whatever its memory (its share
+    of the idle CPU), watts. idle_power_w_per_gb: the idle DRAM power per GB the
+    instance holds warm, watts per GB.
+    """
+
+    name: str
+    cold_start_s: float
+    cold_start_energy_j: float
+    exec_time_factor: float
+    exec_power_w: float
+    idle_power_w: float
+    idle_power_w_per_gb: float
+
+    def __post_init__(self) -> None:
+        for key in (
+            "cold_start_s",
+            "cold_start_energy_j",
+            "exec_time_factor",
+            "exec_power_w",
+            "idle_power_w",
+            "idle_power_w_per_gb",
+        ):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"Generation {self.name!r}: {key} must be >= 0, got {value}")
+        if self.exec_time_factor <= 0:
+            raise ValueError(
+                f"Generation {self.name!r}: exec_time_factor must be > 0, "
+                f"got {self.exec_time_factor}"
+            )
+
+    def exec_s(self, reference_exec_s: float) -> float:
+        """Execution time on this generation, seconds, of one that takes
+        `reference_exec_s` seconds on the reference hardware."""
+        return reference_exec_s * self.exec_time_factor
+
+    def keep_alive_power_w(self, memory_gb: float) -> float:
+        """Power of one idle warm instance holding `memory_gb` GB, watts."""
+        return self.idle_power_w + self.idle_power_w_per_gb * memory_gb
+
+
+ECOLIFE_GENERATIONS: dict[str, Generation] = {
+    # AWS i3.metal (Intel Xeon E5-2686 v4, Broadwell, 2016): EcoLife's old generation and
+    # the reference hardware (factor 1). Means over EcoLife's ten benchmark functions:
+    # cold start 3.493 s and 236.8 J (CPU + DRAM); execution 99.61 W (sum of energies over
+    # sum of times); idle: 18,233.65 J per 10 min over 36 cores, 1,543.392 J per 10 min
+    # over 512 GB.
+    "i3": Generation(
+        name="i3",
+        cold_start_s=3.4934,
+        cold_start_energy_j=236.81,
+        exec_time_factor=1.0,
+        exec_power_w=99.611,
+        idle_power_w=18233.65 / 600.0 / 36.0,
+        idle_power_w_per_gb=1543.392 / 600.0 / 512.0,
+    ),
+    # AWS m5zn.metal (Intel Xeon Platinum 8252C, Cascade Lake, 2020): the new generation.
+    # Cold start 3.143 s and 241.2 J; execution 0.7948 x the i3 time (mean of the ten
+    # per-function ratios) at 114.94 W; idle: 15,000 J per 10 min over 24 cores, 2,450 J
+    # per 10 min over 192 GB.
+    "m5zn": Generation(
+        name="m5zn",
+        cold_start_s=3.1432,
+        cold_start_energy_j=241.24,
+        exec_time_factor=0.7948,
+        exec_power_w=114.940,
+        idle_power_w=15000.0 / 600.0 / 24.0,
+        idle_power_w_per_gb=2450.0 / 600.0 / 192.0,
+    ),
+}
+"""EcoLife's measured pair of generations, by name (docs/functions.md)."""
