@@ -271,7 +271,7 @@ def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(caps
     # no services, no job trained to a target, no [rebound] in the quickstart
     assert "inference services" not in text
     assert "training to a target" not in text and "user rebound" not in text
-    hidden = ("requests_", "slo_", "ttft_", "tpot_", "tokens_", "rebound_")
+    hidden = ("requests_", "slo_", "ttft_", "tpot_", "tokens_", "rebound_", "function_")
     hidden_keys = ("targets_reached", "time_to_accuracy_mean_h", "energy_to_accuracy_mean_kwh")
     for key in SUMMARY_KEYS:
         if (
