@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sim.config.functions import FixedKeepAliveConfig, FunctionsConfig
+from sim.config.functions import FunctionsConfig, KeepAliveConfig
 from sim.engine.component import Component
 from sim.errors import ScenarioError
 from sim.functions import (
@@ -41,7 +41,6 @@ from sim.grid import CarbonSignal
 from sim.results import SUMMARY_KEYS, ResultParts
 
 if TYPE_CHECKING:
-    from sim.config.functions import CarbonAwareKeepAliveConfig
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
 
@@ -60,32 +59,25 @@ FUNCTION_KEYS = tuple(k for k in SUMMARY_KEYS if k.startswith("function_"))
 def check_functions(config: FunctionsConfig) -> None:
     """ScenarioError naming the key if `functions.keep_alive` names a generation
     `sim.functions` does not know (checked when the run is built, and by `dcsim validate`)."""
-    keep = config.keep_alive
-    key, generation = (
-        ("generation", keep.generation)
-        if isinstance(keep, FixedKeepAliveConfig)
-        else ("default_generation", keep.default_generation)
-    )
+    generation = config.keep_alive.generation
     if generation not in ECOLIFE_GENERATIONS:
         raise ScenarioError(
-            f"functions.keep_alive.{key}: unknown generation {generation!r}; known: "
+            f"functions.keep_alive.generation: unknown generation {generation!r}; known: "
             f"{', '.join(ECOLIFE_GENERATIONS)}"
         )
 
 
-def keep_alive_policy(
-    config: FixedKeepAliveConfig | CarbonAwareKeepAliveConfig, signal: CarbonSignal
-) -> KeepAlivePolicy:
+def keep_alive_policy(config: KeepAliveConfig, signal: CarbonSignal) -> KeepAlivePolicy:
     """The keep-alive policy of `functions.keep_alive` (checked, `check_functions`),
     deciding on `signal` (g per IT kWh)."""
-    if isinstance(config, FixedKeepAliveConfig):
+    if config.name == "fixed":
         return FixedKeepAlive(config.window_s, config.generation)
     return CarbonAwareKeepAlive(
         ECOLIFE_GENERATIONS,
         signal,
         windows_s=config.windows_s(),
-        default_window_s=config.default_window_s,
-        default_generation=config.default_generation,
+        default_window_s=config.window_s,
+        default_generation=config.generation,
     )
 
 

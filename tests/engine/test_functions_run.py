@@ -117,11 +117,15 @@ functions = 5
         ('[functions]\nsite = "a"\nfunctions = 0', "functions.functions:"),
         (
             '[functions]\nsite = "a"\nfunctions = 5\nkeep_alive = { name = "fixed", window = 60 }',
-            "functions.keep_alive.fixed.window: unknown key",
+            "functions.keep_alive.window: unknown key",
         ),
         (
             '[functions]\nsite = "a"\nfunctions = 5\nkeep_alive = { name = "forever" }',
-            "functions.keep_alive:",
+            "functions.keep_alive.name:",
+        ),
+        (
+            '[functions]\nsite = "a"\nfunctions = 5\nkeep_alive = { max_window_s = 60 }',
+            'max_window_s is only meaningful with name = "carbon_aware", not "fixed"',
         ),
         (
             '[functions]\nsite = "a"\nfunctions = 5\n'
@@ -135,8 +139,8 @@ functions = 5
         ),
         (
             '[functions]\nsite = "a"\nfunctions = 5\n'
-            'keep_alive = { name = "carbon_aware", default_generation = "z80" }',
-            "functions.keep_alive.default_generation: unknown generation 'z80'",
+            'keep_alive = { name = "carbon_aware", generation = "z80" }',
+            "functions.keep_alive.generation: unknown generation 'z80'",
         ),
     ],
 )
