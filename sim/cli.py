@@ -28,6 +28,7 @@ from sim.config.loading import load_scenario
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
 from sim.engine.build import build_sources, build_world, simulate
+from sim.engine.functions import check_functions
 from sim.engine.onsite import site_equipment
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
@@ -180,11 +181,15 @@ def validate(
     jobs, _signals = build_world(scenario, random_streams(scenario.seed))
     build_sources(scenario, seed_sequences(scenario.seed)["services"])
     site_equipment(scenario)
+    if scenario.functions is not None:
+        check_functions(scenario.functions)
     _build_policy(scenario, file)
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     services = ""
     if scenario.services:
         services = f"{len(scenario.services)} services ({scenario.serving.fidelity}), "
+    if scenario.functions is not None:
+        services += f"{scenario.functions.functions} functions on {scenario.functions.site}, "
     out_console.print(
         f"{file}: ok: {len(scenario.sites)} sites, {gpus} GPUs, {len(jobs)} jobs, "
         f"{services}{scenario.duration_h:g} h from {scenario.start.isoformat()}, "
@@ -747,6 +752,7 @@ SUMMARY_GROUPS = (
             "serving_",
         ),
     ),  # fmt: skip
+    ("serverless functions", ("function_",)),
 )
 """How the printed summary groups its keys (by prefix); the rest come last, under "run"."""
 
@@ -762,7 +768,8 @@ def _print_summary(
     summary: dict, scenario: Scenario, targets: bool = False, meta: Mapping[str, Any] | None = None
 ) -> None:
     """The summary's keys in groups (services only when the scenario has some, training to
-    a target only when a job had a target, user rebound only with `[rebound]`), with a note
+    a target only when a job had a target, user rebound only with `[rebound]`, serverless
+    functions only with `[functions]`), with a note
     on signed quantities that read oddly, and what `meta` (meta.json) says the reader must
     know: GPUs without a price, zone-years read from another year."""
     table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
@@ -778,6 +785,8 @@ def _print_summary(
         del groups["training to a target"]
     if scenario.rebound is None:
         del groups["user rebound"]
+    if scenario.functions is None:
+        del groups["serverless functions"]
     for group, keys in groups.items():
         table.add_row(f"[bold]{group}[/bold]", "")
         for key in keys:

@@ -35,9 +35,16 @@ def test_every_scenario_validates_and_runs(path, tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 0, name
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(SUMMARY_KEYS) <= set(summary)
-    # a scenario without a [workload] serves requests only
-    has_jobs = sim.load_scenario(path).workload.has_jobs
-    assert summary["jobs_submitted" if has_jobs else "requests_served"] > 0
+    # a scenario without a [workload] serves requests or runs serverless functions only
+    scenario = sim.load_scenario(path)
+    done = (
+        "jobs_submitted"
+        if scenario.workload.has_jobs
+        else "requests_served"
+        if scenario.services
+        else "function_invocations"
+    )
+    assert summary[done] > 0
     assert not list(tmp_path.glob(".*tmp"))  # no temporary files left behind
 
 
@@ -271,7 +278,7 @@ def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(caps
     # no services, no job trained to a target, no [rebound] in the quickstart
     assert "inference services" not in text
     assert "training to a target" not in text and "user rebound" not in text
-    hidden = ("requests_", "slo_", "ttft_", "tpot_", "tokens_", "rebound_")
+    hidden = ("requests_", "slo_", "ttft_", "tpot_", "tokens_", "rebound_", "function_")
     hidden_keys = ("targets_reached", "time_to_accuracy_mean_h", "energy_to_accuracy_mean_kwh")
     for key in SUMMARY_KEYS:
         if (

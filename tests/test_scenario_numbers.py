@@ -246,6 +246,13 @@ work_elasticity = 0.1
 think_time_s = 600
 max_generations = 2
 max_iterations = 30
+
+[functions]
+site = "a"
+functions = 10
+max_rate_per_day = 1000
+history = 20
+keep_alive = { name = "carbon_aware", window_s = 600, max_window_s = 1800, window_step_s = 60 }
 """
 
 ALTERNATIVE_KEYS = {

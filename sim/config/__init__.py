@@ -12,6 +12,7 @@ file and `--set` overrides. All input validation lives here; it imports only `si
 - services.py: `[[services]]` and `[serving]`: `ServiceConfig`, `ServingConfig`.
 - market.py: `Tariff`, `PriceConfig`, `DrProgram`, `DemandResponseEvent`, `SpotConfig`.
 - runtime.py: `ForecastConfig`, `WanConfig`, `FailuresConfig`, `PolicyConfig`.
+- functions.py: `[functions]`: `FunctionsConfig` and its keep-alive policies.
 - scenario.py: `Scenario`, the sections composed and checked against each other.
 - loading.py: `load_scenario`, `scenario_from_dict`, `read_scenario_toml`.
 - overrides.py: `--set`: `apply_override`, `parse_value`, `set_value`.

@@ -14,6 +14,7 @@ import tomli_w
 from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import ConfigModel
+from sim.config.functions import FunctionsConfig
 from sim.config.market import DemandResponseEvent, DrProgram, PriceConfig, SpotConfig
 from sim.config.runtime import (
     EngineConfig,
@@ -100,6 +101,8 @@ class Scenario(ConfigModel):
     """GPU-hour prices: the kind charged (on-demand, reserved, spot) and overrides."""
     engine: EngineConfig = EngineConfig()
     """Which engine runs it: "auto" (default), "event" or "batch"."""
+    functions: FunctionsConfig | None = None
+    """Serverless functions with keep-alive on one site (docs/functions.md); None: none."""
 
     @field_validator("start")
     @classmethod
@@ -135,10 +138,14 @@ class Scenario(ConfigModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"site names must be unique, repeated: {dupes}")
-        if not self.workload.has_jobs and not self.services:
+        if not self.workload.has_jobs and not self.services and self.functions is None:
             raise ValueError(
                 "workload: give [workload.synthetic] or workload.file, or [[services]] for a "
-                "serving-only scenario (a scenario with neither has nothing to run)"
+                "serving-only scenario, or [functions] (a scenario with none has nothing to run)"
+            )
+        if self.functions is not None and self.functions.site not in names:
+            raise ValueError(
+                f"functions.site: unknown site {self.functions.site!r} (sites: {names})"
             )
         largest = max(s.max_pool_gpus for s in self.sites)
         syn = self.workload.synthetic

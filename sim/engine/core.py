@@ -17,7 +17,8 @@ siblings it declares it uses (`Component.uses`, `sim.engine.component.wire`):
 - `services` (`Services`): inference services' replicas, their power, their requests;
 - `dr` (`DemandResponseMeter`): demand-response events and their per-job accounting;
 - `fleet` (`Fleet`): the sites, their power log, power-off and PUE timers;
-- `queries` (`Queries`): the answers behind `SystemState` and `JobView`.
+- `queries` (`Queries`): the answers behind `SystemState` and `JobView`;
+- `functions` (`Functions`): serverless functions with keep-alive, run at the end.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from sim.engine.component import BROADCAST_HOOKS, Component, Core, overrides, wi
 from sim.engine.demand_response import DemandResponseMeter
 from sim.engine.failures import Failures
 from sim.engine.fleet import Fleet
+from sim.engine.functions import Functions
 from sim.engine.gpu_prices import GpuPrices
 from sim.engine.jobs import DEFERRED, PENDING, RUNNING, STATE_NAMES, SUSPENDED, JobBook
 from sim.engine.ledger import Pool, Site
@@ -94,6 +96,7 @@ class Engine:
         OnsiteEnergy,
         DemandResponseMeter,
         Queries,
+        Functions,
     )
     """Every component's class, in the order their hooks run (a hook may read what an
     earlier one wrote); they are built in the order their `uses` make."""

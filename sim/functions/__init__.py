@@ -3,7 +3,8 @@ calibrated on the Azure Functions 2019 trace's published statistics (`arrivals`)
 hardware generations a function runs on, from EcoLife's measurements (`generations`), the
 exact keep-alive simulation (`keepalive`: warm or cold, memory held warm, energy,
 carbon) and its policies (`policies`: fixed window, EcoLife-like carbon-aware choice).
-docs/functions.md describes the model and its sources. Not wired into the engine.
+docs/functions.md describes the model and its sources. A scenario's `[functions]` runs
+them in a run (`sim.engine.functions`).
 """
 
 from sim.functions.arrivals import AzureFunctions2019, generate_invocations

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtri
 
 __all__ = ["AzureFunctions2019", "generate_invocations"]
 
@@ -67,6 +66,8 @@ class AzureFunctions2019:
         """(mu, sigma) of log10 of the daily invocation rate: the normal through the two
         quantiles log10(24) at `share_at_most_hourly` and log10(1440) at
         `share_at_most_minutely`."""
+        from scipy.special import ndtri  # here: importing sim stays free of scipy
+
         z_h = float(ndtri(self.share_at_most_hourly))
         z_m = float(ndtri(self.share_at_most_minutely))
         lo, hi = math.log10(_HOURLY_PER_DAY), math.log10(_MINUTELY_PER_DAY)

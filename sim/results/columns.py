@@ -92,6 +92,11 @@ SUMMARY_KEYS = (
     "battery_cycles",
     "cfe_score",
     "carbon_market_based_kg",
+    "function_invocations",
+    "function_cold_starts",
+    "function_warm_gb_h",
+    "function_energy_kwh",
+    "function_carbon_kg",
     "sim_wall_s",
 )
 """The keys of `summary.json`, in order (names carry units); a new component's keys follow."""

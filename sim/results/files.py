@@ -32,9 +32,9 @@ FILES = (
     "meta.json",
 )
 """The files every run writes."""
-OPTIONAL_FILES = ("requests.parquet", "onsite.parquet")
+OPTIONAL_FILES = ("requests.parquet", "onsite.parquet", "functions.parquet")
 """Files a run writes only when it has them (requests: the request-level fidelity; onsite:
-a site with on-site energy)."""
+a site with on-site energy; functions: `[functions]`)."""
 
 
 @dataclass
@@ -61,6 +61,9 @@ class Results:
     onsite: pd.DataFrame | None = None
     """One row per site with on-site energy and UTC hour: its energy balance
     (`sim.engine.onsite.ONSITE_COLUMNS`; docs/onsite-energy.md); None without."""
+    functions: pd.DataFrame | None = None
+    """One row per serverless function invocation (`sim.functions.KeepAliveResult`;
+    docs/functions.md); None without `[functions]`."""
 
     def save(self, out_dir: str | Path) -> Path:
         """Write the result files into `out_dir` (created if needed), each atomically."""
@@ -76,6 +79,8 @@ class Results:
             _save_table(out / "requests.parquet", self.requests)
         if self.onsite is not None:
             _save_table(out / "onsite.parquet", self.onsite)
+        if self.functions is not None:
+            _save_table(out / "functions.parquet", self.functions)
         write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         write_atomic(
@@ -106,6 +111,9 @@ class Results:
             else None,
             onsite=pd.read_parquet(d / "onsite.parquet")
             if (d / "onsite.parquet").exists()
+            else None,
+            functions=pd.read_parquet(d / "functions.parquet")
+            if (d / "functions.parquet").exists()
             else None,
         )
 

@@ -15,6 +15,7 @@ STREAMS = (
     "training",
     "rebound",
     "spot",
+    "functions",
 )
 """The random streams of a run, in spawn order: new components append theirs at the end,
 so that existing ones never move."""
