@@ -62,7 +62,12 @@ def test_the_engine_hands_each_component_its_siblings_and_its_own_random_stream(
     assert [c.name for c in engine.components] == [k.name for k in Engine.COMPONENTS]
     assert engine.failures._runs is engine.runs and engine.spot._failures is engine.failures
     streams = {k.name: k.stream for k in Engine.COMPONENTS if k.stream is not None}
-    assert streams == {"failures": "failures", "spot": "spot", "queries": "prediction"}
+    assert streams == {
+        "failures": "failures",
+        "spot": "spot",
+        "queries": "prediction",
+        "functions": "functions",
+    }
     assert engine.failures._rng is not engine.spot._rng
 
 
