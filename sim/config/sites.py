@@ -30,6 +30,7 @@ from sim.energy.embodied import (
 )
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
+from sim.models.placement import MaxServers
 from sim.models.servers import SERVER_CATALOG
 
 MAX_POOL_GPUS: Final = 1_000_000
@@ -178,7 +179,9 @@ class GpuPool(ConfigModel):
                 )
             for key, given in (("mig", self.mig is not None), ("reserved or spot", self.split)):
                 if given:
-                    raise ValueError(f"{self.model}: {key} on a pool of servers is not supported yet")
+                    raise ValueError(
+                        f"{self.model}: {key} on a pool of servers is not supported yet"
+                    )
         return self
 
     @property
@@ -398,7 +401,7 @@ class Site(ConfigModel):
     placement: Literal["fewest_servers", "first_fit", "best_fit", "spread"] = "fewest_servers"
     """Where a job's GPUs go among the servers of a pool with `servers` (the rules of
     `sim.models.placement`, docs/placement.md)."""
-    max_servers: int | Literal["strict", "unlimited"] = "strict"
+    max_servers: MaxServers = "strict"
     """The servers a job may span in a pool with `servers`: "strict" (locality: the fewest
     that can hold it, ceil(GPUs / GPUs per server)), a number >= 1, or "unlimited"."""
     checkpoint_write_gbps: float = Field(default=2.0, gt=0)
@@ -439,7 +442,9 @@ class Site(ConfigModel):
         for p in self.gpus:
             p.check_mig(self.name)
         if isinstance(self.max_servers, int) and self.max_servers < 1:
-            raise ValueError(f"max_servers must be >= 1, \"strict\" or \"unlimited\", got {self.max_servers}")
+            raise ValueError(
+                f'max_servers must be >= 1, "strict" or "unlimited", got {self.max_servers}'
+            )
         if self.power_off is not None and any(p.servers is not None for p in self.gpus):
             raise ValueError("power_off with a pool of servers is not supported yet")
         if self.power_off is not None:

@@ -132,10 +132,10 @@ class Fleet(Component):
             for component in core.hooked("pue_stepped"):
                 component.pue_stepped(i, t)
 
-    def release(self, site: Site, pool: Pool, gpus: int, draw_w: float) -> None:
-        """Free `gpus` GPUs of `pool` that drew `draw_w` W each; nodes left idle switch off
-        after the site's `power_off.idle_s`."""
-        if site.release(self._core.env.now, pool, gpus, draw_w):
+    def release(self, site: Site, pool: Pool, gpus: int, draw_w: float, job: int = -1) -> None:
+        """Free `gpus` GPUs of `pool` that drew `draw_w` W each (`job`'s, on a pool of
+        servers); nodes left idle switch off after the site's `power_off.idle_s`."""
+        if site.release(self._core.env.now, pool, gpus, draw_w, job):
             self.switch_off_later(site)
 
     def release_part(

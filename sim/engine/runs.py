@@ -27,7 +27,7 @@ from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
 from sim.engine.ledger import Pool, Site
 from sim.engine.run_charges import RunCharges
-from sim.engine.run_placement import Placement, check_scaling
+from sim.engine.run_placement import Placement, check_scaling, check_servers
 from sim.models import sharing
 from sim.results import ResultParts, ideal_runtime_s
 
@@ -151,8 +151,10 @@ class Runs(Component):
         )
         """Speed, draw, fit and boot of the jobs on pools (from the columns above, which
         are changed in place only)."""
+        pools = [p for s in self._fleet.sites for p in s.pools]
+        check_servers(jobs, pools)
         if core.scenario.scaling is not None:
-            check_scaling(jobs, [p for s in self._fleet.sites for p in s.pools], core.scenario)
+            check_scaling(jobs, pools, core.scenario)
 
     # --- work ------------------------------------------------------------------------------
 
@@ -218,7 +220,7 @@ class Runs(Component):
         else:
             rate, draw_w = placement.rate_and_draw(j, site, pool, cap)
         if parts is None:  # whole GPUs: no shared GPU or MIG slice to re-time
-            woken = site.allocate(now, pool, self.gpus[j], draw_w)
+            woken = site.allocate(now, pool, self.gpus[j], draw_w, j)
         else:
             ledger, need = parts
             woken = site.allocate_part(now, pool, ledger, j, need, draw_w, now + wake_s)
@@ -347,7 +349,7 @@ class Runs(Component):
         elif pool.mig is not None and j in pool.mig:
             fleet.release_part(site, pool, pool.mig, j, draw_w)
         else:
-            fleet.release(site, pool, self.gpus[j], draw_w)
+            fleet.release(site, pool, self.gpus[j], draw_w, j)
             for component in self._core.hooked("gpus_released"):
                 component.gpus_released(j, site, pool)
 
