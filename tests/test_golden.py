@@ -14,7 +14,13 @@ import math
 import pandas as pd
 import pytest
 
-from tests.golden.cases import CASES, GOLDEN_DIR, SKIPPED_SUMMARY_KEYS, recorded_tables
+from tests.golden.cases import (
+    ADDED_SUMMARY_KEYS,
+    CASES,
+    GOLDEN_DIR,
+    SKIPPED_SUMMARY_KEYS,
+    recorded_tables,
+)
 from tests.golden.record import run_case
 
 REL = 1e-9
@@ -37,6 +43,8 @@ def test_results_match_the_recorded_golden_run(name, scenario_file, policy, over
     results = run_case(scenario_file, policy, overrides)
     expected = json.loads((GOLDEN_DIR / name / "summary.json").read_text())
     summary = {k: v for k, v in results.summary.items() if k not in SKIPPED_SUMMARY_KEYS}
+    added = {k: summary.pop(k) for k in ADDED_SUMMARY_KEYS if k not in expected}
+    assert added == {k: ADDED_SUMMARY_KEYS[k] for k in added}
     assert summary.keys() == expected.keys()
     differ = {
         k: (summary[k], expected[k]) for k in expected if not _same_number(summary[k], expected[k])

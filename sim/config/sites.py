@@ -126,7 +126,7 @@ class PoolServers(ConfigModel):
 class GpuPool(ConfigModel):
     model: str
     count: int = Field(gt=0, le=MAX_POOL_GPUS)
-    """GPUs in the pool; with `servers`, servers x the server model's GPUs (give one)."""
+    """GPUs in the pool; with `servers`, servers x the server model's GPUs (implied)."""
     servers: PoolServers | None = None
     """The pool's servers: jobs are placed on them by the site's `placement` rule (None:
     the pool is a count of GPUs, in nodes of the site's `gpus_per_node`)."""
@@ -150,13 +150,18 @@ class GpuPool(ConfigModel):
     @model_validator(mode="before")
     @classmethod
     def _count_of_servers(cls, data: object) -> object:
-        """With `servers` (and no `count`), count = servers x the server model's GPUs."""
+        """With `servers`, count = servers x the server model's GPUs (a `count` given too,
+        as a saved scenario.toml has it, must be that)."""
         if not isinstance(data, dict) or data.get("servers") is None:
             return data
-        if "count" in data:
-            raise ValueError("give either count or servers, not both")
         servers = PoolServers.model_validate(data["servers"])
-        return {**data, "servers": servers, "count": servers.count * servers.gpus_per_server}
+        gpus = servers.count * servers.gpus_per_server
+        if data.get("count", gpus) != gpus:
+            raise ValueError(
+                f"count {data['count']} is not servers.count x {servers.model}'s GPUs"
+                f" ({servers.count} x {servers.gpus_per_server} = {gpus}): give servers alone"
+            )
+        return {**data, "servers": servers, "count": gpus}
 
     @model_validator(mode="after")
     def _capacity_split(self) -> GpuPool:

@@ -136,6 +136,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         out.tables["services"],
         out.tables.get("requests"),
         out.tables.get("onsite"),
+        out.tables.get("servers"),
     )
 
 

@@ -32,9 +32,9 @@ FILES = (
     "meta.json",
 )
 """The files every run writes."""
-OPTIONAL_FILES = ("requests.parquet", "onsite.parquet")
+OPTIONAL_FILES = ("requests.parquet", "onsite.parquet", "servers.parquet")
 """Files a run writes only when it has them (requests: the request-level fidelity; onsite:
-a site with on-site energy)."""
+a site with on-site energy; servers: a pool of servers)."""
 
 
 @dataclass
@@ -61,6 +61,9 @@ class Results:
     onsite: pd.DataFrame | None = None
     """One row per site with on-site energy and UTC hour: its energy balance
     (`sim.engine.onsite.ONSITE_COLUMNS`; docs/onsite-energy.md); None without."""
+    servers: pd.DataFrame | None = None
+    """Free GPUs by server after each change, per pool of servers (site, pool, time_s,
+    server, free_gpus; docs/placement.md); None in a run without servers."""
 
     def save(self, out_dir: str | Path) -> Path:
         """Write the result files into `out_dir` (created if needed), each atomically."""
@@ -76,6 +79,8 @@ class Results:
             _save_table(out / "requests.parquet", self.requests)
         if self.onsite is not None:
             _save_table(out / "onsite.parquet", self.onsite)
+        if self.servers is not None:
+            _save_table(out / "servers.parquet", self.servers)
         write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         write_atomic(
@@ -106,6 +111,9 @@ class Results:
             else None,
             onsite=pd.read_parquet(d / "onsite.parquet")
             if (d / "onsite.parquet").exists()
+            else None,
+            servers=pd.read_parquet(d / "servers.parquet")
+            if (d / "servers.parquet").exists()
             else None,
         )
 

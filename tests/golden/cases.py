@@ -99,3 +99,7 @@ def recorded_tables(results) -> tuple[str, ...]:
 
 SKIPPED_SUMMARY_KEYS = ("sim_wall_s",)
 """Summary values that measure the machine, not the simulation."""
+
+ADDED_SUMMARY_KEYS = {"fragmentation_wait_h": None}
+"""Summary keys added since the recordings, with the value every golden case must give
+(no golden scenario has servers): a case recorded without one must give exactly this."""
