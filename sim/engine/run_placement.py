@@ -336,11 +336,12 @@ def check_scaling(jobs: JobTable, pools: list[Pool], scenario: Scenario) -> None
                 ) from None
 
 
-def check_servers(jobs: JobTable, pools: list[Pool]) -> None:
+def check_servers(jobs: JobTable, scenario: Scenario) -> None:
     """ScenarioError, before the run, if a scenario with a pool of servers has jobs that
     share a GPU (`gpu_milli` < 1000): not supported on servers yet."""
-    if any(p.servers is not None for p in pools) and (jobs.gpu_milli < 1000).any():
+    servers = any(p.servers is not None for s in scenario.sites for p in s.gpus)
+    if servers and (jobs.gpu_milli < 1000).any():
         raise ScenarioError(
-            "sites.gpus.servers: jobs sharing a GPU (gpu_milli < 1000) on a site with a pool "
-            "of servers are not supported yet"
+            "sites.gpus.servers: jobs sharing a GPU (gpu_milli < 1000) in a scenario with a "
+            "pool of servers are not supported yet"
         )

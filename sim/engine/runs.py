@@ -27,7 +27,7 @@ from sim.engine.component import Component
 from sim.engine.jobs import RUNNING
 from sim.engine.ledger import Pool, Site
 from sim.engine.run_charges import RunCharges
-from sim.engine.run_placement import Placement, check_scaling, check_servers
+from sim.engine.run_placement import Placement, check_scaling
 from sim.models import sharing
 from sim.results import ResultParts, ideal_runtime_s
 
@@ -151,10 +151,8 @@ class Runs(Component):
         )
         """Speed, draw, fit and boot of the jobs on pools (from the columns above, which
         are changed in place only)."""
-        pools = [p for s in self._fleet.sites for p in s.pools]
-        check_servers(jobs, pools)
         if core.scenario.scaling is not None:
-            check_scaling(jobs, pools, core.scenario)
+            check_scaling(jobs, [p for s in self._fleet.sites for p in s.pools], core.scenario)
 
     # --- work ------------------------------------------------------------------------------
 

@@ -126,7 +126,8 @@ def test_a_run_without_servers_has_no_fragmentation_key_value_and_no_servers_tab
             "count 8",
         ),
         (
-            '{ model = "A100-80GB", mig = ["7g.80gb"], servers = { model = "DGX-A100", count = 1 } }',
+            '{ model = "A100-80GB", mig = ["7g.80gb"], servers = { model = "DGX-A100", count = 1'
+            " } }",
             "",
             "mig",
         ),
@@ -164,3 +165,17 @@ def test_validate_accepts_a_pool_of_servers(tmp_path, capsys):
     path.write_text(text)
     code, out = run_cli(["validate", str(path)], capsys)
     assert code == 0, out.err
+
+
+def test_validate_refuses_jobs_sharing_a_gpu_with_a_pool_of_servers(tmp_path, capsys):
+    pd.DataFrame(
+        [{"job_id": "f", "submit_time": 0, "gpus": 1, "gpu_milli": 500, "work_gpu_h": 1}]
+    ).to_csv(tmp_path / "jobs.csv", index=False)
+    pool = '[{ model = "A100-80GB", servers = { model = "DGX-A100", count = 2 } }]'
+    text = SMALL_SCENARIO_TOML.replace('[{ model = "A100-80GB", count = 8 }]', pool)
+    text = text[: text.index("[workload.synthetic]")] + '[workload]\nfile = "jobs.csv"\n'
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    code, out = run_cli(["validate", str(path)], capsys)
+    assert code == 2
+    assert "gpu_milli" in out.err and len(out.err.strip().splitlines()) == 1, out.err
