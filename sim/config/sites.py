@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName, known_name
 from sim.config.market import Tariff
@@ -30,7 +30,6 @@ from sim.energy.embodied import (
 )
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
-from sim.models.placement import MaxServers
 from sim.models.servers import SERVER_CATALOG
 
 MAX_POOL_GPUS: Final = 1_000_000
@@ -154,7 +153,10 @@ class GpuPool(ConfigModel):
         as a saved scenario.toml has it, must be that)."""
         if not isinstance(data, dict) or data.get("servers") is None:
             return data
-        servers = PoolServers.model_validate(data["servers"])
+        try:
+            servers = PoolServers.model_validate(data["servers"])
+        except ValidationError:  # reported by the field's own validation, at its key
+            return {"count": 1, **data}
         gpus = servers.count * servers.gpus_per_server
         if data.get("count", gpus) != gpus:
             raise ValueError(
@@ -406,7 +408,9 @@ class Site(ConfigModel):
     placement: Literal["fewest_servers", "first_fit", "best_fit", "spread"] = "fewest_servers"
     """Where a job's GPUs go among the servers of a pool with `servers` (the rules of
     `sim.models.placement`, docs/placement.md)."""
-    max_servers: MaxServers = "strict"
+    max_servers: Annotated[int, Field(ge=1, le=MAX_POOL_GPUS)] | Literal["strict", "unlimited"] = (
+        "strict"
+    )
     """The servers a job may span in a pool with `servers`: "strict" (locality: the fewest
     that can hold it, ceil(GPUs / GPUs per server)), a number >= 1, or "unlimited"."""
     checkpoint_write_gbps: float = Field(default=2.0, gt=0)
@@ -446,10 +450,6 @@ class Site(ConfigModel):
             raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
         for p in self.gpus:
             p.check_mig(self.name)
-        if isinstance(self.max_servers, int) and self.max_servers < 1:
-            raise ValueError(
-                f'max_servers must be >= 1, "strict" or "unlimited", got {self.max_servers}'
-            )
         if self.power_off is not None and any(p.servers is not None for p in self.gpus):
             raise ValueError("power_off with a pool of servers is not supported yet")
         if self.power_off is not None:
