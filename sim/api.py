@@ -30,6 +30,7 @@ import numpy as np
 from sim.errors import PolicyError
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, Estimate, GpuSpec, estimate
+from sim.models.placement import PoolPlacer
 from sim.util.jit import helper, kernel
 from sim.util.percentile import weighted_percentile
 
@@ -54,6 +55,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "PolicyHooks",
+    "PoolPlacer",
     "Reject",
     "Repartition",
     "ReplicaPoint",
@@ -372,6 +374,9 @@ class _PoolReading(Protocol):
     def shared_milli(self) -> list[int]: ...
     def free_mig_slices(self) -> dict[str, int] | None: ...
     def mig_layouts(self) -> list[MigGpuState] | None: ...
+    def free_by_server(self) -> list[int] | None: ...
+    @property
+    def placer(self) -> PoolPlacer | None: ...
 
 
 class _SiteReading(Protocol):
@@ -1096,6 +1101,18 @@ class SystemState(_Offered):
         if pool is None:
             raise PolicyError(f"free_gpus_by_kind: site {site} has no {gpu_model} GPUs")
         return pool.free_by_kind() or {}
+
+    def servers(self, site: str) -> dict[str, tuple[PoolPlacer, list[int]]]:
+        """Per model of a pool of servers at `site` (docs/placement.md, "In a run"): where
+        the engine puts a job's GPUs (`place(free, gpus)` -> the (server, GPUs) pairs, or
+        None: the job does not fit now, even with enough free GPUs in total) and the free
+        GPUs of each server (a copy). {} if the site has no pool of servers."""
+        pools = self._q.site(site).pools
+        return {
+            p.model: (p.placer, free)
+            for p in pools
+            if p.placer is not None and (free := p.free_by_server()) is not None
+        }
 
     def shared_gpus(self, site: str) -> dict[str, list[int]]:
         """Per model at `site`, the milli (thousandths of a GPU) held on each GPU that

@@ -55,6 +55,7 @@ API_NAMES = [
     "Policy",
     "PolicyError",
     "PolicyHooks",
+    "PoolPlacer",
     "Reject",
     "Repartition",
     "ReplicaPoint",

@@ -36,6 +36,7 @@ CHECKED_BY_VALIDATORS = {
     "PoolConfig.replicas": "Scenario._check_services: a pool's replicas must fit the site's",
     "PredictionErrorConfig.sigma_frac": "PredictionSigma: 0 <= sigma <= MAX_PREDICTION_SIGMA",
     "VirtualClustersConfig.quota_gpus": "each quota: 1 <= GPUs <= 1,048,576 (Annotated Field)",
+    "Site.max_servers": "1 <= servers <= MAX_POOL_GPUS (Annotated Field), or a word",
 }
 """Numeric fields without a unit or an `le`/`lt` bound, and what bounds them instead."""
 
@@ -110,6 +111,15 @@ tariff.kind = "tou"
 tariff.timezone = "UTC"
 tariff.periods = [{ start_hour = 0, end_hour = 24, rate_per_kwh = 0.1 }]
 contracts.ppa = [{ mwh_per_year = 1000 }]
+
+[[sites]]
+name = "c"
+lat = 40.4
+lon = -3.7
+carbon = { constant_g_per_kwh = 100 }
+gpus = [{ model = "A100-80GB", servers = { model = "DGX-A100", count = 2 } }]
+placement = "spread"
+max_servers = 2
 
 [workload]
 checkpoint_interval_h = 1
@@ -269,6 +279,9 @@ ALTERNATIVE_KEYS = {
     "DemandResponseEvent.percentile": "demand_response[1].percentile",
     "DemandResponseEvent.min_duration_h": "demand_response[1].min_duration_h",
     "PredictionErrorConfig.sigma_frac": "prediction_error.sigma_frac",  # not with [rebound]
+    # a pool of servers has no MIG, reserved or spot GPUs and no power_off: the third site's
+    "PoolServers.count": "sites[2].gpus[0].servers.count",
+    "Site.max_servers": "sites[2].max_servers",
     # dr_programs is a table of named programs: the sink's is "p"
     "DrProgram.capacity_per_kw_month": "dr_programs.p.capacity_per_kw_month",
     "DrProgram.committed_kw": "dr_programs.p.committed_kw",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from sim.api import Action, JobView, Migrate, Resume, Scale, Start, SystemState
+from sim.api import Action, JobView, Migrate, PoolPlacer, Resume, Scale, Start, SystemState
 
 __all__ = ["FreeGpus", "first_come_first_served"]
 
@@ -20,11 +20,13 @@ class FreeGpus:
     fractional job (`gpu_milli` < 1000) is placed as the engine places it: on the first
     shared GPU with room (`state.shared_gpus`), else on a free GPU that becomes shared. A job
     on a MIG slice (`mig_profile`) takes a free slice of its profile in a partitioned pool
-    (`state.free_mig_slices`). A job of a virtual cluster with a quota starts only while the
+    (`state.free_mig_slices`). On a pool of servers, whole GPUs are taken where the engine
+    places them (`state.servers`): a job fits only if the site's rule places it within its
+    server limit. A job of a virtual cluster with a quota starts only while the
     quota has room (`JobView.vc_room`, less what this decision's starts took). Place a job
     with `place` or `take_job`, which do all of this; `take` counts whole GPUs only."""
 
-    __slots__ = ("_free", "_shared", "_slices", "_vc_taken", "_order", "_state")
+    __slots__ = ("_free", "_shared", "_slices", "_servers", "_vc_taken", "_order", "_state")
 
     def __init__(self, state: SystemState):
         self._state = state
@@ -33,6 +35,9 @@ class FreeGpus:
         """Per site and model: the milli held on each shared GPU, after the planned starts."""
         self._slices: dict[str, dict[str, dict[str, int]]] = {}
         """Per site and partitioned model: free MIG slices per profile, after the planned starts."""
+        self._servers: dict[str, dict[str, tuple[PoolPlacer, list[int]]]] = {}
+        """Per site and model of a pool of servers: its placement and free GPUs by server,
+        after the planned starts."""
         self._vc_taken: dict[str, int] = {}
         """GPUs this decision's starts took per virtual cluster with a quota."""
         self._order: dict[str, tuple[str, ...]] = {}
@@ -122,7 +127,7 @@ class FreeGpus:
                 slices = self._slices[site] = self._state.free_mig_slices(site)
             return slices.get(model, {}).get(job.mig_profile, 0) >= 1
         if job.gpu_milli >= _MILLI_PER_GPU:
-            return self.at(site).get(model, 0) >= job.gpus
+            return self.at(site).get(model, 0) >= job.gpus and self._placed(site, model, job.gpus)
         shared = self._shared.get(site)
         if shared is None:
             shared = self._shared[site] = self._state.shared_gpus(site)
@@ -189,10 +194,26 @@ class FreeGpus:
         returns the model taken, or None if they are not free."""
         site_free = self.at(site)
         for m, n in site_free.items():
-            if (model is None or m == model) and n >= gpus:
+            if (model is None or m == model) and n >= gpus and self._placed(site, m, gpus, True):
                 site_free[m] = n - gpus
                 return m
         return None
+
+    def _placed(self, site: str, model: str, gpus: int, take: bool = False) -> bool:
+        """Whether `gpus` whole GPUs of `model` at `site` can be placed on its servers after
+        the starts planned so far (True for a pool without servers); with `take`, they
+        are taken."""
+        servers = self._servers.get(site)
+        if servers is None:
+            servers = self._servers[site] = self._state.servers(site)
+        if model not in servers:
+            return True
+        place, free = servers[model]
+        assignment = place(free, gpus)
+        if assignment is not None and take:
+            for s, g in assignment:
+                free[s] -= g
+        return assignment is not None
 
 
 def first_come_first_served(

@@ -13,6 +13,7 @@ checks that every numeric field of the scenario schema is bounded one way or the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -33,7 +34,7 @@ def known_timezone(name: str) -> str:
     return name
 
 
-def known_name(what: str, name: str, known: dict) -> str:
+def known_name(what: str, name: str, known: Mapping) -> str:
     """`name` if it is a key of `known`; ValueError naming `what`, `name` and the known ones
     (the job profiles of `sim.models.hardware.PROFILES` with their descriptions)."""
     if name not in known:

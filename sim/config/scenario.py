@@ -207,11 +207,17 @@ class Scenario(ConfigModel):
         pools = {(s.name, p.model): p.count for s in self.sites for p in s.gpus}
         sliced = {(s.name, p.model): p.mig for s in self.sites for p in s.gpus if p.mig}
         node_gpus = {s.name: s.gpus_per_node for s in self.sites}
+        on_servers = {s.name for s in self.sites if any(p.servers for p in s.gpus)}
         for i, svc in enumerate(self.services):
             key = f"services[{i}]"
             for site in svc.sites:
                 if site not in names:
                     raise ValueError(f"{key}.sites: unknown site {site!r} (sites: {names})")
+                if site in on_servers:
+                    raise ValueError(
+                        f"{key}.sites: site {site} has a pool of servers; services on servers "
+                        "are not supported yet"
+                    )
                 if (site, svc.gpu) not in pools:
                     raise ValueError(f"{key}.gpu: site {site} has no {svc.gpu!r} GPUs")
                 if ((site, svc.gpu) in sliced) != (svc.mig_profile is not None):

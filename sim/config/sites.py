@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName, known_name
 from sim.config.market import Tariff
@@ -30,6 +30,7 @@ from sim.energy.embodied import (
 )
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG
+from sim.models.servers import SERVER_CATALOG
 
 MAX_POOL_GPUS: Final = 1_000_000
 """GPUs of one pool (and of one job) at most: the largest clusters announced hold a few
@@ -102,9 +103,32 @@ class CarbonConfig(ConfigModel):
         return "marginal" if self.file is not None and self.format == "watttime" else "average"
 
 
+class PoolServers(ConfigModel):
+    """The servers a pool is made of (docs/placement.md, "In a run"): `count` servers of a
+    catalog `model` (`sim/data/servers.toml`), whose GPUs per server give the pool's GPUs."""
+
+    model: str
+    """A server model of the catalog (e.g. "DGX-A100")."""
+    count: int = Field(gt=0, le=MAX_POOL_GPUS)
+    """Servers in the pool."""
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        return known_name("server model", v, SERVER_CATALOG)
+
+    @property
+    def gpus_per_server(self) -> int:
+        return SERVER_CATALOG[self.model].gpus
+
+
 class GpuPool(ConfigModel):
     model: str
     count: int = Field(gt=0, le=MAX_POOL_GPUS)
+    """GPUs in the pool; with `servers`, servers x the server model's GPUs (implied)."""
+    servers: PoolServers | None = None
+    """The pool's servers: jobs are placed on them by the site's `placement` rule (None:
+    the pool is a count of GPUs, in nodes of the site's `gpus_per_node`)."""
     mig: tuple[str, ...] | None = None
     """A MIG layout every GPU of the pool is partitioned into, profile names of `model`
     (`sim.models.mig`, docs/mig.md), e.g. ["3g.40gb", "2g.20gb", "2g.20gb"]: the pool then runs only
@@ -122,6 +146,25 @@ class GpuPool(ConfigModel):
     def _known_model(cls, v: str) -> str:
         return known_name("GPU model", v, GPU_CATALOG)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _count_of_servers(cls, data: object) -> object:
+        """With `servers`, count = servers x the server model's GPUs (a `count` given too,
+        as a saved scenario.toml has it, must be that)."""
+        if not isinstance(data, dict) or data.get("servers") is None:
+            return data
+        try:
+            servers = PoolServers.model_validate(data["servers"])
+        except ValidationError:  # reported by the field's own validation, at its key
+            return {"count": 1, **data}
+        gpus = servers.count * servers.gpus_per_server
+        if data.get("count", gpus) != gpus:
+            raise ValueError(
+                f"count {data['count']} is not servers.count x {servers.model}'s GPUs"
+                f" ({servers.count} x {servers.gpus_per_server} = {gpus}): give servers alone"
+            )
+        return {**data, "servers": servers, "count": gpus}
+
     @model_validator(mode="after")
     def _capacity_split(self) -> GpuPool:
         if self.reserved + self.spot > self.count:
@@ -134,6 +177,18 @@ class GpuPool(ConfigModel):
                 f"{self.model}: a MIG-partitioned pool cannot be split into "
                 "reserved or spot capacity"
             )
+        if self.servers is not None:
+            server_gpu = SERVER_CATALOG[self.servers.model].gpu_model
+            if server_gpu != self.model:
+                raise ValueError(
+                    f"servers.model: {self.servers.model!r} holds {server_gpu} GPUs, not "
+                    f"{self.model}"
+                )
+            for key, given in (("mig", self.mig is not None), ("reserved or spot", self.split)):
+                if given:
+                    raise ValueError(
+                        f"{self.model}: {key} on a pool of servers is not supported yet"
+                    )
         return self
 
     @property
@@ -350,6 +405,14 @@ class Site(ConfigModel):
     """GPUs per server node; a node's host overhead is host_w_per_gpu x gpus_per_node."""
     power_off: PowerOff | None = None
     """Switch idle nodes off (default: all nodes stay on)."""
+    placement: Literal["fewest_servers", "first_fit", "best_fit", "spread"] = "fewest_servers"
+    """Where a job's GPUs go among the servers of a pool with `servers` (the rules of
+    `sim.models.placement`, docs/placement.md)."""
+    max_servers: Annotated[int, Field(ge=1, le=MAX_POOL_GPUS)] | Literal["strict", "unlimited"] = (
+        "strict"
+    )
+    """The servers a job may span in a pool with `servers`: "strict" (locality: the fewest
+    that can hold it, ceil(GPUs / GPUs per server)), a number >= 1, or "unlimited"."""
     checkpoint_write_gbps: float = Field(default=2.0, gt=0)
     checkpoint_read_gbps: float = Field(default=2.0, gt=0)
     """Storage bandwidth one job writes (suspend, migrate) and reads (resume) its checkpoint
@@ -387,6 +450,8 @@ class Site(ConfigModel):
             raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
         for p in self.gpus:
             p.check_mig(self.name)
+        if self.power_off is not None and any(p.servers is not None for p in self.gpus):
+            raise ValueError("power_off with a pool of servers is not supported yet")
         if self.power_off is not None:
             for p in self.gpus:
                 if p.count % self.gpus_per_node:

@@ -17,6 +17,7 @@ from sim.config.scenario import Scenario
 from sim.engine import Engine
 from sim.engine.batch import run_batch
 from sim.engine.results import build_results
+from sim.engine.run_placement import check_servers
 from sim.errors import ScenarioError, TraceError
 from sim.grid import CarbonSignal, Forecaster, signal_for_site
 from sim.grid.issued_forecasts import site_replays
@@ -32,11 +33,13 @@ def build_world(
     scenario: Scenario, streams: dict[str, np.random.Generator], jobs: JobTable | None = None
 ) -> tuple[JobTable, list[CarbonSignal]]:
     """Read or generate everything the scenario names: the jobs (unless given), each site's
-    carbon signal and the throughput table. Raises ScenarioError/TraceError for bad files."""
+    carbon signal and the throughput table. Raises ScenarioError/TraceError for bad files
+    (and for jobs a pool of servers cannot hold yet, `check_servers`)."""
     if scenario.throughput is not None:
         scenario.throughput.speeds()  # a bad table fails here, before the run
     if jobs is None:
         jobs = workload_jobs(scenario, streams["workload"])
+    check_servers(jobs, scenario)
     signals = [
         signal_for_site(site, i, scenario.start, scenario.horizon_s, scenario.years)
         for i, site in enumerate(scenario.sites)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from sim.engine.component import Component
 from sim.engine.ledger import GpuParts, Pool, Site
+from sim.engine.servers import ServerBooks
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal
 from sim.market.billing import SiteTariff, demand_charge, site_tariff
@@ -50,6 +51,8 @@ class Fleet(Component):
         "has_capacity_kinds",
         "decision_signals",
         "tariffs",
+        "has_servers",
+        "_waiting_on",
     )
 
     def __init__(
@@ -82,6 +85,10 @@ class Fleet(Component):
             for i, site in enumerate(scenario.sites)
         ]
         """Per site, its electricity tariff for the run (None: not billed)."""
+        self.has_servers = any(p.servers is not None for s in self.sites for p in s.pools)
+        """Some pool is made of servers (docs/placement.md, "In a run")."""
+        self._waiting_on: dict[int, ServerBooks] = {}
+        """Per queued job metered for fragmentation: the pool of servers it is metered on."""
 
     def decision_signal(self, site: Site) -> CarbonSignal:
         """The carbon signal `site`'s decisions see: its `decision_carbon`, else the signal
@@ -132,10 +139,10 @@ class Fleet(Component):
             for component in core.hooked("pue_stepped"):
                 component.pue_stepped(i, t)
 
-    def release(self, site: Site, pool: Pool, gpus: int, draw_w: float) -> None:
-        """Free `gpus` GPUs of `pool` that drew `draw_w` W each; nodes left idle switch off
-        after the site's `power_off.idle_s`."""
-        if site.release(self._core.env.now, pool, gpus, draw_w):
+    def release(self, site: Site, pool: Pool, gpus: int, draw_w: float, job: int = -1) -> None:
+        """Free `gpus` GPUs of `pool` that drew `draw_w` W each (`job`'s, on a pool of
+        servers); nodes left idle switch off after the site's `power_off.idle_s`."""
+        if site.release(self._core.env.now, pool, gpus, draw_w, job):
             self.switch_off_later(site)
 
     def release_part(
@@ -146,6 +153,35 @@ class Fleet(Component):
         slice; the GPU is free again if it was the last holder there; see `release`)."""
         if site.release_part(self._core.env.now, pool, parts, j, draw_w):
             self.switch_off_later(site)
+
+    # --- fragmentation waits ---------------------------------------------------------------
+
+    def queued(self, j: int) -> None:
+        """Job `j` joined the queue: a job on whole GPUs is metered for fragmentation on
+        the first pool of servers of its origin site that it may run on (one pool per job,
+        so no wait counts twice; docs/placement.md, "In a run")."""
+        jobs = self._core.jobs
+        if jobs.mig_profile[j]:
+            return
+        models = jobs.gpu_models_of(j)
+        pools = self.sites[jobs.origin_site[j]].pools
+        books = next(
+            (
+                p.servers
+                for p in pools
+                if p.servers is not None and (not models or p.model in models)
+            ),
+            None,
+        )
+        if books is not None:
+            books.meter.wait(self._core.env.now, j, int(jobs.gpus[j]))
+            self._waiting_on[j] = books
+
+    def dequeued(self, j: int) -> None:
+        """Job `j` left the queue (started, deferred or rejected)."""
+        books = self._waiting_on.pop(j, None)
+        if books is not None:
+            books.meter.leave(self._core.env.now, j)
 
     def switch_off_later(self, site: Site) -> None:
         """Switch off the site's nodes still idle after its `power_off.idle_s`."""
@@ -203,9 +239,47 @@ class Fleet(Component):
 
     # --- results ---------------------------------------------------------------------------
 
+    def close(self, now_s: float) -> None:
+        """The jobs still queued at the horizon stop waiting."""
+        for _, _, books in self._server_books():
+            books.meter.close(now_s)
+        self._waiting_on.clear()
+
+    def _server_books(self) -> list[tuple[str, str, ServerBooks]]:
+        """(site, GPU model, its servers) of every pool of servers, in scenario order."""
+        return [(s.name, p.model, p.servers) for s in self.sites for p in s.pools if p.servers]
+
+    def write_servers(self, out: ResultParts) -> None:
+        """Summary `fragmentation_wait_h` (None without servers) and, in a run with servers,
+        the `servers` table: free GPUs by server after each change (site, pool, time_s,
+        server, free_gpus; every server starts with all its GPUs free at 0, no row)."""
+        books = self._server_books()
+        out.summary["fragmentation_wait_h"] = (
+            math.fsum(b.meter.fragmentation_wait_h() for _, _, b in books) if books else None
+        )
+        if not books:
+            return
+        out.tables["servers"] = pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "site": site,
+                        "pool": model,
+                        "time_s": np.frombuffer(b.log.time_s, dtype=np.float64),
+                        "server": np.frombuffer(b.log.server, dtype=np.int32),
+                        "free_gpus": np.frombuffer(b.log.free_gpus, dtype=np.int32),
+                    }
+                )
+                for site, model, b in books
+            ],
+            ignore_index=True,
+        )
+
     def write_results(self, out: ResultParts) -> None:
         """Site energy (IT, facility, idle), operational carbon and GPU utilisation, exact
-        integrals of the power log; the `sites` table; installed embodied carbon."""
+        integrals of the power log; the `sites` table; installed embodied carbon; the
+        servers' results (`write_servers`)."""
+        self.write_servers(out)
         core, power, names = self._core, out.power, self.names
         horizon_s = core.horizon_s
         energy_it = site_energy_kwh(power, names, horizon_s, "it_w")

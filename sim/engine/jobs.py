@@ -71,6 +71,7 @@ class JobBook(Component):
         "vc_running_gpus",
         "_vc",
         "site_of",
+        "_metered",
     )
 
     def __init__(self, core: Core, *, fleet: Fleet):
@@ -105,6 +106,8 @@ class JobBook(Component):
         self._vc: list[str] = core.jobs.vc.tolist() if self.vc_quota else []
         self.site_of = array("h", [-1]) * n
         """The index of the site the job last ran on (-1: never ran)."""
+        self._metered = fleet.has_servers
+        """Queue waits are metered for fragmentation (`Fleet.queued`)."""
 
     def start(self) -> None:
         self._core.env.process(self._arrivals())
@@ -162,6 +165,13 @@ class JobBook(Component):
         self.state[j] = PENDING
         self.pending[j] = self.pending_count
         self.pending_count += 1
+        if self._metered:
+            self._fleet.queued(j)
+
+    def _unqueue(self, j: int) -> None:
+        """`j` is out of the pending set (if it was there)."""
+        if self.pending.pop(j, None) is not None and self._metered:
+            self._fleet.dequeued(j)
 
     def pending_since(self, mark: int) -> list[int]:
         """The pending jobs that became pending at or after `mark` (a `pending_count`), in
@@ -177,7 +187,7 @@ class JobBook(Component):
     def leave_queue(self, j: int) -> None:
         """`j` starts: out of the pending set, its deferral forgotten."""
         self.deferred_until.pop(j, None)
-        self.pending.pop(j, None)
+        self._unqueue(j)
 
     def run(self, j: int, now_s: float, site: int, gpus: int) -> None:
         """`j` starts, resumes or moves to site index `site` on `gpus` GPUs: it is running
@@ -226,7 +236,7 @@ class JobBook(Component):
     def defer(self, j: int, until_s: float) -> None:
         core = self._core
         now = core.env.now
-        self.pending.pop(j, None)
+        self._unqueue(j)
         self.state[j] = DEFERRED
         self.deferred_until[j] = until_s
         core.events.append(now, "defer", j, value=until_s)
@@ -245,7 +255,7 @@ class JobBook(Component):
 
     def reject(self, j: int, reason: str) -> None:
         """`j` ends rejected with `reason`, out of whichever queue held it."""
-        self.pending.pop(j, None)
+        self._unqueue(j)
         self.suspended.pop(j, None)
         self.deferred_until.pop(j, None)
         self.state[j] = REJECTED

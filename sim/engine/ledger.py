@@ -27,10 +27,12 @@ from typing import Any, Protocol
 
 from sim.api import MigGpuState
 from sim.config.sites import Site as SiteConfig
+from sim.engine.servers import ServerBooks
 from sim.grid import CarbonSignal
 from sim.grid.pue import PueProfile
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, GpuSpec
+from sim.models.placement import PoolPlacer
 from sim.models.sharing import MILLI_PER_GPU, share
 from sim.util.records import PowerLog
 
@@ -443,6 +445,10 @@ class Pool:
     A partitioned pool (`mig`: a MIG layout per GPU, the scenario's at the start) runs only
     holders of MIG slices: none of its GPUs is ever `free` for whole-GPU or fractional jobs
     or replicas; a GPU with a slice held, or being reconfigured, is busy (`held`).
+
+    A pool of servers (`servers`; its nodes are the servers) places each job's GPUs on
+    them by the site's rule (`sim.engine.servers.ServerBooks`): its free GPUs are the
+    servers' (`free` is their sum).
     """
 
     __slots__ = (
@@ -462,6 +468,7 @@ class Pool:
         "shared",
         "mig",
         "capacity",
+        "servers",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -478,6 +485,7 @@ class Pool:
         off_w: float,
         mig_layout: Sequence[str] = (),
         capacity: CapacityKinds | None = None,
+        servers: ServerBooks | None = None,
     ):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
@@ -502,6 +510,8 @@ class Pool:
         """The GPUs fractional jobs share (busy GPUs: not in `free`)."""
         self.capacity = capacity
         """Its GPUs by capacity kind (None: not split; all of the scenario's price kind)."""
+        self.servers = servers
+        """Its servers and the jobs placed on them (None: a count of GPUs)."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0
@@ -590,10 +600,16 @@ class Site:
                 config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w),
                 config.host_w_per_gpu,
                 self.pue,
-                config.gpus_per_node,
+                config.gpus_per_node if p.servers is None else p.servers.gpus_per_server,
                 off_w,
                 p.mig or (),
                 CapacityKinds(p.reserved, p.on_demand, p.spot) if p.split else None,
+                None
+                if p.servers is None
+                else ServerBooks(
+                    p.servers.count,
+                    PoolPlacer(config.placement, p.servers.gpus_per_server, config.max_servers),
+                ),
             )
             for p in config.gpus
         ]
@@ -622,10 +638,13 @@ class Site:
                 return p
         return None
 
-    def allocate(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> int:
-        """Take `gpus` free GPUs of `pool`, now drawing `active_w` W each. Returns the number
-        of powered-off nodes this wakes up (the caller then holds the job for `wake_s`)."""
+    def allocate(self, now_s: float, pool: Pool, gpus: int, active_w: float, job: int = -1) -> int:
+        """Take `gpus` free GPUs of `pool`, now drawing `active_w` W each (for `job`, which
+        a pool of servers places). Returns the number of powered-off nodes this wakes up
+        (the caller then holds the job for `wake_s`)."""
         pool._accrue(now_s)
+        if pool.servers is not None:
+            pool.servers.take(now_s, job, gpus)
         woken = self._take(pool, gpus)
         self.it_w += gpus * (active_w - pool.idle_w)
         self.log_power(now_s)
@@ -670,10 +689,13 @@ class Site:
         self.busy_gpus += gpus
         return woken
 
-    def release(self, now_s: float, pool: Pool, gpus: int, active_w: float) -> int:
-        """Return `gpus` GPUs drawing `active_w` W each to `pool`'s free GPUs; nodes left
-        with no busy GPU join the idle queue; returns how many did."""
+    def release(self, now_s: float, pool: Pool, gpus: int, active_w: float, job: int = -1) -> int:
+        """Return `gpus` GPUs drawing `active_w` W each (`job`'s, on a pool of servers) to
+        `pool`'s free GPUs; nodes left with no busy GPU join the idle queue; returns how
+        many did."""
         pool._accrue(now_s)
+        if pool.servers is not None:
+            pool.servers.give_back(now_s, job)
         freed = self._give_back(now_s, pool, gpus)
         self.it_w -= gpus * (active_w - pool.idle_w)
         self.log_power(now_s)

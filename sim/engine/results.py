@@ -137,6 +137,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         out.tables.get("requests"),
         out.tables.get("onsite"),
         out.tables.get("functions"),
+        out.tables.get("servers"),
     )
 
 

@@ -26,13 +26,14 @@ from sim.config.workload import ScalingConfig
 from sim.engine.ledger import GpuParts, Pool, Site
 from sim.errors import PolicyError, ScenarioError
 from sim.models import hardware, mig, scaling, sharing
+from sim.models.placement import placed_scaling
 
 if TYPE_CHECKING:
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
     from sim.workload import JobTable
 
-__all__ = ["CheckpointTiming", "Placement", "check_scaling", "node_of"]
+__all__ = ["CheckpointTiming", "Placement", "check_scaling", "check_servers", "node_of"]
 
 
 class CheckpointTiming:
@@ -63,7 +64,9 @@ class Placement:
     typed arrays and lists, which `Runs` owns and changes in place and this reads (held
     privately): `gpus` whole GPUs, `milli` thousandths of one, `gpu_share` GPUs charged,
     `mig_profile` ("": none), `profile`, `parallelism`. Speeds are cached per (model,
-    profile, cap, GPUs scaled, scheme, node)."""
+    profile, cap, GPUs scaled, scheme, GPUs per node); on a pool of servers a job's nodes
+    are the servers it holds (or would take now), in nodes of the most GPUs it holds on
+    one (`sim.models.placement.placed_scaling`)."""
 
     __slots__ = (
         "_core",
@@ -116,24 +119,40 @@ class Placement:
         profile, gpus = self._profile[j], self._gpus[j]
         scaled = self._core.scenario.scaling is not None and gpus > 1
         scheme = self._parallelism[j] if scaled else ""
-        key = (pool.model, profile, cap, gpus if scaled else 1, scheme, pool.gpus_per_node)
+        servers = pool.servers
+        layout = servers.layout(j, gpus) if scaled and servers is not None else ()
+        per_node = max((g for _, g in layout), default=pool.gpus_per_node)
+        key = (pool.model, profile, cap, gpus if scaled else 1, scheme, per_node)
         hit = self._speeds.get(key)
         if hit is None:
             est = hardware.estimate(pool.model, profile, cap)
             full = self._core.scenario.speed(pool.model, profile)
             hit = (full * est.throughput_fraction, est.power_w)
             if scaled:
-                hit = self._scaled(pool, profile, gpus, scheme, *hit)
+                hit = self._scaled(pool, profile, gpus, scheme, layout, *hit)
             self._speeds[key] = hit
         return hit
 
     def _scaled(
-        self, pool: Pool, profile: str, gpus: int, scheme: str, speed: float, draw_w: float
+        self,
+        pool: Pool,
+        profile: str,
+        gpus: int,
+        scheme: str,
+        layout: tuple[tuple[int, int], ...],
+        speed: float,
+        draw_w: float,
     ) -> tuple[float, float]:
-        """(speed, draw W) of one GPU of a `gpus`-GPU job of `scheme` on `pool`."""
+        """(speed, draw W) of one GPU of a `gpus`-GPU job of `scheme` on `pool` (on the
+        servers of `layout`, if the pool has servers)."""
         config = self._core.scenario.scaling
         assert config is not None
-        point = scaling.scaling(profile, pool.model, gpus, scheme, node_of(pool, config))
+        node = node_of(pool, config)
+        point = (
+            placed_scaling(profile, pool.model, layout, scheme, node)
+            if layout
+            else scaling.scaling(profile, pool.model, gpus, scheme, node)
+        )
         comm_w = draw_w * scaling.comm_power_frac(pool.model, profile)
         return (
             speed * point.efficiency,
@@ -226,6 +245,8 @@ class Placement:
         profile = self._mig_profile[j]
         if profile:
             return pool.mig is not None and pool.mig.fits(profile)
+        if pool.servers is not None:  # whole GPUs only (`check_servers`)
+            return pool.servers.fit(self._gpus[j]) is not None
         return pool.free >= self.new_gpus(j, pool)
 
     def needs(self, j: int) -> str:
@@ -313,3 +334,14 @@ def check_scaling(jobs: JobTable, pools: list[Pool], scenario: Scenario) -> None
                     f"scaling: job {jobs.job_id[multi[row]]!r} ({profile}, {gpus} GPUs, "
                     f"{scheme} parallel) on {pool.model}: {e}"
                 ) from None
+
+
+def check_servers(jobs: JobTable, scenario: Scenario) -> None:
+    """ScenarioError, before the run, if a scenario with a pool of servers has jobs that
+    share a GPU (`gpu_milli` < 1000): not supported on servers yet."""
+    servers = any(p.servers is not None for s in scenario.sites for p in s.gpus)
+    if servers and (jobs.gpu_milli < 1000).any():
+        raise ScenarioError(
+            "sites.gpus.servers: jobs sharing a GPU (gpu_milli < 1000) in a scenario with a "
+            "pool of servers are not supported yet"
+        )

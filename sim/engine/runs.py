@@ -218,7 +218,7 @@ class Runs(Component):
         else:
             rate, draw_w = placement.rate_and_draw(j, site, pool, cap)
         if parts is None:  # whole GPUs: no shared GPU or MIG slice to re-time
-            woken = site.allocate(now, pool, self.gpus[j], draw_w)
+            woken = site.allocate(now, pool, self.gpus[j], draw_w, j)
         else:
             ledger, need = parts
             woken = site.allocate_part(now, pool, ledger, j, need, draw_w, now + wake_s)
@@ -347,7 +347,7 @@ class Runs(Component):
         elif pool.mig is not None and j in pool.mig:
             fleet.release_part(site, pool, pool.mig, j, draw_w)
         else:
-            fleet.release(site, pool, self.gpus[j], draw_w)
+            fleet.release(site, pool, self.gpus[j], draw_w, j)
             for component in self._core.hooked("gpus_released"):
                 component.gpus_released(j, site, pool)
 

@@ -9,6 +9,7 @@ the engine's components drive it with times and jobs (docs/placement.md).
   free_gpus), one row per server and instant.
 - `FragmentationMeter`: per waiting job, the time during which the pool had enough free
   GPUs in total but the placement could not place it (`fragmentation_wait_h`).
+- `ServerBooks`: the three of one pool in a run, as `sim.engine.ledger.Pool` keeps them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from array import array
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from sim.models.placement import Assignment, Rule
+from sim.models.placement import Assignment, PoolPlacer, Rule
 from sim.util.records import INSTANT_S
 
-__all__ = ["FragmentationMeter", "FreeGpuLog", "Placer", "ServerLedger"]
+__all__ = ["FragmentationMeter", "FreeGpuLog", "Placer", "ServerBooks", "ServerLedger"]
 
 Placer = Callable[[Sequence[int], int], Assignment | None]
 """place(free GPUs by server, the job's GPUs) -> where it goes, or None: a rule of
@@ -237,3 +238,60 @@ class FragmentationMeter:
         """The summary `fragmentation_wait_h`: the finished waits' fragmentation, summed
         over jobs, h."""
         return math.fsum(self._waited_s.values()) / 3600.0
+
+
+class ServerBooks:
+    """The servers of one pool in a run: the ledger, the placement that fills it, the
+    free-GPU log and the fragmentation meter, kept in step. A job's GPUs are one holding
+    per start, keyed (job, n): a job that left the pool and still writes its checkpoint on
+    GPUs there may start on it again meanwhile (two holdings, the oldest given back first,
+    as `sim.engine.ledger.CapacityKinds` does)."""
+
+    __slots__ = ("ledger", "place", "log", "meter", "_holdings", "_taken")
+
+    def __init__(self, servers: int, place: PoolPlacer):
+        self.ledger = ServerLedger(servers, place.gpus_per_server)
+        self.place = place
+        """Where a job's GPUs go: the site's rule under its `max_servers`."""
+        self.log = FreeGpuLog(servers)
+        self.meter = FragmentationMeter(self.ledger, place)
+        self._holdings: dict[int, list[tuple[int, int]]] = {}
+        self._taken = 0
+        """Holdings taken so far (the n of the keys)."""
+
+    def fit(self, gpus: int) -> Assignment | None:
+        """Where a job of `gpus` GPUs would go now; None: it does not fit."""
+        return self.place(self.ledger.free_by_server(), gpus)
+
+    def layout(self, j: int, gpus: int) -> Assignment:
+        """The servers job `j` of `gpus` GPUs runs on: those it holds, else where it would
+        go now, else where it would go in the empty pool (its speed estimate while it
+        cannot start), else one server (a job larger than the pool never runs)."""
+        holdings = self._holdings.get(j)
+        if holdings:
+            return self.ledger.held(holdings[-1])
+        empty = (self.place.gpus_per_server,) * self.ledger.servers
+        return self.fit(gpus) or self.place(empty, gpus) or ((0, gpus),)
+
+    def take(self, t_s: float, j: int, gpus: int) -> None:
+        """Job `j` takes `gpus` GPUs where the placement puts them at `t_s`, s (the caller
+        has checked that they fit)."""
+        assignment = self.fit(gpus)
+        assert assignment is not None, f"job {j}: {gpus} GPUs do not fit the servers"
+        key = (j, self._taken)
+        self._taken += 1
+        self.ledger.allocate(key, assignment)
+        self._holdings.setdefault(j, []).append(key)
+        self._changed(t_s, assignment)
+
+    def give_back(self, t_s: float, j: int) -> None:
+        """Job `j` gives back the GPUs it took first, at `t_s`, s."""
+        holdings = self._holdings[j]
+        assignment = self.ledger.release(holdings.pop(0))
+        if not holdings:
+            del self._holdings[j]
+        self._changed(t_s, assignment)
+
+    def _changed(self, t_s: float, assignment: Assignment) -> None:
+        self.log.record(t_s, self.ledger, assignment)
+        self.meter.changed(t_s)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sim.api import MigGpuState
     from sim.engine.ledger import Pool, Site
+    from sim.models.placement import PoolPlacer
 
 __all__ = ["PoolView", "SiteView"]
 
@@ -64,6 +65,18 @@ class PoolView:
         """Free MIG slices per profile (a copy), None if the pool is not partitioned."""
         mig = self._pool.mig
         return None if mig is None else mig.free_slices()
+
+    def free_by_server(self) -> list[int] | None:
+        """Free GPUs of each server, by index (a copy), None if the pool has no servers."""
+        servers = self._pool.servers
+        return None if servers is None else list(servers.ledger.free_by_server())
+
+    @property
+    def placer(self) -> PoolPlacer | None:
+        """Where the engine puts a job's GPUs on the pool's servers (a frozen value: the
+        site's rule and `max_servers`), None if the pool has no servers."""
+        servers = self._pool.servers
+        return None if servers is None else servers.place
 
     def mig_layouts(self) -> list[MigGpuState] | None:
         """Every GPU's layout, slices held and ready time (frozen records), None if the pool

@@ -35,19 +35,24 @@ nodes of the most GPUs it holds on one server (`placed_scaling`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Literal
 
 from sim.models import scaling
 
 __all__ = [
     "RULES",
     "Assignment",
+    "MaxServers",
+    "PoolPlacer",
     "Rule",
     "best_fit",
     "fewest_servers",
     "first_fit",
     "placed_scaling",
+    "server_limit",
     "servers_needed",
     "spread",
 ]
@@ -165,6 +170,34 @@ RULES: Mapping[str, Rule] = MappingProxyType(
     }
 )
 """The placement rules by name."""
+
+
+MaxServers = int | Literal["strict", "unlimited"]
+"""A site's `max_servers` key: a number of servers, "strict" (locality: the fewest that can
+hold the job) or "unlimited"."""
+
+
+def server_limit(max_servers: MaxServers, gpus: int, gpus_per_server: int) -> int | None:
+    """The servers a job of `gpus` GPUs may span under `max_servers` (None: any number);
+    "strict" is ceil(gpus / gpus_per_server), the fewest servers that can hold it."""
+    if max_servers == "strict":
+        return math.ceil(gpus / gpus_per_server)
+    return None if max_servers == "unlimited" else max_servers
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PoolPlacer:
+    """A pool's placement: the rule `rule` (a name of `RULES`) on servers of
+    `gpus_per_server` GPUs under the site's `max_servers`. Called as place(free GPUs by
+    server, the job's GPUs) -> its assignment, or None (the job does not fit now)."""
+
+    rule: str
+    gpus_per_server: int
+    max_servers: MaxServers = "strict"
+
+    def __call__(self, free: Sequence[int], gpus: int) -> Assignment | None:
+        limit = server_limit(self.max_servers, gpus, self.gpus_per_server)
+        return RULES[self.rule](free, gpus, self.gpus_per_server, limit)
 
 
 def servers_needed(assignment: Assignment) -> int:

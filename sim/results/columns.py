@@ -38,6 +38,7 @@ SUMMARY_KEYS = (
     "wan_data_gb",
     "jobs_away_share",
     "wait_mean_h",
+    "fragmentation_wait_h",
     "jct_mean_h",
     "jct_p95_h",
     "deadline_misses",

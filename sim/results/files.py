@@ -32,9 +32,9 @@ FILES = (
     "meta.json",
 )
 """The files every run writes."""
-OPTIONAL_FILES = ("requests.parquet", "onsite.parquet", "functions.parquet")
+OPTIONAL_FILES = ("requests.parquet", "onsite.parquet", "functions.parquet", "servers.parquet")
 """Files a run writes only when it has them (requests: the request-level fidelity; onsite:
-a site with on-site energy; functions: `[functions]`)."""
+a site with on-site energy; functions: `[functions]`; servers: a pool of servers)."""
 
 
 @dataclass
@@ -64,6 +64,9 @@ class Results:
     functions: pd.DataFrame | None = None
     """One row per serverless function invocation (`sim.functions.KeepAliveResult`;
     docs/functions.md); None without `[functions]`."""
+    servers: pd.DataFrame | None = None
+    """Free GPUs by server after each change, per pool of servers (site, pool, time_s,
+    server, free_gpus; docs/placement.md); None in a run without servers."""
 
     def save(self, out_dir: str | Path) -> Path:
         """Write the result files into `out_dir` (created if needed), each atomically."""
@@ -81,6 +84,8 @@ class Results:
             _save_table(out / "onsite.parquet", self.onsite)
         if self.functions is not None:
             _save_table(out / "functions.parquet", self.functions)
+        if self.servers is not None:
+            _save_table(out / "servers.parquet", self.servers)
         write_atomic(out / "scenario.toml", lambda p: p.write_text(self.scenario.to_toml()))
         write_atomic(out / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=2)))
         write_atomic(
@@ -114,6 +119,9 @@ class Results:
             else None,
             functions=pd.read_parquet(d / "functions.parquet")
             if (d / "functions.parquet").exists()
+            else None,
+            servers=pd.read_parquet(d / "servers.parquet")
+            if (d / "servers.parquet").exists()
             else None,
         )
 

@@ -17,7 +17,7 @@ def refusal(engine: Engine) -> str | None:
     """Why the batch engine cannot run `engine`'s world (None: it can, if the plans fit,
     `capacity_refusal`): it needs one site with one pool of whole GPUs, jobs that are
     whole-GPU, uncapped and unrestricted, and nothing that makes jobs or time interact
-    (failures, spot, demand response, services, power-off, an hourly PUE, WAN, periodic
+    (failures, spot, demand response, services, servers, power-off, an hourly PUE, WAN, periodic
     checkpoints, quotas, scaling, rebound, prediction error, a forecast other than
     perfect, replayed forecasts), and a policy with a `plan_batch` hook."""
     sc, jobs = engine.scenario, engine.jobs
@@ -26,6 +26,7 @@ def refusal(engine: Engine) -> str | None:
         (len(sc.sites) != 1, "more than one site"),
         (len(site.gpus) != 1, f"site {site.name} has more than one GPU pool"),
         (bool(site.gpus[0].mig or site.gpus[0].split), "a MIG-partitioned or split pool"),
+        (site.gpus[0].servers is not None, "a pool of servers (gpus[].servers)"),
         (site.power_off is not None, "sites.power_off"),
         (not isinstance(site.pue, float | int), "an hourly PUE"),
         (site.forecast is not None, "sites.forecast (replayed forecasts)"),
