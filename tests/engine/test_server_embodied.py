@@ -21,9 +21,7 @@ HOURS_PER_JULIAN_YEAR = 365.25 * 24.0
 
 def run(tmp_path, jobs, gpus, duration_h=24, embodied="installed"):
     sites = [site(gpus=gpus, pue=1.0, host_w_per_gpu=0.0)]
-    scenario = make_scenario(
-        tmp_path, jobs, duration_h=duration_h, sites=sites, embodied=embodied
-    )
+    scenario = make_scenario(tmp_path, jobs, duration_h=duration_h, sites=sites, embodied=embodied)
     return simulate(scenario, "run_now")
 
 
@@ -52,6 +50,7 @@ def test_one_dgx_a100_over_24_h_carries_its_components_over_their_lifetimes(tmp_
     host = sum(kg for c, kg in parts.items() if c != "gpu")
     by_hand = 1200.0 * 24 / (6 * 8766.0) + host * 24 / (4 * 8766.0)
     assert results.summary["carbon_embodied_kg"] == pytest.approx(by_hand, rel=1e-12)
+    assert by_hand == pytest.approx(0.5476 + 5976.6 * 24 / (4 * 8766.0), abs=1e-4)  # 4.638 kg
 
 
 def test_the_columns_sum_exactly_to_the_servers_embodied_carbon(tmp_path):
