@@ -18,10 +18,11 @@ import pandas as pd
 
 from sim.engine.component import Component
 from sim.engine.ledger import GpuParts, Pool, Site
-from sim.engine.servers import ServerBooks
+from sim.engine.servers import ServerBooks, server_embodied_kg_by_group
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal
 from sim.market.billing import SiteTariff, demand_charge, site_tariff
+from sim.models.servers import EMBODIED_GROUPS
 from sim.results import (
     ResultParts,
     busy_gpu_s,
@@ -325,15 +326,38 @@ class Fleet(Component):
         out.summary["gpu_utilization"] = float(
             (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
         )
+        server_kg = self.write_server_embodied(sites, horizon_s)
         if core.scenario.embodied == "installed":
             horizon_h = horizon_s / 3600.0
-            out.summary["carbon_embodied_kg"] = float(
-                sum(
-                    p.count * horizon_h * p.spec.embodied_kg_per_gpu_h
-                    for site in self.sites
-                    for p in site.pools
-                )
+            gpus_kg = sum(
+                p.count * horizon_h * p.spec.embodied_kg_per_gpu_h
+                for site in self.sites
+                for p in site.pools
+                if p.servers is None
             )
+            out.summary["carbon_embodied_kg"] = float(gpus_kg + server_kg)
+
+    def write_server_embodied(self, sites: pd.DataFrame, horizon_s: float) -> float:
+        """In a run with servers, the sites table's `embodied_<group>_kg` columns (group:
+        cpu, dram, storage, gpu, other; `sim.models.servers.EMBODIED_GROUPS`): the
+        embodied carbon, kgCO2e, that each site's servers carry over the horizon, each
+        component amortised over its own lifetime (0 at a site without servers). Returns
+        the servers' total, kgCO2e: the sum of every site's columns (0 without servers)."""
+        if not self.has_servers:
+            return 0.0
+        columns = {g: np.zeros(len(self.sites)) for g in EMBODIED_GROUPS}
+        for i, config in enumerate(self._core.scenario.sites):
+            for pool in config.gpus:
+                if pool.servers is None:
+                    continue
+                by_group = server_embodied_kg_by_group(
+                    pool.servers.model, pool.servers.count, horizon_s
+                )
+                for group, group_kg in by_group.items():
+                    columns[group][i] += group_kg
+        for group, column in columns.items():
+            sites[f"embodied_{group}_kg"] = column
+        return math.fsum(float(kg) for column in columns.values() for kg in column)
 
     def write_costs(self, out: ResultParts, sites: pd.DataFrame, power: pd.DataFrame) -> None:
         """Electricity bills on the metered `power` (a power table's `time_s`, `site`,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from sim.api import MigGpuState
 from sim.config.sites import Site as SiteConfig
-from sim.engine.servers import ServerBooks
+from sim.engine.servers import ServerBooks, server_embodied_kg_per_gpu_h
 from sim.grid import CarbonSignal
 from sim.grid.pue import PueProfile
 from sim.models import mig
@@ -469,6 +469,7 @@ class Pool:
         "mig",
         "capacity",
         "servers",
+        "embodied_kg_per_gpu_h",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -486,6 +487,7 @@ class Pool:
         mig_layout: Sequence[str] = (),
         capacity: CapacityKinds | None = None,
         servers: ServerBooks | None = None,
+        embodied_kg_per_gpu_h: float | None = None,
     ):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
@@ -512,6 +514,13 @@ class Pool:
         """Its GPUs by capacity kind (None: not split; all of the scenario's price kind)."""
         self.servers = servers
         """Its servers and the jobs placed on them (None: a count of GPUs)."""
+        self.embodied_kg_per_gpu_h = (
+            self.spec.embodied_kg_per_gpu_h
+            if embodied_kg_per_gpu_h is None
+            else embodied_kg_per_gpu_h
+        )
+        """Allocated embodied carbon, kgCO2e per GPU-hour: the GPU catalog's (GPU + host
+        share) or, on a pool of servers, the servers' (`server_embodied_kg_per_gpu_h`)."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0
@@ -610,6 +619,7 @@ class Site:
                     p.servers.count,
                     PoolPlacer(config.placement, p.servers.gpus_per_server, config.max_servers),
                 ),
+                None if p.servers is None else server_embodied_kg_per_gpu_h(p.servers.model),
             )
             for p in config.gpus
         ]

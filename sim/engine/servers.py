@@ -19,7 +19,14 @@ from array import array
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from sim.energy import amortised_embodied_kg_by_component
 from sim.models.placement import Assignment, PoolPlacer, Rule
+from sim.models.servers import (
+    EMBODIED_GROUPS,
+    SERVER_CATALOG,
+    embodied_kg_by_component,
+    lifetimes_years,
+)
 from sim.util.records import INSTANT_S
 
 __all__ = ["FragmentationMeter", "FreeGpuLog", "Placer", "ServerBooks", "ServerLedger"]
@@ -295,3 +302,25 @@ class ServerBooks:
     def _changed(self, t_s: float, assignment: Assignment) -> None:
         self.log.record(t_s, self.ledger, assignment)
         self.meter.changed(t_s)
+
+
+def server_embodied_kg_by_group(model: str, servers: int, duration_s: float) -> dict[str, float]:
+    """The embodied carbon (kgCO2e) that `servers` servers of catalog `model` carry over
+    `duration_s` seconds, by group of `EMBODIED_GROUPS` (cpu, dram, storage, gpu, other):
+    each component amortised over its own lifetime (`sim.models.servers.lifetimes_years`,
+    `sim.energy.amortised_embodied_kg_by_component`; docs/servers.md, "In a run")."""
+    spec = SERVER_CATALOG[model]
+    parts = amortised_embodied_kg_by_component(
+        embodied_kg_by_component(spec), lifetimes_years(spec), duration_s
+    )
+    return {
+        group: servers * sum(parts[c] for c in components)
+        for group, components in EMBODIED_GROUPS.items()
+    }
+
+
+def server_embodied_kg_per_gpu_h(model: str) -> float:
+    """A server of catalog `model`'s amortised embodied carbon per hour, shared equally by
+    its GPUs: kgCO2e per GPU-hour (allocated embodied carbon on a pool of servers)."""
+    per_h = sum(server_embodied_kg_by_group(model, 1, 3600.0).values())
+    return per_h / SERVER_CATALOG[model].gpus

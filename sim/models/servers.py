@@ -42,6 +42,8 @@ from sim.models.hardware import GPU_CATALOG
 __all__ = [
     "COMPONENTS",
     "CPU_LOAD_POINTS",
+    "EMBODIED_GROUPS",
+    "HOST_LIFETIME_YEARS",
     "HOST_LOAD_STEPS",
     "SERVER_CATALOG",
     "SERVER_SOURCES",
@@ -50,6 +52,7 @@ __all__ = [
     "embodied_kg_by_component",
     "host_curve_w",
     "host_power_w",
+    "lifetimes_years",
     "server_model_from_dict",
 ]
 
@@ -83,6 +86,23 @@ _ASSEMBLY_KG = 6.68
 
 COMPONENTS = ("cpu", "dram", "ssd", "hdd", "mainboard", "chassis", "psu", "assembly", "gpu")
 """The keys of `embodied_kg_by_component`, in order."""
+
+EMBODIED_GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "cpu": ("cpu",),
+        "dram": ("dram",),
+        "storage": ("ssd", "hdd"),
+        "gpu": ("gpu",),
+        "other": ("mainboard", "chassis", "psu", "assembly"),
+    }
+)
+"""The components (`COMPONENTS`) summed in each of a run's `embodied_<group>_kg` columns
+of the sites table (docs/servers.md, "In a run")."""
+
+HOST_LIFETIME_YEARS = 4.0
+"""Lifetime of every host component (all but the GPUs), Julian years: the 35,040 h (4
+years) of Boavizta's server archetypes (boaviztapi 2.5.0; docs/servers.md). Boavizta's
+default component lifetime, 26,280 h (3 years), would charge a third more per hour."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +197,14 @@ def embodied_kg_by_component(model: ServerModel) -> dict[str, float]:
         "assembly": _ASSEMBLY_KG,
         "gpu": model.gpus * GPU_CATALOG[model.gpu_model].embodied_kg,
     }
+
+
+def lifetimes_years(model: ServerModel) -> dict[str, float]:
+    """The lifetime of each component (`COMPONENTS`) of `model`, Julian years: the GPUs'
+    the GPU catalog's `service_life_years` (6 years for the A100, BLOOM), the host's
+    `HOST_LIFETIME_YEARS`."""
+    gpu_years = GPU_CATALOG[model.gpu_model].service_life_years
+    return {c: gpu_years if c == "gpu" else HOST_LIFETIME_YEARS for c in COMPONENTS}
 
 
 def embodied_kg(model: ServerModel) -> float:
