@@ -63,6 +63,7 @@ from sim.grid import CarbonSignal
 from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
 from sim.market.billing import running_month_peak_kw
 from sim.results import ResultParts
+from sim.results.columns import ONSITE_SUMMARY_KEYS
 from sim.util.records import INSTANT_S
 
 if TYPE_CHECKING:
@@ -775,19 +776,7 @@ def _summary(out: ResultParts, assets: list[SiteEquipment | None]) -> None:
     """The on-site summary keys from the `onsite` table and the `sites` table (which
     `OnsiteEnergy._sites` completed): None where no site has the equipment."""
     summary = out.summary
-    keys = (
-        "onsite_generation_kwh",
-        "onsite_used_kwh",
-        "curtailed_kwh",
-        "exported_kwh",
-        "grid_import_kwh",
-        "battery_charge_kwh",
-        "battery_discharge_kwh",
-        "battery_cycles",
-        "cfe_score",
-        "carbon_market_based_kg",
-    )
-    summary.update(dict.fromkeys(keys))
+    summary.update(dict.fromkeys(ONSITE_SUMMARY_KEYS))
     table = out.tables.get("onsite")
     if table is None:
         return
