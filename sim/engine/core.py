@@ -51,7 +51,6 @@ from sim.api import (
     SystemState,
 )
 from sim.config.scenario import Scenario
-from sim.energy.balance import battery_excess_kw
 from sim.engine.checkpoints import Checkpoints
 from sim.engine.component import BROADCAST_HOOKS, Component, Core, overrides, wire
 from sim.engine.demand_response import DemandResponseMeter
@@ -407,34 +406,7 @@ class Engine:
             self.runs.set_job_cap(j, watts)
 
     def _set_battery(self, a: SetBattery) -> None:
-        i, assets = self.onsite.equipment(a.site, a)
-        battery, power, cap = assets.battery, a.power_kw, a.import_cap_kw
-        if battery is None:
-            raise PolicyError(f"{a!r}: site {a.site!r} has no battery")
-        if power is not None and cap is not None:
-            raise PolicyError(f"{a!r}: give power_kw or import_cap_kw, not both")
-        if cap is not None and not (math.isfinite(cap) and cap >= 0):
-            raise PolicyError(f"{a!r}: import_cap_kw = {cap} must be finite and >= 0")
-        if power is not None:
-            if not math.isfinite(power) or abs(power) > battery.power_kw:
-                raise PolicyError(
-                    f"{a!r}: power_kw = {power} is over the battery's rating {battery.power_kw} kW"
-                )
-            c = assets.connection
-            if c.over_limit == "refuse":
-                reading, state = self.queries.onsite(a.site), self.onsite.battery_now(i)
-                assert reading is not None and state is not None
-                applied_kw = battery.applied_power_kw(state, power)
-                side, over_kw = battery_excess_kw(
-                    reading.load_kw, reading.generation_kw, applied_kw, c
-                )
-                if over_kw > 0:
-                    raise PolicyError(
-                        f"{a!r}: power_kw = {power} takes the battery's {side} over the "
-                        f"connection's limit by {over_kw:.6g} kW now (import limit "
-                        f"{c.import_limit_kw} kW, export limit {c.export_limit_kw} kW)"
-                    )
-        self.onsite.set_battery(i, power, cap)
+        self.onsite.take(a, self.queries.onsite)
 
     def _scale(self, a: Scale) -> None:
         i = self._service(a, a.service)

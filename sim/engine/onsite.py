@@ -46,7 +46,7 @@ import pandas as pd
 
 from sim.config.sites import Site as SiteConfig
 from sim.energy import Battery, BatteryState, GridConnection, amortised_embodied_kg
-from sim.energy.balance import ImportLimitError
+from sim.energy.balance import ImportLimitError, battery_excess_kw
 from sim.energy.dispatch import EnergyInterval, SiteEnergy, hour_edges_s
 from sim.engine.component import Component
 from sim.engine.contracts import (
@@ -63,11 +63,13 @@ from sim.grid import CarbonSignal
 from sim.grid.renewables import NRMSE_24H, forecast_capacity_factors, profile_on_run_clock
 from sim.market.billing import running_month_peak_kw
 from sim.results import ResultParts
+from sim.results.columns import ONSITE_SUMMARY_KEYS
 from sim.util.records import INSTANT_S
 
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from sim.api import OnsiteReading, SetBattery
     from sim.config.scenario import Scenario
     from sim.engine.component import Core
     from sim.engine.fleet import Fleet
@@ -304,6 +306,36 @@ class OnsiteEnergy(Component):
         if assets is None:
             raise PolicyError(f"{action!r}: site {name!r} has no on-site energy")
         return i, assets
+
+    def take(self, a: SetBattery, reading: Callable[[str], OnsiteReading | None]) -> None:
+        """Carry out `a` (docs/writing-a-policy.md, `SetBattery`), `reading(site)` giving a
+        site's on-site state now; PolicyError naming `a` where it cannot be taken."""
+        i, assets = self.equipment(a.site, a)
+        battery, power, cap = assets.battery, a.power_kw, a.import_cap_kw
+        if battery is None:
+            raise PolicyError(f"{a!r}: site {a.site!r} has no battery")
+        if power is not None and cap is not None:
+            raise PolicyError(f"{a!r}: give power_kw or import_cap_kw, not both")
+        if cap is not None and not (math.isfinite(cap) and cap >= 0):
+            raise PolicyError(f"{a!r}: import_cap_kw = {cap} must be finite and >= 0")
+        if power is not None:
+            if not math.isfinite(power) or abs(power) > battery.power_kw:
+                raise PolicyError(
+                    f"{a!r}: power_kw = {power} is over the battery's rating {battery.power_kw} kW"
+                )
+            c = assets.connection
+            if c.over_limit == "refuse":
+                now, state = reading(a.site), self.battery_now(i)
+                assert now is not None and state is not None
+                applied_kw = battery.applied_power_kw(state, power)
+                side, over_kw = battery_excess_kw(now.load_kw, now.generation_kw, applied_kw, c)
+                if over_kw > 0:
+                    raise PolicyError(
+                        f"{a!r}: power_kw = {power} takes the battery's {side} over the "
+                        f"connection's limit by {over_kw:.6g} kW now (import limit "
+                        f"{c.import_limit_kw} kW, export limit {c.export_limit_kw} kW)"
+                    )
+        self.set_battery(i, power, cap)
 
     def set_battery(self, i: int, power_kw: float | None, import_cap_kw: float | None) -> None:
         """Hold site `i`'s battery at `power_kw` (kW, positive charging), else hold its grid
@@ -775,19 +807,7 @@ def _summary(out: ResultParts, assets: list[SiteEquipment | None]) -> None:
     """The on-site summary keys from the `onsite` table and the `sites` table (which
     `OnsiteEnergy._sites` completed): None where no site has the equipment."""
     summary = out.summary
-    keys = (
-        "onsite_generation_kwh",
-        "onsite_used_kwh",
-        "curtailed_kwh",
-        "exported_kwh",
-        "grid_import_kwh",
-        "battery_charge_kwh",
-        "battery_discharge_kwh",
-        "battery_cycles",
-        "cfe_score",
-        "carbon_market_based_kg",
-    )
-    summary.update(dict.fromkeys(keys))
+    summary.update(dict.fromkeys(ONSITE_SUMMARY_KEYS))
     table = out.tables.get("onsite")
     if table is None:
         return

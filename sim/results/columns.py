@@ -3,10 +3,25 @@
 
 from __future__ import annotations
 
-__all__ = ["JOB_COLUMNS", "SUMMARY_KEYS", "TERMINAL_STATES"]
+__all__ = ["JOB_COLUMNS", "ONSITE_SUMMARY_KEYS", "SUMMARY_KEYS", "TERMINAL_STATES"]
 
 TERMINAL_STATES = ("completed", "rejected", "unfinished")
 """What a job's `state` in the jobs table can be at the horizon."""
+
+ONSITE_SUMMARY_KEYS = (
+    "onsite_generation_kwh",
+    "onsite_used_kwh",
+    "curtailed_kwh",
+    "exported_kwh",
+    "grid_import_kwh",
+    "battery_charge_kwh",
+    "battery_discharge_kwh",
+    "battery_cycles",
+    "cfe_score",
+    "carbon_market_based_kg",
+)
+"""The on-site energy keys of `summary.json` (docs/onsite-energy.md), None in a run
+without on-site equipment."""
 
 SUMMARY_KEYS = (
     "jobs_submitted",
@@ -83,16 +98,7 @@ SUMMARY_KEYS = (
     "cost_demand_charge",
     "cost_reserved",
     "mig_repartitions",
-    "onsite_generation_kwh",
-    "onsite_used_kwh",
-    "curtailed_kwh",
-    "exported_kwh",
-    "grid_import_kwh",
-    "battery_charge_kwh",
-    "battery_discharge_kwh",
-    "battery_cycles",
-    "cfe_score",
-    "carbon_market_based_kg",
+    *ONSITE_SUMMARY_KEYS,
     "function_invocations",
     "function_cold_starts",
     "function_warm_gb_h",
