@@ -173,3 +173,28 @@ def test_placed_scaling_uses_the_links_it_is_given():
     slow = placed_scaling("bert-squad", "A100-80GB", ((0, 8), (1, 8)), node=links)
     assert slow == scaling.scaling("bert-squad", "A100-80GB", 16, node=links)
     assert slow.efficiency < placed_scaling("bert-squad", "A100-80GB", ((0, 8), (1, 8))).efficiency
+
+
+def test_an_uneven_split_pays_a_ring_over_all_its_servers():
+    """8 GPUs as 4 + 2 + 2 span three servers: nodes of at most 4, three of them. The
+    all-reduce is the 4-GPU ring inside the largest share plus a 3-node ring over the
+    network, by hand from `ring_allreduce_s`, and the split is slower than 4 + 4."""
+    links = scaling.NodeShape(8, "NVLink3", "Eth-25G")
+    uneven = placed_scaling("bert-squad", "A100-80GB", ((0, 4), (1, 2), (2, 2)), node=links)
+    assert uneven.nodes == 3
+    w = scaling.profile_workload("bert-squad", "A100-80GB")
+    allreduce_s = scaling.ring_allreduce_s(
+        4, w.grad_bytes, scaling.interconnect("NVLink3")
+    ) + scaling.ring_allreduce_s(
+        3, w.grad_bytes, scaling.interconnect("Eth-25G"), links.nics_per_node
+    )
+    step_s = w.step_compute_s + max(0.0, allreduce_s - w.overlap_frac * w.step_compute_s)
+    step_s += scaling.sync_wait_s(8)
+    assert uneven.efficiency == pytest.approx(w.step_compute_s / step_s, rel=1e-12)
+    even = placed_scaling("bert-squad", "A100-80GB", ((0, 4), (1, 4)), node=links)
+    assert uneven.efficiency < even.efficiency
+
+
+def test_tensor_parallelism_over_an_uneven_split_is_refused():
+    with pytest.raises(ValueError, match="equal shares"):
+        placed_scaling("bert-squad", "A100-80GB", ((0, 4), (1, 2), (2, 2)), scheme="tensor")

@@ -214,17 +214,14 @@ def placed_scaling(
 ) -> scaling.ScalingPoint:
     """The scaling point (`sim.models.scaling.scaling`) of a job of `profile` holding the GPUs
     of `assignment` on servers of `gpu_model` with the links of `node` (None: the model's
-    catalog node), in nodes of the most GPUs it holds on one server.
+    catalog node): nodes of the most GPUs it holds on one server, as many as its servers.
 
-    Those nodes are the assignment's servers whenever ceil(GPUs / most on one server) is
-    their number (one server; whole servers and a remainder; equal shares): the model's
-    hierarchical all-reduce then has the job's largest intra-server ring and its number of
-    servers exactly. An uneven split such as 4 + 2 + 2 is priced as nodes of 4 (2 nodes,
-    not 3): the scaling model lays a job out in equal nodes. Tensor parallelism over
-    servers needs equal shares (ValueError from the scaling model otherwise).
+    The hierarchical all-reduce then has the job's largest intra-server ring and a ring over
+    all its servers, so an uneven split such as 4 + 2 + 2 is 3 nodes of at most 4. Tensor
+    parallelism over servers needs equal shares (ValueError from the scaling model otherwise).
     """
     shape = scaling.default_node(gpu_model) if node is None else node
     gpus = sum(g for _, g in assignment)
     per_server = max(g for _, g in assignment)
     laid_out = dataclasses.replace(shape, gpus_per_node=per_server)
-    return scaling.scaling(profile, gpu_model, gpus, scheme, laid_out)
+    return scaling.scaling(profile, gpu_model, gpus, scheme, laid_out, len(assignment))

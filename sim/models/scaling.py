@@ -272,19 +272,19 @@ def sync_wait_s(gpus: int) -> float:
     return SYNC_S * math.sqrt(2.0 * math.log(gpus)) if gpus > 1 else 0.0
 
 
-def _data_comm_s(w: Workload, gpus: int, node: NodeShape) -> tuple[float, int]:
-    """Exposed all-reduce time per step of data parallelism, s, and the nodes spanned."""
+def _data_comm_s(w: Workload, gpus: int, node: NodeShape, nodes: int) -> float:
+    """Exposed all-reduce time per step of data parallelism over `nodes` nodes, s: the
+    largest node's ring, then the ring over the nodes."""
     k = min(gpus, node.gpus_per_node)
-    nodes = math.ceil(gpus / node.gpus_per_node)
     allreduce_s = ring_allreduce_s(k, w.grad_bytes, interconnect(node.intra_node)) + (
         ring_allreduce_s(nodes, w.grad_bytes, interconnect(node.inter_node), node.nics_per_node)
     )
-    return max(0.0, allreduce_s - w.overlap_frac * w.step_compute_s), nodes
+    return max(0.0, allreduce_s - w.overlap_frac * w.step_compute_s)
 
 
-def _tensor_comm_s(w: Workload, gpus: int, node: NodeShape) -> tuple[float, float, int]:
-    """(compute per GPU, exposed communication per step, nodes) of tensor parallelism
-    inside a node, with data parallelism across nodes beyond one node."""
+def _tensor_comm_s(w: Workload, gpus: int, node: NodeShape) -> tuple[float, float]:
+    """(compute per GPU, exposed communication per step) of tensor parallelism inside a
+    node, with data parallelism across nodes beyond one node."""
     degree = min(gpus, node.gpus_per_node)
     if gpus > node.gpus_per_node and gpus % node.gpus_per_node:
         raise ValueError(
@@ -300,20 +300,19 @@ def _tensor_comm_s(w: Workload, gpus: int, node: NodeShape) -> tuple[float, floa
         nodes, w.grad_bytes, interconnect(node.inter_node), node.nics_per_node
     )
     data_s = max(0.0, replica_allreduce_s - w.overlap_frac * compute_s)
-    return compute_s, tensor_s + data_s, nodes
+    return compute_s, tensor_s + data_s
 
 
-def _pipeline_comm_s(w: Workload, gpus: int, node: NodeShape) -> tuple[float, float, int]:
-    """(compute per GPU, bubble plus point-to-point time per step, nodes) of a pipeline of
-    `gpus` stages, one per GPU."""
-    nodes = math.ceil(gpus / node.gpus_per_node)
+def _pipeline_comm_s(w: Workload, gpus: int, node: NodeShape, nodes: int) -> tuple[float, float]:
+    """(compute per GPU, bubble plus point-to-point time per step) of a pipeline of `gpus`
+    stages, one per GPU, over `nodes` nodes."""
     link = interconnect(node.inter_node if nodes > 1 else node.intra_node)
     compute_s = w.step_compute_s / gpus
     bubble_s = (gpus - 1) / w.micro_batches * compute_s
     p2p_s = 2.0 * w.activation_bytes / link.achieved_bytes_per_s + (
         2 * w.micro_batches * link.latency_s
     )
-    return compute_s, bubble_s + p2p_s, nodes
+    return compute_s, bubble_s + p2p_s
 
 
 def _needs_shapes(w: Workload, scheme: str, name: str) -> None:
@@ -328,10 +327,19 @@ def _needs_shapes(w: Workload, scheme: str, name: str) -> None:
 
 
 def scaling_of(
-    w: Workload, gpus: int, node: NodeShape, scheme: str = "data", name: str = "workload"
+    w: Workload,
+    gpus: int,
+    node: NodeShape,
+    scheme: str = "data",
+    name: str = "workload",
+    nodes: int | None = None,
 ) -> ScalingPoint:
     """The scaling point of workload `w` on `gpus` GPUs laid out in nodes of shape `node`.
 
+    `nodes` (None: ceil(gpus / node.gpus_per_node), the equal layout) is the number of nodes
+    the GPUs are spread over when the shares are uneven, at most `node.gpus_per_node` GPUs
+    on any one (e.g. 4 + 2 + 2: nodes of 4, 3 nodes); the inter-node all-reduce then runs
+    over that many nodes. Tensor parallelism needs equal shares and takes no `nodes`.
     `name` names the workload in errors.
     """
     if scheme not in SCHEMES:
@@ -339,17 +347,25 @@ def scaling_of(
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
         raise ValueError(f"gpus must be an integer >= 1, got {gpus!r}")
     _check_node(node)
+    equal_nodes = math.ceil(gpus / node.gpus_per_node)
+    if nodes is not None and not equal_nodes <= nodes <= gpus:
+        raise ValueError(f"{gpus} GPUs in nodes of {node.gpus_per_node} span {nodes} nodes")
+    if nodes is not None and nodes != equal_nodes and scheme == "tensor":
+        raise ValueError("tensor parallelism over nodes needs equal shares, not uneven ones")
+    nodes = equal_nodes if nodes is None else nodes
     if gpus == 1:
         return ScalingPoint(1.0, 1.0, 0.0, 1)
     if scheme == "data" and w.grad_bytes == 0:
-        return ScalingPoint(float(gpus), 1.0, 0.0, math.ceil(gpus / node.gpus_per_node))
+        return ScalingPoint(float(gpus), 1.0, 0.0, nodes)
     if scheme == "data":
         compute_s = w.step_compute_s
-        lost_s, nodes = _data_comm_s(w, gpus, node)
+        lost_s = _data_comm_s(w, gpus, node, nodes)
+    elif scheme == "tensor":
+        _needs_shapes(w, scheme, name)
+        compute_s, lost_s = _tensor_comm_s(w, gpus, node)
     else:
         _needs_shapes(w, scheme, name)
-        split = _tensor_comm_s if scheme == "tensor" else _pipeline_comm_s
-        compute_s, lost_s, nodes = split(w, gpus, node)
+        compute_s, lost_s = _pipeline_comm_s(w, gpus, node, nodes)
     lost_s += sync_wait_s(gpus)
     efficiency = compute_s / (compute_s + lost_s)
     return ScalingPoint(gpus * efficiency, efficiency, 1.0 - efficiency, nodes)
@@ -362,15 +378,18 @@ def scaling(
     gpus: int,
     scheme: str = "data",
     node: NodeShape | None = None,
+    nodes: int | None = None,
 ) -> ScalingPoint:
     """Throughput of `gpus` GPUs of `gpu_model` running `profile` under `scheme`, relative to
     one such GPU, with the communication's share of time.
 
-    `node=None` is the catalog's default node of `gpu_model`. One GPU is exactly
-    (1, 1, 0, 1). Unknown profile, GPU model, scheme or link: ValueError naming the value.
+    `node=None` is the catalog's default node of `gpu_model`; `nodes` the nodes spanned by
+    an uneven split (`scaling_of`; None: the equal layout). One GPU is exactly (1, 1, 0, 1).
+    Unknown profile, GPU model, scheme or link: ValueError naming the value.
     """
     shape = default_node(gpu_model) if node is None else node
-    return scaling_of(profile_workload(profile, gpu_model), gpus, shape, scheme, repr(profile))
+    workload = profile_workload(profile, gpu_model)
+    return scaling_of(workload, gpus, shape, scheme, repr(profile), nodes)
 
 
 def comm_power_frac(gpu_model: str, profile: str) -> float:
