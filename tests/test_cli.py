@@ -18,17 +18,32 @@ week of three services simulated request by request takes about a minute; a day 
 part of the file."""
 
 
+def imported_job_file(path, tmp_path) -> list[str]:
+    """The `--set` giving `fragmentation.toml` its job file, which it reads from out/ (the
+    Alibaba 2023 trace imported by its study script): imported here into `tmp_path`, or the
+    test skipped without ../shared/data."""
+    if path.name != "fragmentation.toml":
+        return []
+    from scripts.study_fragmentation import TRACE, import_jobs
+
+    if not TRACE.is_file():
+        pytest.skip(f"Alibaba 2023 trace not found at {TRACE} (no ../shared/data)")
+    return ["--set", f"workload.file={import_jobs(tmp_path / 'jobs.parquet')}"]
+
+
 def test_there_are_scenarios():
     assert any(p.name == "quickstart.toml" for p in SCENARIOS)
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_every_scenario_validates_and_runs(path, tmp_path, capsys):
-    code, out = run_cli(["validate", str(path)], capsys)
+    job_file = imported_job_file(path, tmp_path)
+    code, out = run_cli(["validate", str(path), *job_file], capsys)
     assert code == 0, out.err
     assert "ok:" in out.out
     code, out = run_cli(
-        ["run", str(path), "--out", str(tmp_path), *SHORTENED.get(path.name, [])], capsys
+        ["run", str(path), "--out", str(tmp_path), *SHORTENED.get(path.name, []), *job_file],
+        capsys,
     )
     assert code == 0, out.err
     for name in FILES:
