@@ -121,3 +121,20 @@ def test_a_pool_of_gpus_beside_servers_keeps_host_w_per_gpu(tmp_path):
     r = run(tmp_path, [job("a", 1800.0)], keys, duration_h=1.0)
     h100_w = 4 * (GPU_CATALOG["H100-SXM"].idle_w + 30.0)
     assert r.power["it_w"].iloc[0] == pytest.approx(DGX.host_idle_w + 8 * IDLE_W + h100_w)
+
+
+def test_the_sites_table_gives_host_energy_and_time_off_to_check_it_energy(tmp_path):
+    r = run(tmp_path, [job("a", 0.0), job("b", 5000.0)], dgx_site(2, **power_off()))
+    row = r.sites.iloc[0]
+    horizon_s = 4 * 3600.0
+    off_s = (
+        (horizon_s - 600.0)  # the server "a" is not on
+        + (5000.0 - (RUNTIME_S + 600.0))  # "a"'s, until "b" wakes it
+        + (horizon_s - (5000.0 + 300.0 + RUNTIME_S + 600.0))  # "b"'s, after
+    )
+    assert row["servers_off_h"] == pytest.approx(off_s / 3600.0)
+    # IT energy = hosts while powered + GPUs of powered servers + off_w while off
+    powered_gpu_s = 8 * (2 * horizon_s - off_s)
+    gpus_ws = 2 * ACTIVE_W * RUNTIME_S + IDLE_W * (powered_gpu_s - 2 * RUNTIME_S)
+    it_kwh = row["energy_host_kwh"] + (gpus_ws + OFF_W * off_s) / 3.6e6
+    assert r.summary["energy_it_kwh"] == pytest.approx(it_kwh, rel=1e-12)
