@@ -20,8 +20,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from sim.energy import amortised_embodied_kg_by_component
-from sim.models.placement import Assignment, PoolPlacer, Rule
 from sim.engine.server_power import ServerPower
+from sim.models.placement import Assignment, PoolPlacer, Rule
 from sim.models.servers import (
     EMBODIED_GROUPS,
     SERVER_CATALOG,
