@@ -68,6 +68,14 @@ def site(**changes) -> dict:
     return {**copy.deepcopy(BASE["sites"][0]), **changes}
 
 
+def server_site(**changes) -> dict:
+    """`site(**changes)` without `host_w_per_gpu`: its pools of servers draw their catalog
+    host power (docs/servers.md, "Host power in a run")."""
+    keys = site(**changes)
+    del keys["host_w_per_gpu"]
+    return keys
+
+
 def write_jobs(path: Path, jobs: list[dict]) -> Path:
     """Write jobs in the native CSV format; missing optional columns take defaults."""
     pd.DataFrame(jobs).to_csv(path, index=False)

@@ -450,11 +450,14 @@ class Site(ConfigModel):
             raise ValueError(f"gpus: each GPU model may appear once per site, got {models}")
         for p in self.gpus:
             p.check_mig(self.name)
-        if self.power_off is not None and any(p.servers is not None for p in self.gpus):
-            raise ValueError("power_off with a pool of servers is not supported yet")
+        if "host_w_per_gpu" in self.model_fields_set and all(p.servers for p in self.gpus):
+            raise ValueError(
+                f"host_w_per_gpu = {self.host_w_per_gpu:g}: pools of servers draw their "
+                "catalog host power (docs/servers.md, 'Host power in a run'); leave it out"
+            )
         if self.power_off is not None:
             for p in self.gpus:
-                if p.count % self.gpus_per_node:
+                if p.servers is None and p.count % self.gpus_per_node:
                     raise ValueError(
                         f"power_off needs whole nodes: {p.model} count {p.count} is not a "
                         f"multiple of gpus_per_node {self.gpus_per_node}"

@@ -327,6 +327,7 @@ class Fleet(Component):
             (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
         )
         server_kg = self.write_server_embodied(sites, horizon_s)
+        self.write_server_power(sites, horizon_s)
         if core.scenario.embodied == "installed":
             horizon_h = horizon_s / 3600.0
             gpus_kg = sum(
@@ -358,6 +359,21 @@ class Fleet(Component):
         for group, column in columns.items():
             sites[f"embodied_{group}_kg"] = column
         return math.fsum(float(kg) for column in columns.values() for kg in column)
+
+    def write_server_power(self, sites: pd.DataFrame, horizon_s: float) -> None:
+        """In a run with servers, the sites table's `energy_host_kwh` (the IT energy of its
+        servers' hosts while powered, kWh) and `servers_off_h` (its servers' time switched
+        off, server-hours) columns; 0 at a site without servers (docs/servers.md)."""
+        if not self.has_servers:
+            return
+        host_kwh, off_h = np.zeros(len(self.sites)), np.zeros(len(self.sites))
+        for i, site in enumerate(self.sites):
+            for pool in site.pools:
+                if pool.servers is not None:
+                    host_kwh[i] += math.fsum(pool.servers.power.host_kwh(horizon_s))
+                    off_h[i] += math.fsum(pool.servers.power.off_h(horizon_s))
+        sites["energy_host_kwh"] = host_kwh
+        sites["servers_off_h"] = off_h
 
     def write_costs(self, out: ResultParts, sites: pd.DataFrame, power: pd.DataFrame) -> None:
         """Electricity bills on the metered `power` (a power table's `time_s`, `site`,

@@ -26,13 +26,16 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from sim.api import MigGpuState
+from sim.config.sites import PoolServers
 from sim.config.sites import Site as SiteConfig
+from sim.engine.server_power import ServerPower
 from sim.engine.servers import ServerBooks, server_embodied_kg_per_gpu_h
 from sim.grid import CarbonSignal
 from sim.grid.pue import PueProfile
 from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, GpuSpec
 from sim.models.placement import PoolPlacer
+from sim.models.servers import SERVER_CATALOG
 from sim.models.sharing import MILLI_PER_GPU, share
 from sim.util.records import PowerLog
 
@@ -528,7 +531,10 @@ class Pool:
     def idle_it_w(self) -> float:
         """IT power of the pool's GPUs nothing holds: powered ones at idle + host, off nodes
         at off_w; and of the parts of shared or partitioned GPUs no job holds, at idle +
-        host."""
+        host. On a pool of servers: its standing power (`ServerPower.standing_w`) less the
+        held GPUs' idle power and host share (which their jobs pay)."""
+        if self.servers is not None:  # jobs pay host_w per GPU held: the hosts' rest
+            return self.servers.power.standing_w - self.held * (self.idle_w + self.host_w)
         powered = min(self.nodes_on * self.gpus_per_node, self.count)
         powered_unheld = powered - self.held
         off_nodes = self.nodes - self.nodes_on
@@ -541,7 +547,10 @@ class Pool:
 
     @property
     def node_w(self) -> float:
-        """IT power saved by switching one idle node off, W."""
+        """IT power saved by switching one idle node (or server) off, W."""
+        if self.servers is not None:
+            power = self.servers.power
+            return self.gpus_per_node * self.idle_w + power.host_w_by_held[0] - self.off_w
         return self.gpus_per_node * (self.idle_w + self.host_w) - self.off_w
 
     def busy_nodes(self, busy_gpus: int) -> int:
@@ -552,7 +561,10 @@ class Pool:
         return self.busy_nodes(self.held + gpus) - self.busy_nodes(self.held)
 
     def nodes_to_wake(self, gpus: int) -> int:
-        """Powered-off nodes that `gpus` more busy GPUs need (idle powered nodes go first)."""
+        """Powered-off nodes that `gpus` more busy GPUs need (idle powered nodes go first);
+        on a pool of servers, the servers off where the placement would put them."""
+        if self.servers is not None:
+            return self.servers.to_wake(gpus)
         return max(0, self.nodes_taken(gpus) - len(self.idle_since))
 
     def _accrue(self, now_s: float) -> None:
@@ -602,27 +614,25 @@ class Site:
         self.checkpoint_write_gbps = config.checkpoint_write_gbps
         self.checkpoint_read_gbps = config.checkpoint_read_gbps
         off_w = self.power_off.off_w if self.power_off else 0.0
-        self.pools = [
-            Pool(
-                p.model,
-                p.count,
-                config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w),
-                config.host_w_per_gpu,
-                self.pue,
-                config.gpus_per_node if p.servers is None else p.servers.gpus_per_server,
-                off_w,
-                p.mig or (),
-                CapacityKinds(p.reserved, p.on_demand, p.spot) if p.split else None,
-                None
-                if p.servers is None
-                else ServerBooks(
-                    p.servers.count,
-                    PoolPlacer(config.placement, p.servers.gpus_per_server, config.max_servers),
-                ),
-                None if p.servers is None else server_embodied_kg_per_gpu_h(p.servers.model),
+        self.pools = []
+        for p in config.gpus:
+            idle_w = config.idle_w.get(p.model, GPU_CATALOG[p.model].idle_w)
+            books = None if p.servers is None else _server_books(config, p.servers, idle_w)
+            self.pools.append(
+                Pool(
+                    p.model,
+                    p.count,
+                    idle_w,
+                    config.host_w_per_gpu if p.servers is None else host_share_w(p.servers.model),
+                    self.pue,
+                    config.gpus_per_node if p.servers is None else p.servers.gpus_per_server,
+                    off_w,
+                    p.mig or (),
+                    CapacityKinds(p.reserved, p.on_demand, p.spot) if p.split else None,
+                    books,
+                    None if p.servers is None else server_embodied_kg_per_gpu_h(p.servers.model),
+                )
             )
-            for p in config.gpus
-        ]
         self.cap_w: float | None = None
         """Site-wide GPU power cap, W, for jobs without a cap of their own."""
         self.runtime_version = 0
@@ -631,7 +641,10 @@ class Site:
         switch-off (they change which starts need a node woken)."""
         self.total_gpus = sum(p.count for p in self.pools)
         self.busy_gpus = 0
-        self.it_w = sum(p.count * (p.idle_w + p.host_w) for p in self.pools)
+        self.it_w = sum(
+            p.count * (p.idle_w + p.host_w) if p.servers is None else p.servers.power.standing_w
+            for p in self.pools
+        )
         self._log = log
         self.log_power(0.0)
 
@@ -653,9 +666,13 @@ class Site:
         a pool of servers places). Returns the number of powered-off nodes this wakes up
         (the caller then holds the job for `wake_s`)."""
         pool._accrue(now_s)
-        if pool.servers is not None:
-            pool.servers.take(now_s, job, gpus)
-        woken = self._take(pool, gpus)
+        if pool.servers is None:
+            woken = self._take(pool, gpus)
+        else:
+            power = pool.servers.power
+            standing_w = power.standing_w
+            woken = pool.servers.take(now_s, job, gpus)
+            self._count_servers(pool, gpus, power.standing_w - standing_w)
         self.it_w += gpus * (active_w - pool.idle_w)
         self.log_power(now_s)
         return woken
@@ -704,9 +721,13 @@ class Site:
         `pool`'s free GPUs; nodes left with no busy GPU join the idle queue; returns how
         many did."""
         pool._accrue(now_s)
-        if pool.servers is not None:
-            pool.servers.give_back(now_s, job)
-        freed = self._give_back(now_s, pool, gpus)
+        if pool.servers is None:
+            freed = self._give_back(now_s, pool, gpus)
+        else:
+            power = pool.servers.power
+            standing_w = power.standing_w
+            freed = pool.servers.give_back(now_s, job)
+            self._count_servers(pool, -gpus, power.standing_w - standing_w)
         self.it_w -= gpus * (active_w - pool.idle_w)
         self.log_power(now_s)
         return freed
@@ -724,6 +745,18 @@ class Site:
         self.it_w -= held_share * (active_w - pool.idle_w)
         self.log_power(now_s)
         return freed
+
+    def _count_servers(self, pool: Pool, gpus: int, standing_dw: float) -> None:
+        """`gpus` more busy GPUs of a pool of servers (fewer if negative), whose standing
+        power changed by `standing_dw` W (`ServerPower`)."""
+        assert pool.servers is not None
+        if self.power_off is not None:
+            self.runtime_version += 1
+        pool.nodes_on = pool.servers.power.servers_on
+        pool.free -= gpus
+        pool.held += gpus
+        self.busy_gpus += gpus
+        self.it_w += standing_dw
 
     def _give_back(self, now_s: float, pool: Pool, gpus: int) -> int:
         """Move `gpus` busy GPUs of `pool` to free; returns the nodes left with no busy GPU
@@ -791,6 +824,13 @@ class Site:
         off = 0
         for pool in self.pools:
             pool._accrue(now_s)
+            if pool.servers is not None:
+                power = pool.servers.power
+                standing_w = power.standing_w
+                off += power.switch_off_idle(now_s)
+                pool.nodes_on = power.servers_on
+                self.it_w += power.standing_w - standing_w
+                continue
             while pool.idle_since and pool.idle_since[0] + self.power_off.idle_s <= now_s:
                 pool.idle_since.popleft()
                 pool.nodes_on -= 1
@@ -809,3 +849,23 @@ class Site:
     def idle_energy_kwh(self, now_s: float) -> float:
         """Facility energy of the site's free GPUs (with their host share) so far, kWh."""
         return sum(p.idle_energy_kwh(now_s) for p in self.pools)
+
+
+def host_share_w(server_model: str) -> float:
+    """The host power a job pays per GPU it holds on a server of catalog `server_model`, W:
+    the host's full-load draw (`ServerModel.host_peak_w`) shared by the server's GPUs (a
+    full server's jobs pay its host; the rest of a part-full or idle host's power is idle
+    energy)."""
+    model = SERVER_CATALOG[server_model]
+    return model.host_peak_w / model.gpus
+
+
+def _server_books(config: SiteConfig, servers: PoolServers, gpu_idle_w: float) -> ServerBooks:
+    """The books of a pool of `servers` at site `config`: its placement and its servers'
+    power (host by utilisation; whole-server power-off with the site's `power_off`)."""
+    model = SERVER_CATALOG[servers.model]
+    return ServerBooks(
+        servers.count,
+        PoolPlacer(config.placement, servers.gpus_per_server, config.max_servers),
+        ServerPower(model, servers.count, gpu_idle_w, config.power_off),
+    )

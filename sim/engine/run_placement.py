@@ -228,9 +228,12 @@ class Placement:
 
     def wake_s(self, j: int, site: Site, pool: Pool) -> float:
         """Boot time before `j` can compute on `pool` if it starts now, s: of the powered-off
-        node it needs, or, joining a shared (or partitioned) GPU whose node is booting, the
+        node it needs (on a pool of servers: the rest of the longest boot of those it would
+        take), or, joining a shared (or partitioned) GPU whose node is booting, the
         rest of that boot."""
         parts = self.parts(j, pool)
+        if pool.servers is not None:  # whole GPUs: the servers it would take
+            return pool.servers.wake_s(self._core.env.now, self._gpus[j])
         if parts is None:  # whole GPUs: its own count (`new_gpus`)
             return self._fleet.wake_s(site, pool, self._gpus[j])
         g = parts[0].fit(parts[1])

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from sim.energy import amortised_embodied_kg_by_component
+from sim.engine.server_power import ServerPower
 from sim.models.placement import Assignment, PoolPlacer, Rule
 from sim.models.servers import (
     EMBODIED_GROUPS,
@@ -252,23 +253,43 @@ class ServerBooks:
     free-GPU log and the fragmentation meter, kept in step. A job's GPUs are one holding
     per start, keyed (job, n): a job that left the pool and still writes its checkpoint on
     GPUs there may start on it again meanwhile (two holdings, the oldest given back first,
-    as `sim.engine.ledger.CapacityKinds` does)."""
+    as `sim.engine.ledger.CapacityKinds` does). `power` keeps each server's power state
+    (`sim.engine.server_power`): with power-off, a job goes on powered servers if the rule
+    finds room there, else where it finds room among all (waking those off)."""
 
-    __slots__ = ("ledger", "place", "log", "meter", "_holdings", "_taken")
+    __slots__ = ("ledger", "place", "log", "meter", "power", "_holdings", "_taken")
 
-    def __init__(self, servers: int, place: PoolPlacer):
+    def __init__(self, servers: int, place: PoolPlacer, power: ServerPower):
         self.ledger = ServerLedger(servers, place.gpus_per_server)
         self.place = place
         """Where a job's GPUs go: the site's rule under its `max_servers`."""
         self.log = FreeGpuLog(servers)
         self.meter = FragmentationMeter(self.ledger, place)
+        self.power = power
         self._holdings: dict[int, list[tuple[int, int]]] = {}
         self._taken = 0
         """Holdings taken so far (the n of the keys)."""
 
     def fit(self, gpus: int) -> Assignment | None:
-        """Where a job of `gpus` GPUs would go now; None: it does not fit."""
-        return self.place(self.ledger.free_by_server(), gpus)
+        """Where a job of `gpus` GPUs would go now (on powered servers if it fits there);
+        None: it does not fit."""
+        free = self.ledger.free_by_server()
+        if self.power.power_off is not None:
+            on_powered = self.place(self.power.powered(free), gpus)
+            if on_powered is not None:
+                return on_powered
+        return self.place(free, gpus)
+
+    def wake_s(self, now_s: float, gpus: int) -> float:
+        """Time before a job of `gpus` GPUs could compute if it started now, s: the boot
+        of the servers it would take (`ServerPower.wake_s`)."""
+        assignment = self.fit(gpus)
+        return 0.0 if assignment is None else self.power.wake_s(now_s, [s for s, _ in assignment])
+
+    def to_wake(self, gpus: int) -> int:
+        """Servers off that a job of `gpus` GPUs would wake if it started now."""
+        assignment = self.fit(gpus)
+        return 0 if assignment is None else self.power.to_wake([s for s, _ in assignment])
 
     def layout(self, j: int, gpus: int) -> Assignment:
         """The servers job `j` of `gpus` GPUs runs on: those it holds, else where it would
@@ -280,9 +301,9 @@ class ServerBooks:
         empty = (self.place.gpus_per_server,) * self.ledger.servers
         return self.fit(gpus) or self.place(empty, gpus) or ((0, gpus),)
 
-    def take(self, t_s: float, j: int, gpus: int) -> None:
+    def take(self, t_s: float, j: int, gpus: int) -> int:
         """Job `j` takes `gpus` GPUs where the placement puts them at `t_s`, s (the caller
-        has checked that they fit)."""
+        has checked that they fit); returns the servers off this wakes."""
         assignment = self.fit(gpus)
         assert assignment is not None, f"job {j}: {gpus} GPUs do not fit the servers"
         key = (j, self._taken)
@@ -290,14 +311,17 @@ class ServerBooks:
         self.ledger.allocate(key, assignment)
         self._holdings.setdefault(j, []).append(key)
         self._changed(t_s, assignment)
+        return self.power.take(t_s, assignment)
 
-    def give_back(self, t_s: float, j: int) -> None:
-        """Job `j` gives back the GPUs it took first, at `t_s`, s."""
+    def give_back(self, t_s: float, j: int) -> int:
+        """Job `j` gives back the GPUs it took first, at `t_s`, s; returns the servers this
+        left with no GPU held."""
         holdings = self._holdings[j]
         assignment = self.ledger.release(holdings.pop(0))
         if not holdings:
             del self._holdings[j]
         self._changed(t_s, assignment)
+        return self.power.give_back(t_s, assignment)
 
     def _changed(self, t_s: float, assignment: Assignment) -> None:
         self.log.record(t_s, self.ledger, assignment)

@@ -12,7 +12,7 @@ from sim.engine.build import simulate
 from sim.engine.servers import server_embodied_kg_by_group
 from sim.models.hardware import GPU_CATALOG
 from sim.models.servers import SERVER_CATALOG, embodied_kg_by_component
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, server_site
 
 MODEL = "A100-80GB"
 COLUMNS = [f"embodied_{g}_kg" for g in ("cpu", "dram", "storage", "gpu", "other")]
@@ -20,7 +20,7 @@ HOURS_PER_JULIAN_YEAR = 365.25 * 24.0
 
 
 def run(tmp_path, jobs, gpus, duration_h=24, embodied="installed"):
-    sites = [site(gpus=gpus, pue=1.0, host_w_per_gpu=0.0)]
+    sites = [server_site(gpus=gpus, pue=1.0)]
     scenario = make_scenario(tmp_path, jobs, duration_h=duration_h, sites=sites, embodied=embodied)
     return simulate(scenario, "run_now")
 

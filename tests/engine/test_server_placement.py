@@ -12,7 +12,7 @@ import pytest
 from sim.engine.build import simulate
 from sim.models import hardware, scaling
 from sim.models.placement import placed_scaling
-from tests.conftest import SMALL_SCENARIO_TOML, make_scenario, run_cli, site
+from tests.conftest import SMALL_SCENARIO_TOML, make_scenario, run_cli, server_site
 
 MODEL = "A100-80GB"
 TWO_DGX = [{"model": MODEL, "servers": {"model": "DGX-A100", "count": 2}}]
@@ -29,7 +29,7 @@ FOUR_FOUR_EIGHT = [
 
 def run(tmp_path, jobs, gpus=TWO_DGX, **site_keys):
     extra = site_keys.pop("scenario", {})
-    sites = [site(gpus=gpus, pue=1.0, host_w_per_gpu=0.0, **site_keys)]
+    sites = [server_site(gpus=gpus, pue=1.0, **site_keys)]
     scenario = make_scenario(tmp_path, jobs, duration_h=10, sites=sites, **extra)
     return simulate(scenario, "run_now")
 
@@ -143,8 +143,8 @@ def test_a_run_without_servers_has_no_fragmentation_key_value_and_no_servers_tab
         ),
         (
             '{ model = "A100-80GB", servers = { model = "DGX-A100", count = 1 } }',
-            "power_off = {}",
-            "power_off",
+            "host_w_per_gpu = 50",
+            "host_w_per_gpu",
         ),
     ],
 )
