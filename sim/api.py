@@ -1175,7 +1175,10 @@ class SystemState(_Offered):
         return ServiceView(self._q, name)
 
     def host_w_per_gpu(self, site: str) -> float:
-        """Host power (CPU, memory, network) per installed GPU at `site`, W, drawn always."""
+        """Host power (CPU, memory, network) per installed GPU at `site`, W, drawn always; at
+        a site with pools of servers, the host power a job pays per GPU it holds (a server's
+        full-load host power over its GPUs, docs/servers.md "Host power in a run"), averaged
+        over the site's GPUs."""
         return self._q.site(site).host_w_per_gpu
 
     def pue(self, site: str) -> float:

@@ -455,6 +455,11 @@ class Site(ConfigModel):
                 f"host_w_per_gpu = {self.host_w_per_gpu:g}: pools of servers draw their "
                 "catalog host power (docs/servers.md, 'Host power in a run'); leave it out"
             )
+        if "gpus_per_node" in self.model_fields_set and all(p.servers for p in self.gpus):
+            raise ValueError(
+                f"gpus_per_node = {self.gpus_per_node}: pools of servers take their GPUs per "
+                "server from the server model (docs/servers.md); leave it out"
+            )
         if self.power_off is not None:
             for p in self.gpus:
                 if p.servers is None and p.count % self.gpus_per_node:

@@ -633,6 +633,12 @@ class Site:
                     None if p.servers is None else server_embodied_kg_per_gpu_h(p.servers.model),
                 )
             )
+        if any(p.servers is not None for p in config.gpus):
+            self.host_w_per_gpu = math.fsum(p.count * p.host_w for p in self.pools) / sum(
+                p.count for p in self.pools
+            )
+            """With pools of servers, the GPU-weighted mean of the pools' host power a job
+            pays per GPU held (a server's full-load host over its GPUs, `host_share_w`), W."""
         self.cap_w: float | None = None
         """Site-wide GPU power cap, W, for jobs without a cap of their own."""
         self.runtime_version = 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import sim
+from sim.api import Action, Policy, SystemState
 from sim.models.hardware import GPU_CATALOG, estimate, speed
 from sim.models.servers import SERVER_CATALOG, host_power_w
 from tests.conftest import make_scenario, server_site
@@ -112,6 +113,12 @@ def test_a_site_of_servers_refuses_host_w_per_gpu_in_one_line(tmp_path):
         make_scenario(sites=[{**dgx_site(1), "host_w_per_gpu": 50.0}])
 
 
+def test_a_site_of_servers_refuses_gpus_per_node_in_one_line():
+    """The server model gives the GPUs per server: a site's gpus_per_node would be ignored."""
+    with pytest.raises(sim.ScenarioError, match="gpus_per_node = 4: pools of servers"):
+        make_scenario(sites=[{**dgx_site(1), "gpus_per_node": 4}])
+
+
 def test_a_pool_of_gpus_beside_servers_keeps_host_w_per_gpu(tmp_path):
     pools = [
         {"model": "A100-80GB", "servers": {"model": "DGX-A100", "count": 1}},
@@ -138,3 +145,29 @@ def test_the_sites_table_gives_host_energy_and_time_off_to_check_it_energy(tmp_p
     gpus_ws = 2 * ACTIVE_W * RUNTIME_S + IDLE_W * (powered_gpu_s - 2 * RUNTIME_S)
     it_kwh = row["energy_host_kwh"] + (gpus_ws + OFF_W * off_s) / 3.6e6
     assert r.summary["energy_it_kwh"] == pytest.approx(it_kwh, rel=1e-12)
+
+
+class _ReadsHostPower(Policy):
+    """Records what `state.host_w_per_gpu` says at the first decision."""
+
+    def __init__(self) -> None:
+        self.read_w: dict[str, float] = {}
+
+    def decide(self, state: SystemState) -> list[Action]:
+        self.read_w = {site: state.host_w_per_gpu(site) for site in state.sites}
+        return []
+
+
+def test_policies_read_the_host_power_a_job_pays_per_gpu_on_servers(tmp_path):
+    """A DGX-A100's full-load host over its 8 GPUs, averaged by GPUs with a 4-GPU pool
+    at host_w_per_gpu beside it: (8 x 3,300 / 8 + 4 x 30) / 12 W."""
+    pools = [
+        {"model": "A100-80GB", "servers": {"model": "DGX-A100", "count": 1}},
+        {"model": "H100-SXM", "count": 4},
+    ]
+    keys = {**server_site(gpus=pools, pue=1.0), "host_w_per_gpu": 30.0}
+    policy = _ReadsHostPower()
+    sim.simulate(make_scenario(tmp_path, [job("a", 0.0)], sites=[keys], duration_h=1.0), policy)
+    (read_w,) = policy.read_w.values()
+    assert read_w == pytest.approx((DGX.host_peak_w + 4 * 30.0) / 12, rel=1e-15)
+    assert DGX.host_peak_w == pytest.approx(3300.0)
