@@ -350,7 +350,7 @@ class Fleet(Component):
             for pool in config.gpus:
                 if pool.servers is None:
                     continue
-                by_group = pool_server_kg_by_group(pool, self._core.scenario.start, horizon_s)
+                by_group = pool_server_kg_by_group(pool, self._core.scenario.start, 0.0, horizon_s)
                 for group, group_kg in by_group.items():
                     columns[group][i] += group_kg
         for group, column in columns.items():

@@ -26,9 +26,16 @@ from sim.config.sites import GpuPool
 from sim.energy.embodied import SECONDS_PER_YEAR
 from sim.engine.servers import server_embodied_kg_by_group, server_embodied_kg_per_gpu_h
 from sim.models.hardware import GPU_CATALOG, HOURS_PER_YEAR
-from sim.models.servers import COMPONENTS, SERVER_CATALOG, lifetimes_years
+from sim.models.servers import COMPONENTS, SERVER_CATALOG, embodied_kg, lifetimes_years
 
-__all__ = ["EmbodiedRate", "charged_s", "pool_embodied_rate", "pool_server_kg_by_group"]
+__all__ = [
+    "EmbodiedRate",
+    "charged_s",
+    "pool_embodied_rate",
+    "pool_installed_kg",
+    "pool_server_kg_by_group",
+    "pool_whole_kg",
+]
 
 Number = float | np.ndarray
 
@@ -105,17 +112,35 @@ def pool_embodied_rate(pool: GpuPool, start: datetime) -> EmbodiedRate:
     return EmbodiedRate(tuple(pieces))
 
 
-def pool_server_kg_by_group(pool: GpuPool, start: datetime, horizon_s: float) -> dict[str, float]:
-    """The installed embodied carbon, kgCO2e, of a pool of servers over a run of
-    `horizon_s` s starting at `start`, by group of `EMBODIED_GROUPS`: each component
-    amortised over its lifetime, charged only within its lifetime window."""
+def pool_server_kg_by_group(
+    pool: GpuPool, start: datetime, t0_s: float, t1_s: float
+) -> dict[str, float]:
+    """The installed embodied carbon, kgCO2e, of a pool of servers over [t0_s, t1_s) s
+    after `start`, by group of `EMBODIED_GROUPS`: each component amortised over its
+    lifetime, charged only within its lifetime window."""
     assert pool.servers is not None
     lifetimes = _server_lifetimes(pool)
     offset_s = _purchase_offset_s(pool, start)
     durations_s = {
-        c: float(charged_s(0.0, horizon_s, _until_s(offset_s, years * SECONDS_PER_YEAR)))
+        c: float(charged_s(t0_s, t1_s, _until_s(offset_s, years * SECONDS_PER_YEAR)))
         for c, years in lifetimes.items()
     }
     return server_embodied_kg_by_group(
         pool.servers.model, pool.servers.count, durations_s, lifetimes
     )
+
+
+def pool_installed_kg(pool: GpuPool, start: datetime, t0_s: float, t1_s: float) -> float:
+    """The installed embodied carbon, kgCO2e, of the whole `pool` (used or not) over
+    [t0_s, t1_s) s after `start`, within its lifetime window."""
+    if pool.servers is not None:
+        return sum(pool_server_kg_by_group(pool, start, t0_s, t1_s).values())
+    return float(pool_embodied_rate(pool, start).kg(pool.count * (t1_s - t0_s), t0_s, t1_s))
+
+
+def pool_whole_kg(pool: GpuPool) -> float:
+    """All the embodied carbon of `pool`'s hardware, kgCO2e: what buying it emits."""
+    if pool.servers is not None:
+        return pool.servers.count * embodied_kg(SERVER_CATALOG[pool.servers.model])
+    spec = GPU_CATALOG[pool.model]
+    return pool.count * (spec.embodied_kg + spec.host_embodied_kg)

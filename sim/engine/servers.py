@@ -320,8 +320,12 @@ def server_embodied_kg_by_group(
     spec = SERVER_CATALOG[model]
     lifetimes = lifetimes_years(spec) if lifetimes is None else lifetimes
     embodied = embodied_kg_by_component(spec)
-    durations_s = duration_s if isinstance(duration_s, Mapping) else dict.fromkeys(embodied, duration_s)
-    parts = {c: amortised_embodied_kg(kg, lifetimes[c], durations_s[c]) for c, kg in embodied.items()}
+    durations_s = (
+        duration_s if isinstance(duration_s, Mapping) else dict.fromkeys(embodied, duration_s)
+    )
+    parts = {
+        c: amortised_embodied_kg(kg, lifetimes[c], durations_s[c]) for c, kg in embodied.items()
+    }
     return {
         group: servers * sum(parts[c] for c in components)
         for group, components in EMBODIED_GROUPS.items()

@@ -56,9 +56,7 @@ def test_a_pool_within_its_lifetime_charges_its_amortised_share(tmp_path):
 
 
 @pytest.mark.parametrize("embodied", ["installed", "allocated"])
-def test_a_lifetime_ending_within_the_run_charges_only_the_hours_before_its_end(
-    tmp_path, embodied
-):
+def test_a_lifetime_ending_within_the_run_charges_only_the_hours_before_its_end(tmp_path, embodied):
     # bought 2018, 4 years of 8760 h = 1460 days: ends 2021-12-31T00:00Z, the run's middle
     results = run(
         tmp_path,
