@@ -22,10 +22,10 @@ YEAR_H = 365.25 * 24.0
 
 
 def small(tmp_path, old_pool):
-    jobs = [{"job_id": "a", "submit_time": 0, "gpus": 4, "work_gpu_h": 40.0}]
+    jobs = [{"job_id": "a", "submit_time": 0, "gpus": 4, "work_gpu_h": 90.0}]
     sites = [site(gpus=[old_pool], pue=1.0, host_w_per_gpu=0.0)]
     return make_scenario(
-        tmp_path, jobs, start="2022-06-01T00:00:00Z", sites=sites, embodied="installed"
+        tmp_path, jobs, start="2022-01-01T00:00:00Z", sites=sites, embodied="installed"
     )
 
 
@@ -44,7 +44,7 @@ def test_the_replaced_pool_is_the_new_model_bought_in_the_start_year(tmp_path):
 
 def test_the_what_if_gives_hand_checkable_totals_and_break_even(tmp_path):
     scenario = small(tmp_path, OLD)
-    rows, summary = fleet_renewal(scenario, "H100-SXM", horizon_years=5)
+    rows, summary = fleet_renewal(scenario, "H100-SXM", horizon_years=8)
     scale = YEAR_H / 24.0  # the 24 h run repeated over each Julian year
     assert summary["scale_per_year"] == pytest.approx(scale)
     runs = {
@@ -54,14 +54,19 @@ def test_the_what_if_gives_hand_checkable_totals_and_break_even(tmp_path):
     # the new GPUs: 4 x 542.552 kg over 6 years of 8760 h, charged every horizon year
     per_year_kg = 4 * H100_KG / (6 * 8760) * YEAR_H
     assert per_year_kg == pytest.approx(361.95, abs=0.01)
-    assert summary["replace"]["embodied_amortised_kg"] == pytest.approx(5 * per_year_kg)
+    replace_rows = [r for r in rows if r.option == "replace"]
+    assert replace_rows[0].embodied_amortised_kg == pytest.approx(per_year_kg)
+    # bought 1 January 2022, the run's start: all of it within the 8 years, once; none
+    # after its 6 years (of 8760 h: the catalog's rate)
+    assert summary["replace"]["embodied_amortised_kg"] == pytest.approx(4 * H100_KG)
+    assert [r.embodied_amortised_kg for r in replace_rows[6:]] == [0.0, 0.0]
     assert summary["replace"]["embodied_upfront_kg"] == pytest.approx(4 * H100_KG)  # 2170 kg
     assert summary["extend"]["embodied_amortised_kg"] == 0.0  # fully amortised old pool
     assert summary["extend"]["embodied_upfront_kg"] == 0.0  # already owned: sunk
     for option, run in runs.items():
         totals = summary[option]
-        assert totals["energy_kwh"] == pytest.approx(5 * scale * run["energy_facility_kwh"])
-        assert totals["operational_kg"] == pytest.approx(5 * scale * run["carbon_operational_kg"])
+        assert totals["energy_kwh"] == pytest.approx(8 * scale * run["energy_facility_kwh"])
+        assert totals["operational_kg"] == pytest.approx(8 * scale * run["carbon_operational_kg"])
         # 300 g/kWh, PUE 1: the operational carbon is 0.3 kg per kWh
         assert totals["operational_kg"] == pytest.approx(0.3 * totals["energy_kwh"])
         assert totals["total_upfront_kg"] == pytest.approx(
@@ -70,11 +75,13 @@ def test_the_what_if_gives_hand_checkable_totals_and_break_even(tmp_path):
     saved_per_year = scale * (
         runs["extend"]["carbon_operational_kg"] - runs["replace"]["carbon_operational_kg"]
     )
-    assert saved_per_year > 0  # the H100s finish the same work on less energy
-    # upfront: the first year y (0-based) with (y + 1) x saved >= 2170 kg
-    y = next(y for y in range(5) if (y + 1) * saved_per_year >= 4 * H100_KG)
-    assert summary["break_even_year_upfront"] == 2022 + y
-    assert [r.year for r in rows if r.option == "replace"] == [2022, 2023, 2024, 2025, 2026]
+    # the H100s finish the same work (22.5 h on the A100s) on less energy: about 409 kg a
+    # year, more than their 362 kg a year amortised, so replacing pays in the first year
+    assert saved_per_year == pytest.approx(409.0, abs=1.0)
+    assert summary["break_even_year_amortised"] == 2022
+    # upfront: the first year y (0-based) with (y + 1) x 409 >= 2170 kg: y = 5
+    assert summary["break_even_year_upfront"] == 2027
+    assert [r.year for r in rows if r.option == "replace"] == list(range(2022, 2030))
 
 
 def test_break_even_is_the_first_year_replacing_has_emitted_no_more():
