@@ -38,7 +38,7 @@ hundred thousand."""
 MIN_PURCHASE_YEAR: Final = 1990
 MAX_PURCHASE_YEAR: Final = 2100
 """The range of a pool's `purchase_year`: GPU datacenters, and a margin for what-ifs."""
-MAX_LIFETIME_YEARS: Final = 50.0
+MAX_POOL_LIFETIME_YEARS: Final = 50.0
 """The longest `lifetime_years` a pool may give (a typo guard; servers last 3-6 years)."""
 
 
@@ -152,7 +152,7 @@ class GpuPool(ConfigModel):
     its embodied carbon is charged only within [purchase_year, purchase_year + lifetime)
     (`sim.engine.lifetimes`, docs/servers.md, "Lifetimes"); a run starting before it is an
     error. None: charged throughout the run (no lifetime window)."""
-    lifetime_years: float | None = Field(default=None, gt=0, le=MAX_LIFETIME_YEARS)
+    lifetime_years: float | None = Field(default=None, gt=0, le=MAX_POOL_LIFETIME_YEARS)
     """The pool's lifetime, years, over which all its embodied carbon (every component of
     its servers, or its GPUs with their host share) is amortised, in place of the catalog
     lifetimes. None: the catalog's (`GpuSpec.service_life_years`; for servers, per
