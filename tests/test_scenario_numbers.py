@@ -69,7 +69,7 @@ decision_carbon.blend_zone = "FR"
 decision_carbon.blend_weight = 0.5
 decision_carbon.scale = 1.0
 decision_carbon.offset_g_per_kwh = 0
-gpus = [{ model = "A100-80GB", count = 16, reserved = 4, spot = 4 }]
+gpus = [{ model = "A100-80GB", count = 16, reserved = 4, spot = 4, purchase_year = 2019, lifetime_years = 5 }]
 tariff.kind = "wholesale"
 tariff.year = 2018
 tariff.adder_per_kwh = 0.05
