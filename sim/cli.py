@@ -452,6 +452,76 @@ def plot(
     )
 
 
+RENEWAL_HEADERS = {
+    "energy_kwh": "kWh",
+    "operational_kg": "oper. kg",
+    "embodied_amortised_kg": "emb. amort. kg",
+    "embodied_upfront_kg": "emb. upfront kg",
+    "total_amortised_kg": "total amort. kg",
+    "total_upfront_kg": "total upfront kg",
+}
+"""`dcsim fleet-renewal`'s table: a column per option total (`sim.study.fleet_renewal`)."""
+
+
+@app.command(name="fleet-renewal", cls=_Command)
+def fleet_renewal(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
+    replace_with: Annotated[
+        str,
+        typer.Option(
+            "--replace-with", metavar="MODEL", help="A server model (servers.toml) or GPU model"
+        ),
+    ],
+    horizon_years: Annotated[
+        int, typer.Option("--horizon-years", metavar="N", help="Years the decision covers")
+    ] = 5,
+    site: Annotated[
+        str | None, typer.Option(metavar="SITE", help="The site of the pool (default: the first)")
+    ] = None,
+    pool: Annotated[int, typer.Option(metavar="I", help="The pool's index at the site")] = 0,
+    count: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", help="Servers (or GPUs) of the new pool (default: the old pool's GPUs)"
+        ),
+    ] = None,
+    set_: SetOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Write fleet_renewal.csv and fleet_renewal.json here"),
+    ] = None,
+) -> None:
+    """Extend an old pool or replace it: embodied and operational carbon and energy over a
+    horizon of years, and the break-even year (docs/servers.md, "Extend or replace")."""
+    from sim.study.fleet_renewal import fleet_renewal as run_fleet_renewal
+    from sim.study.fleet_renewal import write_renewal
+
+    scenario = _load(file, set_)
+    if out is not None:
+        _check_out_folder(out)
+    with _LazyProgress(f"running {scenario.name} twice (extend, replace)"):
+        rows, summary = run_fleet_renewal(scenario, replace_with, horizon_years, site, pool, count)
+    table = Table(
+        title=f"{summary['horizon_years']} years from {scenario.start.year}: "
+        f"{summary['site']} pool {pool} extended or replaced by {replace_with}"
+    )
+    table.add_column("option")
+    for header in RENEWAL_HEADERS.values():
+        table.add_column(header, justify="right")
+    for option in ("extend", "replace"):
+        table.add_row(option, *(_fmt(summary[option][k]) for k in RENEWAL_HEADERS))
+    out_console.print(table)
+    out_console.print(
+        f"break-even year: {summary['break_even_year_upfront'] or 'none'} (new hardware's "
+        f"embodied carbon upfront), {summary['break_even_year_amortised'] or 'none'} "
+        "(amortised); "
+        f"the {summary['run_hours']:g} h run scaled x{summary['scale_per_year']:.4g} per year"
+    )
+    if out is not None:
+        write_renewal(out, rows, summary)
+        out_console.print(f"results written to {out}/ (fleet_renewal.csv, fleet_renewal.json)")
+
+
 grid_app = typer.Typer(cls=_Group, no_args_is_help=True, help="The carbon-intensity zone catalog.")
 app.add_typer(grid_app, name="grid-data")
 

@@ -69,7 +69,7 @@ decision_carbon.blend_zone = "FR"
 decision_carbon.blend_weight = 0.5
 decision_carbon.scale = 1.0
 decision_carbon.offset_g_per_kwh = 0
-gpus = [{ model = "A100-80GB", count = 16, reserved = 4, spot = 4 }]
+gpus = [{ model = "A100-80GB", count = 16, reserved = 4, spot = 4, purchase_year = 2019 }]
 tariff.kind = "wholesale"
 tariff.year = 2018
 tariff.adder_per_kwh = 0.05
@@ -117,7 +117,7 @@ name = "c"
 lat = 40.4
 lon = -3.7
 carbon = { constant_g_per_kwh = 100 }
-gpus = [{ model = "A100-80GB", servers = { model = "DGX-A100", count = 2 } }]
+gpus = [{ model = "A100-80GB", servers = { model = "DGX-A100", count = 2 }, lifetime_years = 5 }]
 placement = "spread"
 max_servers = 2
 
@@ -282,6 +282,7 @@ ALTERNATIVE_KEYS = {
     # a pool of servers has no MIG, reserved or spot GPUs and no power_off: the third site's
     "PoolServers.count": "sites[2].gpus[0].servers.count",
     "Site.max_servers": "sites[2].max_servers",
+    "GpuPool.lifetime_years": "sites[2].gpus[0].lifetime_years",
     # dr_programs is a table of named programs: the sink's is "p"
     "DrProgram.capacity_per_kw_month": "dr_programs.p.capacity_per_kw_month",
     "DrProgram.committed_kw": "dr_programs.p.committed_kw",

@@ -122,6 +122,19 @@ class Scenario(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _hardware_bought(self) -> Scenario:
+        """No pool runs before its `purchase_year` (the hardware did not exist yet)."""
+        for i, site in enumerate(self.sites):
+            for k, pool in enumerate(site.gpus):
+                if pool.purchase_year is not None and pool.purchase_year > self.start.year:
+                    raise ValueError(
+                        f"sites[{i}].gpus[{k}].purchase_year: site {site.name!r}, pool "
+                        f"{pool.model}: bought in {pool.purchase_year}, after the scenario "
+                        f"start {self.start.isoformat()} (the hardware did not exist yet)"
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _spot_capacity(self) -> Scenario:
         if self.spot is not None and not any(p.spot for s in self.sites for p in s.gpus):
             raise ValueError("spot: no site has spot GPUs (give sites.gpus a `spot` count)")

@@ -35,6 +35,11 @@ from sim.models.servers import SERVER_CATALOG
 MAX_POOL_GPUS: Final = 1_000_000
 """GPUs of one pool (and of one job) at most: the largest clusters announced hold a few
 hundred thousand."""
+MIN_PURCHASE_YEAR: Final = 1990
+MAX_PURCHASE_YEAR: Final = 2100
+"""The range of a pool's `purchase_year`: GPU datacenters, and a margin for what-ifs."""
+MAX_POOL_LIFETIME_YEARS: Final = 50.0
+"""The longest `lifetime_years` a pool may give (a typo guard; servers last 3-6 years)."""
 
 
 MAX_PUE: Final = 10.0
@@ -140,6 +145,18 @@ class GpuPool(ConfigModel):
     spot: int = Field(default=0, ge=0, le=MAX_POOL_GPUS)
     """GPUs of the pool that are spot capacity: cheap, evicted by `[spot]`. The rest of
     `count` is on-demand capacity."""
+    purchase_year: int | None = Field(
+        default=None, ge=MIN_PURCHASE_YEAR, le=MAX_PURCHASE_YEAR, strict=True
+    )
+    """The year the pool's hardware was bought (its amortisation starts on 1 January):
+    its embodied carbon is charged only within [purchase_year, purchase_year + lifetime)
+    (`sim.engine.lifetimes`, docs/servers.md, "Lifetimes"); a run starting before it is an
+    error. None: charged throughout the run (no lifetime window)."""
+    lifetime_years: float | None = Field(default=None, gt=0, le=MAX_POOL_LIFETIME_YEARS)
+    """The pool's lifetime, years, over which all its embodied carbon (every component of
+    its servers, or its GPUs with their host share) is amortised, in place of the catalog
+    lifetimes. None: the catalog's (`GpuSpec.service_life_years`; for servers, per
+    component, `sim.models.servers.lifetimes_years`)."""
 
     @field_validator("model")
     @classmethod

@@ -11,7 +11,7 @@ They take numbers, never a `Scenario`, and import only `sim.util` and `sim.error
 
 from sim.energy.balance import GridConnection, SiteBalance, site_balance
 from sim.energy.battery import Battery, BatteryInterval, BatteryState
-from sim.energy.embodied import amortised_embodied_kg, amortised_embodied_kg_by_component
+from sim.energy.embodied import amortised_embodied_kg
 
 __all__ = [
     "Battery",
@@ -20,6 +20,5 @@ __all__ = [
     "GridConnection",
     "SiteBalance",
     "amortised_embodied_kg",
-    "amortised_embodied_kg_by_component",
     "site_balance",
 ]

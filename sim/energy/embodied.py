@@ -37,7 +37,6 @@ Cited defaults:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from sim.errors import ScenarioError
 
@@ -67,21 +66,3 @@ def amortised_embodied_kg(embodied_kg: float, lifetime_years: float, duration_s:
     if not (math.isfinite(lifetime_years) and lifetime_years > 0):
         raise ScenarioError(f"lifetime_years = {lifetime_years!r}: must be a positive number")
     return embodied_kg * duration_s / (lifetime_years * SECONDS_PER_YEAR)
-
-
-def amortised_embodied_kg_by_component(
-    embodied_kg: Mapping[str, float],
-    lifetimes_years: Mapping[str, float],
-    duration_s: float,
-) -> dict[str, float]:
-    """Per component (e.g. `sim.models.servers.embodied_kg_by_component`), the share
-    (kgCO2e) of its embodied carbon that `duration_s` seconds carry over its own lifetime
-    (`lifetimes_years`, Julian years): `amortised_embodied_kg` per component. A component
-    without a lifetime is a ScenarioError naming it."""
-    missing = sorted(set(embodied_kg) - set(lifetimes_years))
-    if missing:
-        raise ScenarioError(f"lifetimes_years: no lifetime for component {missing[0]!r}")
-    return {
-        name: amortised_embodied_kg(kg, lifetimes_years[name], duration_s)
-        for name, kg in embodied_kg.items()
-    }

@@ -18,7 +18,8 @@ import pandas as pd
 
 from sim.engine.component import Component
 from sim.engine.ledger import GpuParts, Pool, Site
-from sim.engine.servers import ServerBooks, server_embodied_kg_by_group
+from sim.engine.lifetimes import pool_server_kg_by_group
+from sim.engine.servers import ServerBooks
 from sim.errors import PolicyError
 from sim.grid import CarbonSignal
 from sim.market.billing import SiteTariff, demand_charge, site_tariff
@@ -329,9 +330,8 @@ class Fleet(Component):
         server_kg = self.write_server_embodied(sites, horizon_s)
         self.write_server_power(sites, horizon_s)
         if core.scenario.embodied == "installed":
-            horizon_h = horizon_s / 3600.0
             gpus_kg = sum(
-                p.count * horizon_h * p.spec.embodied_kg_per_gpu_h
+                p.embodied.kg(p.count * horizon_s, 0.0, horizon_s)
                 for site in self.sites
                 for p in site.pools
                 if p.servers is None
@@ -351,9 +351,7 @@ class Fleet(Component):
             for pool in config.gpus:
                 if pool.servers is None:
                     continue
-                by_group = server_embodied_kg_by_group(
-                    pool.servers.model, pool.servers.count, horizon_s
-                )
+                by_group = pool_server_kg_by_group(pool, self._core.scenario.start, 0.0, horizon_s)
                 for group, group_kg in by_group.items():
                     columns[group][i] += group_kg
         for group, column in columns.items():

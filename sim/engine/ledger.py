@@ -28,8 +28,9 @@ from typing import Any, Protocol
 from sim.api import MigGpuState
 from sim.config.sites import PoolServers
 from sim.config.sites import Site as SiteConfig
+from sim.engine.lifetimes import EmbodiedRate, pool_embodied_rate
 from sim.engine.server_power import ServerPower
-from sim.engine.servers import ServerBooks, server_embodied_kg_per_gpu_h
+from sim.engine.servers import ServerBooks
 from sim.grid import CarbonSignal
 from sim.grid.pue import PueProfile
 from sim.models import mig
@@ -472,7 +473,7 @@ class Pool:
         "mig",
         "capacity",
         "servers",
-        "embodied_kg_per_gpu_h",
+        "embodied",
         "_pue",
         "_idle_wh",
         "_since_s",
@@ -490,7 +491,7 @@ class Pool:
         mig_layout: Sequence[str] = (),
         capacity: CapacityKinds | None = None,
         servers: ServerBooks | None = None,
-        embodied_kg_per_gpu_h: float | None = None,
+        embodied: EmbodiedRate | None = None,
     ):
         self.model = model
         self.spec: GpuSpec = GPU_CATALOG[model]
@@ -517,13 +518,9 @@ class Pool:
         """Its GPUs by capacity kind (None: not split; all of the scenario's price kind)."""
         self.servers = servers
         """Its servers and the jobs placed on them (None: a count of GPUs)."""
-        self.embodied_kg_per_gpu_h = (
-            self.spec.embodied_kg_per_gpu_h
-            if embodied_kg_per_gpu_h is None
-            else embodied_kg_per_gpu_h
-        )
-        """Allocated embodied carbon, kgCO2e per GPU-hour: the GPU catalog's (GPU + host
-        share) or, on a pool of servers, the servers' (`server_embodied_kg_per_gpu_h`)."""
+        self.embodied = embodied or EmbodiedRate(((self.spec.embodied_kg_per_gpu_h, math.inf),))
+        """Allocated embodied carbon (`sim.engine.lifetimes`): the GPU catalog's (GPU + host
+        share) or, on a pool of servers, the servers', within the pool's lifetime."""
         self._pue = pue
         self._idle_wh = 0.0
         self._since_s = 0.0
@@ -630,7 +627,7 @@ class Site:
                     p.mig or (),
                     CapacityKinds(p.reserved, p.on_demand, p.spot) if p.split else None,
                     books,
-                    None if p.servers is None else server_embodied_kg_per_gpu_h(p.servers.model),
+                    pool_embodied_rate(p, start),
                 )
             )
         if any(p.servers is not None for p in config.gpus):

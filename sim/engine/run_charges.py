@@ -87,7 +87,7 @@ class RunCharges:
             spot = held.get("spot", 0)
             if spot:
                 self.spot_gpu_s[j] = self.spot_gpu_s.get(j, 0.0) + spot * (t1 - t0)
-        self.embodied_kg[j] += gpus * (t1 - t0) / 3600.0 * pool.embodied_kg_per_gpu_h
+        self.embodied_kg[j] += float(pool.embodied.kg(gpus * (t1 - t0), t0, t1))
         return energy_kwh
 
     def write_results(self, out: ResultParts) -> None:

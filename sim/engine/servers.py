@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sim.energy import amortised_embodied_kg_by_component
+from sim.energy import amortised_embodied_kg
 from sim.engine.server_power import ServerPower
 from sim.models.placement import Assignment, PoolPlacer, Rule
 from sim.models.servers import (
+    COMPONENTS,
     EMBODIED_GROUPS,
     SERVER_CATALOG,
     embodied_kg_by_component,
@@ -328,23 +329,41 @@ class ServerBooks:
         self.meter.changed(t_s)
 
 
-def server_embodied_kg_by_group(model: str, servers: int, duration_s: float) -> dict[str, float]:
+def server_embodied_kg_by_group(
+    model: str,
+    servers: int,
+    duration_s: float | Mapping[str, float],
+    lifetimes: Mapping[str, float] | None = None,
+) -> dict[str, float]:
     """The embodied carbon (kgCO2e) that `servers` servers of catalog `model` carry over
-    `duration_s` seconds, by group of `EMBODIED_GROUPS` (cpu, dram, storage, gpu, other):
-    each component amortised over its own lifetime (`sim.models.servers.lifetimes_years`,
-    `sim.energy.amortised_embodied_kg_by_component`; docs/servers.md, "In a run")."""
+    `duration_s` seconds (or, per component of `COMPONENTS`, its own duration), by group of
+    `EMBODIED_GROUPS` (cpu, dram, storage, gpu, other): each component amortised over its
+    lifetime, `lifetimes` (Julian years per component; None: the catalog's,
+    `sim.models.servers.lifetimes_years`; `sim.energy.amortised_embodied_kg`;
+    docs/servers.md, "In a run")."""
     spec = SERVER_CATALOG[model]
-    parts = amortised_embodied_kg_by_component(
-        embodied_kg_by_component(spec), lifetimes_years(spec), duration_s
+    lifetimes = lifetimes_years(spec) if lifetimes is None else lifetimes
+    embodied = embodied_kg_by_component(spec)
+    durations_s = (
+        duration_s if isinstance(duration_s, Mapping) else dict.fromkeys(embodied, duration_s)
     )
+    parts = {
+        c: amortised_embodied_kg(kg, lifetimes[c], durations_s[c]) for c, kg in embodied.items()
+    }
     return {
         group: servers * sum(parts[c] for c in components)
         for group, components in EMBODIED_GROUPS.items()
     }
 
 
-def server_embodied_kg_per_gpu_h(model: str) -> float:
-    """A server of catalog `model`'s amortised embodied carbon per hour, shared equally by
+def server_embodied_kg_per_gpu_h(
+    model: str,
+    lifetimes: Mapping[str, float] | None = None,
+    components: Collection[str] = COMPONENTS,
+) -> float:
+    """A server of catalog `model`'s amortised embodied carbon per hour (of its
+    `components` alone; `lifetimes` as `server_embodied_kg_by_group`), shared equally by
     its GPUs: kgCO2e per GPU-hour (allocated embodied carbon on a pool of servers)."""
-    per_h = sum(server_embodied_kg_by_group(model, 1, 3600.0).values())
+    hours = {c: 3600.0 if c in components else 0.0 for c in COMPONENTS}
+    per_h = sum(server_embodied_kg_by_group(model, 1, hours, lifetimes).values())
     return per_h / SERVER_CATALOG[model].gpus

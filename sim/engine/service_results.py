@@ -102,7 +102,7 @@ def write_service_results(
             r_step += g / np.diff(edges) / level.gpus_per_replica
             if g.any():  # a GPU nothing held costs nothing, priced or not
                 cost += np.where(g > 0, g / 3600.0 * core.prices.charged(level.pool.model), 0.0)
-            embodied_kg += g.sum() / 3600.0 * level.pool.embodied_kg_per_gpu_h
+            embodied_kg += float(np.sum(level.pool.embodied.kg(g, edges[:-1], edges[1:])))
         tally, frame = _served_quality(services, i, edges)
         tallies.append(tally)
         if frame is not None:

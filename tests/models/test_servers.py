@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from sim.energy import amortised_embodied_kg_by_component
-from sim.errors import ScenarioError
+from sim.engine.servers import server_embodied_kg_by_group
 from sim.models.hardware import GPU_CATALOG
 from sim.models.servers import (
     COMPONENTS,
@@ -91,21 +90,16 @@ def test_hand_checked_boavizta_figures_of_the_dgx_a100():
 
 
 def test_amortisation_is_linear_in_time_and_inverse_in_lifetime():
+    """Each component carries kg x duration / its own lifetime (`server_embodied_kg_by_group`)."""
     parts = embodied_kg_by_component(DGX_A100)
     life = dict.fromkeys(parts, 4.0) | {"gpu": 6.0}
-    year = amortised_embodied_kg_by_component(parts, life, SECONDS_PER_YEAR)
-    two = amortised_embodied_kg_by_component(parts, life, 2 * SECONDS_PER_YEAR)
+    year = server_embodied_kg_by_group("DGX-A100", 1, SECONDS_PER_YEAR, life)
+    two = server_embodied_kg_by_group("DGX-A100", 1, 2 * SECONDS_PER_YEAR, life)
     assert year["gpu"] == pytest.approx(parts["gpu"] / 6)
     assert year["cpu"] == pytest.approx(parts["cpu"] / 4)
-    assert all(two[k] == pytest.approx(2 * year[k]) for k in parts)
-    longer = amortised_embodied_kg_by_component(parts, dict.fromkeys(parts, 8.0), SECONDS_PER_YEAR)
+    assert all(two[k] == pytest.approx(2 * year[k]) for k in year)
+    longer = server_embodied_kg_by_group("DGX-A100", 1, SECONDS_PER_YEAR, dict.fromkeys(parts, 8.0))
     assert longer["cpu"] == pytest.approx(year["cpu"] / 2)
-
-
-def test_a_component_without_a_lifetime_is_named():
-    parts = embodied_kg_by_component(DGX_A100)
-    with pytest.raises(ScenarioError, match=r"'gpu'"):
-        amortised_embodied_kg_by_component(parts, {k: 4.0 for k in parts if k != "gpu"}, 1.0)
 
 
 def _fields(**over):

@@ -54,8 +54,7 @@ def account(engine: Engine, plan: Schedule) -> None:
     np.frombuffer(charges.gpu_s)[ran] = gpu_s
     price = engine.prices.charged(pool.model)
     np.frombuffer(charges.cost)[ran] = np.where(t1 > t0, gpu_s / 3600.0 * price, 0.0)
-    embodied = pool.spec.embodied_kg_per_gpu_h
-    np.frombuffer(charges.embodied_kg)[ran] = gpu_s / 3600.0 * embodied
+    np.frombuffer(charges.embodied_kg)[ran] = pool.embodied.kg(gpu_s, t0, t1)
     _log_power(engine, plan, ran, t1)
     _log_events(engine, plan, deferred, ran)
 
