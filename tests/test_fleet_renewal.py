@@ -35,8 +35,11 @@ OLD = {"model": "A100-80GB", "count": 4, "purchase_year": 2016, "lifetime_years"
 
 def test_the_replaced_pool_is_the_new_model_bought_in_the_start_year(tmp_path):
     scenario = small(tmp_path, OLD)
-    new = replaced_scenario(scenario, None, 0, "DGX-H100", None).sites[0].gpus[0]
+    replaced = replaced_scenario(scenario, None, 0, "DGX-H100", None).sites[0]
+    new = replaced.gpus[0]
     assert (new.model, new.count, new.purchase_year) == ("H100-SXM", 8, 2022)
+    # a site of servers only: the servers' catalog host power replaces host_w_per_gpu
+    assert "host_w_per_gpu" not in replaced.model_fields_set
     assert new.servers is not None and new.servers.count == 1  # 4 GPUs: one whole server
     gpus = replaced_scenario(scenario, "a", 0, "H100-SXM", None).sites[0].gpus[0]
     assert (gpus.model, gpus.count, gpus.servers) == ("H100-SXM", 4, None)

@@ -111,6 +111,10 @@ def replaced_scenario(
         )
     raw = scenario.model_dump(mode="json", exclude_none=True)
     raw["sites"][i]["gpus"][pool] = new
+    if all("servers" in p for p in raw["sites"][i]["gpus"]):
+        # a site of servers only: its servers give the host power and GPUs per server
+        for key in ("host_w_per_gpu", "gpus_per_node"):
+            raw["sites"][i].pop(key, None)
     return scenario_from_dict(raw, source=f"{scenario.name} (--replace-with {replace_with})")
 
 
