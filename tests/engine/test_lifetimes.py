@@ -13,7 +13,7 @@ import pytest
 from sim.engine.build import simulate
 from sim.errors import ScenarioError
 from sim.models.servers import SERVER_CATALOG, embodied_kg_by_component
-from tests.conftest import make_scenario, site
+from tests.conftest import make_scenario, server_site, site
 
 A100_KG = 150.0 + 312.5
 """One A100-80GB's embodied carbon with its host share (gpus.toml), kgCO2e."""
@@ -25,7 +25,8 @@ DGX_HOST_KG = sum(kg for c, kg in DGX_PARTS.items() if c != "gpu")
 
 def run(tmp_path, pool, start="2022-06-01T00:00:00Z", duration_h=24.0, embodied="installed"):
     jobs = [{"job_id": "a", "submit_time": 0, "gpus": 4, "work_gpu_h": 4 * duration_h}]
-    sites = [site(gpus=[pool], pue=1.0, host_w_per_gpu=0.0)]
+    keys = {"gpus": [pool], "pue": 1.0}
+    sites = [server_site(**keys) if "servers" in pool else site(**keys, host_w_per_gpu=0.0)]
     scenario = make_scenario(
         tmp_path, jobs, start=start, duration_h=duration_h, sites=sites, embodied=embodied
     )
