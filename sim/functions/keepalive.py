@@ -12,7 +12,6 @@ Functions share nothing. docs/functions.md describes the model.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,31 +22,35 @@ import pandas as pd
 from sim.functions.generations import Generation
 from sim.grid.signal import CarbonSignal
 
-__all__ = ["KeepAlivePolicy", "KeepAliveResult", "simulate_keep_alive"]
+__all__ = ["FunctionState", "KeepAlivePolicy", "KeepAliveResult", "simulate_keep_alive"]
 
 J_PER_KWH = 3.6e6
 MB_PER_GB = 1024.0
 
 
-class KeepAlivePolicy(Protocol):
-    """What a keep-alive policy decides, from a function's recent inter-arrival gaps
-    (`gaps_s`, seconds, oldest first; what had arrived by `now_s`)."""
+@dataclass(frozen=True)
+class FunctionState:
+    """What a keep-alive policy knows of a function at a decision: the time `now_s`
+    (seconds), the memory an instance holds (`memory_gb`), its execution time on the
+    reference hardware (`exec_s`, seconds) and its recent inter-arrival gaps (`gaps_s`,
+    seconds, oldest first; those that had arrived by `now_s`)."""
 
-    def choose_generation(
-        self, now_s: float, memory_gb: float, exec_s: float, gaps_s: np.ndarray
-    ) -> str:
-        """The generation a cold start at `now_s` opens its instance on."""
+    now_s: float
+    memory_gb: float
+    exec_s: float
+    gaps_s: np.ndarray
+
+
+class KeepAlivePolicy(Protocol):
+    """What a keep-alive policy decides, from a function's `FunctionState`."""
+
+    def choose_generation(self, state: FunctionState) -> str:
+        """The generation a cold start at `state.now_s` opens its instance on."""
         ...
 
-    def choose_window_s(
-        self,
-        generation: Generation,
-        now_s: float,
-        memory_gb: float,
-        exec_s: float,
-        gaps_s: np.ndarray,
-    ) -> float:
-        """Seconds an instance of `generation` whose execution ends at `now_s` stays warm."""
+    def choose_window_s(self, generation: Generation, state: FunctionState) -> float:
+        """Seconds an instance of `generation` whose execution ends at `state.now_s` stays
+        warm."""
         ...
 
 
@@ -62,7 +65,7 @@ class KeepAliveResult:
     instances)."""
 
     invocations: pd.DataFrame
-    summary: dict[str, float]
+    summary: dict[str, float]  # the two counts are ints
 
 
 @dataclass
@@ -122,8 +125,8 @@ def simulate_keep_alive(
     energy_j = float(out["energy_j"].sum()) + idle.energy_j
     carbon_g = float(out["carbon_g"].sum()) + idle.carbon_g
     summary = {
-        "function_invocations": float(n),
-        "function_cold_starts": float(out["cold"].sum()),
+        "function_invocations": n,
+        "function_cold_starts": int(out["cold"].sum()),
         "function_warm_gb_h": idle.gb_s / 3600.0,
         "function_energy_kwh": energy_j / J_PER_KWH,
         "function_carbon_kg": carbon_g / 1000.0,
@@ -174,9 +177,11 @@ def _run_function(
     instances: list[_Instance] = []
     live: list[int] = []  # instances not yet expired
 
-    def gaps_until(t_s: float) -> np.ndarray:
-        known = bisect_right(arrivals.tolist(), t_s)
-        return np.diff(arrivals[max(0, known - history - 1) : known])
+    def state(t_s: float, mem_gb: float, ref_s: float) -> FunctionState:
+        known = int(np.searchsorted(arrivals, t_s, side="right"))
+        return FunctionState(
+            t_s, mem_gb, ref_s, np.diff(arrivals[max(0, known - history - 1) : known])
+        )
 
     def settle(t_s: float, mem_gb: float, ref_s: float) -> None:
         """Decide the windows of executions ended by t_s; close the expired instances."""
@@ -186,9 +191,7 @@ def _run_function(
                 continue
             if inst.window_s is None:
                 end = inst.busy_until_s
-                window = policy.choose_window_s(
-                    inst.generation, end, mem_gb, ref_s, gaps_until(end)
-                )
+                window = policy.choose_window_s(inst.generation, state(end, mem_gb, ref_s))
                 if not (math.isfinite(window) and window >= 0):
                     raise ValueError(f"policy window_s must be finite and >= 0, got {window}")
                 inst.window_s = window
@@ -209,9 +212,7 @@ def _run_function(
             inst.window_s = None
             start, cold_energy_j, cold_carbon_g = t, 0.0, 0.0
         else:
-            name = policy.choose_generation(
-                t, float(memory_gb[k]), float(exec_ref[k]), gaps_until(t)
-            )
+            name = policy.choose_generation(state(t, float(memory_gb[k]), float(exec_ref[k])))
             if name not in generations:
                 raise ValueError(
                     f"policy chose generation {name!r}, not one of {sorted(generations)}"
