@@ -85,12 +85,10 @@ def function_invocations(
     config: FunctionsConfig, horizon_s: float, rng: np.random.Generator
 ) -> pd.DataFrame:
     """The invocations of `config`'s functions over [0, horizon_s) (`generate_invocations`
-    from `rng`), without the functions above `max_rate_per_day`."""
-    functions, invocations = generate_invocations(config.functions, horizon_s, rng)
-    if config.max_rate_per_day is None:
-        return invocations
-    kept = functions["function_id"][functions["rate_per_day"] <= config.max_rate_per_day]
-    return invocations[invocations["function_id"].isin(kept)].reset_index(drop=True)
+    from `rng`), without the functions above `max_rate_per_day` (their gaps not drawn)."""
+    return generate_invocations(
+        config.functions, horizon_s, rng, max_rate_per_day=config.max_rate_per_day
+    )[1]
 
 
 def run_functions(
