@@ -36,13 +36,16 @@ class FixedKeepAlive:
 @dataclass(frozen=True)
 class CarbonAwareKeepAlive:
     """EcoLife-like: the window (of `windows_s`) and generation (of `generations`) of least
-    expected carbon, the expectation taken over the function's recent gaps.
+    expected carbon, operational and embodied, the expectation taken over the function's
+    recent gaps.
 
     For a window w on generation g from `now`, each recent gap x is a possible next
     arrival at now + x: the instance idles min(x, w) (its keep-alive power times the
-    signal's integral), and the next invocation runs warm (x < w: execution energy) or
-    cold (cold start plus execution) at the intensity at now + x. A cold start's
-    generation adds the current invocation's cold start and execution at now. Without
+    signal's integral, plus its keep-alive embodied carbon for min(x, w)), and the next
+    invocation runs warm (x < w: execution energy and the execution's embodied carbon) or
+    cold (cold start plus execution, energy and embodied) at the intensity at now + x.
+    A cold start's generation adds the current invocation's cold start and execution at
+    now (`Generation.busy_embodied_g_per_s`, `keep_alive_embodied_g_per_s`). Without
     gaps (a function's first invocation): `default_window_s` on `default_generation`.
     EcoLife's windows: 0 to 30 minutes by the minute (its artifact's `kat_time`). The
     signal is read as its last value beyond its end. Ties go to the shorter window and
@@ -72,8 +75,10 @@ class CarbonAwareKeepAlive:
         best_name, best_g = self.default_generation, np.inf
         now_g_per_kwh = float(self._values(np.array([state.now_s]))[0])
         for name, gen in self.generations.items():
-            now_energy_j = gen.cold_start_energy_j + gen.exec_power_w * gen.exec_s(state.exec_s)
+            exec_s = gen.exec_s(state.exec_s)
+            now_energy_j = gen.cold_start_energy_j + gen.exec_power_w * exec_s
             carbon_g = now_energy_j * now_g_per_kwh / _J_PER_KWH
+            carbon_g += gen.busy_embodied_g_per_s(state.memory_gb) * (gen.cold_start_s + exec_s)
             carbon_g += float(np.min(self._expected_g(gen, state, self._windows)))
             if carbon_g < best_g:
                 best_name, best_g = name, carbon_g
@@ -102,14 +107,21 @@ class CarbonAwareKeepAlive:
         now_s = state.now_s
         gaps = np.asarray(state.gaps_s, dtype=np.float64)[np.newaxis, :]
         windows = windows_s[:, np.newaxis]
+        idle_s = np.minimum(gaps, windows)
         idle_g = (
             gen.keep_alive_power_w(state.memory_gb)
-            * self._integrals(now_s, now_s + np.minimum(gaps, windows))
+            * self._integrals(now_s, now_s + idle_s)
             / _J_PER_KWH
+            + gen.keep_alive_embodied_g_per_s(state.memory_gb) * idle_s
         )
-        exec_j = gen.exec_power_w * gen.exec_s(state.exec_s)
-        next_j = exec_j + np.where(gaps < windows, 0.0, gen.cold_start_energy_j)
-        next_g = next_j * self._values(now_s + gaps) / _J_PER_KWH
+        exec_s = gen.exec_s(state.exec_s)
+        cold = gaps >= windows
+        next_j = gen.exec_power_w * exec_s + np.where(cold, gen.cold_start_energy_j, 0.0)
+        busy_s = exec_s + np.where(cold, gen.cold_start_s, 0.0)
+        next_g = (
+            next_j * self._values(now_s + gaps) / _J_PER_KWH
+            + gen.busy_embodied_g_per_s(state.memory_gb) * busy_s
+        )
         return np.mean(idle_g + next_g, axis=1)
 
     def _values(self, t_s: np.ndarray) -> np.ndarray:
