@@ -26,6 +26,7 @@ FUNCTION_KEYS = (
     "function_cold_starts",
     "function_warm_gb_h",
     "function_energy_kwh",
+    "function_embodied_kg",
     "function_carbon_kg",
 )
 
@@ -56,7 +57,17 @@ def test_function_carbon_is_reported_apart_from_the_fleets():
         make_scenario(duration_h=6.0, functions={"site": "a", "functions": 10})
     )
     assert with_functions.summary["function_carbon_kg"] > 0
-    for key in ("energy_facility_kwh", "carbon_operational_kg", "carbon_total_kg"):
+    assert (
+        0
+        < with_functions.summary["function_embodied_kg"]
+        < with_functions.summary["function_carbon_kg"]
+    )
+    for key in (
+        "energy_facility_kwh",
+        "carbon_operational_kg",
+        "carbon_embodied_kg",
+        "carbon_total_kg",
+    ):
         assert with_functions.summary[key] == without.summary[key], key
     assert with_functions.jobs.equals(without.jobs)
 
