@@ -8,11 +8,13 @@ site's power log): their results are `functions.parquet` and their own summary k
 
 Energy and carbon. The keep-alive simulation's energy is what the servers draw (EcoLife's
 RAPL measurements of CPU and memory): IT energy, reported as `function_energy_kwh`. Its
-carbon is charged at the site's PUE x carbon intensity (`Site.facility_ci`, the step
-function the site's own operational carbon is integrated on), so `function_carbon_kg` is
-the carbon of the facility energy the functions cause, as a job's `carbon_kg` is; the
-carbon-aware policy decides on the same signal. It is reported apart: it is not added to
-`carbon_operational_kg` or `carbon_total_kg`, which stay the GPU fleet's.
+operational carbon is charged at the site's PUE x carbon intensity (`Site.facility_ci`,
+the step function the site's own operational carbon is integrated on): the carbon of the
+facility energy the functions cause, as a job's is; the carbon-aware policy decides on
+the same signal. `function_carbon_kg` is that plus the embodied carbon of the functions'
+servers as EcoLife counts it (`function_embodied_kg`, docs/functions.md). It is reported
+apart: it is not added to `carbon_operational_kg`, `carbon_embodied_kg` or
+`carbon_total_kg`, which stay the GPU fleet's.
 
 Executions that end past the horizon count in full (as in `simulate_keep_alive`), at the
 signal's last value (the value the carbon-aware policy reads beyond the signal's end).
