@@ -89,10 +89,10 @@ def cases(quick: bool = False) -> dict[str, list[str]]:
 def row(summary: dict[str, Any], functions: pd.DataFrame) -> dict[str, float]:
     """One run's figures: the summary's counts and totals (`carbon_kg` is operational +
     embodied, `embodied_kg` its embodied part, `operational_kg` the rest), the operational
-    (facility) carbon per kWh of IT energy, the delay a cold start adds (start - arrival, s: mean and p95 over all invocations,
-    and the mean over cold ones), and how the work splits between the generations:
-    invocations, instances opened (cold starts) and functions (by where most of their
-    invocations ran) on the new generation (m5zn)."""
+    (facility) carbon per kWh of IT energy, the delay a cold start adds (start - arrival,
+    s: mean and p95 over all invocations, and the mean over cold ones), and how the work
+    splits between the generations: invocations, instances opened (cold starts) and
+    functions (by where most of their invocations ran) on the new generation (m5zn)."""
     delay_s = (functions["start_s"] - functions["arrival_s"]).to_numpy()
     cold = functions["cold"].to_numpy()
     on_new = (functions["generation"] == "m5zn").to_numpy()
