@@ -8,11 +8,13 @@ site's power log): their results are `functions.parquet` and their own summary k
 
 Energy and carbon. The keep-alive simulation's energy is what the servers draw (EcoLife's
 RAPL measurements of CPU and memory): IT energy, reported as `function_energy_kwh`. Its
-carbon is charged at the site's PUE x carbon intensity (`Site.facility_ci`, the step
-function the site's own operational carbon is integrated on), so `function_carbon_kg` is
-the carbon of the facility energy the functions cause, as a job's `carbon_kg` is; the
-carbon-aware policy decides on the same signal. It is reported apart: it is not added to
-`carbon_operational_kg` or `carbon_total_kg`, which stay the GPU fleet's.
+operational carbon is charged at the site's PUE x carbon intensity (`Site.facility_ci`,
+the step function the site's own operational carbon is integrated on): the carbon of the
+facility energy the functions cause, as a job's is; the carbon-aware policy decides on
+the same signal. `function_carbon_kg` is that plus the embodied carbon of the functions'
+servers as EcoLife counts it (`function_embodied_kg`, docs/functions.md). It is reported
+apart: it is not added to `carbon_operational_kg`, `carbon_embodied_kg` or
+`carbon_total_kg`, which stay the GPU fleet's.
 
 Executions that end past the horizon count in full (as in `simulate_keep_alive`), at the
 signal's last value (the value the carbon-aware policy reads beyond the signal's end).
@@ -85,12 +87,10 @@ def function_invocations(
     config: FunctionsConfig, horizon_s: float, rng: np.random.Generator
 ) -> pd.DataFrame:
     """The invocations of `config`'s functions over [0, horizon_s) (`generate_invocations`
-    from `rng`), without the functions above `max_rate_per_day`."""
-    functions, invocations = generate_invocations(config.functions, horizon_s, rng)
-    if config.max_rate_per_day is None:
-        return invocations
-    kept = functions["function_id"][functions["rate_per_day"] <= config.max_rate_per_day]
-    return invocations[invocations["function_id"].isin(kept)].reset_index(drop=True)
+    from `rng`), without the functions above `max_rate_per_day` (their gaps not drawn)."""
+    return generate_invocations(
+        config.functions, horizon_s, rng, max_rate_per_day=config.max_rate_per_day
+    )[1]
 
 
 def run_functions(

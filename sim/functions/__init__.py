@@ -9,7 +9,12 @@ them in a run (`sim.engine.functions`).
 
 from sim.functions.arrivals import AzureFunctions2019, generate_invocations
 from sim.functions.generations import ECOLIFE_GENERATIONS, Generation
-from sim.functions.keepalive import KeepAlivePolicy, KeepAliveResult, simulate_keep_alive
+from sim.functions.keepalive import (
+    FunctionState,
+    KeepAlivePolicy,
+    KeepAliveResult,
+    simulate_keep_alive,
+)
 from sim.functions.policies import CarbonAwareKeepAlive, FixedKeepAlive
 
 __all__ = [
@@ -17,6 +22,7 @@ __all__ = [
     "AzureFunctions2019",
     "CarbonAwareKeepAlive",
     "FixedKeepAlive",
+    "FunctionState",
     "Generation",
     "KeepAlivePolicy",
     "KeepAliveResult",

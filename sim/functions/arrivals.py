@@ -84,8 +84,11 @@ def generate_invocations(
     horizon_s: float,
     rng: np.random.Generator,
     calibration: AzureFunctions2019 | None = None,
+    max_rate_per_day: float | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The functions and their invocations over [0, horizon_s), drawn from `rng` only.
+    """The functions and their invocations over [0, horizon_s), drawn from `rng` only;
+    with `max_rate_per_day`, none of the functions whose mean rate is above it (invocations
+    a day; the rates reach tens of millions a day, too many rows to hold for a week).
 
     Returns (functions, invocations). `functions`, one row per function: function_id
     (0..n-1), rate_per_day (mean invocations a day), cv (of its inter-arrival times),
@@ -95,16 +98,19 @@ def generate_invocations(
 
     Draws, in this order: per function (vectorised over n) the log10 rate (normal), the
     CV class (uniform), the CV of a bursty function (uniform, log scale), the execution
-    time (log-normal), the memory (Burr XII by inversion); then per function in id order its
-    gaps: gamma with shape 1/CV^2 and mean 1/rate (CV 1 is the
-    Poisson process); a timer (CV 0) is periodic with a uniform phase. Each process runs
-    16 gaps before 0. A function's execution time is the same at every invocation.
+    time (log-normal), the memory (Burr XII by inversion); then per function in id order
+    (skipping those above `max_rate_per_day`, which stay in `functions`) its gaps: gamma
+    with shape 1/CV^2 and mean 1/rate (CV 1 is the Poisson process); a timer (CV 0) is
+    periodic with a uniform phase. Each process runs 16 gaps before 0. A function's
+    execution time is the same at every invocation.
     """
     cal = calibration or AzureFunctions2019()
     if n_functions < 0:
         raise ValueError(f"n_functions must be >= 0, got {n_functions}")
     if not (math.isfinite(horizon_s) and horizon_s > 0):
         raise ValueError(f"horizon_s must be finite and > 0, got {horizon_s}")
+    if max_rate_per_day is not None and not max_rate_per_day > 0:
+        raise ValueError(f"max_rate_per_day must be > 0, got {max_rate_per_day}")
     mu, sigma = cal.rate_log10_mu_sigma()
     rate_per_day = 10.0 ** rng.normal(mu, sigma, n_functions)
     u_class = rng.random(n_functions)
@@ -128,8 +134,11 @@ def generate_invocations(
             "memory_mb": memory_mb,
         }
     )
+    kept = rate_per_day <= (np.inf if max_rate_per_day is None else max_rate_per_day)
     arrivals = [
         _renewal_arrivals(86400.0 / rate_per_day[i], cv[i], horizon_s, rng)
+        if kept[i]
+        else np.empty(0)
         for i in range(n_functions)
     ]
     counts = np.array([len(a) for a in arrivals], dtype=np.int64)

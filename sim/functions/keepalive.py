@@ -1,5 +1,6 @@
 """Exact keep-alive simulation of serverless functions, engine-free: which invocations run
-warm or cold-start, on which generation, the memory held warm, the energy and the carbon.
+warm or cold-start, on which generation, the memory held warm, the energy and the carbon
+(operational and embodied).
 
 Per function, in arrival order: an invocation at t runs warm on an idle instance whose
 execution ended at e <= t < e + w (w: that instance's keep-alive window, chosen by the
@@ -12,7 +13,6 @@ Functions share nothing. docs/functions.md describes the model.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,31 +23,35 @@ import pandas as pd
 from sim.functions.generations import Generation
 from sim.grid.signal import CarbonSignal
 
-__all__ = ["KeepAlivePolicy", "KeepAliveResult", "simulate_keep_alive"]
+__all__ = ["FunctionState", "KeepAlivePolicy", "KeepAliveResult", "simulate_keep_alive"]
 
 J_PER_KWH = 3.6e6
 MB_PER_GB = 1024.0
 
 
-class KeepAlivePolicy(Protocol):
-    """What a keep-alive policy decides, from a function's recent inter-arrival gaps
-    (`gaps_s`, seconds, oldest first; what had arrived by `now_s`)."""
+@dataclass(frozen=True)
+class FunctionState:
+    """What a keep-alive policy knows of a function at a decision: the time `now_s`
+    (seconds), the memory an instance holds (`memory_gb`), its execution time on the
+    reference hardware (`exec_s`, seconds) and its recent inter-arrival gaps (`gaps_s`,
+    seconds, oldest first; those that had arrived by `now_s`)."""
 
-    def choose_generation(
-        self, now_s: float, memory_gb: float, exec_s: float, gaps_s: np.ndarray
-    ) -> str:
-        """The generation a cold start at `now_s` opens its instance on."""
+    now_s: float
+    memory_gb: float
+    exec_s: float
+    gaps_s: np.ndarray
+
+
+class KeepAlivePolicy(Protocol):
+    """What a keep-alive policy decides, from a function's `FunctionState`."""
+
+    def choose_generation(self, state: FunctionState) -> str:
+        """The generation a cold start at `state.now_s` opens its instance on."""
         ...
 
-    def choose_window_s(
-        self,
-        generation: Generation,
-        now_s: float,
-        memory_gb: float,
-        exec_s: float,
-        gaps_s: np.ndarray,
-    ) -> float:
-        """Seconds an instance of `generation` whose execution ends at `now_s` stays warm."""
+    def choose_window_s(self, generation: Generation, state: FunctionState) -> float:
+        """Seconds an instance of `generation` whose execution ends at `state.now_s` stays
+        warm."""
         ...
 
 
@@ -55,14 +59,15 @@ class KeepAlivePolicy(Protocol):
 class KeepAliveResult:
     """`invocations`: one row per invocation in the input's order: function_id,
     arrival_s, cold, generation, instance (per function, 0, 1, ... in opening order),
-    start_s and end_s of its execution, energy_j and carbon_g of its cold start and
-    execution. `summary`: function_invocations, function_cold_starts,
-    function_warm_gb_h (memory held by idle warm instances, GB-hours, exact),
-    function_energy_kwh and function_carbon_kg (executions, cold starts and idle warm
+    start_s and end_s of its execution, energy_j of its cold start and execution, their
+    carbon_g (operational + embodied) and embodied_g (the embodied part). `summary`:
+    function_invocations, function_cold_starts, function_warm_gb_h (memory held by idle
+    warm instances, GB-hours, exact), function_energy_kwh, function_embodied_kg and
+    function_carbon_kg (operational + embodied; executions, cold starts and idle warm
     instances)."""
 
     invocations: pd.DataFrame
-    summary: dict[str, float]
+    summary: dict[str, float]  # the two counts are ints
 
 
 @dataclass
@@ -105,6 +110,7 @@ def simulate_keep_alive(
         "end_s": np.zeros(n),
         "energy_j": np.zeros(n),
         "carbon_g": np.zeros(n),
+        "embodied_g": np.zeros(n),
     }
     idle = _IdleTotals(signal, horizon_s)
     fids = invocations["function_id"].to_numpy()
@@ -120,23 +126,26 @@ def simulate_keep_alive(
         }
     )
     energy_j = float(out["energy_j"].sum()) + idle.energy_j
-    carbon_g = float(out["carbon_g"].sum()) + idle.carbon_g
+    embodied_g = float(out["embodied_g"].sum()) + idle.embodied_g
+    carbon_g = float(out["carbon_g"].sum()) + idle.carbon_g + idle.embodied_g
     summary = {
-        "function_invocations": float(n),
-        "function_cold_starts": float(out["cold"].sum()),
+        "function_invocations": n,
+        "function_cold_starts": int(out["cold"].sum()),
         "function_warm_gb_h": idle.gb_s / 3600.0,
         "function_energy_kwh": energy_j / J_PER_KWH,
+        "function_embodied_kg": embodied_g / 1000.0,
         "function_carbon_kg": carbon_g / 1000.0,
     }
     return KeepAliveResult(frame, summary)
 
 
 class _IdleTotals:
-    """Memory, energy and carbon of idle warm instances, each interval cut at the horizon."""
+    """Memory, energy, operational carbon (`carbon_g`) and embodied carbon of idle warm
+    instances, each interval cut at the horizon."""
 
     def __init__(self, signal: CarbonSignal, horizon_s: float) -> None:
         self.signal, self.horizon_s = signal, horizon_s
-        self.gb_s = self.energy_j = self.carbon_g = 0.0
+        self.gb_s = self.energy_j = self.carbon_g = self.embodied_g = 0.0
 
     def add(self, generation: Generation, memory_gb: float, t0_s: float, t1_s: float) -> None:
         t1_s = min(t1_s, self.horizon_s)
@@ -146,6 +155,7 @@ class _IdleTotals:
         self.gb_s += memory_gb * (t1_s - t0_s)
         self.energy_j += power_w * (t1_s - t0_s)
         self.carbon_g += power_w * _integral(self.signal, t0_s, t1_s) / J_PER_KWH
+        self.embodied_g += generation.keep_alive_embodied_g_per_s(memory_gb) * (t1_s - t0_s)
 
 
 def _integral(signal: CarbonSignal, t0_s: float, t1_s: float) -> float:
@@ -174,9 +184,11 @@ def _run_function(
     instances: list[_Instance] = []
     live: list[int] = []  # instances not yet expired
 
-    def gaps_until(t_s: float) -> np.ndarray:
-        known = bisect_right(arrivals.tolist(), t_s)
-        return np.diff(arrivals[max(0, known - history - 1) : known])
+    def state(t_s: float, mem_gb: float, ref_s: float) -> FunctionState:
+        known = int(np.searchsorted(arrivals, t_s, side="right"))
+        return FunctionState(
+            t_s, mem_gb, ref_s, np.diff(arrivals[max(0, known - history - 1) : known])
+        )
 
     def settle(t_s: float, mem_gb: float, ref_s: float) -> None:
         """Decide the windows of executions ended by t_s; close the expired instances."""
@@ -186,9 +198,7 @@ def _run_function(
                 continue
             if inst.window_s is None:
                 end = inst.busy_until_s
-                window = policy.choose_window_s(
-                    inst.generation, end, mem_gb, ref_s, gaps_until(end)
-                )
+                window = policy.choose_window_s(inst.generation, state(end, mem_gb, ref_s))
                 if not (math.isfinite(window) and window >= 0):
                     raise ValueError(f"policy window_s must be finite and >= 0, got {window}")
                 inst.window_s = window
@@ -209,9 +219,7 @@ def _run_function(
             inst.window_s = None
             start, cold_energy_j, cold_carbon_g = t, 0.0, 0.0
         else:
-            name = policy.choose_generation(
-                t, float(memory_gb[k]), float(exec_ref[k]), gaps_until(t)
-            )
+            name = policy.choose_generation(state(t, float(memory_gb[k]), float(exec_ref[k])))
             if name not in generations:
                 raise ValueError(
                     f"policy chose generation {name!r}, not one of {sorted(generations)}"
@@ -233,7 +241,10 @@ def _run_function(
         out["start_s"][row] = start
         out["end_s"][row] = end
         out["energy_j"][row] = cold_energy_j + exec_energy_j
-        out["carbon_g"][row] = cold_carbon_g + _spread_carbon_g(signal, exec_energy_j, start, end)
+        embodied_g = gen.busy_embodied_g_per_s(float(memory_gb[k])) * (end - t)
+        operational_g = cold_carbon_g + _spread_carbon_g(signal, exec_energy_j, start, end)
+        out["carbon_g"][row] = operational_g + embodied_g
+        out["embodied_g"][row] = embodied_g
     if len(rows):
         settle(math.inf, float(memory_gb[-1]), float(exec_ref[-1]))
 

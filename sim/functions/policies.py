@@ -5,11 +5,12 @@ an exhaustive search (docs/functions.md says why not its particle swarm)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from sim.functions.generations import Generation
+from sim.functions.keepalive import FunctionState
 from sim.grid.signal import CarbonSignal
 
 __all__ = ["CarbonAwareKeepAlive", "FixedKeepAlive"]
@@ -25,32 +26,26 @@ class FixedKeepAlive:
     keep_alive_s: float = 600.0
     generation: str = "i3"
 
-    def choose_generation(
-        self, now_s: float, memory_gb: float, exec_s: float, gaps_s: np.ndarray
-    ) -> str:
+    def choose_generation(self, state: FunctionState) -> str:
         return self.generation
 
-    def choose_window_s(
-        self,
-        generation: Generation,
-        now_s: float,
-        memory_gb: float,
-        exec_s: float,
-        gaps_s: np.ndarray,
-    ) -> float:
+    def choose_window_s(self, generation: Generation, state: FunctionState) -> float:
         return self.keep_alive_s
 
 
 @dataclass(frozen=True)
 class CarbonAwareKeepAlive:
     """EcoLife-like: the window (of `windows_s`) and generation (of `generations`) of least
-    expected carbon, the expectation taken over the function's recent gaps.
+    expected carbon, operational and embodied, the expectation taken over the function's
+    recent gaps.
 
     For a window w on generation g from `now`, each recent gap x is a possible next
     arrival at now + x: the instance idles min(x, w) (its keep-alive power times the
-    signal's integral), and the next invocation runs warm (x < w: execution energy) or
-    cold (cold start plus execution) at the intensity at now + x. A cold start's
-    generation adds the current invocation's cold start and execution at now. Without
+    signal's integral, plus its keep-alive embodied carbon for min(x, w)), and the next
+    invocation runs warm (x < w: execution energy and the execution's embodied carbon) or
+    cold (cold start plus execution, energy and embodied) at the intensity at now + x.
+    A cold start's generation adds the current invocation's cold start and execution at
+    now (`Generation.busy_embodied_g_per_s`, `keep_alive_embodied_g_per_s`). Without
     gaps (a function's first invocation): `default_window_s` on `default_generation`.
     EcoLife's windows: 0 to 30 minutes by the minute (its artifact's `kat_time`). The
     signal is read as its last value beyond its end. Ties go to the shorter window and
@@ -62,6 +57,7 @@ class CarbonAwareKeepAlive:
     windows_s: tuple[float, ...] = tuple(60.0 * m for m in range(31))
     default_window_s: float = 600.0
     default_generation: str = "i3"
+    _windows: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.default_generation not in self.generations:
@@ -71,62 +67,62 @@ class CarbonAwareKeepAlive:
             )
         if not self.windows_s or min(self.windows_s) < 0:
             raise ValueError(f"windows_s must be non-empty and >= 0, got {self.windows_s}")
+        object.__setattr__(self, "_windows", np.asarray(self.windows_s, dtype=np.float64))
 
-    def choose_generation(
-        self, now_s: float, memory_gb: float, exec_s: float, gaps_s: np.ndarray
-    ) -> str:
-        if len(gaps_s) == 0:
+    def choose_generation(self, state: FunctionState) -> str:
+        if len(state.gaps_s) == 0:
             return self.default_generation
         best_name, best_g = self.default_generation, np.inf
+        now_g_per_kwh = float(self._values(np.array([state.now_s]))[0])
         for name, gen in self.generations.items():
-            now_energy_j = gen.cold_start_energy_j + gen.exec_power_w * gen.exec_s(exec_s)
-            carbon_g = now_energy_j * float(self._values(np.array([now_s]))[0]) / _J_PER_KWH
-            carbon_g += min(self._expected_next_g(gen, now_s, memory_gb, exec_s, gaps_s))
+            exec_s = gen.exec_s(state.exec_s)
+            now_energy_j = gen.cold_start_energy_j + gen.exec_power_w * exec_s
+            carbon_g = now_energy_j * now_g_per_kwh / _J_PER_KWH
+            carbon_g += gen.busy_embodied_g_per_s(state.memory_gb) * (gen.cold_start_s + exec_s)
+            carbon_g += float(np.min(self._expected_g(gen, state, self._windows)))
             if carbon_g < best_g:
                 best_name, best_g = name, carbon_g
         return best_name
 
-    def choose_window_s(
-        self,
-        generation: Generation,
-        now_s: float,
-        memory_gb: float,
-        exec_s: float,
-        gaps_s: np.ndarray,
-    ) -> float:
-        if len(gaps_s) == 0:
+    def choose_window_s(self, generation: Generation, state: FunctionState) -> float:
+        if len(state.gaps_s) == 0:
             return self.default_window_s
-        expected = self._expected_next_g(generation, now_s, memory_gb, exec_s, gaps_s)
+        expected = self._expected_g(generation, state, self._windows)
         return self.windows_s[int(np.argmin(expected))]
 
     def expected_carbon_g(
-        self,
-        generation: Generation,
-        window_s: float,
-        now_s: float,
-        memory_gb: float,
-        exec_s: float,
-        gaps_s: np.ndarray,
+        self, generation: Generation, window_s: float, state: FunctionState
     ) -> float:
         """Expected carbon, g, of keeping an instance of `generation` warm `window_s`
-        from `now_s` and of the function's next invocation (the class docstring)."""
-        gaps = np.asarray(gaps_s, dtype=np.float64)
-        idle_g = (
-            generation.keep_alive_power_w(memory_gb)
-            * self._integrals(now_s, now_s + np.minimum(gaps, window_s))
-            / _J_PER_KWH
-        )
-        exec_j = generation.exec_power_w * generation.exec_s(exec_s)
-        next_j = exec_j + np.where(gaps < window_s, 0.0, generation.cold_start_energy_j)
-        next_g = next_j * self._values(now_s + gaps) / _J_PER_KWH
-        return float(np.mean(idle_g + next_g))
+        from `state.now_s` and of the function's next invocation (the class docstring)."""
+        windows = np.array([window_s], dtype=np.float64)
+        return float(self._expected_g(generation, state, windows)[0])
 
-    def _expected_next_g(
-        self, gen: Generation, now_s: float, memory_gb: float, exec_s: float, gaps_s: np.ndarray
-    ) -> list[float]:
-        return [
-            self.expected_carbon_g(gen, w, now_s, memory_gb, exec_s, gaps_s) for w in self.windows_s
-        ]
+    def _expected_g(
+        self, gen: Generation, state: FunctionState, windows_s: np.ndarray
+    ) -> np.ndarray:
+        """`expected_carbon_g` of each window of `windows_s`, g: one (window x gap) array,
+        each element computed as for one window alone and each row's mean over the gaps
+        in the same order, so the same bits as window by window."""
+        now_s = state.now_s
+        gaps = np.asarray(state.gaps_s, dtype=np.float64)[np.newaxis, :]
+        windows = windows_s[:, np.newaxis]
+        idle_s = np.minimum(gaps, windows)
+        idle_g = (
+            gen.keep_alive_power_w(state.memory_gb)
+            * self._integrals(now_s, now_s + idle_s)
+            / _J_PER_KWH
+            + gen.keep_alive_embodied_g_per_s(state.memory_gb) * idle_s
+        )
+        exec_s = gen.exec_s(state.exec_s)
+        cold = gaps >= windows
+        next_j = gen.exec_power_w * exec_s + np.where(cold, gen.cold_start_energy_j, 0.0)
+        busy_s = exec_s + np.where(cold, gen.cold_start_s, 0.0)
+        next_g = (
+            next_j * self._values(now_s + gaps) / _J_PER_KWH
+            + gen.busy_embodied_g_per_s(state.memory_gb) * busy_s
+        )
+        return np.mean(idle_g + next_g, axis=1)
 
     def _values(self, t_s: np.ndarray) -> np.ndarray:
         """Intensity at each time, g/kWh (the last value beyond the end)."""

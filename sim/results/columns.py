@@ -103,6 +103,7 @@ SUMMARY_KEYS = (
     "function_cold_starts",
     "function_warm_gb_h",
     "function_energy_kwh",
+    "function_embodied_kg",
     "function_carbon_kg",
     "sim_wall_s",
 )

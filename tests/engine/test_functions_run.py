@@ -4,6 +4,8 @@ PUE x carbon signal, reported apart from the GPU fleet; bad keys are refused in 
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -24,6 +26,7 @@ FUNCTION_KEYS = (
     "function_cold_starts",
     "function_warm_gb_h",
     "function_energy_kwh",
+    "function_embodied_kg",
     "function_carbon_kg",
 )
 
@@ -36,11 +39,9 @@ def test_a_run_gives_the_keep_alive_simulation_of_its_generated_invocations():
     scenario = make_scenario(duration_h=6.0, functions=config)
     results = simulate(scenario)
 
-    functions, invocations = generate_invocations(
-        30, 6 * 3600.0, random_streams(scenario.seed)["functions"]
+    _, invocations = generate_invocations(
+        30, 6 * 3600.0, random_streams(scenario.seed)["functions"], max_rate_per_day=5000
     )
-    kept = functions["function_id"][functions["rate_per_day"] <= 5000]
-    invocations = invocations[invocations["function_id"].isin(kept)].reset_index(drop=True)
     signal = CarbonSignal.constant(300.0 * 1.5, 7 * 3600.0)
     expected = simulate_keep_alive(
         invocations, FixedKeepAlive(600.0, "i3"), ECOLIFE_GENERATIONS, signal, 6 * 3600.0
@@ -56,7 +57,17 @@ def test_function_carbon_is_reported_apart_from_the_fleets():
         make_scenario(duration_h=6.0, functions={"site": "a", "functions": 10})
     )
     assert with_functions.summary["function_carbon_kg"] > 0
-    for key in ("energy_facility_kwh", "carbon_operational_kg", "carbon_total_kg"):
+    assert (
+        0
+        < with_functions.summary["function_embodied_kg"]
+        < with_functions.summary["function_carbon_kg"]
+    )
+    for key in (
+        "energy_facility_kwh",
+        "carbon_operational_kg",
+        "carbon_embodied_kg",
+        "carbon_total_kg",
+    ):
         assert with_functions.summary[key] == without.summary[key], key
     assert with_functions.jobs.equals(without.jobs)
 
@@ -82,28 +93,20 @@ def test_the_carbon_aware_policy_trades_cold_starts_for_warm_memory_and_carbon(t
     assert aware["function_carbon_kg"] < fixed["function_carbon_kg"]
 
 
-def test_a_functions_only_scenario_needs_no_jobs(tmp_path, capsys):
-    text = """
-name = "fns"
-start = 2020-06-01T00:00:00Z
-duration_h = 2
-
-[[sites]]
-name = "a"
-lat = 50.1
-lon = 8.7
-carbon = { constant_g_per_kwh = 300 }
-gpus = [{ model = "A100-80GB", count = 8 }]
-
-[functions]
-site = "a"
-functions = 5
-"""
+def test_a_functions_only_scenario_needs_no_jobs_and_writes_its_counts_as_integers(
+    tmp_path, capsys
+):
+    no_jobs = SMALL_SCENARIO_TOML.split("[workload.synthetic]")[0]
     path = tmp_path / "fns.toml"
-    path.write_text(text)
-    code, out = run_cli(["run", str(path)], capsys)
+    path.write_text(no_jobs + '[functions]\nsite = "a"\nfunctions = 5\nmax_rate_per_day = 500\n')
+    code, out = run_cli(["run", str(path), "--out", str(tmp_path / "run")], capsys)
     assert code == 0, out.err
-    assert "function_cold_starts" in out.out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    counts = {k: summary[k] for k in ("function_invocations", "function_cold_starts")}
+    assert all(type(v) is int and v > 0 for v in counts.values()), counts
+    table = pd.read_parquet(tmp_path / "run" / "functions.parquet")
+    assert table["instance"].dtype == "int64" and table["cold"].dtype == bool
+    assert table["cold"].sum() == counts["function_cold_starts"]
 
 
 @pytest.mark.parametrize(

@@ -79,3 +79,22 @@ def test_ecolife_generations_new_is_faster_and_holds_more_idle_power():
     old, new = ECOLIFE_GENERATIONS["i3"], ECOLIFE_GENERATIONS["m5zn"]
     assert new.exec_s(10.0) < old.exec_s(10.0)
     assert new.keep_alive_power_w(0.125) > old.keep_alive_power_w(0.125)
+
+
+def test_functions_above_the_rate_cap_are_left_out_before_their_gaps_are_drawn():
+    # seed 3's 200 functions invoke 34.6 million times a day, 35 of them above 2,000
+    full, _ = generate_invocations(200, 1.0, np.random.default_rng(3))
+    capped, invocations = generate_invocations(
+        200, 86400.0, np.random.default_rng(3), max_rate_per_day=2000
+    )
+    assert capped.equals(full)  # every function is still drawn and listed
+    above = set(capped["function_id"][capped["rate_per_day"] > 2000])
+    assert len(above) == 35
+    assert above.isdisjoint(invocations["function_id"])
+    assert invocations["function_id"].nunique() > 100
+    assert len(invocations) < 200_000
+
+
+def test_a_rate_cap_not_above_zero_is_refused():
+    with pytest.raises(ValueError, match="max_rate_per_day must be > 0, got 0"):
+        generate_invocations(5, 60.0, np.random.default_rng(1), max_rate_per_day=0)

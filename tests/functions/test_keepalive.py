@@ -16,7 +16,12 @@ GEN = Generation(
     exec_power_w=50.0,
     idle_power_w=1.0,
     idle_power_w_per_gb=0.5,
+    cores=1,
+    memory_gb=1.0,
+    embodied_cpu_kg=0.0,
+    embodied_dram_kg=0.0,
 )
+"""Operational carbon only (no embodied), for the hand cases of energy and carbon."""
 GENS = {"g": GEN}
 FLAT = CarbonSignal.constant(360.0, 100_000.0)  # 360 g/kWh = 1e-4 g/J
 
