@@ -327,7 +327,7 @@ class Fleet(Component):
         out.summary["gpu_utilization"] = float(
             (sites["gpu_utilization"] * sites["gpus"]).sum() / sites["gpus"].sum()
         )
-        server_kg = self.write_server_embodied(sites, horizon_s)
+        server_kg = self.write_server_embodied(out, sites, horizon_s)
         self.write_server_power(sites, horizon_s)
         if core.scenario.embodied == "installed":
             gpus_kg = sum(
@@ -338,12 +338,18 @@ class Fleet(Component):
             )
             out.summary["carbon_embodied_kg"] = float(gpus_kg + server_kg)
 
-    def write_server_embodied(self, sites: pd.DataFrame, horizon_s: float) -> float:
+    def write_server_embodied(
+        self, out: ResultParts, sites: pd.DataFrame, horizon_s: float
+    ) -> float:
         """In a run with servers, the sites table's `embodied_<group>_kg` columns (group:
         cpu, dram, storage, gpu, other; `sim.models.servers.EMBODIED_GROUPS`): the
         embodied carbon, kgCO2e, that each site's servers carry over the horizon, each
-        component amortised over its own lifetime (0 at a site without servers). Returns
-        the servers' total, kgCO2e: the sum of every site's columns (0 without servers)."""
+        component amortised over its own lifetime (0 at a site without servers), and the
+        summary's keys of the same names, their sums over the sites (None without
+        servers). Returns the servers' total, kgCO2e: the sum of every site's columns (0
+        without servers)."""
+        for group in EMBODIED_GROUPS:
+            out.summary[f"embodied_{group}_kg"] = None
         if not self.has_servers:
             return 0.0
         columns = {g: np.zeros(len(self.sites)) for g in EMBODIED_GROUPS}
@@ -356,6 +362,7 @@ class Fleet(Component):
                     columns[group][i] += group_kg
         for group, column in columns.items():
             sites[f"embodied_{group}_kg"] = column
+            out.summary[f"embodied_{group}_kg"] = math.fsum(float(kg) for kg in column)
         return math.fsum(float(kg) for column in columns.values() for kg in column)
 
     def write_server_power(self, sites: pd.DataFrame, horizon_s: float) -> None:

@@ -59,11 +59,15 @@ def test_the_columns_sum_exactly_to_the_servers_embodied_carbon(tmp_path):
     assert results.summary["carbon_embodied_kg"] == math.fsum(cells)
     by_group = server_embodied_kg_by_group("DGX-A100", 3, 24 * 3600.0)
     assert list(results.sites.iloc[0][COLUMNS]) == list(by_group.values())
+    # the summary's breakdown by component: the same groups, summed over the sites
+    assert [results.summary[c] for c in COLUMNS] == list(by_group.values())
+    assert results.summary["carbon_embodied_kg"] == math.fsum(results.summary[c] for c in COLUMNS)
 
 
 def test_a_pool_without_servers_keeps_the_gpu_only_figure_and_no_columns(tmp_path):
     plain = run(tmp_path, JOB, [{"model": MODEL, "count": 8}])
     assert not set(COLUMNS) & set(plain.sites.columns)
+    assert all(plain.summary[c] is None for c in COLUMNS)
     per_gpu_h = GPU_CATALOG[MODEL].embodied_kg_per_gpu_h
     assert plain.summary["carbon_embodied_kg"] == pytest.approx(8 * 24 * per_gpu_h)
     mixed = run(tmp_path, JOB, [*one_dgx(), {"model": "H100-SXM", "count": 4}])
