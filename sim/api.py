@@ -386,6 +386,8 @@ class _SiteReading(Protocol):
     @property
     def pools(self) -> Sequence[_PoolReading]: ...
     @property
+    def server_pools(self) -> Sequence[_PoolReading]: ...
+    @property
     def name(self) -> str: ...
     @property
     def host_w_per_gpu(self) -> float: ...
@@ -1107,10 +1109,9 @@ class SystemState(_Offered):
         the engine puts a job's GPUs (`place(free, gpus)` -> the (server, GPUs) pairs, or
         None: the job does not fit now, even with enough free GPUs in total) and the free
         GPUs of each server (a copy). {} if the site has no pool of servers."""
-        pools = self._q.site(site).pools
         return {
             p.model: (p.placer, free)
-            for p in pools
+            for p in self._q.site(site).server_pools
             if p.placer is not None and (free := p.free_by_server()) is not None
         }
 

@@ -59,6 +59,8 @@ class EmbodiedRate:
     def kg(self, gpu_s: Number, t0_s: Number, t1_s: Number) -> Number:
         """The embodied carbon, kgCO2e, that `gpu_s` GPU-seconds spread evenly over
         [t0_s, t1_s) carry (floats or arrays of one shape)."""
+        if len(self.pieces) == 1 and self.pieces[0][1] == math.inf:  # no lifetime window
+            return gpu_s / 3600.0 * self.pieces[0][0]
         total: Number = 0.0
         for kg_per_gpu_h, until_s in self.pieces:
             share = gpu_s

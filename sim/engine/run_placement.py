@@ -102,7 +102,9 @@ class Placement:
         self._mig_profile = mig_profile
         self._profile = profile
         self._parallelism = parallelism
-        self._speeds: dict[tuple[str, str, float | None, int, str, int], tuple[float, float]] = {}
+        self._speeds: dict[
+            tuple[str, str, float | None, int, str, tuple[int, int]], tuple[float, float]
+        ] = {}
 
     @staticmethod
     def effective_cap(site: Site, own_cap: float | None) -> float | None:
@@ -120,9 +122,12 @@ class Placement:
         scaled = self._core.scenario.scaling is not None and gpus > 1
         scheme = self._parallelism[j] if scaled else ""
         servers = pool.servers
-        layout = servers.layout(j, gpus) if scaled and servers is not None else ()
-        per_node = max((g for _, g in layout), default=pool.gpus_per_node)
-        key = (pool.model, profile, cap, gpus if scaled else 1, scheme, per_node)
+        if scaled and servers is not None:
+            layout = servers.layout(j, gpus)
+            shape = (max(g for _, g in layout), len(layout))  # largest share, servers
+        else:
+            layout, shape = (), (pool.gpus_per_node, 0)
+        key = (pool.model, profile, cap, gpus if scaled else 1, scheme, shape)
         hit = self._speeds.get(key)
         if hit is None:
             est = hardware.estimate(pool.model, profile, cap)

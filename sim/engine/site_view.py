@@ -88,16 +88,22 @@ class PoolView:
 class SiteView:
     """One site of the fleet, read-only: its pools, host power, PUE and site-wide cap."""
 
-    __slots__ = ("_site", "_pools")
+    __slots__ = ("_site", "_pools", "_server_pools")
 
     def __init__(self, site: Site):
         self._site = site
         self._pools = tuple(PoolView(p) for p in site.pools)
+        self._server_pools = tuple(p for p in self._pools if p.placer is not None)
 
     @property
     def pools(self) -> tuple[PoolView, ...]:
         """The site's GPU pools, in the scenario's order."""
         return self._pools
+
+    @property
+    def server_pools(self) -> tuple[PoolView, ...]:
+        """The site's pools declared as servers, in the scenario's order (empty: none)."""
+        return self._server_pools
 
     @property
     def name(self) -> str:

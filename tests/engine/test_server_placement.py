@@ -179,3 +179,40 @@ def test_validate_refuses_jobs_sharing_a_gpu_with_a_pool_of_servers(tmp_path, ca
     code, out = run_cli(["validate", str(path)], capsys)
     assert code == 2
     assert "gpu_milli" in out.err and len(out.err.strip().splitlines()) == 1, out.err
+
+
+def test_an_uneven_split_runs_at_its_own_speed_after_an_even_split_of_the_same_size(tmp_path):
+    """8 V100s as 4 + 4 (job e) and later as 2 + 4 + 2 (job d), both bert-sentiment140
+    over 25 GbE: the same GPUs and the same largest share, but d spans three servers and
+    runs at the 3-node speed (a speed cached for e's layout must not be reused for d's)."""
+    long = {"submit_time": 0, "work_gpu_h": 400, "profile": "compute-bound"}
+    bert = {"gpus": 8, "work_gpu_h": 8, "profile": "bert-sentiment140"}
+    jobs = [
+        {**long, "job_id": "a", "gpus": 4},  # spread: server 0 -> free (4, 8, 8)
+        {**long, "job_id": "b", "gpus": 4},  # server 1 -> (4, 4, 8)
+        {**long, "job_id": "c", "gpus": 6},  # server 2 -> (4, 4, 2)
+        {**bert, "job_id": "e", "submit_time": 0},  # 4 + 4 on servers 0 and 1, ~3.4 h
+        {**long, "job_id": "k", "gpus": 2, "submit_time": 14400},  # server 0 -> (2, 4, 2)
+        {**bert, "job_id": "d", "submit_time": 14400},  # 2 + 4 + 2 on servers 0, 1, 2
+    ]
+    v100s = [{"model": "V100", "servers": {"model": "PCIe-V100x8", "count": 3}}]
+    links = {"intra_node": "PCIe3", "inter_node": "Eth-25G"}
+    results = run(
+        tmp_path,
+        jobs,
+        gpus=v100s,
+        placement="spread",
+        max_servers="unlimited",
+        scenario={"scaling": links},
+    )
+    node = scaling.NodeShape(8, "PCIe3", "Eth-25G", scaling.default_node("V100").nics_per_node)
+    even = placed_scaling("bert-sentiment140", "V100", ((0, 4), (1, 4)), "data", node)
+    uneven = placed_scaling("bert-sentiment140", "V100", ((0, 2), (1, 4), (2, 2)), "data", node)
+    assert uneven.nodes == 3 and uneven.efficiency < even.efficiency
+    speed = hardware.speed("V100", "bert-sentiment140")
+    by_id = results.jobs.set_index("job_id")
+    assert by_id.loc["e", "start_s"] == 0.0 and by_id.loc["d", "start_s"] == 14400.0
+    e_s = by_id.loc["e", "end_s"] - by_id.loc["e", "start_s"]
+    d_s = by_id.loc["d", "end_s"] - by_id.loc["d", "start_s"]
+    assert e_s == pytest.approx(3600 / (speed * even.efficiency), rel=1e-12)
+    assert d_s == pytest.approx(3600 / (speed * uneven.efficiency), rel=1e-12)
