@@ -25,6 +25,7 @@ from rich.table import Table
 
 from sim.api import Policy
 from sim.config.loading import load_scenario
+from sim.config.market import PriceConfig
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
 from sim.engine.build import build_sources, build_world, simulate
@@ -32,7 +33,7 @@ from sim.engine.functions import check_functions
 from sim.engine.onsite import site_equipment
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
-from sim.results import git_revision, package_version
+from sim.results import Results, git_revision, package_version
 from sim.util.streams import random_streams, seed_sequences
 
 
@@ -230,6 +231,7 @@ def run(
     built = _build_policy(scenario, file)
     with _LazyProgress(f"simulating {scenario.name}") as progress:
         results = simulate(scenario, built, progress=progress.update)
+    out_console.print(_headline(results), markup=False, highlight=False)
     _print_summary(
         results.summary,
         scenario,
@@ -839,7 +841,8 @@ def _print_summary(
 ) -> None:
     """The summary's keys in groups (services only when the scenario has some, training to
     a target only when a job had a target, user rebound only with `[rebound]`, serverless
-    functions only with `[functions]`), with a note
+    functions only with `[functions]`; keys whose value is null, of features the run does
+    not use, are left out: they stay null in summary.json), with a note
     on signed quantities that read oddly, and what `meta` (meta.json) says the reader must
     know: GPUs without a price, zone-years read from another year."""
     table = Table(title=f"{scenario.name}: policy {scenario.policy.name}, seed {scenario.seed}")
@@ -858,8 +861,10 @@ def _print_summary(
     if scenario.functions is None:
         del groups["serverless functions"]
     for group, keys in groups.items():
-        table.add_row(f"[bold]{group}[/bold]", "")
-        for key in keys:
+        shown = [key for key in keys if _fmt(summary[key]) != "-"]  # null: a feature not used
+        if shown:
+            table.add_row(f"[bold]{group}[/bold]", "")
+        for key in shown:
             table.add_row(f"  {key}", _fmt(summary[key]))
     out_console.print(table)
     notes = {
@@ -873,7 +878,7 @@ def _print_summary(
             out_console.print(f"{key} < 0: {meaning}")
     meta = meta or {}
     unpriced = meta.get("prices", {}).get("missing", [])
-    if unpriced:
+    if unpriced and scenario.prices != PriceConfig():  # no [prices]: the run says nothing of cost
         out_console.print(
             f"cost_compute: unknown, no price for {', '.join(unpriced)} GPU-hours (docs/prices.md; "
             "give one in \\[prices.per_gpu_h])"
@@ -894,6 +899,28 @@ def _print_summary(
                     markup=False,
                     highlight=False,
                 )
+
+
+def _headline(results: Results) -> str:
+    """What the run found, in one line: with jobs at several sites, each site's operational
+    carbon per GPU-hour of its jobs (kg CO2 per GPU-hour, their own energy at the site's
+    grid and PUE) and how many times the dirtiest site's is the cleanest's; otherwise the
+    run's total carbon (kg CO2) and facility energy (kWh)."""
+    summary = results.summary
+    ran = results.jobs[results.jobs["gpu_h"] > 0]
+    per_site = ran.groupby("site", observed=True)[["carbon_kg", "gpu_h"]].sum()
+    kg_per_gpu_h = (per_site["carbon_kg"] / per_site["gpu_h"]).sort_values(ascending=False)
+    if len(kg_per_gpu_h) < 2 or kg_per_gpu_h.iloc[-1] <= 0:
+        return (
+            f"headline: {_fmt(summary['carbon_total_kg'])} kg CO2 in all, "
+            f"{_fmt(summary['energy_facility_kwh'])} kWh of facility energy"
+        )
+    (dirtiest, high), (cleanest, low) = kg_per_gpu_h.iloc[[0, -1]].items()
+    sites = ", ".join(f"{site} {_fmt(kg)}" for site, kg in kg_per_gpu_h.items())
+    return (
+        f"headline: a GPU-hour of work emits {high / low:.1f}x the carbon at {dirtiest} as at "
+        f"{cleanest} (operational kg CO2 per GPU-hour of the jobs: {sites})"
+    )
 
 
 def _year_substitution(sub: Mapping[str, Any]) -> str:

@@ -278,15 +278,23 @@ def test_grid_data_list_flags_zone_years_with_many_filled_hours(capsys):
     assert f"(!) {many} zone-years have" in out.out
 
 
-def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(capsys):
-    """Every summary key once, under its group; a negative shed (the quickstart's event:
-    run_now ignores it) is explained in a line of its own."""
+def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(tmp_path, capsys):
+    """Every summary key with a value once, under its group, and no key whose value is null
+    (a feature the run does not use: it stays null in summary.json); a negative shed (the
+    quickstart's event: run_now ignores it) is explained in a line of its own."""
     from sim.results import SUMMARY_KEYS
 
     quickstart = REPO / "scenarios" / "quickstart.toml"
-    code, out = run_cli(["run", str(quickstart), "--set", "duration_h=72"], capsys)
+    args = ["run", str(quickstart), "--set", "duration_h=72", "--out", str(tmp_path)]
+    code, out = run_cli(args, capsys)
     assert code == 0, out.err
     text = out.out
+    summary = sim.Results.load(tmp_path).summary
+    null = [key for key in SUMMARY_KEYS if summary[key] is None]
+    assert "spot_evictions" in null and "cost_compute" in null
+    for key in null:
+        assert f"  {key} " not in text, key
+    assert " - " not in text
     groups = ["jobs", "energy and carbon", "WAN", "demand response", "run"]
     at = [text.index(f"│ {g} ") for g in groups]
     assert at == sorted(at)
@@ -300,6 +308,7 @@ def test_the_printed_summary_groups_its_keys_and_explains_negative_shedding(caps
             not key.startswith(hidden)
             and key not in hidden_keys
             and ("serving" not in key and "per_1k" not in key)
+            and key not in null
         ):
             assert text.count(f"  {key} ") == 1, key
     assert text.index("│   jobs_away_share") > text.index("│ WAN ")
@@ -317,3 +326,25 @@ def test_the_printed_summary_shows_training_and_rebound_when_the_run_has_them(ca
         "  rebound_jobs ",
     ):
         assert text in out.out, text
+
+
+def test_the_printout_leads_with_a_headline_of_carbon_per_gpu_hour_at_each_site(capsys):
+    """With jobs at several sites the first line says what the run found: each site's
+    operational carbon per GPU-hour of its jobs, and the dirtiest over the cleanest; the
+    README quotes the quickstart's own line."""
+    quickstart = REPO / "scenarios" / "quickstart.toml"
+    code, out = run_cli(["run", str(quickstart)], capsys)
+    assert code == 0, out.err
+    headline = out.out.splitlines()[0]
+    assert headline.startswith("headline: a GPU-hour of work emits 7.4x the carbon at london")
+    assert "frankfurt 0.117" in headline and "paris 0.0212" in headline
+    assert f"\n{headline}\n" in (REPO / "README.md").read_text()
+    assert "cost" not in out.out  # the quickstart gives no prices: it says nothing of cost
+
+
+def test_a_one_site_run_leads_with_its_total_carbon(capsys):
+    code, out = run_cli(["run", str(REPO / "scenarios" / "time_shifting.toml"), "--set",
+                         "duration_h=24"], capsys)  # fmt: skip
+    assert code == 0, out.err
+    assert out.out.splitlines()[0].startswith("headline: ")
+    assert "kg CO2 in all" in out.out.splitlines()[0]

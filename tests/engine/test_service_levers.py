@@ -12,6 +12,7 @@ import pytest
 
 import sim
 from sim.api import PolicyError, Scale, SetDirective
+from sim.config.market import PriceConfig
 from sim.errors import ScenarioError
 from sim.testing import PolicyHarness
 from tests.conftest import run_cli, site
@@ -360,14 +361,19 @@ def test_a_backlog_shed_at_one_deployment_is_taken_from_its_own_served_requests(
     assert np.nanmax(np.abs(quality[0] - quality[1])) < 5.0 * noise
 
 
-def test_the_printed_summary_says_which_gpus_had_no_price(tmp_path, capsys):
-    """`dcsim run` names the GPU models whose GPU-hours left cost_compute unknown."""
+@pytest.mark.parametrize("prices", [{"per_gpu_h": {"H100-SXM": 6.88}}, {}])
+def test_the_printed_summary_says_which_gpus_had_no_price(tmp_path, capsys, prices):
+    """`dcsim run` names the GPU models whose GPU-hours left cost_compute unknown when the
+    scenario gives prices; a scenario without a `[prices]` table says nothing of cost."""
     jobs = [{"job_id": "j", "submit_time": 0, "gpus": 1, "work_gpu_h": 0.5}]
     scenario = serving_scenario(
         tmp_path, jobs=jobs, sites=[_site_with("V100")], services=[{**CHAT, "sites": ["a"]}]
-    )
+    ).model_copy(update={"prices": PriceConfig(**prices)})
     path = tmp_path / "unpriced.toml"
     path.write_text(scenario.to_toml())
     code, out = run_cli(["run", str(path), "--out", str(tmp_path / "out")], capsys)
     assert code == 0
-    assert "cost_compute: unknown, no price for V100 GPU-hours" in out.out
+    if prices:
+        assert "cost_compute: unknown, no price for V100 GPU-hours" in out.out
+    else:
+        assert "cost" not in out.out
