@@ -1,0 +1,111 @@
+"""The reward's terms, read live from a running engine's own accounting (docs/gym.md,
+"Reward").
+
+`Meter.totals(now_s)` gives each term's total from the start of the run to `now_s`: the
+same exact integrals the results are made of, over the power log so far (operational
+carbon: IT power x PUE x carbon intensity; energy cost: facility power x the tariff's
+energy price), deadline misses as they happen, and SLO misses estimated from each
+service's live statistics. `Meter.final(summary)` gives the run's totals from its summary,
+which the environment settles the last step's terms on: so an episode's terms add up to
+the summary exactly, whatever the live estimates missed (WAN carbon is not in the carbon
+term; on-site energy moves carbon between load and import; SLO misses are only estimated).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from sim.api import SystemState
+from sim.engine.core import Engine
+from sim.engine.jobs import COMPLETED, REJECTED
+
+TERMS = ("carbon_kg", "energy_cost", "deadline_misses", "slo_misses")
+"""The reward's terms, in the order of `Meter.totals`: operational carbon, kg (the summary's
+`carbon_operational_kg`); the energy bill, the scenario's currency (`cost_energy`, 0 without
+a tariff); jobs that missed their deadline (`deadline_misses`); requests that missed their
+service's SLO (`requests_total` x (1 - `slo_attainment`))."""
+
+DEFAULT_WEIGHTS: Mapping[str, float] = {
+    "carbon_kg": 1.0,
+    "energy_cost": 0.0,
+    "deadline_misses": 10.0,
+    "slo_misses": 0.001,
+}
+"""Reward = -sum(weight x term over the step). A missed deadline weighs as 10 kg of CO2
+(about 25 GPU-hours of an A100 on Germany's 2020 grid); an SLO miss as 1 g."""
+
+
+class Meter:
+    """Cumulative reward terms of one run of `engine`."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+        fleet = engine.fleet
+        self._ci = [s.facility_ci for s in fleet.sites]
+        self._prices = [None if t is None else t.energy_price for t in fleet.tariffs]
+        self._deadline_s = np.asarray(engine.jobs.deadline_s, dtype=float)
+        self._slo_misses = 0.0
+        self._last_s = 0.0
+
+    def totals(self, now_s: float, state: SystemState) -> np.ndarray:
+        """Each term of `TERMS` from the start to `now_s` (the engine's now)."""
+        log = self._engine.fleet.power_log
+        t = np.frombuffer(log.time_s, dtype=np.float64)
+        site = np.frombuffer(log.site, dtype=np.int16)
+        it_w = np.frombuffer(log.it_w, dtype=np.float64)
+        facility_w = np.frombuffer(log.facility_w, dtype=np.float64)
+        carbon_g_ws = cost_ws = 0.0
+        for i, (ci, price) in enumerate(zip(self._ci, self._prices, strict=True)):
+            rows = np.flatnonzero(site == i)
+            start = t[rows]
+            end = np.append(start[1:], now_s)
+            carbon_g_ws += float(np.sum(it_w[rows] * (ci.cumulative(end) - ci.cumulative(start))))
+            if price is not None:
+                cost_ws += float(
+                    np.sum(facility_w[rows] * (price.cumulative(end) - price.cumulative(start)))
+                )
+        self._slo_misses += self._slo_rate_per_s(state) * (now_s - self._last_s)
+        self._last_s = now_s
+        return np.array(
+            [carbon_g_ws / 3.6e9, cost_ws / 3.6e6, self._deadline_misses(now_s), self._slo_misses]
+        )
+
+    def _deadline_misses(self, now_s: float) -> float:
+        """Jobs (not rejected) whose deadline has passed by `now_s` without their completion
+        by it: at the horizon, the summary's `deadline_misses`."""
+        book = self._engine.book
+        state = np.frombuffer(book.state, dtype=np.int8)
+        end = np.asarray(book.end_s, dtype=float)
+        due = self._deadline_s <= now_s
+        late = (state != COMPLETED) | (end > self._deadline_s)
+        return float(np.count_nonzero(due & late & (state != REJECTED)))
+
+    @staticmethod
+    def _slo_rate_per_s(state: SystemState) -> float:
+        """Requests per second missing their SLO now, over every service: each one's arrival
+        rate x the share of its last step's requests that missed (an estimate)."""
+        rate = 0.0
+        for name in state.services:
+            stats = state.service(name).stats
+            if not math.isnan(stats.slo_attainment):
+                rate += stats.rate_per_s * (1.0 - stats.slo_attainment)
+        return rate
+
+    @staticmethod
+    def final(summary: Mapping[str, Any]) -> np.ndarray:
+        """Each term of `TERMS` over the whole run, from its summary."""
+        total = summary.get("requests_total") or 0.0
+        attainment = summary.get("slo_attainment")
+        return np.array(
+            [
+                summary["carbon_operational_kg"],
+                summary.get("cost_energy") or 0.0,
+                summary["deadline_misses"],
+                0.0 if attainment is None else total * (1.0 - attainment),
+            ],
+            dtype=float,
+        )
