@@ -31,7 +31,7 @@ from sim.gym.observe import FORECAST_HORIZONS_S, Observer
 from sim.results import Results
 
 
-class _Stand_in(Policy):
+class _StandIn(Policy):
     """The engine's policy in an episode: notes each decision point, decides nothing."""
 
     def __init__(self, base: Policy, tick_s: float | None):
@@ -105,9 +105,7 @@ class DcsimEnv(gym.Env):
         self.lever: Lever = make_lever(
             levers, self._engine.state_view, len(self._engine.jobs), defer_s, cap_levels_w
         )
-        self.observer = Observer(
-            self._engine.state_view, self.scenario.start, FORECAST_HORIZONS_S
-        )
+        self.observer = Observer(self._engine.state_view, self.scenario.start, FORECAST_HORIZONS_S)
         self.action_space = self.lever.action_space
         self.observation_space = self.observer.space(self._flat)
 
@@ -119,7 +117,7 @@ class DcsimEnv(gym.Env):
             params = scenario.policy.params if name == scenario.policy.name else {}
             base = plugins.build_policy(name, params)
         self._base = base
-        self._agent = _Stand_in(base, self._tick_s)
+        self._agent = _StandIn(base, self._tick_s)
         return build_engine(scenario, self._agent)
 
     # --- the Gymnasium API -------------------------------------------------------------

@@ -128,9 +128,7 @@ class BatteryLever(Lever):
     def __init__(self, rated_kw: dict[str, float]):
         self.rated_kw = dict(rated_kw)
         """Per site with a battery, its rated power, kW."""
-        self.action_space = spaces.MultiDiscrete(
-            [1 + len(BATTERY_FRACTIONS)] * len(self.rated_kw)
-        )
+        self.action_space = spaces.MultiDiscrete([1 + len(BATTERY_FRACTIONS)] * len(self.rated_kw))
 
     def offers(self, state: SystemState) -> list[JobView | None]:
         return [None]

@@ -1,17 +1,15 @@
 """What the agent of `sim.gym.DcsimEnv` observes: `SystemState` as a fixed-size vector of
 named parts, each normalised to about [0, 1] (docs/gym.md, "Observation").
 
-| part | size | content |
-|---|---|---|
-| `time` | 5 | sin and cos of the hour of day and of the day of the week (UTC), the run's fraction elapsed |
-| `carbon` | sites x (1 + len(horizons)) | carbon intensity now and its forecast mean over each horizon, kg/kWh |
-| `price` | sites | the energy price now, the scenario's currency per kWh (0 without a tariff) |
-| `free_gpus` | sites | free GPUs / installed GPUs |
-| `dr` | sites | 1 while a demand-response event is on at the site, 0.5 once announced, else 0 |
-| `queue` | 2 | pending jobs / 100, running jobs / 100 |
-| `job` | 5 | the job to decide (the head of the queue): GPUs / 8, work left h / 24, slack to its deadline h / 24 (0: none), 1 if it has a deadline, 1 if interruptible |
-| `services` | services | each service's arrival rate / its capacity with the replicas it has |
-| `battery` | sites | each battery's state of charge (0 without one) |
+The parts, in order (their sizes in `Observer.sizes`; docs/gym.md has the table):
+`time` (sin and cos of the hour of day and of the day of the week, UTC; the fraction of
+the run elapsed), `carbon` (per site, the intensity now and its forecast mean over each
+horizon, kg/kWh), `price` (per site, the energy price now, currency/kWh; 0 without a
+tariff), `free_gpus` (per site, free / installed), `dr` (per site, 1 during a
+demand-response event, 0.5 once one is announced), `queue` (pending and running jobs /
+100), `job` (the job to decide: GPUs / 8, work left per GPU h / 24, slack to its deadline
+h / 24, has a deadline, interruptible), `services` (each service's arrival rate / its
+capacity), `battery` (per site, the state of charge; 0 without a battery).
 
 Every value is clipped to [-1, 10], the bounds of the space.
 """
@@ -62,6 +60,7 @@ class Observer:
 
     def space(self, flat: bool) -> spaces.Space:
         """The flat Box of every part in the table's order, or a Dict of one Box per part."""
+
         def box(size: int) -> spaces.Box:
             return spaces.Box(LOW, HIGH, shape=(size,), dtype=np.float32)
 
@@ -87,9 +86,7 @@ class Observer:
             "services": [_load(state, n) for n in self.services],
             "battery": [_soc(state, s) for s in self.sites],
         }
-        arrays = {
-            k: np.clip(np.asarray(v, dtype=np.float32), LOW, HIGH) for k, v in parts.items()
-        }
+        arrays = {k: np.clip(np.asarray(v, dtype=np.float32), LOW, HIGH) for k, v in parts.items()}
         return np.concatenate(list(arrays.values())) if flat else arrays
 
     def _time(self, state: SystemState) -> list[float]:
@@ -97,7 +94,10 @@ class Observer:
         day = 2 * math.pi * (t % 86400.0) / 86400.0
         week = 2 * math.pi * ((t / 86400.0 + 3.0) % 7.0) / 7.0  # 1970-01-01 was a Thursday
         return [
-            math.sin(day), math.cos(day), math.sin(week), math.cos(week),
+            math.sin(day),
+            math.cos(day),
+            math.sin(week),
+            math.cos(week),
             state.now_s / state.horizon_s,
         ]
 

@@ -147,7 +147,15 @@ def test_the_dict_observation_names_its_parts() -> None:
     env = DcsimEnv(short(QUICKSTART, 12), observation="dict")
     obs, _ = env.reset()
     assert list(obs) == [
-        "time", "carbon", "price", "free_gpus", "dr", "queue", "job", "services", "battery"
+        "time",
+        "carbon",
+        "price",
+        "free_gpus",
+        "dr",
+        "queue",
+        "job",
+        "services",
+        "battery",
     ]
     assert obs["carbon"].shape == (3 * 4,)
 
@@ -172,3 +180,24 @@ def test_bad_arguments_are_one_line_errors(kwargs: dict, message: str) -> None:
 def test_jobs_lever_refuses_a_scenario_without_jobs() -> None:
     with pytest.raises(DcsimError, match="levers='jobs' needs a scenario with jobs"):
         DcsimEnv(SCENARIOS / "serving_only.toml")
+
+
+def test_the_training_example_runs_in_quick_mode() -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from scripts.train_gym_agent import main
+
+    rows = main(["--quick"])
+    assert {r["policy"] for r in rows} == {"agent", "run_now", "wait_awhile"}
+    assert all(np.isfinite(r["carbon_operational_kg"]) for r in rows)
+
+
+def test_the_sb3_variant_of_the_example_runs_when_installed() -> None:
+    pytest.importorskip("stable_baselines3")
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from scripts.train_gym_agent import main
+
+    assert main(["--quick", "--sb3"])
