@@ -91,7 +91,11 @@ def test_a_random_agent_runs_1000_steps() -> None:
 
 @pytest.mark.parametrize(
     ("path", "levers", "hours"),
-    [("quickstart.toml", "jobs", 48), ("serving_only.toml", "services", 6)],
+    [
+        ("quickstart.toml", "jobs", 48),
+        ("electricity_costs.toml", "jobs", 48),  # tariffs: the energy cost term
+        ("serving_only.toml", "services", 6),
+    ],
 )
 def test_the_episode_terms_add_up_to_the_summary(path: str, levers: str, hours: float) -> None:
     env = DcsimEnv(short(SCENARIOS / path, hours), levers=levers, reward_weights={"energy_cost": 2})
@@ -201,3 +205,23 @@ def test_the_sb3_variant_of_the_example_runs_when_installed() -> None:
     from scripts.train_gym_agent import main
 
     assert main(["--quick", "--sb3"])
+
+
+def test_the_live_carbon_term_is_the_exact_integral_so_far() -> None:
+    """Before the last step settles on the summary, the steps' carbon adds up to the
+    operational carbon from the start to each step, exactly (the results' own integral)."""
+    from sim.results.metrics import operational_carbon_over_time_kg
+
+    env = DcsimEnv(short(QUICKSTART, 48))
+    _, info = env.reset(seed=2)
+    times, so_far, carbon = [], [], 0.0
+    while True:
+        defer = info["time_s"] < 12 * 3600  # defer through the first half-day, then start
+        _, _, terminated, _, info = env.step(1 if defer else 0)
+        if terminated:
+            break
+        carbon += info["terms"]["carbon_kg"]
+        times.append(info["time_s"])
+        so_far.append(carbon)
+    exact = operational_carbon_over_time_kg(info["results"], np.array(times))
+    np.testing.assert_allclose(so_far, exact, rtol=1e-9, atol=1e-9)
