@@ -40,7 +40,9 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
 
 
 class Meter:
-    """Cumulative reward terms of one run of `engine`."""
+    """Cumulative reward terms of one run of `engine`, read incrementally: each call reads
+    only the power log's rows added since the last (a site's last row may still change
+    within its instant; a row followed by another of its site never does)."""
 
     def __init__(self, engine: Engine):
         self._engine = engine
@@ -48,31 +50,45 @@ class Meter:
         self._ci = [s.facility_ci for s in fleet.sites]
         self._prices = [None if t is None else t.energy_price for t in fleet.tariffs]
         self._deadline_s = np.asarray(engine.jobs.deadline_s, dtype=float)
+        self._rows_read = 0
+        self._open_row = [-1] * len(fleet.sites)
+        """Per site, its last row in the power log (-1: none yet)."""
+        self._closed = np.zeros(2)
+        """Carbon (g x W-s per kWh) and cost (currency x W-s per kWh) of every closed row."""
         self._slo_misses = 0.0
         self._last_s = 0.0
 
     def totals(self, now_s: float, state: SystemState) -> np.ndarray:
         """Each term of `TERMS` from the start to `now_s` (the engine's now)."""
         log = self._engine.fleet.power_log
-        t = np.frombuffer(log.time_s, dtype=np.float64)
-        site = np.frombuffer(log.site, dtype=np.int16)
-        it_w = np.frombuffer(log.it_w, dtype=np.float64)
-        facility_w = np.frombuffer(log.facility_w, dtype=np.float64)
-        carbon_g_ws = cost_ws = 0.0
-        for i, (ci, price) in enumerate(zip(self._ci, self._prices, strict=True)):
-            rows = np.flatnonzero(site == i)
-            start = t[rows]
-            end = np.append(start[1:], now_s)
-            carbon_g_ws += float(np.sum(it_w[rows] * (ci.cumulative(end) - ci.cumulative(start))))
-            if price is not None:
-                cost_ws += float(
-                    np.sum(facility_w[rows] * (price.cumulative(end) - price.cumulative(start)))
-                )
+        for row in range(self._rows_read, len(log.time_s)):
+            site = log.site[row]
+            if self._open_row[site] >= 0:
+                self._closed += self._integrals(self._open_row[site], log.time_s[row])
+            self._open_row[site] = row
+        self._rows_read = len(log.time_s)
+        carbon, cost = self._closed + sum(
+            (self._integrals(row, now_s) for row in self._open_row if row >= 0), np.zeros(2)
+        )
         self._slo_misses += self._slo_rate_per_s(state) * (now_s - self._last_s)
         self._last_s = now_s
         return np.array(
-            [carbon_g_ws / 3.6e9, cost_ws / 3.6e6, self._deadline_misses(now_s), self._slo_misses]
+            [carbon / 3.6e9, cost / 3.6e6, self._deadline_misses(now_s), self._slo_misses]
         )
+
+    def _integrals(self, row: int, end_s: float) -> np.ndarray:
+        """Power log row `row`'s level held until `end_s`: IT power x the integral of PUE x
+        carbon intensity, and facility power x the integral of the energy price."""
+        log = self._engine.fleet.power_log
+        site, start_s = log.site[row], log.time_s[row]
+        ci, price = self._ci[site], self._prices[site]
+        carbon = log.it_w[row] * float(ci.cumulative(end_s) - ci.cumulative(start_s))
+        cost = (
+            0.0
+            if price is None
+            else log.facility_w[row] * float(price.cumulative(end_s) - price.cumulative(start_s))
+        )
+        return np.array([carbon, cost])
 
     def _deadline_misses(self, now_s: float) -> float:
         """Jobs (not rejected) whose deadline has passed by `now_s` without their completion
