@@ -80,13 +80,13 @@ class Meter:
         """Power log row `row`'s level held until `end_s`: IT power x the integral of PUE x
         carbon intensity, and facility power x the integral of the energy price."""
         log = self._engine.fleet.power_log
-        site, start_s = log.site[row], log.time_s[row]
+        site, span_s = log.site[row], np.array([log.time_s[row], end_s])
         ci, price = self._ci[site], self._prices[site]
-        carbon = log.it_w[row] * float(ci.cumulative(end_s) - ci.cumulative(start_s))
+        carbon = log.it_w[row] * float(np.diff(ci.cumulative(span_s))[0])
         cost = (
             0.0
             if price is None
-            else log.facility_w[row] * float(price.cumulative(end_s) - price.cumulative(start_s))
+            else log.facility_w[row] * float(np.diff(price.cumulative(span_s))[0])
         )
         return np.array([carbon, cost])
 
