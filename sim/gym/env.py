@@ -11,6 +11,7 @@ in between), carries the agent's actions out, then lets the base policy decide t
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from sim import plugins
 from sim.api import Action, JobView, Policy, PolicyHooks, SystemState
 from sim.config import Scenario, load_scenario
 from sim.engine.build import build_engine
+from sim.engine.core import Engine
 from sim.engine.results import build_results
 from sim.errors import DcsimError
 from sim.gym.levers import Lever, make_lever
@@ -95,6 +97,9 @@ class DcsimEnv(gym.Env):
         for name, value in (("tick_s", tick_s), ("defer_s", defer_s)):
             if value is not None and not value > 0:
                 raise DcsimError(f"sim.gym: {name} must be > 0, got {value}")
+        bad_cap = next((w for w in cap_levels_w if w is not None and not w > 0), None)
+        if bad_cap is not None:
+            raise DcsimError(f"sim.gym: cap_levels_w must be None or > 0 W, got {bad_cap}")
         self.weights = np.array([{**DEFAULT_WEIGHTS, **(reward_weights or {})}[t] for t in TERMS])
         self._flat = observation == "flat"
         self._base_arg = base_policy
@@ -109,13 +114,15 @@ class DcsimEnv(gym.Env):
         self.action_space = self.lever.action_space
         self.observation_space = self.observer.space(self._flat)
 
-    def _build(self, seed: int):
+    def _build(self, seed: int) -> Engine:
         scenario = self.scenario.model_copy(update={"seed": seed})
         base = self._base_arg
         if base is None or isinstance(base, str):
             name = scenario.policy.name if base is None else base
             params = scenario.policy.params if name == scenario.policy.name else {}
             base = plugins.build_policy(name, params)
+        else:  # a fresh copy per episode: a policy's own memory does not leak into the next
+            base = copy.deepcopy(base)
         self._base = base
         self._agent = _StandIn(base, self._tick_s)
         return build_engine(scenario, self._agent)

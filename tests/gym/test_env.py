@@ -13,6 +13,7 @@ import pytest
 gym = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
+from sim.api import Action, Policy, SystemState  # noqa: E402
 from sim.config import load_scenario  # noqa: E402
 from sim.errors import DcsimError  # noqa: E402
 from sim.gym import TERMS, DcsimEnv  # noqa: E402
@@ -173,6 +174,7 @@ def test_the_dict_observation_names_its_parts() -> None:
         ({"reward_weights": {"carbon": 1}}, "reward_weights: unknown term 'carbon'"),
         ({"observation": "image"}, "observation must be 'flat' or 'dict', got 'image'"),
         ({"tick_s": 0}, "tick_s must be > 0, got 0"),
+        ({"cap_levels_w": (None, -5)}, "cap_levels_w must be None or > 0 W, got -5"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(kwargs: dict, message: str) -> None:
@@ -225,3 +227,22 @@ def test_the_live_carbon_term_is_the_exact_integral_so_far() -> None:
         so_far.append(carbon)
     exact = operational_carbon_over_time_kg(info["results"], np.array(times))
     np.testing.assert_allclose(so_far, exact, rtol=1e-9, atol=1e-9)
+
+
+class CountingPolicy(Policy):
+    """Decides nothing, counting its calls: memory of its own."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def decide(self, state: SystemState) -> list[Action]:
+        self.calls += 1
+        return []
+
+
+def test_a_base_policy_object_is_copied_for_each_episode() -> None:
+    """The caller's policy object keeps no memory of an episode (each gets a fresh copy)."""
+    base = CountingPolicy()
+    env = DcsimEnv(short(QUICKSTART, 12), base_policy=base)
+    run_episode(env, 1, lambda env: 0)
+    assert env.results is not None and base.calls == 0
