@@ -195,7 +195,7 @@ def test_the_training_example_runs_in_quick_mode() -> None:
     from scripts.train_gym_agent import main
 
     rows = main(["--quick"])
-    assert {r["policy"] for r in rows} == {"agent", "run_now", "wait_awhile"}
+    assert {r["policy"] for r in rows} == {"agent", "cleanest_site", "run_now", "wait_awhile"}
     assert all(np.isfinite(r["carbon_operational_kg"]) for r in rows)
 
 
