@@ -5,12 +5,12 @@ The scenario is the quickstart (three European sites, 2020 grids) without its
 demand-response event. The agent takes the "jobs" lever: for every pending job, start now
 at the cleanest site with room, defer by an hour, or start at one site. It is a linear
 policy (the action of largest W @ [observation, 1]), trained by the cross-entropy method
-(a few lines of numpy, no extra dependency) on `--train-weeks` weeks from June 2020, and evaluated on the
-`--eval-weeks` weeks that follow, against the scenario run with `run_now` and with
-`wait_awhile` (`sim.simulate`), and against the environment's own action 0 taken always
-(`cleanest_site`: every job starts at once at the site of lowest carbon intensity with
-room). With `--sb3`, a PPO agent of Stable-Baselines3 (the `rl` extra) is trained instead.
-`--quick` (the test suite's) shrinks everything to seconds.
+(a few lines of numpy, no extra dependency) on `--train-weeks` weeks from June 2020, and
+evaluated on the `--eval-weeks` weeks that follow, against the scenario run with `run_now`
+and with `wait_awhile` (`sim.simulate`), and against the environment's own action 0 taken
+always (`cleanest_site`: every job starts at once at the site of lowest carbon intensity
+with room). With `--sb3`, a PPO agent of Stable-Baselines3 (the `rl` extra) is trained
+instead. `--quick` (the test suite's) shrinks everything to seconds.
 
     python scripts/train_gym_agent.py            # the table in docs/gym.md
     python scripts/train_gym_agent.py --quick
