@@ -36,7 +36,8 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "slo_misses": 0.001,
 }
 """Reward = -sum(weight x term over the step). A missed deadline weighs as 10 kg of CO2
-(about 25 GPU-hours of an A100 on Germany's 2020 grid); an SLO miss as 1 g."""
+(about 60 h of an A100-80GB at 400 W and PUE 1.3 on Germany's 2020 grid, 318 g/kWh on
+average); an SLO miss as 1 g. A starting point chosen here, not a calibration (docs/gym.md)."""
 
 
 class Meter:
