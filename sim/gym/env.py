@@ -59,7 +59,7 @@ class DcsimEnv(gym.Env):
       pending (and every `tick_s` too if given). `defer_s`: how long "jobs"' defer
       action waits, s (default 3600 s). `cap_levels_w`: "jobs"' GPU power caps, W (None:
       uncapped; default: uncapped only).
-    - `reward_weights`: per term of `sim.gym.meter.TERMS`, its weight (missing terms keep
+    - `reward`: the weight of each term of `sim.gym.meter.TERMS` (missing terms keep
       `DEFAULT_WEIGHTS`); reward = -sum(weight x term over the step).
     - `observation`: "flat" (a Box) or "dict" (a Dict of named Boxes; `sim.gym.observe`).
     - `seed`: the first episode's scenario seed (None: the scenario's); `reset(seed=s)`
@@ -75,7 +75,7 @@ class DcsimEnv(gym.Env):
         self,
         scenario: Scenario | str | Path,
         levers: str = "jobs",
-        reward_weights: Mapping[str, float] | None = None,
+        reward: Mapping[str, float] | None = None,
         base_policy: Policy | str | None = None,
         seed: int | None = None,
         *,
@@ -89,10 +89,10 @@ class DcsimEnv(gym.Env):
             raise DcsimError("sim.gym: a scenario with [rebound] repeats its run: not supported")
         if observation not in ("flat", "dict"):
             raise DcsimError(f"sim.gym: observation must be 'flat' or 'dict', got {observation!r}")
-        unknown = sorted(set(reward_weights or {}) - set(TERMS))
+        unknown = sorted(set(reward or {}) - set(TERMS))
         if unknown:
             raise DcsimError(
-                f"sim.gym: reward_weights: unknown term {unknown[0]!r} (terms: {', '.join(TERMS)})"
+                f"sim.gym: reward: unknown term {unknown[0]!r} (terms: {', '.join(TERMS)})"
             )
         for name, value in (("tick_s", tick_s), ("defer_s", defer_s)):
             if value is not None and not value > 0:
@@ -100,12 +100,13 @@ class DcsimEnv(gym.Env):
         bad_cap = next((w for w in cap_levels_w if w is not None and not w > 0), None)
         if bad_cap is not None:
             raise DcsimError(f"sim.gym: cap_levels_w must be None or > 0 W, got {bad_cap}")
-        self.weights = np.array([{**DEFAULT_WEIGHTS, **(reward_weights or {})}[t] for t in TERMS])
+        self.weights = np.array([{**DEFAULT_WEIGHTS, **(reward or {})}[t] for t in TERMS])
         self._flat = observation == "flat"
         self._base_arg = base_policy
         self._tick_s = tick_s if tick_s is not None or levers == "jobs" else 3600.0
         self._next_seed = self.scenario.seed if seed is None else seed
         self.results: Results | None = None
+        self._offers: list[JobView | None] = []
         self._engine = self._build(self._next_seed)  # checks the lever on the scenario
         self.lever: Lever = make_lever(
             levers, self._engine.state_view, len(self._engine.jobs), defer_s, cap_levels_w
@@ -141,7 +142,7 @@ class DcsimEnv(gym.Env):
         self._engine.start_processes()
         self._wall_s = time.perf_counter()
         self._meter = Meter(self._engine)
-        self._offers: list[JobView | None] = []
+        self._offers = []
         self._next_agent_s = 0.0
         self._seen = np.zeros(len(TERMS))
         if not self._advance():

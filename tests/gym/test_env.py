@@ -99,7 +99,7 @@ def test_a_random_agent_runs_1000_steps() -> None:
     ],
 )
 def test_the_episode_terms_add_up_to_the_summary(path: str, levers: str, hours: float) -> None:
-    env = DcsimEnv(short(SCENARIOS / path, hours), levers=levers, reward_weights={"energy_cost": 2})
+    env = DcsimEnv(short(SCENARIOS / path, hours), levers=levers, reward={"energy_cost": 2})
     env.reset(seed=5)
     totals, rewards = dict.fromkeys(TERMS, 0.0), 0.0
     while True:
@@ -171,7 +171,7 @@ def test_the_dict_observation_names_its_parts() -> None:
         ({"levers": "trains"}, "levers must be one of 'jobs', 'services', 'battery', got 'trains'"),
         ({"levers": "services"}, "levers='services' needs a scenario with [[services]]"),
         ({"levers": "battery"}, "levers='battery' needs a site with an on-site battery"),
-        ({"reward_weights": {"carbon": 1}}, "reward_weights: unknown term 'carbon'"),
+        ({"reward": {"carbon": 1}}, "reward: unknown term 'carbon'"),
         ({"observation": "image"}, "observation must be 'flat' or 'dict', got 'image'"),
         ({"tick_s": 0}, "tick_s must be > 0, got 0"),
         ({"cap_levels_w": (None, -5)}, "cap_levels_w must be None or > 0 W, got -5"),
@@ -181,6 +181,15 @@ def test_bad_arguments_are_one_line_errors(kwargs: dict, message: str) -> None:
     with pytest.raises(DcsimError) as e:
         DcsimEnv(QUICKSTART, **kwargs)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_step_outside_an_episode_is_a_one_line_error() -> None:
+    env = DcsimEnv(short(QUICKSTART, 12))
+    with pytest.raises(DcsimError, match=r"step\(\) before reset\(\) or after the episode ended"):
+        env.step(0)
+    run_episode(env, 1, lambda env: 0)
+    with pytest.raises(DcsimError, match="after the episode ended"):
+        env.step(0)
 
 
 def test_jobs_lever_refuses_a_scenario_without_jobs() -> None:
