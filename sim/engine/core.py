@@ -255,13 +255,13 @@ class Engine:
 
     def apply(self, a: object) -> None:
         """Check action `a` and carry it out now; PolicyError naming it if it cannot be."""
-        kind = type(a)
+        kind: type = type(a)
         carry_out = self._carry_out.get(kind)
         if carry_out is None:  # a subclass of an action type, or not an action
-            kind = next((t for t in self._carry_out if isinstance(a, t)), None)
-            if kind is None:
+            base = next((t for t in self._carry_out if isinstance(a, t)), None)
+            if base is None:
                 raise plugins.not_an_action(self.policy, a)
-            carry_out = self._carry_out[kind]
+            kind, carry_out = base, self._carry_out[base]
         wrong = field_check(kind).wrong(a)  # the fields of the action type, as declared
         if wrong is not None:
             raise plugins.wrong_field(self.policy, a, *wrong)

@@ -79,7 +79,9 @@ def test_the_network_ports_of_a_node_are_set_by_nics_per_node(tmp_path):
         return run(tmp_path, scaling=links).loc["two_nodes", "end_s"]
 
     def expected_s(link: str, nics: int) -> float:
-        point = scaling.scaling("bert-squad", MODEL, 16, "data", scaling.NodeShape(8, "NVLink3", link, nics))
+        point = scaling.scaling(
+            "bert-squad", MODEL, 16, "data", scaling.NodeShape(8, "NVLink3", link, nics)
+        )
         return run(tmp_path).loc["two_nodes", "end_s"] / point.efficiency
 
     assert end_s(inter_node="IB-HDR") == pytest.approx(expected_s("IB-HDR", 8))
