@@ -69,8 +69,8 @@ class FieldCheck:
         self._get = operator.attrgetter(*names) if len(names) > 1 else None
         self._types: list[tuple[type, ...]] = []
         """Per field, the types its value may have."""
-        self._items: list[tuple[int, type, _Items]] = []
-        """(field index, container type, check of its items) of the container fields."""
+        self._items: list[tuple[int, tuple[type, ...], _Items]] = []
+        """(field index, container types, check of its items) of the container fields."""
         self._expected: list[str] = []
         """Per field, the types as the message names them."""
         for i, name in enumerate(names):
@@ -84,7 +84,8 @@ class FieldCheck:
                 allowed += kinds
                 words.append(word)
                 if items is not None:
-                    self._items += [(i, k, items) for k in kinds]
+                    self._items.append((i, kinds, items))
+            allowed.sort(key=lambda t: t is not type(None))  # most optional fields are None
             self._types.append(tuple(allowed))
             self._expected.append(_words(words))
 
@@ -93,14 +94,14 @@ class FieldCheck:
         value is not of its declared type; None if all are."""
         get = self._get
         values = get(action) if get is not None else (getattr(action, self._names[0]),)
-        for i, (value, allowed) in enumerate(zip(values, self._types, strict=True)):
-            if not isinstance(value, allowed):
-                return self._names[i], self._expected[i], value
-        for i, kind, items in self._items:
-            value = values[i]
-            if isinstance(value, kind) and not items(value):
-                return self._names[i], self._expected[i], value
-        return None
+        if all(map(isinstance, values, self._types)):  # the common case: one pass in C
+            for i, kinds, items in self._items:
+                value = values[i]
+                if isinstance(value, kinds) and not items(value):
+                    return self._names[i], self._expected[i], value
+            return None
+        i = next(i for i, ok in enumerate(map(isinstance, values, self._types)) if not ok)
+        return self._names[i], self._expected[i], values[i]
 
 
 _CHECKS: dict[type, FieldCheck] = {}
