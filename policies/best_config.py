@@ -22,7 +22,8 @@ too, at the engine's scaling (`state.parallel_scaling`); else the count stays `j
 
 Alone (`decide`), the jobs are taken in queue order over every site they may use; a job
 without a target is placed as `run_now` places it; a job that fits nowhere waits, and so
-do the jobs behind it unless `backfill`. In a `chain` after a scheduler (`amend`), each of
+do the jobs behind it unless `backfill` (a job its virtual cluster's quota holds back waits
+alone). In a `chain` after a scheduler (`amend`), each of
 the scheduler's `Start`s of a target job that sets neither a batch size nor a cap is
 re-chosen at the site the scheduler chose (its time- or space-shifting stands), among the
 models there with GPUs still free; every other action is kept as planned. docs/policies-
@@ -113,7 +114,7 @@ class BestConfig(Policy):
                 start = self._start(state, free, job, sites)
             if start is not None:
                 actions.append(start)
-            elif not self.backfill:
+            elif not self.backfill and free.vc_fits(job):  # a quota holds back its own
                 break
         return actions
 

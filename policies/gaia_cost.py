@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.kit import best_window_start, forecast_from_now, runtime_s
+from policies.kit import FreeGpus, best_window_start, forecast_from_now, runtime_s
 from sim.api import Action, JobView, Policy, Start, SystemState
 
 __all__ = ["GaiaCarbon", "GaiaCarbonCost", "GaiaCarbonCostSpot", "GaiaCarbonSpot", "GaiaCost"]
@@ -94,6 +94,7 @@ class GaiaCost(Policy):
 
     def decide(self, state: SystemState) -> list[Action]:
         now = state.now_s
+        free = FreeGpus(state)
         taken: dict[tuple[str, str, str], int] = {}
         actions: list[Action] = []
         for job in state.pending:
@@ -104,7 +105,7 @@ class GaiaCost(Policy):
             if not (due or early):
                 continue
             kinds = ("reserved",) if not due else self._kinds(job)
-            start = self._place(state, job, kinds, taken)
+            start = self._place(state, free, job, kinds, taken)
             if start is not None:
                 actions.append(start)
         return actions
@@ -112,14 +113,18 @@ class GaiaCost(Policy):
     def _place(
         self,
         state: SystemState,
+        free: FreeGpus,
         job: JobView,
         kinds: tuple[str, ...],
         taken: dict[tuple[str, str, str], int],
     ) -> Start | None:
-        """A Start of `job` on the first site (its origin first) and model with enough free
-        GPUs of `kinds`, taken from them in that order (`Start.capacity`), counting those
-        this decision's starts took; None if none. An unsplit pool's GPUs count as
-        on-demand, and the Start leaves the kinds out."""
+        """A Start of `job` on the first site (its origin first) and model where the kit
+        places it (`FreeGpus.take_job`: its virtual cluster's quota, a MIG slice, a shared
+        GPU, servers) with enough free GPUs of `kinds` left, taken from them in that order
+        (`Start.capacity`), counting those this decision's starts took; None if none. An
+        unsplit pool's GPUs count as on-demand, and the Start leaves the kinds out."""
+        if not free.vc_fits(job):
+            return None
         sites = [job.origin_site, *(s for s in state.sites if s != job.origin_site)]
         for site in sites:
             if site not in job.allowed_sites:
@@ -128,17 +133,21 @@ class GaiaCost(Policy):
                 if job.allowed_gpu_models and model not in job.allowed_gpu_models:
                     continue
                 by_kind = state.free_gpus_by_kind(site, model)
-                free = by_kind or {"on_demand": state.free_gpus(site)[model]}
-                left = {k: free.get(k, 0) - taken.get((site, model, k), 0) for k in kinds}
-                if sum(left.values()) < job.gpus:
+                left = {k: by_kind.get(k, 0) - taken.get((site, model, k), 0) for k in kinds}
+                if by_kind and sum(left.values()) < job.gpus:
                     continue
+                if not by_kind and "on_demand" not in kinds:
+                    continue
+                if free.take_job(job, site, model) is None:
+                    continue
+                if not by_kind:
+                    return Start(job, site, gpu_model=model)
                 need = job.gpus
                 for k in kinds:  # as the engine takes them
                     n = min(need, left[k])
                     taken[(site, model, k)] = taken.get((site, model, k), 0) + n
                     need -= n
-                capacity = kinds if by_kind else None
-                return Start(job, site, gpu_model=model, capacity=capacity)
+                return Start(job, site, gpu_model=model, capacity=kinds)
         return None
 
 

@@ -244,6 +244,18 @@ def not_an_action(policy: object, action: object) -> PolicyError:
     )
 
 
+def wrong_field(
+    policy: object, action: object, field: str, expected: str, value: object
+) -> PolicyError:
+    """The error for `action`, returned by `policy` with `value` in `field`, which is
+    declared of the types `expected` names (one line)."""
+    message = (
+        f"policy {_name(policy)}: {action!r}: {field} must be {expected}, got "
+        f"{reprlib.repr(value)} ({type(value).__name__})"
+    )
+    return PolicyError(" ".join(message.splitlines()))
+
+
 def call_policy(policy: object, what: str, call: Callable[..., T], *args: Any) -> T:
     """`call(*args)`, a call into `policy` (`what` names it: "decide(state)"). What it
     raises from a user's code becomes a PolicyError naming the policy and `what`, with the

@@ -249,6 +249,9 @@ quota_gpus = { vcA = 8 }
 [sharing]
 slowdown_full = 0.19
 
+[scaling]
+nics_per_node = 4
+
 [rebound]
 resubmit_elasticity = 0.5
 gpus_elasticity = 0.2

@@ -8,7 +8,8 @@ deferred to a later time (`defer_until`); everything else is `run_now`:
   the first site with enough free GPUs, the job's origin first (`FreeGpus`), with
   `gpu_model` set so that power-capping adjusters later in a chain can amend the `Start`;
 - with `backfill = false` (as in `run_now`), once a job that should start now does not fit,
-  later jobs that should start now wait too; deferrals are decided all the same;
+  later jobs that should start now wait too; deferrals are decided all the same (a job
+  its virtual cluster's quota holds back waits alone, as in `first_come_first_served`);
 - a deferred job is never deferred past its latest start, deadline - runtime - `margin_s`,
   runtime being `state.estimate` at its origin site on its first GPU model.
 
@@ -336,7 +337,7 @@ class TimeShifter(Policy):
             if placed is not None:
                 actions.append(placed)
                 self.started(job)
-            elif not self.backfill:
+            elif not self.backfill and free.vc_fits(job):  # a quota holds back its own
                 self._defer_flexible(state, asked, actions)
                 return actions
         self._flexible = {j: e for j, e in self._flexible.items() if _still_flexible(e[1], kind)}

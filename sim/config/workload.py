@@ -337,6 +337,10 @@ MAX_PREDICTION_SIGMA: Final = 2.0
 PredictionSigma = Annotated[float, Field(ge=0, le=MAX_PREDICTION_SIGMA)]
 
 
+MAX_NICS_PER_NODE = 64
+"""Most network ports a node may have (a sanity bound: an 8-GPU node has 8 to 10)."""
+
+
 class ScalingConfig(ConfigModel):
     """Multi-GPU scaling of training jobs (`sim.models.scaling`, docs/scaling.md): a job on more
     than one GPU runs at the scaling model's efficiency (gradient all-reduce over the node's
@@ -352,6 +356,10 @@ class ScalingConfig(ConfigModel):
     inter_node: str | None = None
     """Network between nodes for every pool (e.g. "IB-HDR", "Eth-100G"); None: each GPU
     model's default."""
+    nics_per_node: int | None = Field(default=None, ge=1, le=MAX_NICS_PER_NODE)
+    """Network ports of a node that carry collectives, for every pool; None: the GPU model's
+    default node's (e.g. 8 HDR ports of a DGX A100), or one port where `inter_node` names
+    another network than that node's (docs/scaling.md)."""
 
     @field_validator("intra_node", "inter_node")
     @classmethod

@@ -51,6 +51,7 @@ from sim.api import (
     SystemState,
 )
 from sim.config.scenario import Scenario
+from sim.engine.action_fields import field_check
 from sim.engine.checkpoints import Checkpoints
 from sim.engine.component import BROADCAST_HOOKS, Component, Core, overrides, wire
 from sim.engine.demand_response import DemandResponseMeter
@@ -254,11 +255,16 @@ class Engine:
 
     def apply(self, a: object) -> None:
         """Check action `a` and carry it out now; PolicyError naming it if it cannot be."""
-        carry_out = self._carry_out.get(type(a))
+        kind: type = type(a)
+        carry_out = self._carry_out.get(kind)
         if carry_out is None:  # a subclass of an action type, or not an action
-            carry_out = next((f for t, f in self._carry_out.items() if isinstance(a, t)), None)
-            if carry_out is None:
+            base = next((t for t in self._carry_out if isinstance(a, t)), None)
+            if base is None:
                 raise plugins.not_an_action(self.policy, a)
+            kind, carry_out = base, self._carry_out[base]
+        wrong = field_check(kind).wrong(a)  # the fields of the action type, as declared
+        if wrong is not None:
+            raise plugins.wrong_field(self.policy, a, *wrong)
         carry_out(a)
 
     # One method per action type (dispatched on the type: a `match` on class patterns

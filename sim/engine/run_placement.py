@@ -298,20 +298,26 @@ def _slice_speed_frac(gpu_model: str, mig_profile: str, profile: str) -> float:
 
 
 def node_of(pool: Pool, config: ScalingConfig) -> scaling.NodeShape:
-    """The node shape of `pool` for the scaling model: its `gpus_per_node`, the links of
-    `config` where given, else the GPU model's catalog default (ScenarioError naming the
-    model if it has none: a model of the scenario's own `[gpu_models]`)."""
+    """The node shape of `pool` for the scaling model: its `gpus_per_node`, the links and
+    port count of `config` where given, else the GPU model's catalog default (ScenarioError
+    naming the model if it has none: a model of the scenario's own `[gpu_models]`); without
+    `nics_per_node`, one port on a network other than the default node's."""
     default = scaling.NODE_DEFAULTS.get(pool.model)
     if default is None and (config.intra_node is None or config.inter_node is None):
         raise ScenarioError(
             f"scaling: GPU model {pool.model!r} has no default node (sim/data/"
             "interconnects.toml); give scaling.intra_node and scaling.inter_node"
         )
+    inter_node = config.inter_node or default.inter_node  # type: ignore[union-attr]
+    nics = config.nics_per_node
+    if nics is None:  # the default node's ports are those of its own network
+        same = default is not None and inter_node == default.inter_node
+        nics = default.nics_per_node if same else 1  # type: ignore[union-attr]
     return scaling.NodeShape(
         pool.gpus_per_node,
         config.intra_node or default.intra_node,  # type: ignore[union-attr]
-        config.inter_node or default.inter_node,  # type: ignore[union-attr]
-        1 if default is None else default.nics_per_node,
+        inter_node,
+        nics,
     )
 
 

@@ -418,8 +418,10 @@ def _parse(
     # gpus, work_gpu_h, checkpoint_gb, data_gb: the rules importers share
     gpus_f, sizes = _job_values(raw, submit_s, work, checks)
     if oversized == "error":
+        mig_col = column("mig_profile")  # a job on a MIG slice needs no pool of whole GPUs
+        on_slice = False if mig_col is None else (_text(mig_col) != "").to_numpy()
         check(
-            gpus_f > largest,  # False where NaN
+            (gpus_f > largest) & ~on_slice,  # False where NaN
             lambda i: (
                 f"gpus must be at most {largest} (the largest GPU pool of any site), "
                 f'got {shown("gpus", i)}; or set workload.oversized = "reject"'

@@ -408,6 +408,17 @@ def test_a_whole_gpu_job_larger_than_every_unpartitioned_pool_is_refused(tmp_pat
         sim.simulate(scenario, "run_now")
 
 
+def test_a_fleet_of_only_partitioned_gpus_runs_mig_jobs(tmp_path):
+    # no pool of whole GPUs (largest 0): a MIG job's one GPU is a slice, not a whole GPU
+    only_mig = site(gpus=[{"model": A100, "count": 1, "mig": MIXED_LAYOUT}])
+    jobs = [job("m", "3g.40gb", 0.5), {**job("whole", "", 0.5), "gpus": 1}]
+    scenario = make_scenario(tmp_path, jobs[:1], sites=[only_mig], duration_h=48)
+    assert (sim.simulate(scenario, "run_now").jobs["state"] == "completed").all()
+    scenario = make_scenario(tmp_path, jobs, sites=[only_mig], duration_h=48)
+    with pytest.raises(TraceError, match="gpus must be at most 0 .the largest GPU pool"):
+        sim.simulate(scenario, "run_now")
+
+
 @pytest.mark.parametrize("policy", ["dr_uniform_cap", "dr_pause"])
 def test_demand_response_strategies_run_mig_and_shared_jobs(tmp_path, policy):
     jobs = [job(f"m{i}", "3g.40gb", 0.5) for i in range(3)]

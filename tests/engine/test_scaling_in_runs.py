@@ -64,11 +64,31 @@ def test_a_job_runs_at_the_scaling_models_efficiency_and_communication_power(tmp
 def test_links_given_in_the_table_replace_the_models_defaults(tmp_path):
     linear = run(tmp_path)
     slow = run(tmp_path, scaling={"intra_node": "PCIe3", "inter_node": "Eth-25G"})
-    nics = scaling.default_node(MODEL).nics_per_node
     for job, profile, gpus in (("node", "resnet50", 8), ("two_nodes", "bert-squad", 16)):
-        node = scaling.NodeShape(8, "PCIe3", "Eth-25G", nics)
+        # another network than the DGX A100's 8 HDR ports: one port (scaling.nics_per_node)
+        node = scaling.NodeShape(8, "PCIe3", "Eth-25G", 1)
         point = scaling.scaling(profile, MODEL, gpus, "data", node)
         assert slow.loc[job, "end_s"] == pytest.approx(linear.loc[job, "end_s"] / point.efficiency)
+
+
+def test_the_network_ports_of_a_node_are_set_by_nics_per_node(tmp_path):
+    """The 16-GPU data-parallel job spans two DGX A100 nodes: on IB-HDR with the catalog's 8
+    ports; on 25 GbE with one port unless `nics_per_node` says otherwise."""
+
+    def end_s(**links):
+        return run(tmp_path, scaling=links).loc["two_nodes", "end_s"]
+
+    def expected_s(link: str, nics: int) -> float:
+        point = scaling.scaling(
+            "bert-squad", MODEL, 16, "data", scaling.NodeShape(8, "NVLink3", link, nics)
+        )
+        return run(tmp_path).loc["two_nodes", "end_s"] / point.efficiency
+
+    assert end_s(inter_node="IB-HDR") == pytest.approx(expected_s("IB-HDR", 8))
+    assert end_s(inter_node="Eth-25G") == pytest.approx(expected_s("Eth-25G", 1))
+    assert end_s(inter_node="Eth-25G", nics_per_node=4) == pytest.approx(expected_s("Eth-25G", 4))
+    assert end_s(nics_per_node=2) == pytest.approx(expected_s("IB-HDR", 2))
+    assert end_s(inter_node="Eth-25G") > end_s(inter_node="Eth-25G", nics_per_node=4)
 
 
 def test_each_job_scales_by_its_own_parallel_scheme(tmp_path):

@@ -91,7 +91,7 @@ def test_with_unlimited_servers_the_8_gpu_job_spans_two_servers_at_their_speed(t
     )
     c = results.jobs.set_index("job_id").loc["c"]
     assert c["start_s"] == 0.0  # 4 + 4 on servers 0 and 1
-    node = scaling.NodeShape(8, "NVLink3", "Eth-25G", scaling.default_node(MODEL).nics_per_node)
+    node = scaling.NodeShape(8, "NVLink3", "Eth-25G", 1)  # another network: one port
     point = placed_scaling("bert-squad", MODEL, ((0, 4), (1, 4)), "data", node)
     assert point.nodes == 2 and point.efficiency < 1.0
     speed = hardware.speed(MODEL, "bert-squad")

@@ -38,11 +38,11 @@ def harness(tmp_path, jobs, **extra):
     [
         ("fixed", {"batch_size": 128}, "batch_size needs a job with a target_metric"),
         ("fixed", {"gpus": 2}, "gpus needs a job with a target_metric"),
-        ("t", {"batch_size": 256.0}, "batch_size must be a positive integer"),
+        ("t", {"batch_size": 256.0}, "batch_size must be int or None, got 256.0"),  # its type
         ("t", {"batch_size": -1}, "batch_size must be a positive integer"),
         ("t", {"batch_size": True}, "batch_size must be a positive integer"),
         ("t", {"batch_size": 8}, "resnet50 was not trained at batch size 8"),
-        ("t", {"gpus": 2.0}, "gpus must be an integer"),
+        ("t", {"gpus": 2.0}, "gpus must be int or None, got 2.0"),  # its type
         ("t", {"gpus": True}, "gpus must be an integer"),
         ("t", {"gpus": 0}, "gpus must be an integer"),
         ("t", {"gpus": 8}, "job needs 8 GPUs"),  # the pool has 4

@@ -113,6 +113,30 @@ def test_carbon_cost_spot_starts_long_jobs_early_on_reserved_but_short_ones_at_t
     assert out.loc["short", "cost"] == pytest.approx(2 * SPOT)
 
 
+GAIA = ["gaia_cost", "gaia_carbon", "gaia_carbon_cost", "gaia_carbon_spot", "gaia_carbon_cost_spot"]
+
+
+@pytest.mark.parametrize("policy", GAIA)
+def test_every_gaia_policy_places_mig_and_shared_jobs_through_the_kit(tmp_path, policy):
+    # A MIG job takes a slice of the partitioned A100 (not a whole H100); two half-GPU jobs
+    # share one whole H100, so the third whole-GPU job still finds the other free.
+    partitioned = {"model": "A100-80GB", "count": 1, "mig": ["3g.40gb", "2g.20gb", "2g.20gb"]}
+    gpus = [partitioned, {"model": "H100-SXM", "count": 2}]
+    jobs = [
+        {**job("mig", 0.5), "mig_profile": "3g.40gb"},
+        {**job("half1", 0.5), "gpu_milli": 500},
+        {**job("half2", 0.5), "gpu_milli": 500},
+        job("whole", 0.5),
+    ]
+    scenario = make_scenario(
+        tmp_path, jobs=jobs, sites=[site(gpus=gpus)], duration_h=48.0, policy={"name": policy}
+    )
+    out = sim.simulate(scenario).jobs.set_index("job_id")
+    assert (out["state"] == "completed").all()
+    assert out.loc["mig", "gpu_model"] == "A100-80GB"
+    assert out.loc["half1", "start_s"] == out.loc["half2", "start_s"] == out.loc["whole", "start_s"]
+
+
 def test_the_short_class_is_gaias_two_hours():
     assert GAIA_SHORT_H == 2.0
 
