@@ -27,13 +27,10 @@ from sim.api import Policy
 from sim.config.loading import load_scenario
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
-from sim.engine.build import build_sources, build_world, simulate
-from sim.engine.functions import check_functions
-from sim.engine.onsite import site_equipment
+from sim.engine.build import build_engine, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
 from sim.results import git_revision, package_version
-from sim.util.streams import random_streams, seed_sequences
 
 
 class _Command(typer.core.TyperCommand):
@@ -176,14 +173,11 @@ def validate(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
     set_: SetOption = None,
 ) -> None:
-    """Check a scenario and every file it names, without running it."""
+    """Check a scenario and every file it names, without running it: the engine `run` would
+    run is built (`sim.engine.build.build_engine`, the one construction path), so `validate`
+    refuses what `run` refuses before its first event."""
     scenario = _load(file, set_)
-    jobs, _signals = build_world(scenario, random_streams(scenario.seed))
-    build_sources(scenario, seed_sequences(scenario.seed)["services"])
-    site_equipment(scenario)
-    if scenario.functions is not None:
-        check_functions(scenario.functions)
-    _build_policy(scenario, file)
+    jobs = build_engine(scenario, _build_policy(scenario, file)).jobs
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     services = ""
     if scenario.services:
