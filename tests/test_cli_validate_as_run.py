@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SMALL_SCENARIO_TOML, run_cli
+from tests.conftest import REPO, SMALL_SCENARIO_TOML, run_cli
 
 SPOT_POOL = SMALL_SCENARIO_TOML.replace("count = 8 }", "count = 8, spot = 4 }")
 FILE_JOBS = SPOT_POOL.split("[workload.synthetic]")[0] + '[workload]\nfile = "jobs.csv"\n'
@@ -69,3 +69,30 @@ def test_validate_refuses_what_run_refuses_with_the_same_line(tmp_path, capsys, 
         (lines[command],) = out.err.strip().splitlines()
     assert fragment in lines["run"]
     assert lines["validate"] == lines["run"]
+
+
+SERVING = "scenarios/serving_only.toml"  # 24 h, one service, rate 2/s, daily amplitude 0.5
+
+BOUNDS = {
+    "a request rate beyond what the generator makes": (
+        "services[0].requests.rate_per_s=1e6",  # 1e6 x 1.5 x 3600 s = 5.4e9 > 1e9 an hour
+        "services[0].requests: rate_per_s: 1e+06 per second asks the generator for about "
+        "5.4e+09 requests an hour at the cycles' peak, more than the 1e+09 it makes in memory "
+        "(at most 1.852e+05 per second with these amplitudes)",
+    ),
+    "a serving step so short its rows do not fit in memory": (
+        "serving.step_s=1e-6",  # 86,400 s / 1e-6 s = 8.64e10 rows > 1e7
+        "serving.step_s: 1e-06 s gives 8.64e+10 steps over 24 h for each of 1 services, more "
+        "than the 10,000,000 rows of services.parquet a run holds (about 4 GB); give step_s "
+        ">= 0.00864",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BOUNDS)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_resource_bound_is_refused_by_validation_before_anything_runs(capsys, case, command):
+    override, message = BOUNDS[case]
+    code, out = run_cli([command, str(REPO / SERVING), "--set", override], capsys)
+    assert code == 2
+    assert out.err.strip() == f"error: {REPO / SERVING}: {message}"

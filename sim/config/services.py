@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -28,6 +28,9 @@ from sim.models.llm_performance import serving_model
 from sim.models.llm_quality import default_directives, model_quality
 
 __all__ = [
+    "MAX_SERVICE_ROWS",
+    "MAX_SYNTHETIC_REQUESTS",
+    "SYNTHETIC_CHUNK_S",
     "Directive",
     "DirectiveConfig",
     "DisaggregationConfig",
@@ -41,6 +44,28 @@ __all__ = [
     "Variant",
     "VariantConfig",
 ]
+
+MAX_SYNTHETIC_REQUESTS: Final = 1e9
+"""Most requests the synthetic generator makes at once (`sim.serving.requests.
+synthetic_requests`, peak rate x duration): beyond, the columns alone would take tens of GB."""
+
+SYNTHETIC_CHUNK_S: Final = 3600.0
+"""A service's synthetic requests are drawn this many seconds at a time, each chunk from its
+own seed (`sim.serving.sources`); a chunk at the cycles' peak rate is at most
+`MAX_SYNTHETIC_REQUESTS`."""
+
+MAX_SERVICE_ROWS: Final = 10_000_000
+"""Rows of services.parquet at most, over all services: each service has a row per
+`[serving] step_s` of the run and the run holds about 400 bytes a row (measured: 1e5 steps
+of serving_only.toml take 40 MB more than 1,440), so 1e7 rows are about 4 GB."""
+
+
+def peak_requests(
+    rate_per_s: float, daily_amplitude: float, weekly_amplitude: float, duration_s: float
+) -> float:
+    """Candidate requests the synthetic generator draws over `duration_s` s: the cycles'
+    peak rate `rate_per_s (1 + daily_amplitude)(1 + weekly_amplitude)` times the duration."""
+    return rate_per_s * (1 + daily_amplitude) * (1 + weekly_amplitude) * duration_s
 
 
 class SloConfig(ConfigModel):
@@ -107,7 +132,22 @@ class RequestSource(ConfigModel):
         for key, default in other.items():
             if getattr(self, key) != default:
                 raise ValueError(f"{key} applies to {whose} (got {getattr(self, key)!r})")
+        if self.rate_per_s is not None:
+            self._check_generator_bound(self.rate_per_s)
         return self
+
+    def _check_generator_bound(self, rate_per_s: float) -> None:
+        """An hour at the cycles' peak rate is at most `MAX_SYNTHETIC_REQUESTS` requests."""
+        cycles = (self.daily_amplitude, self.weekly_amplitude)
+        chunk = peak_requests(rate_per_s, *cycles, SYNTHETIC_CHUNK_S)
+        if chunk > MAX_SYNTHETIC_REQUESTS:
+            most = MAX_SYNTHETIC_REQUESTS / peak_requests(1.0, *cycles, SYNTHETIC_CHUNK_S)
+            raise ValueError(
+                f"rate_per_s: {rate_per_s:g} per second asks the generator for about "
+                f"{chunk:.3g} requests an hour at the cycles' peak, more than the "
+                f"{MAX_SYNTHETIC_REQUESTS:.0e} it makes in memory (at most {most:.4g} per "
+                "second with these amplitudes)"
+            )
 
 
 class SchedulerConfig(ConfigModel):
