@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName
 from sim.config.tokens import TokensConfig
@@ -198,8 +198,9 @@ class ParallelConfig(ConfigModel):
 class VariantConfig(ConfigModel):
     """One more way to serve a service (`[[services]] variants = [...]`): another model or
     precision, on other GPUs or a MIG slice. `gpu`, `gpus_per_replica` and `max_batch` left
-    out take the service's own; a variant runs on whole GPUs unless it names a
-    `mig_profile`, and its quality defaults to the catalog's."""
+    out take the service's own (but a MIG variant's `gpus_per_replica` is 1: its replica
+    holds one slice); a variant runs on whole GPUs unless it names a `mig_profile`, and its
+    quality defaults to the catalog's."""
 
     name: str | None = Field(default=None, min_length=1)
     """The variant's name (default: its model id)."""
@@ -329,6 +330,18 @@ class ServiceConfig(ConfigModel):
     """Generation directive levels, the first in force at the start; "default": the
     sourced defaults (`sim.models.llm_quality.default_directives`); None: answers as they
     come (one level, factor 1)."""
+
+    @field_validator("directives", mode="before")
+    @classmethod
+    def _directives_word(cls, v: object) -> object:
+        """A word other than "default" is one line, not each member of the union refused."""
+        if isinstance(v, str) and v != "default":
+            raise ValueError(
+                f'must be "default" or a list of levels [{{ name, output_factor, '
+                f"quality_penalty }}, ...], got {v!r}"
+            )
+        return v
+
     quality_floor: float | None = Field(default=None, ge=0, le=100)
     """Served quality below this counts in `served_below_floor_share`; policies keep to it."""
     budget_per_h: float | None = Field(default=None, ge=0)
@@ -458,7 +471,9 @@ class ServiceConfig(ConfigModel):
                 name=v.name or v.model,
                 model=v.model,
                 gpu=v.gpu or self.gpu,
-                gpus_per_replica=v.gpus_per_replica or self.gpus_per_replica,
+                # a replica on a MIG slice holds that one slice
+                gpus_per_replica=v.gpus_per_replica
+                or (1 if v.mig_profile else self.gpus_per_replica),
                 max_batch=v.max_batch or self.max_batch,
                 mig_profile=v.mig_profile,
                 quality=v.quality if v.quality is not None else model_quality(v.model),
