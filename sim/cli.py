@@ -27,7 +27,7 @@ from sim.api import Policy
 from sim.config.loading import load_scenario
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
-from sim.engine.build import build_engine, simulate
+from sim.engine.build import checked_engine, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
 from sim.results import git_revision, package_version
@@ -174,10 +174,10 @@ def validate(
     set_: SetOption = None,
 ) -> None:
     """Check a scenario and every file it names, without running it: the engine `run` would
-    run is built (`sim.engine.build.build_engine`, the one construction path), so `validate`
-    refuses what `run` refuses before its first event."""
+    run is built and checked (`sim.engine.build.checked_engine`, the path `run` takes), so
+    `validate` refuses what `run` refuses before its first event."""
     scenario = _load(file, set_)
-    jobs = build_engine(scenario, _build_policy(scenario, file)).jobs
+    jobs = checked_engine(scenario, _build_policy(scenario, file)).jobs
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     services = ""
     if scenario.services:

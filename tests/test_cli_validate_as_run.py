@@ -52,6 +52,11 @@ CASES = {
         {},
         "sites[0].tariff: no day-ahead prices for zone DE in 2020",
     ),
+    "the batch engine asked for a world it does not take": (
+        SMALL_SCENARIO_TOML + '[engine]\nkind = "batch"\n[failures]\nrate_per_gpu_h = 0.001\n',
+        {},
+        'engine.kind = "batch": the batch engine does not apply: failures',
+    ),
 }
 
 
