@@ -91,6 +91,12 @@ BOUNDS = {
         "than the 10,000,000 rows of services.parquet a run holds (about 4 GB); give step_s "
         ">= 0.00864",
     ),
+    "more requests than the request fidelity holds": (
+        "services[0].requests.rate_per_s=1000",  # 1000/s x 86,400 s = 8.64e7 > 2.5e7
+        "services: about 8.64e+07 synthetic requests over 24 h (rate_per_s 1000); the request "
+        "fidelity holds every request and a run at most 25,000,000 (about 10 GB): lower the "
+        'rates, shorten the run or use [serving] fidelity = "fluid"',
+    ),
 }
 
 

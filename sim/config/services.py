@@ -28,6 +28,7 @@ from sim.models.llm_performance import serving_model
 from sim.models.llm_quality import default_directives, model_quality
 
 __all__ = [
+    "MAX_RUN_REQUESTS",
     "MAX_SERVICE_ROWS",
     "MAX_SYNTHETIC_REQUESTS",
     "SYNTHETIC_CHUNK_S",
@@ -58,6 +59,13 @@ MAX_SERVICE_ROWS: Final = 10_000_000
 """Rows of services.parquet at most, over all services: each service has a row per
 `[serving] step_s` of the run and the run holds about 400 bytes a row (measured: 1e5 steps
 of serving_only.toml take 40 MB more than 1,440), so 1e7 rows are about 4 GB."""
+
+
+MAX_RUN_REQUESTS: Final = 25_000_000
+"""Synthetic requests of a run at most, over all services, at the request and iteration
+fidelities (which hold every request): about 405 bytes a request (measured: serving_only.toml
+at 20 requests/s for 24 h, 1.73 million requests, takes 632 MB more than at 2/s), so 2.5e7
+are about 10 GB."""
 
 
 def peak_requests(
