@@ -91,13 +91,41 @@ BOUNDS = {
         "than the 10,000,000 rows of services.parquet a run holds (about 4 GB); give step_s "
         ">= 0.00864",
     ),
-    "more requests than the request fidelity holds": (
-        "services[0].requests.rate_per_s=1000",  # 1000/s x 86,400 s = 8.64e7 > 2.5e7
-        "services: about 8.64e+07 synthetic requests over 24 h (rate_per_s 1000); the request "
-        "fidelity holds every request and a run at most 25,000,000 (about 10 GB): lower the "
-        'rates, shorten the run or use [serving] fidelity = "fluid"',
-    ),
 }
+
+MORE_REQUESTS_THAN_HELD = (
+    "the request fidelity holds every request and a run at most 25,000,000 (about 10 GB): "
+    'lower the rates, shorten the run or use [serving] fidelity = "fluid"'
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_more_requests_than_the_request_fidelity_holds_are_refused_before_the_run(capsys, command):
+    """1000/s over 24 h is 8.64e7 requests (the daily cycle averages out), above 2.5e7."""
+    override = "services[0].requests.rate_per_s=1000"
+    code, out = run_cli([command, str(REPO / SERVING), "--set", override], capsys)
+    assert code == 2
+    assert out.err.strip() == (
+        f"error: services: about 8.64e+07 requests over 24 h (8.64e+07 by service); "
+        f"{MORE_REQUESTS_THAN_HELD}"
+    )
+
+
+def test_a_request_file_tiled_beyond_what_the_request_fidelity_holds_is_refused(tmp_path, capsys):
+    """1,000 requests 3.6 s apart, time_scale 1e-4 and repeat: a copy every 0.36 s (its
+    span plus one mean gap), 240,000 copies in 24 h: 2.4e8 requests, above 2.5e7."""
+    trace = tmp_path / "requests.csv"
+    trace.write_text(
+        "time_s,input_tokens,output_tokens\n" + "".join(f"{3.6 * i},100,50\n" for i in range(1000))
+    )
+    requests = f'{{ file = "{trace}", format = "requests-csv", repeat = true, time_scale = 1e-4 }}'
+    code, out = run_cli(
+        ["validate", str(REPO / SERVING), "--set", f"services[0].requests={requests}"], capsys
+    )
+    assert code == 2
+    line = out.err.strip()
+    assert line.startswith("error: services: about 2.4e+08 requests over 24 h")
+    assert line.endswith(MORE_REQUESTS_THAN_HELD)
 
 
 @pytest.mark.parametrize("case", BOUNDS)

@@ -24,7 +24,6 @@ from sim.config.runtime import (
     WanConfig,
 )
 from sim.config.services import (
-    MAX_RUN_REQUESTS,
     MAX_SERVICE_ROWS,
     ServiceConfig,
     ServingConfig,
@@ -147,9 +146,8 @@ class Scenario(ConfigModel):
         return self
 
     @model_validator(mode="after")
-    def _service_memory(self) -> Scenario:
-        """services.parquet (a row per service and `[serving] step_s`) and, at the fidelities
-        that hold every request, the synthetic requests fit in memory."""
+    def _service_rows(self) -> Scenario:
+        """services.parquet (a row per service and `[serving] step_s`) fits in memory."""
         steps = math.ceil(self.horizon_s / self.serving.step_s)
         if steps * len(self.services) > MAX_SERVICE_ROWS:
             shortest_s = self.horizon_s * len(self.services) / MAX_SERVICE_ROWS
@@ -158,15 +156,6 @@ class Scenario(ConfigModel):
                 f"{self.duration_h:g} h for each of {len(self.services)} services, more than "
                 f"the {MAX_SERVICE_ROWS:,} rows of services.parquet a run holds (about 4 GB); "
                 f"give step_s >= {shortest_s:.3g}"
-            )
-        rates = [s.requests.rate_per_s or 0.0 for s in self.services]
-        expected = sum(rates) * self.horizon_s
-        if self.serving.fidelity != "fluid" and expected > MAX_RUN_REQUESTS:
-            raise ValueError(
-                f"services: about {expected:.3g} synthetic requests over {self.duration_h:g} h "
-                f"(rate_per_s {' + '.join(f'{r:g}' for r in rates)}); the {self.serving.fidelity} "
-                f"fidelity holds every request and a run at most {MAX_RUN_REQUESTS:,} (about "
-                '10 GB): lower the rates, shorten the run or use [serving] fidelity = "fluid"'
             )
         return self
 

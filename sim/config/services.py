@@ -62,10 +62,10 @@ of serving_only.toml take 40 MB more than 1,440), so 1e7 rows are about 4 GB."""
 
 
 MAX_RUN_REQUESTS: Final = 25_000_000
-"""Synthetic requests of a run at most, over all services, at the request and iteration
-fidelities (which hold every request): about 405 bytes a request (measured: serving_only.toml
-at 20 requests/s for 24 h, 1.73 million requests, takes 632 MB more than at 2/s), so 2.5e7
-are about 10 GB."""
+"""Requests of a run at most, over all services, at the request and iteration fidelities
+(which hold every request; checked as the sources are built, `sim.engine.build`): about
+405 bytes a request (measured: serving_only.toml at 20 requests/s for 24 h, 1.73 million
+requests, takes 632 MB more than at 2/s), so 2.5e7 are about 10 GB."""
 
 
 def peak_requests(

@@ -16,6 +16,7 @@ import numpy as np
 
 from sim.api import Policy
 from sim.config.scenario import Scenario
+from sim.config.services import MAX_RUN_REQUESTS
 from sim.engine import Engine
 from sim.engine.batch import run_batch
 from sim.engine.batch.eligibility import refusal
@@ -91,7 +92,26 @@ def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[Requ
             )
         except (TraceError, ValueError) as e:
             raise ScenarioError(f"services[{i}].requests: {e}") from None
+    _check_run_requests(scenario, sources)
     return sources
+
+
+def _check_run_requests(scenario: Scenario, sources: list[RequestSource]) -> None:
+    """ScenarioError, before the run, if the request and iteration fidelities (which hold
+    every request) would hold more than `MAX_RUN_REQUESTS`: the sources' expected arrivals,
+    hour by hour (a request file tiled by `repeat` counted exactly)."""
+    if scenario.serving.fidelity == "fluid" or not sources:
+        return
+    edges_s = np.append(np.arange(0.0, scenario.horizon_s, 3600.0), scenario.horizon_s)
+    counts = [float(source.step_sums(edges_s)[0].sum()) for source in sources]
+    if sum(counts) > MAX_RUN_REQUESTS:
+        raise ScenarioError(
+            f"services: about {sum(counts):.3g} requests over {scenario.duration_h:g} h "
+            f"({' + '.join(f'{n:.3g}' for n in counts)} by service); the "
+            f"{scenario.serving.fidelity} fidelity holds every request and a run at most "
+            f"{MAX_RUN_REQUESTS:,} (about 10 GB): lower the rates, shorten the run or use "
+            '[serving] fidelity = "fluid"'
+        )
 
 
 def build_engine(
