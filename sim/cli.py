@@ -28,13 +28,10 @@ from sim.config.loading import load_scenario
 from sim.config.market import PriceConfig
 from sim.config.overrides import parse_value
 from sim.config.scenario import Scenario
-from sim.engine.build import build_sources, build_world, simulate
-from sim.engine.functions import check_functions
-from sim.engine.onsite import site_equipment
+from sim.engine.build import checked_engine, simulate
 from sim.errors import DcsimError, ScenarioError, TraceError
 from sim.plugins import build_policy
 from sim.results import Results, git_revision, package_version
-from sim.util.streams import random_streams, seed_sequences
 
 
 class _Command(typer.core.TyperCommand):
@@ -177,14 +174,11 @@ def validate(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
     set_: SetOption = None,
 ) -> None:
-    """Check a scenario and every file it names, without running it."""
+    """Check a scenario and every file it names, without running it: the engine `run` would
+    run is built and checked (`sim.engine.build.checked_engine`, the path `run` takes), so
+    `validate` refuses what `run` refuses before its first event."""
     scenario = _load(file, set_)
-    jobs, _signals = build_world(scenario, random_streams(scenario.seed))
-    build_sources(scenario, seed_sequences(scenario.seed)["services"])
-    site_equipment(scenario)
-    if scenario.functions is not None:
-        check_functions(scenario.functions)
-    _build_policy(scenario, file)
+    jobs = checked_engine(scenario, _build_policy(scenario, file)).jobs
     gpus = sum(p.count for s in scenario.sites for p in s.gpus)
     services = ""
     if scenario.services:

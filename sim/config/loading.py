@@ -23,6 +23,7 @@ from sim.config.overrides import apply_override
 from sim.config.scenario import Scenario
 from sim.errors import ScenarioError
 from sim.models.hardware import GpuFieldError, gpu_spec_from_dict, register_gpu
+from sim.util.text import not_utf8
 
 
 def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
@@ -53,17 +54,12 @@ def read_scenario_toml(path: Path) -> dict[str, Any]:
 
 def _scenario_text(path: Path, data: bytes) -> str:
     """The text of a scenario file: UTF-8, with or without a byte-order mark (TOML is
-    UTF-8); ScenarioError naming the file and what it looks like for anything else."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ScenarioError(f"{path}: scenario files are UTF-8 text; this one is UTF-16")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        bad = data[e.start : e.start + 1].hex()
-        raise ScenarioError(
-            f"{path}: scenario files are UTF-8 text; byte {e.start} is 0x{bad}, not UTF-8 "
-            f"(Latin-1 or a binary file? save it as UTF-8)"
-        ) from None
+    UTF-8); ScenarioError naming the file and what it looks like for anything else
+    (`sim.util.text.not_utf8`, the check of every text file a user gives)."""
+    why = not_utf8(data)
+    if why is not None:
+        raise ScenarioError(f"{path}: scenario files are UTF-8 text; {why}")
+    return data.decode("utf-8-sig")
 
 
 def scenario_from_dict(raw: dict[str, Any], source: str | Path = "<scenario>") -> Scenario:

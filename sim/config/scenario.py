@@ -23,7 +23,12 @@ from sim.config.runtime import (
     PolicyConfig,
     WanConfig,
 )
-from sim.config.services import ServiceConfig, ServingConfig, Variant
+from sim.config.services import (
+    MAX_SERVICE_ROWS,
+    ServiceConfig,
+    ServingConfig,
+    Variant,
+)
 from sim.config.sites import Site
 from sim.config.workload import (
     MAX_JOBS,
@@ -138,6 +143,20 @@ class Scenario(ConfigModel):
     def _spot_capacity(self) -> Scenario:
         if self.spot is not None and not any(p.spot for s in self.sites for p in s.gpus):
             raise ValueError("spot: no site has spot GPUs (give sites.gpus a `spot` count)")
+        return self
+
+    @model_validator(mode="after")
+    def _service_rows(self) -> Scenario:
+        """services.parquet (a row per service and `[serving] step_s`) fits in memory."""
+        steps = math.ceil(self.horizon_s / self.serving.step_s)
+        if steps * len(self.services) > MAX_SERVICE_ROWS:
+            shortest_s = self.horizon_s * len(self.services) / MAX_SERVICE_ROWS
+            raise ValueError(
+                f"serving.step_s: {self.serving.step_s:g} s gives {steps:.3g} steps over "
+                f"{self.duration_h:g} h for each of {len(self.services)} services, more than "
+                f"the {MAX_SERVICE_ROWS:,} rows of services.parquet a run holds (about 4 GB); "
+                f"give step_s >= {shortest_s:.3g}"
+            )
         return self
 
     @model_validator(mode="after")

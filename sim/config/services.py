@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sim.config.base import ConfigModel, TimeZoneName
 from sim.config.tokens import TokensConfig
@@ -28,6 +28,10 @@ from sim.models.llm_performance import serving_model
 from sim.models.llm_quality import default_directives, model_quality
 
 __all__ = [
+    "MAX_RUN_REQUESTS",
+    "MAX_SERVICE_ROWS",
+    "MAX_SYNTHETIC_REQUESTS",
+    "SYNTHETIC_CHUNK_S",
     "Directive",
     "DirectiveConfig",
     "DisaggregationConfig",
@@ -41,6 +45,35 @@ __all__ = [
     "Variant",
     "VariantConfig",
 ]
+
+MAX_SYNTHETIC_REQUESTS: Final = 1e9
+"""Most requests the synthetic generator makes at once (`sim.serving.requests.
+synthetic_requests`, peak rate x duration): beyond, the columns alone would take tens of GB."""
+
+SYNTHETIC_CHUNK_S: Final = 3600.0
+"""A service's synthetic requests are drawn this many seconds at a time, each chunk from its
+own seed (`sim.serving.sources`); a chunk at the cycles' peak rate is at most
+`MAX_SYNTHETIC_REQUESTS`."""
+
+MAX_SERVICE_ROWS: Final = 10_000_000
+"""Rows of services.parquet at most, over all services: each service has a row per
+`[serving] step_s` of the run and the run holds about 400 bytes a row (measured: 1e5 steps
+of serving_only.toml take 40 MB more than 1,440), so 1e7 rows are about 4 GB."""
+
+
+MAX_RUN_REQUESTS: Final = 25_000_000
+"""Requests of a run at most, over all services, at the request and iteration fidelities
+(which hold every request; checked as the sources are built, `sim.engine.build`): about
+405 bytes a request (measured: serving_only.toml at 20 requests/s for 24 h, 1.73 million
+requests, takes 632 MB more than at 2/s), so 2.5e7 are about 10 GB."""
+
+
+def peak_requests(
+    rate_per_s: float, daily_amplitude: float, weekly_amplitude: float, duration_s: float
+) -> float:
+    """Candidate requests the synthetic generator draws over `duration_s` s: the cycles'
+    peak rate `rate_per_s (1 + daily_amplitude)(1 + weekly_amplitude)` times the duration."""
+    return rate_per_s * (1 + daily_amplitude) * (1 + weekly_amplitude) * duration_s
 
 
 class SloConfig(ConfigModel):
@@ -107,7 +140,22 @@ class RequestSource(ConfigModel):
         for key, default in other.items():
             if getattr(self, key) != default:
                 raise ValueError(f"{key} applies to {whose} (got {getattr(self, key)!r})")
+        if self.rate_per_s is not None:
+            self._check_generator_bound(self.rate_per_s)
         return self
+
+    def _check_generator_bound(self, rate_per_s: float) -> None:
+        """An hour at the cycles' peak rate is at most `MAX_SYNTHETIC_REQUESTS` requests."""
+        cycles = (self.daily_amplitude, self.weekly_amplitude)
+        chunk = peak_requests(rate_per_s, *cycles, SYNTHETIC_CHUNK_S)
+        if chunk > MAX_SYNTHETIC_REQUESTS:
+            most = MAX_SYNTHETIC_REQUESTS / peak_requests(1.0, *cycles, SYNTHETIC_CHUNK_S)
+            raise ValueError(
+                f"rate_per_s: {rate_per_s:g} per second asks the generator for about "
+                f"{chunk:.3g} requests an hour at the cycles' peak, more than the "
+                f"{MAX_SYNTHETIC_REQUESTS:.0e} it makes in memory (at most {most:.4g} per "
+                "second with these amplitudes)"
+            )
 
 
 class SchedulerConfig(ConfigModel):
@@ -158,8 +206,9 @@ class ParallelConfig(ConfigModel):
 class VariantConfig(ConfigModel):
     """One more way to serve a service (`[[services]] variants = [...]`): another model or
     precision, on other GPUs or a MIG slice. `gpu`, `gpus_per_replica` and `max_batch` left
-    out take the service's own; a variant runs on whole GPUs unless it names a
-    `mig_profile`, and its quality defaults to the catalog's."""
+    out take the service's own (but a MIG variant's `gpus_per_replica` is 1: its replica
+    holds one slice); a variant runs on whole GPUs unless it names a `mig_profile`, and its
+    quality defaults to the catalog's."""
 
     name: str | None = Field(default=None, min_length=1)
     """The variant's name (default: its model id)."""
@@ -289,6 +338,18 @@ class ServiceConfig(ConfigModel):
     """Generation directive levels, the first in force at the start; "default": the
     sourced defaults (`sim.models.llm_quality.default_directives`); None: answers as they
     come (one level, factor 1)."""
+
+    @field_validator("directives", mode="before")
+    @classmethod
+    def _directives_word(cls, v: object) -> object:
+        """A word other than "default" is one line, not each member of the union refused."""
+        if isinstance(v, str) and v != "default":
+            raise ValueError(
+                f'must be "default" or a list of levels [{{ name, output_factor, '
+                f"quality_penalty }}, ...], got {v!r}"
+            )
+        return v
+
     quality_floor: float | None = Field(default=None, ge=0, le=100)
     """Served quality below this counts in `served_below_floor_share`; policies keep to it."""
     budget_per_h: float | None = Field(default=None, ge=0)
@@ -418,7 +479,9 @@ class ServiceConfig(ConfigModel):
                 name=v.name or v.model,
                 model=v.model,
                 gpu=v.gpu or self.gpu,
-                gpus_per_replica=v.gpus_per_replica or self.gpus_per_replica,
+                # a replica on a MIG slice holds that one slice
+                gpus_per_replica=v.gpus_per_replica
+                or (1 if v.mig_profile else self.gpus_per_replica),
                 max_batch=v.max_batch or self.max_batch,
                 mig_profile=v.mig_profile,
                 quality=v.quality if v.quality is not None else model_quality(v.model),

@@ -1,7 +1,9 @@
 """The one construction path: `build_world` (the jobs and the sites' carbon signals),
 `build_sources` (the services' request sources), `build_engine` (the engine with its policy,
-forecaster, WAN and inputs) and `simulate`, one call that builds the world from a scenario,
-runs it (to a fixed point with user rebound) and returns `Results`."""
+forecaster, WAN and inputs), `checked_engine` (built, and refused where the run would refuse
+it before its first event: `dcsim validate`'s check) and `simulate`, one call that builds
+the world from a scenario, runs it (to a fixed point with user rebound) and returns
+`Results`."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import numpy as np
 
 from sim.api import Policy
 from sim.config.scenario import Scenario
+from sim.config.services import MAX_RUN_REQUESTS
 from sim.engine import Engine
 from sim.engine.batch import run_batch
+from sim.engine.batch.eligibility import refusal
 from sim.engine.results import build_results
 from sim.engine.run_placement import check_servers
 from sim.errors import ScenarioError, TraceError
@@ -88,7 +92,26 @@ def build_sources(scenario: Scenario, seed: np.random.SeedSequence) -> list[Requ
             )
         except (TraceError, ValueError) as e:
             raise ScenarioError(f"services[{i}].requests: {e}") from None
+    _check_run_requests(scenario, sources)
     return sources
+
+
+def _check_run_requests(scenario: Scenario, sources: list[RequestSource]) -> None:
+    """ScenarioError, before the run, if the request and iteration fidelities (which hold
+    every request) would hold more than `MAX_RUN_REQUESTS`: the sources' expected arrivals,
+    hour by hour (a request file tiled by `repeat` counted exactly)."""
+    if scenario.serving.fidelity == "fluid" or not sources:
+        return
+    edges_s = np.append(np.arange(0.0, scenario.horizon_s, 3600.0), scenario.horizon_s)
+    counts = [float(source.step_sums(edges_s)[0].sum()) for source in sources]
+    if sum(counts) > MAX_RUN_REQUESTS:
+        raise ScenarioError(
+            f"services: about {sum(counts):.3g} requests over {scenario.duration_h:g} h "
+            f"({' + '.join(f'{n:.3g}' for n in counts)} by service); the "
+            f"{scenario.serving.fidelity} fidelity holds every request and a run at most "
+            f"{MAX_RUN_REQUESTS:,} (about 10 GB): lower the rates, shorten the run or use "
+            '[serving] fidelity = "fluid"'
+        )
 
 
 def build_engine(
@@ -125,6 +148,23 @@ def build_engine(
     return Engine(scenario, jobs, policy, streams, inputs)
 
 
+def checked_engine(scenario: Scenario, policy: Policy | str | None = None) -> Engine:
+    """`build_engine`, and what the run refuses of the world before its first event: the
+    batch engine asked for (`engine.kind = "batch"`) on a world it does not take (`refusal`;
+    a `[rebound]` run is run by the event engine). The one check path of `dcsim validate`
+    and `dcsim run` (`simulate`)."""
+    engine = build_engine(scenario, policy)
+    if scenario.engine.kind == "batch" and scenario.rebound is None:
+        why = refusal(engine)
+        if why is not None:
+            raise _batch_refused(why)
+    return engine
+
+
+def _batch_refused(why: str) -> ScenarioError:
+    return ScenarioError(f'engine.kind = "batch": the batch engine does not apply: {why}')
+
+
 def simulate(
     scenario: Scenario,
     policy: Policy | str | None = None,
@@ -144,12 +184,12 @@ def simulate(
     """
     if scenario.rebound is not None:
         return _closed_loop(scenario, policy, progress)
-    engine = build_engine(scenario, policy)
+    engine = checked_engine(scenario, policy)
     t0 = time.perf_counter()
     kind = scenario.engine.kind
     why = 'engine.kind = "event"' if kind == "event" else run_batch(engine)
     if why is not None and kind == "batch":
-        raise ScenarioError(f'engine.kind = "batch": the batch engine does not apply: {why}')
+        raise _batch_refused(why)
     if why is not None:
         engine.run(progress)
     elif progress is not None:

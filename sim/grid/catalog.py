@@ -65,14 +65,17 @@ def available_zones(kind: str = "average") -> list[tuple[str, int]]:
 
 
 def zone_years(zone: str, kind: str = "average") -> list[int]:
-    """The years of `zone` in `kind`'s catalog; ScenarioError naming the zones that have
-    data of that kind if there is none."""
+    """The years of `zone` in `kind`'s catalog; ScenarioError if there is none: a zone of
+    no catalog is unknown (naming the zones), a zone without a marginal series says so
+    (naming the zones that have one)."""
     cat = catalog(kind)
     years = sorted(int(y) for y in cat.loc[cat["zone"] == zone, "year"])
     if not years:
-        known = ", ".join(sorted(set(cat["zone"])))
-        if kind == "marginal":
+        average = set(catalog("average")["zone"])
+        if kind == "marginal" and zone in average:
+            known = ", ".join(sorted(set(cat["zone"])))
             raise ScenarioError(f"zone {zone!r} has no marginal series; zones with one: {known}")
+        known = ", ".join(sorted(average | set(cat["zone"])))
         raise ScenarioError(f"unknown zone {zone!r}; zones: {known} (see `dcsim grid-data list`)")
     return years
 

@@ -39,6 +39,7 @@ import pandas as pd
 from sim.errors import TraceError
 from sim.grid.factors import ENTSOE_FUELS, VARIANTS, intensity_from_generation
 from sim.grid.signal import SERIES_NAME, _fmt_time
+from sim.util.text import not_utf8
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +145,10 @@ def _read_text(path: Path) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as e:
             raise TraceError(f"{path}: cannot decompress gzip trace file ({e})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise TraceError(f"{path}:{line}: not UTF-8 text ({e.reason})") from None
+    why = not_utf8(raw)
+    if why is not None:
+        raise TraceError(f"{path}: trace files are UTF-8 text; {why}")
+    return raw.decode("utf-8-sig")
 
 
 def _read_rows(path: Path, text: str | None = None) -> tuple[list[str], list[list[str]], list[int]]:

@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.config.services import MAX_SYNTHETIC_REQUESTS, peak_requests
 from sim.errors import TraceError
 from sim.models.llm import finite_real
 from sim.models.token_laws import MAX_TOKENS, FixedLaw, LogNormalLaw, TokenLaw
@@ -355,11 +356,6 @@ def rate_at(
     return rate_per_s * day * week
 
 
-MAX_SYNTHETIC_REQUESTS = 1e9
-"""Most requests `synthetic_requests` will make (peak rate x duration): beyond, the columns
-alone would take tens of GB."""
-
-
 def synthetic_requests(
     rate_per_s: float,
     duration_s: float,
@@ -402,7 +398,7 @@ def synthetic_requests(
         if x is None or not 0 <= x < 1:
             raise ValueError(f"{name} must be in [0, 1), got {a!r}")
     rate_per_s, duration_s = rate, duration
-    expected = rate * (1 + daily_amplitude) * (1 + weekly_amplitude) * duration
+    expected = peak_requests(rate, daily_amplitude, weekly_amplitude, duration)
     if expected > MAX_SYNTHETIC_REQUESTS:
         raise ValueError(
             f"rate_per_s={rate_per_s!r}, duration_s={duration_s!r} (with the cycles' peak): "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.config.services import SYNTHETIC_CHUNK_S
 from sim.models.token_laws import HistogramLaw, TokenLaw
 from sim.serving.requests import (
     DAY_S,
@@ -42,8 +43,6 @@ DAILY_PEAK_S = 14 * 3600.0
 default local hour (14:00) when the run's start is known. A modelling choice, not a
 published value (as the training workload's `peak_hour`)."""
 WEEKLY_PEAK_S = 2.5 * DAY_S
-_CHUNK_S = 3600.0
-"""The generator draws requests an hour at a time, each hour from its own seed."""
 _DIRECTIONS = ("input_tokens", "output_tokens")
 
 
@@ -216,10 +215,10 @@ class SyntheticSource(RequestSource):
     def _hour(self, h: int) -> RequestTable:
         """The requests of hour `h` of the run, from that hour's own seed."""
         rng = np.random.default_rng(self._hour_seed(h))
-        t0 = h * _CHUNK_S
+        t0 = h * SYNTHETIC_CHUNK_S
         hour = synthetic_requests(
             self._rate,
-            _CHUNK_S,
+            SYNTHETIC_CHUNK_S,
             rng,
             daily_amplitude=self._cycles["daily_amplitude"],
             weekly_amplitude=self._cycles["weekly_amplitude"],
@@ -236,7 +235,7 @@ class SyntheticSource(RequestSource):
     def requests_between(self, t0_s: float, t1_s: float) -> RequestTable:
         t1_s = min(t1_s, self._horizon_s)
         parts = []
-        for h in range(int(t0_s // _CHUNK_S), int(math.ceil(t1_s / _CHUNK_S))):
+        for h in range(int(t0_s // SYNTHETIC_CHUNK_S), int(math.ceil(t1_s / SYNTHETIC_CHUNK_S))):
             hour = self._hour(h)
             sel = (hour.arrival_s >= t0_s) & (hour.arrival_s < t1_s)
             parts.append((hour.arrival_s[sel], hour.input_tokens[sel], hour.output_tokens[sel]))

@@ -4,9 +4,11 @@ rows, or one-line errors naming the scenario key, the file and the line."""
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from sim.errors import ScenarioError
+from sim.util.text import not_utf8
 
 __all__ = ["csv_rows"]
 
@@ -18,10 +20,15 @@ def csv_rows(
     line must be `header`. ScenarioError starting with `where` (the scenario key and the
     file) for a file that cannot be read as UTF-8 CSV (`what` names it) or another header."""
     try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            rows = list(enumerate(csv.reader(f), start=1))
-    except (OSError, UnicodeDecodeError) as e:
+        data = path.read_bytes()
+    except OSError as e:
         raise ScenarioError(f"{where}: cannot read {what} ({e})") from None
+    why = not_utf8(data)
+    if why is not None:
+        raise ScenarioError(f"{where}: {what} files are UTF-8 text; {why}")
+    try:
+        text = io.StringIO(data.decode("utf-8-sig"), newline="")
+        rows = list(enumerate(csv.reader(text), start=1))
     except csv.Error as e:
         raise ScenarioError(f"{where}: malformed CSV ({e})") from None
     if not rows or tuple(c.strip() for c in rows[0][1]) != header:

@@ -25,6 +25,7 @@ from sim.models import mig
 from sim.models.hardware import GPU_CATALOG, PROFILES, profile_choices
 from sim.models.scaling import SCHEMES
 from sim.models.sharing import MILLI_PER_GPU
+from sim.util.text import check_text_file
 from sim.workload.table import (
     ANY_GPU_MODEL,
     ANY_SITE,
@@ -119,12 +120,16 @@ def _one_line(e: BaseException) -> str:
 def _read_csv(path: Path, gzip: bool) -> tuple[pd.DataFrame, _Where]:
     # Every cell is read as a string (the header too: repeated names stay visible) and
     # blank lines are kept, so that row k of `table` is line k + 1 of the file.
+    try:  # one encoding check for every text file a user gives (sim.util.text)
+        check_text_file(path, "job")
+    except (OSError, EOFError, zlib.error) as e:
+        raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
     arrow_error = ""
     try:
         table = _read_csv_arrow(path, gzip)
     except (OSError, EOFError, ValueError, pa.ArrowException) as e:
         # pandas' parser is slower but names the line of a malformed row; it also
-        # explains unreadable, empty and non-UTF-8 files
+        # explains unreadable and empty files
         arrow_error = str(e)
         table = _read_csv_pandas(path, gzip)
     header = [str(c).strip() for c in table.iloc[0].tolist()]
@@ -201,8 +206,6 @@ def _read_csv_pandas(path: Path, gzip: bool) -> pd.DataFrame:
                 f"{path}:{line}: expected {want} fields like the header, got {got}"
             ) from None
         raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: cannot read job file: it is not UTF-8 text") from None
     except (OSError, EOFError, ValueError, zlib.error) as e:  # gzip errors
         raise TraceError(f"{path}: cannot read job file: {_one_line(e)}") from None
 

@@ -13,10 +13,14 @@ import pytest
 import sim
 from sim.api import SetCap, Start
 from sim.errors import ScenarioError
-from sim.market.dr_programs import MONTH_H
 from sim.models.hardware import estimate
 from sim.models.pricing import usd_rate
 from tests.conftest import make_scenario
+
+MONTH_H = 730.485
+"""A month of a capacity payment, h: the mean Gregorian month, 365.2425 d x 24 h / 12
+(docs/demand-response-programs.md, "committed_kw x capacity_per_kw_month x duration_h /
+730.485")."""
 
 # Four 1-GPU jobs keep the base site's four A100s busy for the whole run (three weeks).
 JOBS = [

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from sim.config.workload import PHILLY_GPUS, SyntheticWorkload
+from sim.config.workload import SyntheticWorkload
 from sim.workload import generate_synthetic
 from sim.workload.synthetic import hourly_rate_factors
 
@@ -72,6 +72,11 @@ def test_cycles_need_the_start_and_keep_attributes_when_whole_weeks():
     assert np.array_equal(flat.work_gpu_h, cyc.work_gpu_h)
     assert not np.array_equal(flat.submit_s, cyc.submit_s)
     assert np.all(np.diff(cyc.submit_s) >= 0) and cyc.submit_s[-1] < 2 * 168 * 3600
+
+
+PHILLY_GPUS = {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}
+"""The Philly GPU-count mix: Gavel (Narayanan et al., OSDI'20), scheduler/utils.py
+`_generate_scale_factor`."""
 
 
 def test_philly_preset_gpu_mix_and_duration_percentiles():

@@ -575,7 +575,9 @@ def test_unreadable_files_are_trace_errors(tmp_path):
     with pytest.raises(TraceError, match="folder.csv: cannot read job file"):
         scenario_jobs(tmp_path / "folder.csv", SCENARIO)
     (tmp_path / "latin1.csv").write_bytes(csv("caf\xe9,0,1,1").encode("latin-1"))
-    with pytest.raises(TraceError, match="latin1.csv: cannot read job file: it is not UTF-8 text"):
+    with pytest.raises(
+        TraceError, match="latin1.csv: job files are UTF-8 text; byte 38 is 0xe9"
+    ):  # 35 + "caf"
         scenario_jobs(tmp_path / "latin1.csv", SCENARIO)
     (tmp_path / "broken.csv.gz").write_bytes(gzip.compress(csv(OK).encode())[:20])
     with pytest.raises(TraceError, match="broken.csv.gz: cannot read job file"):

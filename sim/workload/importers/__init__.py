@@ -27,6 +27,7 @@ import pandas as pd
 
 from sim.errors import TraceError
 from sim.util.atomic import write_atomic
+from sim.util.text import check_text_file
 from sim.workload.table import COLUMNS
 
 FORMATS: dict[str, str] = {
@@ -111,12 +112,15 @@ def import_trace(fmt: str, path: str | Path, **options: Any) -> tuple[pd.DataFra
 def reading(path: Path) -> Iterator[None]:
     """Run an importer on `path`, turning what stops any reader into a one-line `TraceError`
     naming the file: a missing file, a directory, no permission to read, a corrupt or
-    truncated gzip file."""
+    truncated gzip file; and a text file that is not UTF-8 (`sim.util.text.check_text_file`,
+    the one encoding check of every importer)."""
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, not a trace file")
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     try:
+        if not path.name.lower().endswith(".parquet"):
+            check_text_file(path, "trace")
         yield
     except (OSError, EOFError, zlib.error) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)

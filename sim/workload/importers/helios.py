@@ -149,7 +149,7 @@ def import_helios(
 def _read(path: Path) -> pd.DataFrame:
     try:
         header = pd.read_csv(path, nrows=0, encoding="utf-8-sig").columns
-    except (pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except pd.errors.EmptyDataError as e:
         raise TraceError(f"{path}: not a Helios cluster_log.csv ({e})") from None
     raw_header = [str(c) for c in header]
     header = [c.strip() for c in raw_header]

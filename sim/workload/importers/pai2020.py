@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sim.errors import TraceError
+from sim.util.text import check_text_file
 from sim.workload.importers import ImportReport
 from sim.workload.importers._common import (
     REFERENCE_NOTE,
@@ -91,6 +92,7 @@ def import_pai2020(
         job_path = Path(job_table)
         if not job_path.is_file():
             raise TraceError(f"{job_path}: no such file (option job_table)")
+        check_text_file(job_path, "trace")
         jobs = read_csv_strict(job_path, JOB_COLUMNS, ("start_time", "end_time"), header=False)
         dup = jobs["job_name"].duplicated()
         if dup.any():

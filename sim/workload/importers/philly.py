@@ -184,8 +184,6 @@ def _load_json(path: Path) -> list[dict]:
             data = json.load(f)
     except json.JSONDecodeError as e:
         raise TraceError(f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not isinstance(data, list):
         raise TraceError(
             f"{path}: a Philly cluster_job_log is a JSON array of jobs, got {type(data).__name__}"
