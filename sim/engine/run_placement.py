@@ -64,9 +64,9 @@ class Placement:
     typed arrays and lists, which `Runs` owns and changes in place and this reads (held
     privately): `gpus` whole GPUs, `milli` thousandths of one, `gpu_share` GPUs charged,
     `mig_profile` ("": none), `profile`, `parallelism`. Speeds are cached per (model,
-    profile, cap, GPUs scaled, scheme, GPUs per node); on a pool of servers a job's nodes
-    are the servers it holds (or would take now), in nodes of the most GPUs it holds on
-    one (`sim.models.placement.placed_scaling`)."""
+    profile, cap, GPUs scaled, scheme, (GPUs per node, 0)); on a pool of servers a job's
+    nodes are the servers it holds (or would take now), in nodes of the most GPUs it holds
+    on one (`sim.models.placement.placed_scaling`), cached per (..., (that share, servers))."""
 
     __slots__ = (
         "_core",
